@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Builds kube-apiserver, kubectl and etcd from their Go modules (through the Go module proxy) into a cache
+# outside git. Both upstream root modules point their sibling modules at local folders with `replace`, which
+# `go install pkg@version` refuses, so each is built from a throwaway wrapper module that pins every sibling
+# to the same released version instead.
+set -euo pipefail
+K8S_VERSION="${K8S_VERSION:-v1.36.3}"
+ETCD_VERSION="${ETCD_VERSION:-v3.6.8}"
+SPARK_OPERATOR_VERSION="${SPARK_OPERATOR_VERSION:-v2.4.0}"
+CACHE="${SPARKMIRROR_CACHE:-$HOME/.cache/sparkmirror}"
+# kube-apiserver, kube-controller-manager (garbage collector and namespace controllers only) and kubectl
+BIN="$CACHE/bin"
+mkdir -p "$BIN"
+export GOFLAGS="${GOFLAGS:--buildvcs=false} -mod=mod"
+export CGO_ENABLED=0
+
+modfile() { go mod download -json "$1@$2" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("GoMod") or d["Error"])'; }
+
+# wrapper NAME ROOT_MODULE ROOT_VERSION SIBLING_VERSION -> prints the wrapper dir
+wrapper() {
+  local name=$1 root=$2 rootv=$3 sibv=$4 dir="$CACHE/build/$1"
+  mkdir -p "$dir"
+  local gomod; gomod=$(modfile "$root" "$rootv")
+  {
+    echo "module sparkmirror.local/$name"
+    echo "go $(go env GOVERSION | sed 's/^go//; s/\.[0-9]*$//')"
+    echo "require $root $rootv"
+    # every `replace X => ./local/path` of the root module becomes `replace X => X sibv`
+    grep -E '^\s*[a-z0-9./-]+ => \./' "$gomod" | sed -E "s#^\s*([^ ]+) => .*#replace \1 => \1 $sibv#"
+  } > "$dir/go.mod"
+  printf '//go:build tools\n\npackage tools\n\nimport _ "%s"\n' "$5" > "$dir/tools.go"
+  echo "$dir"
+}
+
+build() { # name binary root rootv sibv pkg
+  local name=$1 bin=$2 root=$3 rootv=$4 sibv=$5 pkg=$6
+  local stamp="$BIN/.$bin.$rootv"
+  if [[ -x "$BIN/$bin" && -f "$stamp" ]] && head -c4 "$BIN/$bin" | grep -q ELF; then echo "$bin $rootv: cached"; return; fi
+  local dir; dir=$(wrapper "$name" "$root" "$rootv" "$sibv" "$pkg")
+  echo "$bin $rootv: building (log $dir/build.log)"
+  if ! (cd "$dir" && go mod tidy >"$dir/build.log" 2>&1 && go build -trimpath -ldflags='-s -w' -o "$BIN/$bin" "$pkg" >>"$dir/build.log" 2>&1); then
+    echo "build of $bin failed; last lines of $dir/build.log:" >&2; tail -20 "$dir/build.log" >&2; exit 1
+  fi
+  rm -f "$BIN/.$bin".*; touch "$stamp"
+}
+
+what="${1:-all}"
+if [[ $what == all || $what == etcd ]]; then
+  build etcd etcd go.etcd.io/etcd/v3 "$ETCD_VERSION" "$ETCD_VERSION" go.etcd.io/etcd/server/v3
+fi
+if [[ $what == all || $what == k8s ]]; then
+  sib="v0.${K8S_VERSION#v1.}"
+  build kubernetes kube-apiserver k8s.io/kubernetes "$K8S_VERSION" "$sib" k8s.io/kubernetes/cmd/kube-apiserver
+  build kubernetes kube-controller-manager k8s.io/kubernetes "$K8S_VERSION" "$sib" k8s.io/kubernetes/cmd/kube-controller-manager
+  build kubernetes kubectl k8s.io/kubernetes "$K8S_VERSION" "$sib" k8s.io/kubernetes/cmd/kubectl
+fi
+if [[ $what == all || $what == crd ]]; then
+  crd="$CACHE/crds/sparkapplications-$SPARK_OPERATOR_VERSION.yaml"
+  if [[ ! -f $crd ]]; then
+    mkdir -p "$CACHE/crds"
+    dir=$(go mod download -json "github.com/kubeflow/spark-operator/v2@$SPARK_OPERATOR_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+    cp "$dir/config/crd/bases/sparkoperator.k8s.io_sparkapplications.yaml" "$crd.tmp" && mv "$crd.tmp" "$crd"
+  fi
+  echo "SparkApplication CRD $SPARK_OPERATOR_VERSION: $crd"
+fi

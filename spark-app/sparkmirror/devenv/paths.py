@@ -1,0 +1,33 @@
+"""Pinned versions and where fetched or built things are cached (outside git)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+KAFKA_VERSION = "4.1.2"
+K8S_VERSION = "v1.36.3"
+ETCD_VERSION = "v3.6.8"
+SPARK_OPERATOR_VERSION = "v2.4.0"
+
+HERE = Path(__file__).resolve().parent
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("SPARKMIRROR_CACHE", Path.home() / ".cache" / "sparkmirror"))
+
+
+def kafka_libs() -> Path:
+    return cache_dir() / "kafka" / KAFKA_VERSION / "libs"
+
+
+def bin_dir() -> Path:
+    return cache_dir() / "bin"
+
+
+def spark_application_crd() -> Path:
+    return cache_dir() / "crds" / f"sparkapplications-{SPARK_OPERATOR_VERSION}.yaml"
+
+
+def dev_root() -> Path:
+    """Where `sparkmirror dev up` keeps data, logs and its state file."""
+    return Path(os.environ.get("SPARKMIRROR_DEV_HOME", cache_dir() / "dev"))

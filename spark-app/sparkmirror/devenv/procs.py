@@ -1,0 +1,95 @@
+"""Starting and stopping the local environment's processes, with failures that name what failed."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+
+class DevEnvError(RuntimeError):
+    """Something of the local environment could not start; the message names it and shows its log tail."""
+
+
+def log_tail(path: Path, lines: int = 25) -> str:
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except FileNotFoundError:
+        return f"(no log at {path})"
+    return "\n".join(text[-lines:])
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def check_port_free(port: int, what: str, host: str = "127.0.0.1") -> None:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            raise DevEnvError(f"{what}: port {host}:{port} is already in use ({e.strerror})") from e
+
+
+def spawn(cmd: list[str], log: Path, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.Popen:
+    """Start a process in its own session (so a stop reaches its children), output to `log`."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env={**os.environ, **(env or {})}, cwd=cwd, start_new_session=True)
+
+
+def wait_until(ready: Callable[[], bool], proc: subprocess.Popen | None, what: str, log: Path,
+               timeout: float = 90.0, interval: float = 0.25) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise DevEnvError(f"{what} exited with code {proc.returncode} while starting; "
+                              f"last lines of {log}:\n{log_tail(log)}")
+        try:
+            if ready():
+                return
+        except Exception:  # noqa: BLE001 - not ready yet, whatever the reason
+            pass
+        time.sleep(interval)
+    raise DevEnvError(f"{what} was not ready after {timeout:.0f}s; last lines of {log}:\n{log_tail(log)}")
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie child counts as gone
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def stop_pid(pid: int, timeout: float = 15.0) -> None:
+    """SIGTERM the process group, then SIGKILL what is left after `timeout`."""
+    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            return
+        except PermissionError:
+            os.kill(pid, sig)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+            if not pid_alive(pid):
+                return
+            time.sleep(0.1)

@@ -1,0 +1,216 @@
+"""The flow-group config: the one contract between the operator (which renders it) and the job (which reads it).
+
+Keep it small and versioned: the operator writes it into a ConfigMap, the job reads it at start-up, and
+`sparkmirror run` builds it from a KafkaMirrorMaker2 resource file. Credentials are never values here, only
+paths of files (mounted Secrets) or names of environment variables the job reads at run time.
+"""
+from __future__ import annotations
+
+import re
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+FLOWGROUP_API_VERSION = "sparkmirror.io/flowgroup/v1"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class Delivery(str, Enum):
+    EXACTLY_ONCE = "exactly-once"
+    AT_LEAST_ONCE = "at-least-once"
+
+
+class ReplicationPolicy(str, Enum):
+    """MM2's two stock policies: DefaultReplicationPolicy prefixes the source alias, Identity keeps names."""
+
+    DEFAULT = "default"
+    IDENTITY = "identity"
+
+
+class SecretValue(_Model):
+    """Where the job finds a secret at run time: a mounted file or an environment variable, never a literal."""
+
+    file: str | None = Field(None, description="Path of a file holding the value (a mounted Secret key).")
+    env: str | None = Field(None, description="Name of an environment variable holding the value.")
+
+    @model_validator(mode="after")
+    def _one_of(self) -> "SecretValue":
+        if (self.file is None) == (self.env is None):
+            raise ValueError("exactly one of file or env must be set")
+        return self
+
+    def read(self) -> str:
+        import os
+
+        if self.file is not None:
+            return Path(self.file).read_text().strip()
+        value = os.environ.get(self.env or "")
+        if value is None:
+            raise KeyError(f"environment variable {self.env} is not set")
+        return value
+
+
+class Authentication(_Model):
+    type: Literal["scram-sha-256", "scram-sha-512", "plain", "tls"]
+    username: str | None = None
+    password: SecretValue | None = None
+    certificateFile: str | None = Field(None, description="Client certificate (PEM) for mTLS.")
+    keyFile: str | None = Field(None, description="Client key (PEM) for mTLS.")
+
+
+class Tls(_Model):
+    caFiles: list[str] = Field(default_factory=list, description="PEM files of trusted CA certificates.")
+
+
+class Cluster(_Model):
+    alias: str
+    bootstrapServers: str
+    tls: Tls | None = None
+    authentication: Authentication | None = None
+    config: dict[str, str] = Field(default_factory=dict, description="Extra librdkafka client properties.")
+
+    def client_config(self) -> dict[str, str]:
+        """librdkafka properties for this cluster, secrets resolved now (at run time, on the worker)."""
+        conf: dict[str, str] = {"bootstrap.servers": self.bootstrapServers, **self.config}
+        auth = self.authentication
+        if self.tls is not None:
+            conf["security.protocol"] = "SSL"
+            if self.tls.caFiles:
+                conf["ssl.ca.location"] = ",".join(self.tls.caFiles)
+        if auth is not None:
+            if auth.type == "tls":
+                conf["security.protocol"] = "SSL"
+                if auth.certificateFile:
+                    conf["ssl.certificate.location"] = auth.certificateFile
+                if auth.keyFile:
+                    conf["ssl.key.location"] = auth.keyFile
+            else:
+                conf["security.protocol"] = "SASL_SSL" if self.tls is not None else "SASL_PLAINTEXT"
+                conf["sasl.mechanism"] = {"plain": "PLAIN", "scram-sha-256": "SCRAM-SHA-256",
+                                          "scram-sha-512": "SCRAM-SHA-512"}[auth.type]
+                conf["sasl.username"] = auth.username or ""
+                if auth.password is not None:
+                    conf["sasl.password"] = auth.password.read()
+        return conf
+
+
+# MirrorMaker 2's DefaultConfigPropertyFilter exclusions (config.properties.exclude default).
+DEFAULT_CONFIG_PROPERTIES_EXCLUDE = [
+    r"follower\.replication\.throttled\.replicas",
+    r"leader\.replication\.throttled\.replicas",
+    r"message\.timestamp\.difference\.max\.ms",
+    r"message\.timestamp\.type",
+    r"unclean\.leader\.election\.enable",
+    r"min\.insync\.replicas",
+]
+
+
+class Mirror(_Model):
+    """One source -> target flow, MM2 semantics, one streaming query."""
+
+    name: str = Field(description="Stable name, used in transactional ids and progress keys.")
+    source: str = Field(description="Alias of the source cluster.")
+    target: str = Field(description="Alias of the target cluster.")
+    topics: str = Field(".*", description="Regex of source topics to mirror (MM2 topics).")
+    topicsExclude: str = Field(r".*[\-\.]internal|.*\.replica|__.*", description="Regex of topics never mirrored.")
+    groups: str | None = Field(None, description="Regex of consumer groups whose offsets are translated.")
+    groupsExclude: str = Field(r"console-consumer-.*|connect-.*|__.*")
+    replicationPolicy: ReplicationPolicy = ReplicationPolicy.DEFAULT
+    separator: str = "."
+    refreshTopicsIntervalSeconds: float = Field(5.0, gt=0)
+    syncTopicConfigs: bool = True
+    syncTopicConfigsIntervalSeconds: float = Field(60.0, gt=0)
+    configPropertiesExclude: list[str] = Field(default_factory=lambda: list(DEFAULT_CONFIG_PROPERTIES_EXCLUDE))
+    replicationFactor: int = Field(-1, description="Replication factor of created remote topics; -1 = broker default.")
+    emitCheckpoints: bool = True
+    emitCheckpointsIntervalSeconds: float = Field(60.0, gt=0)
+    syncGroupOffsets: bool = False
+    syncGroupOffsetsIntervalSeconds: float = Field(60.0, gt=0)
+    emitHeartbeats: bool = True
+    emitHeartbeatsIntervalSeconds: float = Field(1.0, gt=0)
+    lanes: int | None = Field(None, ge=1, le=1024, description="Parallel copy tasks; default the flow group's.")
+
+    @field_validator("topics", "topicsExclude", "groups", "groupsExclude")
+    @classmethod
+    def _regex(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                re.compile(v)
+            except re.error as e:
+                raise ValueError(f"invalid regex {v!r}: {e}") from e
+        return v
+
+    @field_validator("configPropertiesExclude")
+    @classmethod
+    def _regexes(cls, v: list[str]) -> list[str]:
+        for r in v:
+            try:
+                re.compile(r)
+            except re.error as e:
+                raise ValueError(f"invalid regex {r!r}: {e}") from e
+        return v
+
+
+class Worker(_Model):
+    """Which worker generation this is, for fencing and the upgrade handoff."""
+
+    generation: int = Field(1, ge=1)
+    version: str = "dev"
+    leaseName: str | None = Field(None, description="coordination.k8s.io Lease that says which generation mirrors.")
+    leaseNamespace: str | None = None
+
+
+class FlowGroupConfig(_Model):
+    apiVersion: Literal["sparkmirror.io/flowgroup/v1"] = FLOWGROUP_API_VERSION
+    name: str = Field(description="Flow-group name; part of transactional ids, so keep it stable.")
+    resource: str = Field("local/mirror", description="namespace/name of the owning KafkaMirrorMaker2.")
+    clusters: list[Cluster]
+    mirrors: list[Mirror] = Field(min_length=1)
+    delivery: Delivery = Delivery.EXACTLY_ONCE
+    lanes: int = Field(2, ge=1, le=1024, description="Default parallel copy tasks per mirror.")
+    epochSeconds: float = Field(30.0, gt=0, description="How long one lane task runs before Spark plans again.")
+    commitIntervalMs: int = Field(100, ge=1, description="Target time between transactions inside a lane.")
+    progressTopic: str = Field("sparkmirror.progress.internal", description="Compacted topic on each target.")
+    checkpointDir: str | None = Field(None, description="Spark checkpoint root; an optimisation, may be lost.")
+    metricsPort: int | None = Field(None, ge=0, le=65535, description="Prometheus text on the driver; 0 = any.")
+    worker: Worker = Field(default_factory=Worker)
+
+    @model_validator(mode="after")
+    def _references(self) -> "FlowGroupConfig":
+        aliases = [c.alias for c in self.clusters]
+        dupes = {a for a in aliases if aliases.count(a) > 1}
+        if dupes:
+            raise ValueError(f"clusters: duplicate alias {sorted(dupes)}")
+        names = [m.name for m in self.mirrors]
+        if len(set(names)) != len(names):
+            raise ValueError("mirrors: mirror names must be unique")
+        for i, m in enumerate(self.mirrors):
+            for side in ("source", "target"):
+                if getattr(m, side) not in aliases:
+                    raise ValueError(f"mirrors[{i}].{side}: unknown cluster alias {getattr(m, side)!r}; "
+                                     f"known: {aliases}")
+            if m.source == m.target:
+                raise ValueError(f"mirrors[{i}]: source and target are the same cluster {m.source!r}")
+        return self
+
+    def cluster(self, alias: str) -> Cluster:
+        return next(c for c in self.clusters if c.alias == alias)
+
+    def lanes_of(self, mirror: Mirror) -> int:
+        return mirror.lanes or self.lanes
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.model_dump(mode="json", exclude_none=True), sort_keys=False)
+
+    @classmethod
+    def from_yaml(cls, text: str) -> "FlowGroupConfig":
+        return cls.model_validate(yaml.safe_load(text))
+
+
+FlowGroupConfigs = Annotated[list[FlowGroupConfig], Field(min_length=1)]
