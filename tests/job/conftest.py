@@ -1,0 +1,37 @@
+"""Fixtures of the job tests (shared by the copy and the topic-management tests: add, don't rewrite)."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def run_java(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., str]:
+    """run_java(class_name, source, *args, stdin=None) compiles `source` with javac against the real Kafka
+    jars (connect-mirror-client, kafka-clients, ...) into a temp dir, runs its main and returns stdout."""
+    from sparkmirror.devenv import install
+
+    if shutil.which("javac") is None:
+        pytest.skip("javac is not installed")
+    libs = install.kafka()
+    root = tmp_path_factory.mktemp("java")
+    compiled: set[str] = set()
+
+    def run(class_name: str, source: str, *args: str, stdin: str | None = None, timeout: float = 60) -> str:
+        if class_name not in compiled:
+            src = root / f"{class_name}.java"
+            src.write_text(source)
+            subprocess.run(["javac", "-nowarn", "-cp", f"{libs}/*", "-d", str(root), str(src)], check=True,
+                           capture_output=True, text=True, timeout=120)
+            compiled.add(class_name)
+        out = subprocess.run(["java", "-Xmx128m", "-cp", f"{root}:{libs}/*", class_name, *args], input=stdin,
+                             capture_output=True, text=True, timeout=timeout)
+        if out.returncode != 0:
+            raise AssertionError(f"java {class_name} failed ({out.returncode}):\n{out.stderr[-3000:]}")
+        return out.stdout
+
+    return run
