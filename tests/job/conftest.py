@@ -12,7 +12,8 @@ import pytest
 @pytest.fixture(scope="session")
 def run_java(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., str]:
     """run_java(class_name, source, *args, stdin=None) compiles `source` with javac against the real Kafka
-    jars (connect-mirror-client, kafka-clients, ...) into a temp dir, runs its main and returns stdout."""
+    jars (connect-mirror-client, kafka-clients, ...) into a temp dir, runs its main and returns stdout.
+    `class_name` is fully qualified when the source declares a package."""
     from sparkmirror.devenv import install
 
     if shutil.which("javac") is None:
@@ -23,7 +24,9 @@ def run_java(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., str]:
 
     def run(class_name: str, source: str, *args: str, stdin: str | None = None, timeout: float = 60) -> str:
         if class_name not in compiled:
-            src = root / f"{class_name}.java"
+            src = root / "src" / class_name.replace(".", "/")
+            src = src.with_name(src.name + ".java")
+            src.parent.mkdir(parents=True, exist_ok=True)
             src.write_text(source)
             subprocess.run(["javac", "-nowarn", "-cp", f"{libs}/*", "-d", str(root), str(src)], check=True,
                            capture_output=True, text=True, timeout=120)
