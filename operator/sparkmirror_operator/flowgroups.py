@@ -1,0 +1,455 @@
+"""From a KafkaMirrorMaker2 resource to the flow-group configs the job reads: pure, no I/O.
+
+`plan(resource)` validates the resource, maps the MM2 config keys that mean something here onto the job's
+config model, and collects what cannot be carried over: Connect-only fields and keys (`not_applicable`), MM2
+keys or values sparkmirror does not implement (`unsupported`), and errors naming the field (`errors`).
+
+Credentials are never values: a Secret key becomes either a file path under a mount root (`secrets="files"`,
+what the SparkApplication mounts) or the name of an environment variable (`secrets="env"`, for local runs).
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from fnmatch import fnmatch
+from typing import Any
+
+from pydantic import ValidationError
+
+from sparkmirror.flowgroup import (
+    Authentication,
+    Cluster,
+    FlowGroupConfig,
+    Mirror,
+    ReplicationPolicy,
+    SecretValue,
+    Tls,
+    Worker,
+)
+
+from .model import (
+    ClusterSpec,
+    ConnectorSpec,
+    KafkaMirrorMaker2,
+    MirrorSpec,
+    connect_only_fields,
+)
+
+SECRET_MOUNT_ROOT = "/etc/sparkmirror/secrets"
+DEFAULT_POLICY_CLASSES = {"org.apache.kafka.connect.mirror.DefaultReplicationPolicy": ReplicationPolicy.DEFAULT,
+                          "org.apache.kafka.connect.mirror.IdentityReplicationPolicy": ReplicationPolicy.IDENTITY}
+
+
+class ResourceInvalid(ValueError):
+    """The resource cannot be turned into flow groups; `problems` name the fields."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(str(p) for p in problems))
+
+
+@dataclass(frozen=True)
+class Problem:
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+@dataclass(frozen=True)
+class SecretRef:
+    """A key of a Secret the job needs, and where the job finds it."""
+
+    secret: str
+    key: str | None  # None: every key matching `pattern`
+    pattern: str | None = None
+
+
+@dataclass
+class Plan:
+    resource: KafkaMirrorMaker2 | None
+    groups: list[FlowGroupConfig] = field(default_factory=list)
+    group_mirrors: dict[str, list[str]] = field(default_factory=dict)
+    secrets: list[SecretRef] = field(default_factory=list)
+    not_applicable: list[str] = field(default_factory=list)
+    unsupported: list[str] = field(default_factory=list)
+    errors: list[Problem] = field(default_factory=list)
+
+    def secret_names(self) -> list[str]:
+        return sorted({s.secret for s in self.secrets})
+
+
+# ---- MM2 config keys ------------------------------------------------------------------------------------
+
+def _bool(v: Any) -> bool:
+    if isinstance(v, bool):
+        return v
+    s = str(v).strip().lower()
+    if s in ("true", "false"):
+        return s == "true"
+    raise ValueError(f"expected true or false, got {v!r}")
+
+
+def _float(v: Any) -> float:
+    f = float(v)
+    if f <= 0:
+        raise ValueError(f"must be > 0, got {v!r}")
+    return f
+
+
+def _mm2_list_regex(v: Any) -> str:
+    """MM2 list-of-regex (comma separated, as ConfigDef.Type.LIST splits it) -> one alternation."""
+    parts = [p.strip() for p in str(v).split(",") if p.strip()]
+    return parts[0] if len(parts) == 1 else "|".join(f"(?:{p})" for p in parts)
+
+
+def _policy(v: Any) -> ReplicationPolicy:
+    name = str(v).strip()
+    for cls, policy in DEFAULT_POLICY_CLASSES.items():
+        if name in (cls, cls.rsplit(".", 1)[1]):
+            return policy
+    raise LookupError(f"replication policy {name!r} is not supported (only DefaultReplicationPolicy and "
+                      "IdentityReplicationPolicy)")
+
+
+# key -> (Mirror field, converter); None field = accepted, no effect needed
+MIRROR_KEYS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "replication.policy.class": ("replicationPolicy", _policy),
+    "replication.policy.separator": ("separator", str),
+    "refresh.topics.interval.seconds": ("refreshTopicsIntervalSeconds", _float),
+    "sync.topic.configs.enabled": ("syncTopicConfigs", _bool),
+    "sync.topic.configs.interval.seconds": ("syncTopicConfigsIntervalSeconds", _float),
+    "config.properties.exclude": ("configPropertiesExclude", lambda v: [p.strip() for p in str(v).split(",")
+                                                                        if p.strip()]),
+    "replication.factor": ("replicationFactor", int),
+    "emit.heartbeats.enabled": ("emitHeartbeats", _bool),
+    "emit.heartbeats.interval.seconds": ("emitHeartbeatsIntervalSeconds", _float),
+    "emit.checkpoints.enabled": ("emitCheckpoints", _bool),
+    "emit.checkpoints.interval.seconds": ("emitCheckpointsIntervalSeconds", _float),
+    "sync.group.offsets.enabled": ("syncGroupOffsets", _bool),
+    "sync.group.offsets.interval.seconds": ("syncGroupOffsetsIntervalSeconds", _float),
+    "topics": ("topics", _mm2_list_regex),
+    "topics.exclude": ("topicsExclude", _mm2_list_regex),
+    "groups": ("groups", _mm2_list_regex),
+    "groups.exclude": ("groupsExclude", _mm2_list_regex),
+}
+# keys that must have a given value to mean what sparkmirror does; another value is unsupported
+MIRROR_KEYS_FIXED: dict[str, Any] = {
+    "sync.topic.acls.enabled": False,
+    "refresh.topics.enabled": True,
+    "refresh.groups.enabled": True,
+}
+# MM2 keys that are about Connect or MM2 internals that sparkmirror replaces (offset syncs -> dense progress map)
+MIRROR_KEYS_NOT_APPLICABLE_PREFIXES = (
+    "offset-syncs.", "offset.lag.max", "checkpoints.topic.", "heartbeats.topic.", "tasks.max",
+    "refresh.groups.interval.seconds", "key.converter", "value.converter", "header.converter",
+    "exactly.once.support", "transaction.boundary", "emit.offset-syncs.", "sync.topic.acls.interval.seconds",
+    "errors.", "consumer.poll.timeout.ms", "admin.timeout.ms", "replication.policy.internal.topic.separator",
+)
+# Kafka Connect worker properties in a cluster's config: accepted, not applicable; the rest goes to the clients
+CLUSTER_KEYS_NOT_APPLICABLE_PREFIXES = (
+    "config.storage.", "offset.storage.", "status.storage.", "key.converter", "value.converter",
+    "header.converter", "plugin.", "connector.client.config.override.policy", "offset.flush.", "task.",
+    "group.id", "exactly.once.source.support", "rest.", "listeners", "scheduled.rebalance.", "connect.",
+    "worker.", "metrics.", "config.providers", "offset.storage", "consumer.", "producer.", "admin.",
+)
+# client keys sparkmirror sets itself from tls/authentication (Strimzi forbids them too)
+CLUSTER_KEYS_FORBIDDEN_PREFIXES = ("bootstrap.servers", "security.", "sasl.")
+
+
+def _connector_config(mirror: MirrorSpec, path: str, out: Plan) -> dict[str, Any]:
+    """Merge both connectors' configs into Mirror fields; conflicting values are errors."""
+    values: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    for conn_name in ("sourceConnector", "checkpointConnector"):
+        conn: ConnectorSpec | None = getattr(mirror, conn_name)
+        if conn is None:
+            continue
+        for key, raw in conn.config.items():
+            where = f"{path}.{conn_name}.config[{key}]"
+            if key in MIRROR_KEYS:
+                fname, convert = MIRROR_KEYS[key]
+                try:
+                    value = convert(raw)
+                except LookupError as e:
+                    out.unsupported.append(f"{where}: {e.args[0]}")
+                    out.errors.append(Problem(where, e.args[0]))
+                    continue
+                except (TypeError, ValueError) as e:
+                    out.errors.append(Problem(where, str(e)))
+                    continue
+                if fname in values and values[fname] != value:
+                    out.errors.append(Problem(where, f"conflicts with {origin[fname]}"))
+                    continue
+                values[fname], origin[fname] = value, where
+            elif key in MIRROR_KEYS_FIXED:
+                try:
+                    ok = _bool(raw) == MIRROR_KEYS_FIXED[key]
+                except ValueError as e:
+                    out.errors.append(Problem(where, str(e)))
+                    continue
+                if not ok:
+                    out.unsupported.append(f"{where}={raw} (only {str(MIRROR_KEYS_FIXED[key]).lower()} is "
+                                           "supported)")
+            elif key.startswith(MIRROR_KEYS_NOT_APPLICABLE_PREFIXES):
+                out.not_applicable.append(where)
+            else:
+                out.unsupported.append(where)
+    return values
+
+
+def _check_regex(pattern: str | None, where: str, out: Plan) -> None:
+    if pattern is None:
+        return
+    try:
+        re.compile(pattern)
+    except re.error as e:
+        out.errors.append(Problem(where, f"invalid regular expression {pattern!r}: {e}"))
+
+
+# ---- clusters and secrets -------------------------------------------------------------------------------
+
+def env_name(secret: str, key: str) -> str:
+    """The environment variable a local run reads a Secret key from: SPARKMIRROR_SECRET_<SECRET>_<KEY>."""
+    return "SPARKMIRROR_SECRET_" + re.sub(r"[^A-Za-z0-9]", "_", f"{secret}_{key}").upper()
+
+
+def secret_file(secret: str, key: str, root: str = SECRET_MOUNT_ROOT) -> str:
+    return f"{root.rstrip('/')}/{secret}/{key}"
+
+
+@dataclass
+class _Secrets:
+    mode: str
+    root: str
+    secret_keys: Callable[[str], list[str] | None] | None
+    refs: list[SecretRef]
+
+    def file(self, secret: str, key: str) -> str:
+        self.refs.append(SecretRef(secret, key))
+        return secret_file(secret, key, self.root)
+
+    def value(self, secret: str, key: str) -> SecretValue:
+        self.refs.append(SecretRef(secret, key))
+        if self.mode == "env":
+            return SecretValue(env=env_name(secret, key))
+        return SecretValue(file=secret_file(secret, key, self.root))
+
+    def pattern_files(self, secret: str, pattern: str) -> list[str]:
+        keys = self.secret_keys(secret) if self.secret_keys else None
+        if keys is None:  # keys unknown (no cluster to ask): the job expands the glob at run time
+            self.refs.append(SecretRef(secret, None, pattern))
+            return [secret_file(secret, pattern, self.root)]
+        matched = sorted(k for k in keys if fnmatch(k, pattern))
+        return [self.file(secret, k) for k in matched]
+
+
+def _cluster(spec: ClusterSpec, path: str, secrets: _Secrets, out: Plan) -> Cluster:
+    tls = None
+    if spec.tls is not None:
+        ca: list[str] = []
+        for c in spec.tls.trustedCertificates:
+            ca += secrets.pattern_files(c.secretName, c.pattern) if c.pattern else \
+                [secrets.file(c.secretName, c.certificate or "")]
+        tls = Tls(caFiles=ca)
+    auth = None
+    a = spec.authentication
+    if a is not None:
+        if a.type == "custom":
+            out.unsupported.append(f"{path}.authentication.type=custom")
+            out.errors.append(Problem(f"{path}.authentication.type", "custom authentication is not supported"))
+        elif a.type == "tls":
+            if a.certificateAndKey is None:
+                out.errors.append(Problem(f"{path}.authentication.certificateAndKey", "required for type tls"))
+            else:
+                ck = a.certificateAndKey
+                auth = Authentication(type="tls", certificateFile=secrets.file(ck.secretName, ck.certificate),
+                                      keyFile=secrets.file(ck.secretName, ck.key))
+        else:
+            if a.passwordSecret is None or a.username is None:
+                out.errors.append(Problem(f"{path}.authentication.passwordSecret",
+                                          f"username and passwordSecret are required for type {a.type}"))
+            else:
+                auth = Authentication(type=a.type, username=a.username,
+                                      password=secrets.value(a.passwordSecret.secretName,
+                                                             a.passwordSecret.password))
+    config: dict[str, str] = {}
+    for key, raw in spec.config.items():
+        where = f"{path}.config[{key}]"
+        if key.startswith(CLUSTER_KEYS_NOT_APPLICABLE_PREFIXES):
+            out.not_applicable.append(where)
+        elif key.startswith(CLUSTER_KEYS_FORBIDDEN_PREFIXES) and key not in (
+                "ssl.endpoint.identification.algorithm", "ssl.cipher.suites"):
+            out.errors.append(Problem(where, "set through tls/authentication, not config"))
+        else:
+            config[key] = str(raw).lower() if isinstance(raw, bool) else str(raw)
+    return Cluster(alias=spec.alias, bootstrapServers=spec.bootstrapServers, tls=tls, authentication=auth,
+                   config=config)
+
+
+def _and_pattern(outer: str | None, inner: str | None) -> str | None:
+    """Topics matching both regexes (the group's and the mirror's), as one regex."""
+    if outer is None:
+        return inner
+    if inner is None:
+        return outer
+    return f"(?=(?:{outer})$)(?:{inner})"
+
+
+def _or_pattern(a: str | None, b: str | None) -> str | None:
+    if a is None or b is None:
+        return a if b is None else b
+    return f"(?:{a})|(?:{b})"
+
+
+def default_group_name(alias: str) -> str:
+    name = re.sub(r"[^a-z0-9-]+", "-", alias.lower()).strip("-")[:30].strip("-")
+    return name or "mirror"
+
+
+# ---- the conversion -------------------------------------------------------------------------------------
+
+def parse(resource: dict[str, Any]) -> KafkaMirrorMaker2:
+    """Validate a resource dict (status and unknown metadata ignored) against the model."""
+    body = {k: v for k, v in resource.items() if k in ("apiVersion", "kind", "metadata", "spec")}
+    meta = dict(body.get("metadata") or {})
+    body["metadata"] = {k: meta[k] for k in ("name", "namespace", "uid", "generation", "labels", "annotations")
+                        if k in meta and meta[k] is not None}
+    return KafkaMirrorMaker2.model_validate(body)
+
+
+def validation_problems(e: ValidationError) -> list[Problem]:
+    out = []
+    for err in e.errors():
+        loc = ""
+        for part in err["loc"]:
+            loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
+        out.append(Problem(loc or "resource", err["msg"]))
+    return out
+
+
+def plan(resource: dict[str, Any] | KafkaMirrorMaker2, *, secrets: str = "files",
+         secret_root: str | None = None,
+         secret_keys: Callable[[str], list[str] | None] | None = None) -> Plan:
+    """Everything the resource means for the job, and everything it says that cannot be carried over.
+
+    secrets: "files" (paths under secret_root, default the mount root the SparkApplication uses) or "env"
+    (environment variable names, see `env_name`; certificate files then live under secret_root, default
+    ./secrets). secret_keys(secret) may list a Secret's keys so certificate patterns resolve to files.
+    """
+    if secrets not in ("files", "env"):
+        raise ValueError(f"secrets must be 'files' or 'env', not {secrets!r}")
+    try:
+        kmm2 = resource if isinstance(resource, KafkaMirrorMaker2) else parse(resource)
+    except ValidationError as e:
+        return Plan(resource=None, errors=validation_problems(e))
+    out = Plan(resource=kmm2)
+    spec = kmm2.spec
+    out.not_applicable += connect_only_fields(spec)
+    sec = _Secrets(secrets, secret_root or (SECRET_MOUNT_ROOT if secrets == "files" else "./secrets"),
+                   secret_keys, out.secrets)
+
+    aliases = [m.source.alias for m in spec.mirrors]
+    if len(set(aliases)) != len(aliases):
+        out.errors.append(Problem("spec.mirrors", "mirrors[].source.alias must be unique"))
+    target = _cluster(spec.target, "spec.target", sec, out)
+
+    mirrors: dict[str, tuple[Mirror, Cluster]] = {}
+    for i, m in enumerate(spec.mirrors):
+        path = f"spec.mirrors[{i}]"
+        if m.source.alias == spec.target.alias:
+            out.errors.append(Problem(f"{path}.source.alias", "must differ from spec.target.alias"))
+        for attr in ("topicsPattern", "topicsExcludePattern", "groupsPattern", "groupsExcludePattern"):
+            _check_regex(getattr(m, attr), f"{path}.{attr}", out)
+        source = _cluster(m.source, f"{path}.source", sec, out)
+        fields = _connector_config(m, path, out)
+        if m.topicsPattern is not None:
+            fields["topics"] = _mm2_list_regex(m.topicsPattern)
+        if m.topicsExcludePattern is not None:
+            fields["topicsExclude"] = _mm2_list_regex(m.topicsExcludePattern)
+        if m.groupsPattern is not None:
+            fields["groups"] = _mm2_list_regex(m.groupsPattern)
+        if m.groupsExcludePattern is not None:
+            fields["groupsExclude"] = _mm2_list_regex(m.groupsExcludePattern)
+        try:
+            mirror = Mirror(name=m.source.alias, source=m.source.alias, target=spec.target.alias, **fields)
+        except ValidationError as e:
+            out.errors += [Problem(f"{path}.{p.field}", p.message) for p in validation_problems(e)]
+            continue
+        mirrors[m.source.alias] = (mirror, source)
+
+    # flow groups: the declared ones, then one per mirror no group names
+    groups: list[tuple[str, str, list[str], Any]] = []
+    claimed: set[str] = set()
+    for j, g in enumerate(spec.flowGroups or []):
+        path = f"spec.flowGroups[{j}]"
+        for a in g.mirrors:
+            if a not in aliases:
+                out.errors.append(Problem(f"{path}.mirrors", f"no mirror has source alias {a!r}"))
+        _check_regex(g.topicsPattern, f"{path}.topicsPattern", out)
+        _check_regex(g.topicsExcludePattern, f"{path}.topicsExcludePattern", out)
+        claimed.update(g.mirrors)
+        groups.append((g.name, path, list(g.mirrors), g))
+    for a in aliases:
+        if a not in claimed:
+            groups.append((default_group_name(a), f"spec.mirrors[source.alias={a}]", [a], None))
+    seen: set[str] = set()
+    for name, path, _, _ in groups:
+        if name in seen:
+            out.errors.append(Problem(path, f"flow group name {name!r} is used twice (mirrors no group names "
+                                            "get a group named after their source alias)"))
+        seen.add(name)
+    if out.errors:
+        return out
+
+    for name, _path, members, g in groups:
+        group_mirrors = []
+        clusters = [target]
+        for a in members:
+            mirror, source = mirrors[a]
+            if g is not None and (g.topicsPattern or g.topicsExcludePattern):
+                mirror = mirror.model_copy(update={
+                    "topics": _and_pattern(g.topicsPattern, mirror.topics),
+                    "topicsExclude": _or_pattern(g.topicsExcludePattern, mirror.topicsExclude)})
+            if g is not None and g.parallelism:
+                mirror = mirror.model_copy(update={"lanes": g.parallelism})
+            group_mirrors.append(mirror)
+            if all(c.alias != source.alias for c in clusters):
+                clusters.append(source)
+        checkpoint = spec.spark.checkpointDir
+        cfg = FlowGroupConfig(
+            name=name,
+            resource=f"{kmm2.namespace}/{kmm2.name}",
+            clusters=clusters,
+            mirrors=group_mirrors,
+            delivery=spec.delivery,
+            lanes=spec.spark.parallelism,
+            epochSeconds=spec.spark.epochSeconds,
+            commitIntervalMs=spec.spark.commitIntervalMs,
+            progressTopic=spec.progressTopic,
+            checkpointDir=f"{checkpoint.rstrip('/')}/{kmm2.namespace}/{kmm2.name}/{name}" if checkpoint else None,
+            worker=Worker(generation=1, version=spec.version or "unversioned",
+                          leaseName=lease_name(kmm2.name, name), leaseNamespace=kmm2.namespace),
+        )
+        out.groups.append(cfg)
+        out.group_mirrors[name] = list(members)
+    return out
+
+
+def lease_name(resource: str, group: str) -> str:
+    return f"{resource}-{group}"
+
+
+def flow_group_configs(resource: dict[str, Any], *, secrets: str = "files",
+                       secret_root: str | None = None) -> list[FlowGroupConfig]:
+    """One FlowGroupConfig per flow group of a KafkaMirrorMaker2 resource (default one group per mirror).
+
+    Raises ResourceInvalid (a ValueError) naming the fields when the resource cannot run. What is accepted but
+    not carried over (Connect-only fields, unsupported MM2 keys) is in `plan(resource)`.
+    """
+    p = plan(resource, secrets=secrets, secret_root=secret_root)
+    if p.errors:
+        raise ResourceInvalid(p.errors)
+    return p.groups

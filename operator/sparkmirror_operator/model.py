@@ -1,0 +1,400 @@
+"""The `KafkaMirrorMaker2` custom resource (`sparkmirror.io/v1alpha1`): the single definition of its schema.
+
+The spec follows Strimzi's `kafka.strimzi.io/v1` KafkaMirrorMaker2 field for field, so a Strimzi manifest with
+only its apiVersion changed validates here. Fields that only mean something to Kafka Connect are accepted
+(marked `connect_only`) and reported on the status as not applicable. Spark-specific fields (`spark`,
+`flowGroups`, `delivery`, `state`, `upgrade`) are added.
+
+The CRD in `crds/` is generated from these models (`python -m sparkmirror_operator.crdgen`), including the
+CEL rules given through `x-kubernetes-validations` in `json_schema_extra`. Pure pydantic: no kopf or kubernetes.
+"""
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+GROUP = "sparkmirror.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "KafkaMirrorMaker2"
+PLURAL = "kafkamirrormaker2s"
+SINGULAR = "kafkamirrormaker2"
+SHORT_NAMES = ["smm2"]
+
+CONNECT_ONLY = "connectOnly"  # json_schema_extra marker; crdgen strips it, status reports set fields
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+MEMORY = r"^[0-9]+([kmgtKMGT][bB]?)?$"
+
+
+def connect_only(description: str, **kw: Any) -> Any:
+    """A Strimzi field that only makes sense for Kafka Connect: accepted, reported as not applicable."""
+    return Field(None, description=f"{description} Kafka Connect only: accepted for Strimzi compatibility, "
+                                   "not applicable to sparkmirror (reported on the status).",
+                 json_schema_extra={CONNECT_ONLY: True}, **kw)
+
+
+def cel(rule: str, message: str, field_path: str | None = None, reason: str | None = None) -> dict[str, str]:
+    r: dict[str, str] = {"rule": rule, "message": message}
+    if field_path:
+        r["fieldPath"] = field_path
+    if reason:
+        r["reason"] = reason
+    return r
+
+
+def validations(*rules: dict[str, str]) -> dict[str, Any]:
+    return {"x-kubernetes-validations": list(rules)}
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, use_enum_values=True)
+
+
+# ---- clusters -------------------------------------------------------------------------------------------
+
+class CertSecretSource(_Model):
+    model_config = ConfigDict(json_schema_extra=validations(
+        cel("has(self.certificate) != has(self.pattern)", "exactly one of certificate or pattern must be set")))
+    secretName: str = Field(description="The name of the Secret containing the certificate.",
+                            max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+    certificate: str | None = Field(None, description="The name of the certificate file (key) in the Secret.",
+                                    max_length=253)
+    pattern: str | None = Field(None, description="Glob pattern of the certificate files (keys) in the Secret; "
+                                                  "every matching key is trusted.", max_length=253)
+
+
+class ClientTls(_Model):
+    trustedCertificates: list[CertSecretSource] = Field(
+        default_factory=list, description="Trusted certificates for the TLS connection, from Secrets.",
+        max_length=32)
+
+
+class PasswordSecretSource(_Model):
+    secretName: str = Field(description="The name of the Secret containing the password.", max_length=253)
+    password: str = Field(description="The key in the Secret under which the password is stored.", max_length=253)
+
+
+class CertAndKeySecretSource(_Model):
+    secretName: str = Field(description="The name of the Secret containing the certificate and key.",
+                            max_length=253)
+    certificate: str = Field(description="The key of the certificate (PEM) in the Secret.", max_length=253)
+    key: str = Field(description="The key of the private key (PEM, PKCS #8) in the Secret.", max_length=253)
+
+
+class AuthenticationType(str, Enum):
+    TLS = "tls"
+    SCRAM_SHA_256 = "scram-sha-256"
+    SCRAM_SHA_512 = "scram-sha-512"
+    PLAIN = "plain"
+    CUSTOM = "custom"
+
+
+class ClientAuthentication(_Model):
+    model_config = ConfigDict(json_schema_extra=validations(
+        cel("self.type != 'tls' || has(self.certificateAndKey)",
+            "authentication of type tls needs certificateAndKey", ".certificateAndKey"),
+        cel("!(self.type in ['scram-sha-256', 'scram-sha-512', 'plain']) || (has(self.username) && "
+            "has(self.passwordSecret))",
+            "authentication of type scram-sha-256, scram-sha-512 or plain needs username and passwordSecret",
+            ".passwordSecret")))
+    type: AuthenticationType = Field(description="Authentication type: tls (mTLS client certificate), "
+                                                 "scram-sha-256, scram-sha-512, plain, or custom "
+                                                 "(accepted, not supported: reported on the status).")
+    username: str | None = Field(None, description="Username for SASL authentication.", max_length=253)
+    passwordSecret: PasswordSecretSource | None = Field(None, description="Reference to the Secret holding the "
+                                                                         "password; never inline.")
+    certificateAndKey: CertAndKeySecretSource | None = Field(None, description="Reference to the Secret holding "
+                                                                              "the client certificate and key.")
+    sasl: bool | None = Field(None, description="Custom authentication only: enable SASL.")
+    config: dict[str, Any] | None = Field(None, description="Custom authentication only: its properties.")
+
+
+class ClusterSpec(_Model):
+    alias: str = Field(description="Alias of the cluster; names remote topics (<alias><separator><topic>) "
+                                   "and must be unique in the resource.",
+                       min_length=1, max_length=63, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    bootstrapServers: str = Field(description="Comma-separated host:port list to bootstrap from.",
+                                  min_length=1, max_length=2048)
+    tls: ClientTls | None = Field(None, description="TLS settings; when set, connections use TLS.")
+    authentication: ClientAuthentication | None = Field(None, description="Authentication to the cluster.")
+    config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Client properties for this cluster. Kafka Connect worker properties (storage topics, "
+                    "converters, ...) are accepted and reported as not applicable; other keys are passed to "
+                    "the job's Kafka clients.")
+
+
+class TargetClusterSpec(ClusterSpec):
+    groupId: str | None = connect_only("Kafka Connect group id.", max_length=253)
+    configStorageTopic: str | None = connect_only("Kafka Connect config storage topic.", max_length=249)
+    statusStorageTopic: str | None = connect_only("Kafka Connect status storage topic.", max_length=249)
+    offsetStorageTopic: str | None = connect_only("Kafka Connect offset storage topic.", max_length=249)
+
+
+# ---- mirrors --------------------------------------------------------------------------------------------
+
+class ConnectorState(str, Enum):
+    RUNNING = "running"
+    PAUSED = "paused"
+    STOPPED = "stopped"
+
+
+class ConnectorSpec(_Model):
+    config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="MirrorMaker 2 connector properties. Keys that mean something here keep their MM2 name and "
+                    "meaning (replication.policy.class, replication.policy.separator, "
+                    "refresh.topics.interval.seconds, sync.topic.configs.enabled, config.properties.exclude, "
+                    "emit.checkpoints.interval.seconds, sync.group.offsets.enabled, ...); unknown keys are "
+                    "reported on the status.")
+    tasksMax: int | None = connect_only("Maximum number of Connect tasks; use spark.parallelism instead.",
+                                        ge=1)
+    version: str | None = connect_only("Connector version.")
+    state: ConnectorState | None = connect_only("Connector state; use spec.state instead.")
+    autoRestart: dict[str, Any] | None = connect_only("Connector auto-restart.")
+    listOffsets: dict[str, Any] | None = connect_only("Connector offsets listing.")
+    alterOffsets: dict[str, Any] | None = connect_only("Connector offsets alteration.")
+
+
+class MirrorSpec(_Model):
+    source: ClusterSpec = Field(description="The source cluster; its alias names the mirror and must differ "
+                                            "from the target's.")
+    sourceConnector: ConnectorSpec | None = Field(None, description="Settings of MM2's source connector: the "
+                                                                    "copy of records and topic configs.")
+    checkpointConnector: ConnectorSpec | None = Field(None, description="Settings of MM2's checkpoint "
+                                                                        "connector: consumer-group offsets.")
+    topicsPattern: str | None = Field(None, description="Regular expression of the source topics to mirror "
+                                                        "(MM2 `topics`); default all.", max_length=4096)
+    topicsExcludePattern: str | None = Field(None, description="Regular expression of the source topics never "
+                                                               "mirrored (MM2 `topics.exclude`).",
+                                             max_length=4096)
+    groupsPattern: str | None = Field(None, description="Regular expression of the consumer groups whose "
+                                                        "offsets are translated (MM2 `groups`).",
+                                      max_length=4096)
+    groupsExcludePattern: str | None = Field(None, description="Regular expression of the consumer groups "
+                                                               "excluded (MM2 `groups.exclude`).",
+                                             max_length=4096)
+
+
+# ---- Spark-specific -------------------------------------------------------------------------------------
+
+class DriverSpec(_Model):
+    cores: int = Field(1, description="CPU cores of the Spark driver.", ge=1, le=64)
+    coreLimit: str | None = Field(None, description="CPU limit of the driver pod (Kubernetes quantity).",
+                                  max_length=32)
+    memory: str = Field("1g", description="Spark driver memory (Spark size, e.g. 512m, 2g).", pattern=MEMORY)
+
+
+class ExecutorSpec(_Model):
+    instances: int = Field(1, description="Number of Spark executors.", ge=1, le=1000)
+    cores: int = Field(1, description="CPU cores per executor.", ge=1, le=64)
+    coreLimit: str | None = Field(None, description="CPU limit of executor pods (Kubernetes quantity).",
+                                  max_length=32)
+    memory: str = Field("1g", description="Memory per executor (Spark size, e.g. 512m, 2g).", pattern=MEMORY)
+
+
+class ImagePullPolicy(str, Enum):
+    ALWAYS = "Always"
+    IF_NOT_PRESENT = "IfNotPresent"
+    NEVER = "Never"
+
+
+class SparkSpec(_Model):
+    image: str | None = Field(None, description="Spark image carrying the mirror job; default the operator's.",
+                              max_length=1024)
+    imagePullPolicy: ImagePullPolicy | None = Field(None, description="Pull policy of the Spark image.")
+    sparkVersion: str = Field("4.1.1", description="Spark version of the image.", max_length=32)
+    driver: DriverSpec = Field(default_factory=DriverSpec, description="Spark driver resources.")
+    executor: ExecutorSpec = Field(default_factory=ExecutorSpec, description="Spark executor resources.")
+    parallelism: int = Field(2, description="Parallel copy tasks (lanes) per mirror, unless a flow group says "
+                                            "otherwise.", ge=1, le=1024)
+    epochSeconds: float = Field(30.0, description="How long one lane task runs before Spark plans again.",
+                                gt=0, le=3600)
+    commitIntervalMs: int = Field(100, description="Target time between transactions inside a lane.",
+                                  ge=1, le=600000)
+    checkpointDir: str | None = Field(None, description="Spark checkpoint root (an optimisation; the target's "
+                                                        "progress topic is the truth).", max_length=1024)
+    sparkConf: dict[str, str] = Field(default_factory=dict, description="Extra Spark configuration.")
+
+
+class FlowGroupSpec(_Model):
+    name: str = Field(description="Flow-group name: one Spark application; part of transactional ids, so keep "
+                                  "it stable.", min_length=1, max_length=30, pattern=DNS_LABEL)
+    mirrors: list[str] = Field(description="Source aliases of the mirrors this group runs.",
+                               min_length=1, max_length=64)
+    topicsPattern: str | None = Field(None, description="Further restricts the mirrors' topics to those "
+                                                        "matching this regular expression.", max_length=4096)
+    topicsExcludePattern: str | None = Field(None, description="Further excludes topics matching this regular "
+                                                               "expression.", max_length=4096)
+    parallelism: int | None = Field(None, description="Lanes per mirror in this group; default "
+                                                      "spark.parallelism.", ge=1, le=1024)
+    executor: ExecutorSpec | None = Field(None, description="Executor resources of this group; default "
+                                                            "spark.executor.")
+
+
+class Delivery(str, Enum):
+    EXACTLY_ONCE = "exactly-once"
+    AT_LEAST_ONCE = "at-least-once"
+
+
+class State(str, Enum):
+    RUNNING = "running"
+    PAUSED = "paused"
+    STOPPED = "stopped"
+
+
+class UpgradeSpec(_Model):
+    readyTimeoutSeconds: int = Field(600, description="How long a new worker generation may take to become "
+                                                      "ready before it is rolled back.", ge=10, le=86400)
+    handoffTimeoutSeconds: int = Field(120, description="How long the handoff of the Lease to a new generation "
+                                                        "may take.", ge=5, le=3600)
+    maxConcurrentGroups: int = Field(1, description="Flow groups upgraded at the same time.", ge=1, le=64)
+
+
+# ---- the resource ---------------------------------------------------------------------------------------
+
+_MIRROR_ALIAS_UNIQUE = "self.mirrors.all(m, self.mirrors.exists_one(n, n.source.alias == m.source.alias))"
+_SOURCE_NOT_TARGET = "self.mirrors.all(m, m.source.alias != self.target.alias)"
+_GROUPS_NAME_MIRRORS = ("!has(self.flowGroups) || self.flowGroups.all(g, g.mirrors.all(a, "
+                        "self.mirrors.exists(m, m.source.alias == a)))")
+_GROUP_NAMES_UNIQUE = ("!has(self.flowGroups) || self.flowGroups.all(g, "
+                       "self.flowGroups.exists_one(h, h.name == g.name))")
+
+
+class KafkaMirrorMaker2Spec(_Model):
+    model_config = ConfigDict(json_schema_extra=validations(
+        cel(_MIRROR_ALIAS_UNIQUE, "mirrors[].source.alias must be unique", ".mirrors"),
+        cel(_SOURCE_NOT_TARGET, "mirrors[].source.alias must differ from target.alias", ".mirrors"),
+        cel(_GROUPS_NAME_MIRRORS, "flowGroups[].mirrors must name mirrors by their source alias", ".flowGroups"),
+        cel(_GROUP_NAMES_UNIQUE, "flowGroups[].name must be unique", ".flowGroups")))
+
+    version: str | None = Field(None, description="Version of the mirror (the Kafka version for Strimzi); a "
+                                                  "change rolls the applications over.", max_length=64)
+    target: TargetClusterSpec = Field(description="The target cluster every mirror writes to.")
+    mirrors: list[MirrorSpec] = Field(description="Source clusters and what to mirror from each.",
+                                      min_length=1, max_length=64)
+    spark: SparkSpec = Field(default_factory=SparkSpec, description="Spark application settings.")
+    flowGroups: list[FlowGroupSpec] | None = Field(
+        None, description="How mirrors split into Spark applications. Mirrors no group names run in a group of "
+                          "their own named after their source alias (the default: one group per mirror).",
+        max_length=64)
+    delivery: Delivery = Field(Delivery.EXACTLY_ONCE, description="Delivery guarantee: exactly-once "
+                                                                  "(transactions) or at-least-once.")
+    state: State = Field(State.RUNNING, description="running; paused (applications suspended); stopped "
+                                                    "(applications removed, progress on the target kept).")
+    upgrade: UpgradeSpec = Field(default_factory=UpgradeSpec, description="Rolling upgrade settings.")
+    progressTopic: str = Field("sparkmirror.progress.internal", description="Compacted progress topic on the "
+                                                                            "target.", max_length=249,
+                               pattern=r"^[A-Za-z0-9._-]+$")
+
+    # Strimzi (Kafka Connect) fields: accepted, not applicable
+    replicas: int | None = connect_only("Kafka Connect worker replicas; use spark.executor instead.", ge=0)
+    image: str | None = connect_only("Kafka Connect image; use spark.image instead.")
+    resources: dict[str, Any] | None = connect_only("Kafka Connect pod resources; use spark.driver/executor.")
+    livenessProbe: dict[str, Any] | None = connect_only("Kafka Connect pod liveness probe.")
+    readinessProbe: dict[str, Any] | None = connect_only("Kafka Connect pod readiness probe.")
+    jvmOptions: dict[str, Any] | None = connect_only("Kafka Connect JVM options; use spark.sparkConf.")
+    jmxOptions: dict[str, Any] | None = connect_only("Kafka Connect JMX options.")
+    logging: dict[str, Any] | None = connect_only("Kafka Connect logging.")
+    clientRackInitImage: str | None = connect_only("Kafka Connect rack init image.")
+    rack: dict[str, Any] | None = connect_only("Kafka Connect rack awareness.")
+    metricsConfig: dict[str, Any] | None = connect_only("Kafka Connect metrics configuration.")
+    tracing: dict[str, Any] | None = connect_only("Kafka Connect tracing.")
+    template: dict[str, Any] | None = connect_only("Kafka Connect pod templates.")
+
+
+class ConditionStatus(str, Enum):
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+class Condition(_Model):
+    type: str = Field(description="Condition type: Ready, Progressing, Degraded or Upgrading.")
+    status: ConditionStatus = Field(description="True, False or Unknown.")
+    reason: str | None = Field(None, description="Machine-readable reason, CamelCase.")
+    message: str | None = Field(None, description="Human-readable detail, naming the field or object concerned.")
+    lastTransitionTime: str | None = Field(None, description="When the status last changed (RFC 3339).")
+    observedGeneration: int | None = Field(None, description="Generation of the spec this condition is about.")
+
+
+class FlowGroupStatus(_Model):
+    name: str = Field(description="Flow-group name.")
+    application: str | None = Field(None, description="Name of the SparkApplication running the group.")
+    sparkState: str | None = Field(None, description="State of the application as the Spark operator reports "
+                                                     "it (SUBMITTED, RUNNING, FAILED, ...).")
+    mirrors: list[str] = Field(default_factory=list, description="Mirrors (source aliases) of the group.")
+    workerGeneration: int | None = Field(None, description="Worker generation currently mirroring.")
+    version: str | None = Field(None, description="Version of that worker generation.")
+    partitions: int | None = Field(None, description="Source partitions owned by the group.")
+    lag: int | None = Field(None, description="Records on the sources not yet committed on the target.")
+    recordsPerSecond: float | None = Field(None, description="Recent copy rate.")
+    lastCommitTime: str | None = Field(None, description="Time of the last committed transaction.")
+    message: str | None = Field(None, description="Why the group is not running, if it is not.")
+
+
+class KafkaMirrorMaker2Status(_Model):
+    observedGeneration: int | None = Field(None, description="The generation the operator last reconciled.")
+    conditions: list[Condition] = Field(default_factory=list, description="Ready, Progressing, Degraded, "
+                                                                          "Upgrading.")
+    flowGroups: list[FlowGroupStatus] = Field(default_factory=list, description="Per flow group.")
+    flowGroupsReady: str | None = Field(None, description="Running flow groups / all flow groups, e.g. 2/3.")
+    lag: int | None = Field(None, description="Total lag in records over all flow groups.")
+    version: str | None = Field(None, description="Version running.")
+    notApplicable: list[str] = Field(default_factory=list, description="Fields and keys set on the resource "
+                                                                       "that only apply to Kafka Connect.")
+    unsupported: list[str] = Field(default_factory=list, description="MirrorMaker 2 config keys or values set "
+                                                                     "on the resource that sparkmirror does "
+                                                                     "not support.")
+
+
+class ObjectMeta(BaseModel):
+    """Only what the operator reads; everything else in metadata passes through."""
+
+    model_config = ConfigDict(extra="allow")
+    name: str = Field("mirror", max_length=40)
+    namespace: str | None = None
+    uid: str | None = None
+    generation: int | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+
+class KafkaMirrorMaker2(_Model):
+    """A mirror of Kafka topics and consumer-group offsets from source clusters into a target cluster, run as
+    Spark applications (one per flow group)."""
+
+    apiVersion: Literal["sparkmirror.io/v1alpha1"] = API_VERSION
+    kind: Literal["KafkaMirrorMaker2"] = KIND
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: KafkaMirrorMaker2Spec
+    status: KafkaMirrorMaker2Status | None = None
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def namespace(self) -> str:
+        return self.metadata.namespace or "default"
+
+
+def connect_only_fields(obj: BaseModel, path: str = "spec") -> list[str]:
+    """Paths of the Connect-only fields set on a (sub)model, walking nested models and lists."""
+    found: list[str] = []
+    for name, info in type(obj).model_fields.items():
+        value = getattr(obj, name)
+        if value is None:
+            continue
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        if extra.get(CONNECT_ONLY):
+            found.append(f"{path}.{name}")
+        elif isinstance(value, BaseModel):
+            found += connect_only_fields(value, f"{path}.{name}")
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                if isinstance(v, BaseModel):
+                    found += connect_only_fields(v, f"{path}.{name}[{i}]")
+    return found
