@@ -1,0 +1,156 @@
+"""The generated CRD: up to date, and on the real API server it accepts valid resources (Strimzi examples with
+only the apiVersion changed among them) and refuses malformed ones with a message naming the field."""
+from __future__ import annotations
+
+import copy
+import glob
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sparkmirror_operator import crdgen
+
+STRIMZI = Path("/work/shared/reference/strimzi/examples/v1")
+
+
+def test_crd_files_are_not_stale() -> None:
+    stale = crdgen.stale()
+    assert stale == [], f"stale CRD files {stale}: run python -m sparkmirror_operator.crdgen --write"
+
+
+def test_every_field_has_a_description() -> None:
+    root = crdgen.crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    assert crdgen._missing_descriptions(root, "") == []
+    spec = root["properties"]["spec"]["properties"]
+    assert spec["delivery"]["enum"] == ["exactly-once", "at-least-once"]
+    assert spec["state"]["enum"] == ["running", "paused", "stopped"]
+
+
+BASE = {
+    "apiVersion": "sparkmirror.io/v1alpha1", "kind": "KafkaMirrorMaker2",
+    "metadata": {"name": "m"},
+    "spec": {
+        "version": "1.0",
+        "target": {"alias": "b", "bootstrapServers": "127.0.0.1:9093"},
+        "mirrors": [{"source": {"alias": "a", "bootstrapServers": "127.0.0.1:9092"}, "topicsPattern": "t.*"}],
+    },
+}
+
+
+def variant(path: str | None = None, value=None, *, delete: bool = False, name: str = "m") -> dict:
+    r = copy.deepcopy(BASE)
+    r["metadata"]["name"] = name
+    if path:
+        node = r
+        parts = path.split(".")
+        for p in parts[:-1]:
+            node = node[int(p)] if p.isdigit() else node[p]
+        last = parts[-1]
+        if delete:
+            del node[last]
+        else:
+            node[int(last) if last.isdigit() else last] = value
+    return r
+
+
+def strimzi_examples() -> list[dict]:
+    out = []
+    for p in sorted(glob.glob(str(STRIMZI / "kafka-mirror-maker-2*.yaml"))):
+        r = yaml.safe_load(Path(p).read_text())
+        r["apiVersion"] = "sparkmirror.io/v1alpha1"
+        r["metadata"]["name"] = Path(p).stem.replace("kafka-mirror-maker-2", "strimzi")[:40].rstrip("-")
+        out.append(r)
+    return out
+
+
+VALID = [
+    variant(name="minimal"),
+    variant("spec.flowGroups", [{"name": "g1", "mirrors": ["a"], "topicsPattern": "x.*", "parallelism": 4}],
+            name="with-groups"),
+    variant("spec.target.authentication", {"type": "scram-sha-512", "username": "u",
+                                           "passwordSecret": {"secretName": "s", "password": "p"}}, name="scram"),
+    variant("spec.spark", {"image": "img:1", "driver": {"cores": 1, "memory": "512m"},
+                           "executor": {"instances": 2, "cores": 2, "memory": "2g"},
+                           "sparkConf": {"spark.x": "y"}}, name="spark"),
+    variant("spec.state", "paused", name="paused"),
+]
+
+# (case, resource, text the API server's message must contain)
+MALFORMED = [
+    ("mirror source equals target",
+     variant("spec.mirrors.0.source.alias", "b"), "mirrors[].source.alias must differ from target.alias"),
+    ("duplicate source aliases",
+     variant("spec.mirrors", [{"source": {"alias": "a", "bootstrapServers": "h:1"}},
+                              {"source": {"alias": "a", "bootstrapServers": "h:2"}}]),
+     "mirrors[].source.alias must be unique"),
+    ("flow group names an unknown mirror",
+     variant("spec.flowGroups", [{"name": "g", "mirrors": ["nope"]}]), "spec.flowGroups"),
+    ("duplicate flow group names",
+     variant("spec.flowGroups", [{"name": "g", "mirrors": ["a"]}, {"name": "g", "mirrors": ["a"]}]),
+     "flowGroups[].name must be unique"),
+    ("bad delivery enum", variant("spec.delivery", "twice"), "spec.delivery"),
+    ("bad state enum", variant("spec.state", "sleeping"), "spec.state"),
+    ("executor instances out of range", variant("spec.spark", {"executor": {"instances": 0}}),
+     "spec.spark.executor.instances"),
+    ("parallelism out of range", variant("spec.spark", {"parallelism": 5000}), "spec.spark.parallelism"),
+    ("bad memory", variant("spec.spark", {"driver": {"memory": "lots"}}), "spec.spark.driver.memory"),
+    ("missing target", variant("spec.target", delete=True), "spec.target"),
+    ("no mirrors", variant("spec.mirrors", []), "spec.mirrors"),
+    ("missing bootstrapServers", variant("spec.mirrors.0.source.bootstrapServers", delete=True),
+     "spec.mirrors[0].source.bootstrapServers"),
+    ("scram without password secret",
+     variant("spec.target.authentication", {"type": "scram-sha-512", "username": "u"}),
+     "spec.target.authentication.passwordSecret"),
+    ("tls auth without certificateAndKey", variant("spec.target.authentication", {"type": "tls"}),
+     "spec.target.authentication.certificateAndKey"),
+    ("bad authentication type", variant("spec.target.authentication", {"type": "kerberos"}),
+     "spec.target.authentication.type"),
+    ("trusted certificate with neither certificate nor pattern",
+     variant("spec.target.tls", {"trustedCertificates": [{"secretName": "ca"}]}),
+     "spec.target.tls.trustedCertificates[0]"),
+    ("bad flow group name", variant("spec.flowGroups", [{"name": "Not_A_Label", "mirrors": ["a"]}]),
+     "spec.flowGroups[0].name"),
+    ("flow group without mirrors", variant("spec.flowGroups", [{"name": "g", "mirrors": []}]),
+     "spec.flowGroups[0].mirrors"),
+    ("unknown field", variant("spec.tagret", {"alias": "x"}), "tagret"),
+    ("name too long", variant(name="m" * 45), "metadata.name"),
+]
+
+
+@pytest.mark.k8s
+def test_crd_installs_and_accepts_valid_resources(kube, kmm2_crd, namespace) -> None:
+    from kubernetes import client
+
+    with kube.api_client() as api:
+        co = client.CustomObjectsApi(api)
+        for r in VALID + strimzi_examples():
+            created = co.create_namespaced_custom_object("sparkmirror.io", "v1alpha1", namespace,
+                                                         "kafkamirrormaker2s", r)
+            assert created["spec"]["target"]["alias"] == r["spec"]["target"]["alias"]
+        got = co.get_namespaced_custom_object("sparkmirror.io", "v1alpha1", namespace, "kafkamirrormaker2s",
+                                              "strimzi-sync-groups")
+        # Strimzi fields survive (not pruned), MM2 config values keep their types
+        assert got["spec"]["target"]["groupId"] == "my-mirror-maker-2-group"
+        assert got["spec"]["mirrors"][0]["checkpointConnector"]["config"]["sync.group.offsets.enabled"] == "true"
+        assert got["spec"]["mirrors"][0]["sourceConnector"]["config"]["offset.lag.max"] == 100
+
+
+@pytest.mark.k8s
+def test_malformed_resources_are_refused_naming_the_field(kube, kmm2_crd, namespace) -> None:
+    import json
+
+    from kubernetes import client
+
+    messages = {}
+    with kube.api_client() as api:
+        co = client.CustomObjectsApi(api)
+        for case, r, expected in MALFORMED:
+            with pytest.raises(client.ApiException) as e:
+                co.create_namespaced_custom_object("sparkmirror.io", "v1alpha1", namespace, "kafkamirrormaker2s",
+                                                   r, field_validation="Strict")
+            assert e.value.status in (400, 422), (case, e.value.body)
+            msg = json.loads(e.value.body)["message"]
+            messages[case] = msg
+            assert expected in msg, (case, msg)
+    print("\n".join(f"{c}: {m}" for c, m in messages.items()))  # the list of cases and what each got (-s)
