@@ -6,13 +6,26 @@ processes without sharing state.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from sparkmirror.devenv.kafka import KafkaCluster
 from sparkmirror.devenv.testing import create_topic, unique_name
+
+# Spark must bind to loopback only (it would otherwise pick the machine's first interface).
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+# Python workers must run this interpreter (the venv's), not whatever `python3` is first on PATH.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from sparkmirror.devenv.kube import KubeApiServer
 
 
 class LocalKafka:
@@ -62,3 +75,45 @@ def topic(request: pytest.FixtureRequest) -> Callable[..., str]:
         return create_topic(cluster.bootstrap, name or unique_name(request.node.name), partitions, config)
 
     return make
+
+
+@pytest.fixture(scope="session")
+def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator["KubeApiServer"]:
+    """etcd + kube-apiserver + kube-controller-manager (GC, namespaces), SparkApplication CRD installed.
+
+    No kubelet, scheduler or Spark operator runs here: tests that need SparkApplications to run use the
+    local runner in tests/support, which plays the Spark operator's part.
+    """
+    from sparkmirror.devenv.kube import KubeApiServer
+
+    server = KubeApiServer(tmp_path_factory.mktemp("kube")).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def namespace(kube: "KubeApiServer", request: pytest.FixtureRequest) -> str:
+    """A fresh namespace for this test only (left behind on purpose: inspecting it after a failure helps)."""
+    from kubernetes import client
+
+    name = unique_name(request.node.name)[:63].rstrip("-")
+    with kube.api_client() as api:
+        client.CoreV1Api(api).create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    return name
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator["SparkSession"]:
+    """One local SparkSession (local[2], small memory) for in-process Spark tests."""
+    from pyspark.sql import SparkSession
+
+    session = (SparkSession.builder.master("local[2]").appName("sparkmirror-tests")
+               .config("spark.driver.memory", "512m").config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "2").config("spark.driver.bindAddress", "127.0.0.1")
+               .config("spark.driver.host", "127.0.0.1").getOrCreate())
+    try:
+        yield session
+    finally:
+        session.stop()

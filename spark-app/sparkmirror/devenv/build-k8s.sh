@@ -32,13 +32,13 @@ wrapper() {
   echo "$dir"
 }
 
-build() { # name binary root rootv sibv pkg
-  local name=$1 bin=$2 root=$3 rootv=$4 sibv=$5 pkg=$6
+build() { # name binary root rootv sibv pkg [ldflags]
+  local name=$1 bin=$2 root=$3 rootv=$4 sibv=$5 pkg=$6 ldflags=${7:-}
   local stamp="$BIN/.$bin.$rootv"
   if [[ -x "$BIN/$bin" && -f "$stamp" ]] && head -c4 "$BIN/$bin" | grep -q ELF; then echo "$bin $rootv: cached"; return; fi
   local dir; dir=$(wrapper "$name" "$root" "$rootv" "$sibv" "$pkg")
   echo "$bin $rootv: building (log $dir/build.log)"
-  if ! (cd "$dir" && go mod tidy >"$dir/build.log" 2>&1 && go build -trimpath -ldflags='-s -w' -o "$BIN/$bin" "$pkg" >>"$dir/build.log" 2>&1); then
+  if ! (cd "$dir" && go mod tidy >"$dir/build.log" 2>&1 && go build -trimpath -ldflags="-s -w $ldflags" -o "$BIN/$bin" "$pkg" >>"$dir/build.log" 2>&1); then
     echo "build of $bin failed; last lines of $dir/build.log:" >&2; tail -20 "$dir/build.log" >&2; exit 1
   fi
   rm -f "$BIN/.$bin".*; touch "$stamp"
@@ -50,9 +50,13 @@ if [[ $what == all || $what == etcd ]]; then
 fi
 if [[ $what == all || $what == k8s ]]; then
   sib="v0.${K8S_VERSION#v1.}"
-  build kubernetes kube-apiserver k8s.io/kubernetes "$K8S_VERSION" "$sib" k8s.io/kubernetes/cmd/kube-apiserver
-  build kubernetes kube-controller-manager k8s.io/kubernetes "$K8S_VERSION" "$sib" k8s.io/kubernetes/cmd/kube-controller-manager
-  build kubernetes kubectl k8s.io/kubernetes "$K8S_VERSION" "$sib" k8s.io/kubernetes/cmd/kubectl
+  minor=$(echo "$K8S_VERSION" | cut -d. -f2)
+  # stamp the real version (a module build has no git tree to read it from)
+  ver="-X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1"
+  ver="$ver -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION"
+  build kubernetes kube-apiserver k8s.io/kubernetes "$K8S_VERSION" "$sib" k8s.io/kubernetes/cmd/kube-apiserver "$ver"
+  build kubernetes kube-controller-manager k8s.io/kubernetes "$K8S_VERSION" "$sib" k8s.io/kubernetes/cmd/kube-controller-manager "$ver"
+  build kubernetes kubectl k8s.io/kubernetes "$K8S_VERSION" "$sib" k8s.io/kubernetes/cmd/kubectl "$ver"
 fi
 if [[ $what == all || $what == crd ]]; then
   crd="$CACHE/crds/sparkapplications-$SPARK_OPERATOR_VERSION.yaml"
