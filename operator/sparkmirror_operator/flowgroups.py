@@ -28,6 +28,7 @@ from sparkmirror.flowgroup import (
     Worker,
 )
 
+from .names import lease_name
 from .model import (
     ClusterSpec,
     ConnectorSpec,
@@ -359,6 +360,7 @@ def plan(resource: dict[str, Any] | KafkaMirrorMaker2, *, secrets: str = "files"
     mirrors: dict[str, tuple[Mirror, Cluster]] = {}
     for i, m in enumerate(spec.mirrors):
         path = f"spec.mirrors[{i}]"
+        errors_before = len(out.errors)
         if m.source.alias == spec.target.alias:
             out.errors.append(Problem(f"{path}.source.alias", "must differ from spec.target.alias"))
         for attr in ("topicsPattern", "topicsExcludePattern", "groupsPattern", "groupsExcludePattern"):
@@ -373,6 +375,8 @@ def plan(resource: dict[str, Any] | KafkaMirrorMaker2, *, secrets: str = "files"
             fields["groups"] = _mm2_list_regex(m.groupsPattern)
         if m.groupsExcludePattern is not None:
             fields["groupsExclude"] = _mm2_list_regex(m.groupsExcludePattern)
+        if len(out.errors) > errors_before:
+            continue
         try:
             mirror = Mirror(name=m.source.alias, source=m.source.alias, target=spec.target.alias, **fields)
         except ValidationError as e:
@@ -436,10 +440,6 @@ def plan(resource: dict[str, Any] | KafkaMirrorMaker2, *, secrets: str = "files"
         out.groups.append(cfg)
         out.group_mirrors[name] = list(members)
     return out
-
-
-def lease_name(resource: str, group: str) -> str:
-    return f"{resource}-{group}"
 
 
 def flow_group_configs(resource: dict[str, Any], *, secrets: str = "files",

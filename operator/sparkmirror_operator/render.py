@@ -1,0 +1,255 @@
+"""The model layer (Strimzi style): a KafkaMirrorMaker2 resource in, the desired Kubernetes objects out. Pure.
+
+Per resource: the driver's ServiceAccount, Role and RoleBinding. Per flow group: a ConfigMap holding the
+flow-group config (the job's contract), a `coordination.k8s.io/v1` Lease saying which worker generation may
+mirror, and the application that runs the group. How an application is launched is behind one function,
+`render_application`, chosen by `Settings.launcher` (today the Kubeflow `SparkApplication`; a native
+spark-submit renderer can be added beside it).
+
+Credentials: only Secret references. Secrets are mounted as files (default) or exposed as environment
+variables through `secretKeyRef`; a value never appears in a rendered object.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkmirror.flowgroup import FlowGroupConfig
+
+from .flowgroups import SECRET_MOUNT_ROOT, Plan, SecretRef, env_name, plan
+from .model import API_VERSION, KIND, KafkaMirrorMaker2
+from .names import application_name, config_map_name, lease_name, rbac_name, short_name
+
+CONFIG_MOUNT = "/etc/sparkmirror/flowgroup"
+CONFIG_KEY = "flowgroup.yaml"
+FIELD_MANAGER = "sparkmirror-operator"
+SPARK_APP_API = "sparkoperator.k8s.io/v1beta2"
+
+LABEL_NAME = "app.kubernetes.io/name"
+LABEL_INSTANCE = "app.kubernetes.io/instance"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+LABEL_COMPONENT = "app.kubernetes.io/component"
+LABEL_RESOURCE = "sparkmirror.io/resource"
+LABEL_FLOW_GROUP = "sparkmirror.io/flow-group"
+LABEL_GENERATION = "sparkmirror.io/worker-generation"
+ANNOTATION_CONFIG_HASH = "sparkmirror.io/config-hash"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Operator-wide defaults (from the Helm chart's values through the environment)."""
+
+    spark_image: str = "ghcr.io/sparkmirror/sparkmirror-spark:0.1.0"
+    main_application_file: str = "local:///opt/sparkmirror/job.py"
+    launcher: str = "spark-application"
+    secrets: str = "files"  # or "env"
+    metrics_port: int = 9090
+    lease_duration_seconds: int = 15
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> "Settings":
+        env = dict(os.environ if env is None else env)
+        d = cls()
+        return cls(spark_image=env.get("SPARKMIRROR_SPARK_IMAGE", d.spark_image),
+                   main_application_file=env.get("SPARKMIRROR_MAIN_APPLICATION_FILE", d.main_application_file),
+                   launcher=env.get("SPARKMIRROR_LAUNCHER", d.launcher),
+                   secrets=env.get("SPARKMIRROR_SECRETS", d.secrets),
+                   metrics_port=int(env.get("SPARKMIRROR_METRICS_PORT", d.metrics_port)))
+
+
+@dataclass
+class Rendered:
+    plan: Plan
+    objects: list[dict[str, Any]] = field(default_factory=list)
+
+    def of_kind(self, kind: str) -> list[dict[str, Any]]:
+        return [o for o in self.objects if o["kind"] == kind]
+
+
+@dataclass(frozen=True)
+class GroupContext:
+    """What an application renderer gets for one flow group."""
+
+    kmm2: KafkaMirrorMaker2
+    config: FlowGroupConfig
+    config_hash: str
+    secrets: list[SecretRef]
+    settings: Settings
+    labels: dict[str, str]
+    owner: dict[str, Any]
+
+
+def _labels(kmm2: KafkaMirrorMaker2, component: str, group: str | None = None) -> dict[str, str]:
+    labels = {LABEL_NAME: "sparkmirror", LABEL_INSTANCE: kmm2.name, LABEL_MANAGED_BY: FIELD_MANAGER,
+              LABEL_COMPONENT: component, LABEL_RESOURCE: kmm2.name}
+    if group is not None:
+        labels[LABEL_FLOW_GROUP] = group
+    return labels
+
+
+def owner_reference(kmm2: KafkaMirrorMaker2) -> dict[str, Any]:
+    return {"apiVersion": API_VERSION, "kind": KIND, "name": kmm2.name, "uid": kmm2.metadata.uid or "",
+            "controller": True, "blockOwnerDeletion": True}
+
+
+def _meta(kmm2: KafkaMirrorMaker2, name: str, labels: dict[str, str], **extra: Any) -> dict[str, Any]:
+    return {"name": name, "namespace": kmm2.namespace, "labels": labels,
+            "ownerReferences": [owner_reference(kmm2)], **extra}
+
+
+def _volume_name(secret: str) -> str:
+    return short_name("secret", secret, limit=63) if len(secret) <= 55 else \
+        "secret-" + hashlib.sha256(secret.encode()).hexdigest()[:16]
+
+
+def _secret_mounts(ctx: GroupContext) -> tuple[list[dict], list[dict], list[dict]]:
+    """(volumes, volumeMounts, env) giving the job the Secrets the config refers to, by reference."""
+    volumes, mounts, env = [], [], []
+    if ctx.settings.secrets == "env":
+        for ref in ctx.secrets:
+            if ref.key is not None and not ref.key.endswith((".crt", ".key", ".pem")):
+                env.append({"name": env_name(ref.secret, ref.key),
+                            "valueFrom": {"secretKeyRef": {"name": ref.secret, "key": ref.key}}})
+    for secret in sorted({r.secret for r in ctx.secrets}):
+        vol = _volume_name(secret)
+        volumes.append({"name": vol, "secret": {"secretName": secret, "defaultMode": 0o440}})
+        mounts.append({"name": vol, "mountPath": f"{SECRET_MOUNT_ROOT}/{secret}", "readOnly": True})
+    return volumes, mounts, env
+
+
+def render_spark_application(ctx: GroupContext) -> list[dict[str, Any]]:
+    """The Kubeflow Spark operator's SparkApplication for one flow group."""
+    kmm2, spark = ctx.kmm2, ctx.kmm2.spec.spark
+    group = next(g for g in (kmm2.spec.flowGroups or []) if g.name == ctx.config.name) \
+        if any(g.name == ctx.config.name for g in (kmm2.spec.flowGroups or [])) else None
+    executor = group.executor if group is not None and group.executor is not None else spark.executor
+    name = application_name(kmm2.name, ctx.config.name)
+    cm = config_map_name(kmm2.name, ctx.config.name)
+    volumes, secret_mounts, env = _secret_mounts(ctx)
+    volumes = [{"name": "flowgroup", "configMap": {"name": cm}}, *volumes]
+    mounts = [{"name": "flowgroup", "mountPath": CONFIG_MOUNT, "readOnly": True}, *secret_mounts]
+    pod_labels = {**ctx.labels, LABEL_GENERATION: str(ctx.config.worker.generation)}
+    annotations = {ANNOTATION_CONFIG_HASH: ctx.config_hash}
+    sa = rbac_name(kmm2.name)
+
+    def pod(cores: int, memory: str, core_limit: str | None) -> dict[str, Any]:
+        p: dict[str, Any] = {"cores": cores, "memory": memory, "labels": pod_labels, "annotations": annotations,
+                             "serviceAccount": sa, "volumeMounts": mounts}
+        if core_limit:
+            p["coreLimit"] = core_limit
+        if env:
+            p["env"] = env
+        return p
+
+    spark_conf = {"spark.sql.streaming.stopGracefullyOnShutdown": "true", **spark.sparkConf}
+    app: dict[str, Any] = {
+        "apiVersion": SPARK_APP_API,
+        "kind": "SparkApplication",
+        "metadata": _meta(kmm2, name, pod_labels, annotations=annotations),
+        "spec": {
+            "type": "Python",
+            "pythonVersion": "3",
+            "mode": "cluster",
+            "image": spark.image or ctx.settings.spark_image,
+            "mainApplicationFile": ctx.settings.main_application_file,
+            "arguments": ["--config", f"{CONFIG_MOUNT}/{CONFIG_KEY}"],
+            "sparkVersion": spark.sparkVersion,
+            "sparkConf": spark_conf,
+            "restartPolicy": {"type": "Always", "onFailureRetryInterval": 10, "onSubmissionFailureRetryInterval": 20},
+            "suspend": kmm2.spec.state == "paused",
+            "volumes": volumes,
+            "driver": pod(spark.driver.cores, spark.driver.memory, spark.driver.coreLimit),
+            "executor": {**pod(executor.cores, executor.memory, executor.coreLimit), "instances": executor.instances},
+        },
+    }
+    if spark.imagePullPolicy:
+        app["spec"]["imagePullPolicy"] = spark.imagePullPolicy
+    return [app]
+
+
+APPLICATION_RENDERERS: dict[str, Callable[[GroupContext], list[dict[str, Any]]]] = {
+    "spark-application": render_spark_application,
+}
+
+
+def render_application(ctx: GroupContext) -> list[dict[str, Any]]:
+    """The objects that run one flow group, for the configured launcher."""
+    try:
+        renderer = APPLICATION_RENDERERS[ctx.settings.launcher]
+    except KeyError:
+        raise ValueError(f"unknown launcher {ctx.settings.launcher!r}; known: {sorted(APPLICATION_RENDERERS)}")
+    return renderer(ctx)
+
+
+def render_rbac(kmm2: KafkaMirrorMaker2, leases: list[str], config_maps: list[str]) -> list[dict[str, Any]]:
+    """ServiceAccount, Role and RoleBinding of the Spark driver: executor pods and their services/configmaps
+    (what Spark on Kubernetes creates), read of its own config, and its own flow groups' Leases only."""
+    name = rbac_name(kmm2.name)
+    labels = _labels(kmm2, "spark-rbac")
+    rules = [
+        {"apiGroups": [""], "resources": ["pods"],
+         "verbs": ["create", "get", "list", "watch", "delete", "deletecollection", "patch"]},
+        {"apiGroups": [""], "resources": ["services", "configmaps"],
+         "verbs": ["create", "get", "list", "watch", "delete", "deletecollection"]},
+    ]
+    if leases:
+        rules.append({"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": leases,
+                      "verbs": ["get", "watch", "update", "patch"]})
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(kmm2, name, labels)},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _meta(kmm2, name, labels),
+         "rules": rules},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": _meta(kmm2, name, labels),
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": kmm2.namespace}]},
+    ]
+
+
+def render_lease(kmm2: KafkaMirrorMaker2, cfg: FlowGroupConfig, holder: str, settings: Settings) -> dict[str, Any]:
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": _meta(kmm2, lease_name(kmm2.name, cfg.name), _labels(kmm2, "lease", cfg.name)),
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": settings.lease_duration_seconds}}
+
+
+def render(resource: dict[str, Any] | KafkaMirrorMaker2, settings: Settings | None = None, *,
+           secret_keys: Callable[[str], list[str] | None] | None = None) -> Rendered:
+    """All desired objects of a resource. With errors in `rendered.plan.errors`, no objects are rendered;
+    with `spec.state: stopped`, no applications are (ConfigMaps, Leases and RBAC stay, so a restart resumes)."""
+    settings = settings or Settings()
+    p = plan(resource, secrets="files", secret_keys=secret_keys)
+    out = Rendered(plan=p)
+    if p.errors or p.resource is None:
+        return out
+    kmm2 = p.resource
+    leases, cms = [], []
+    for cfg in p.groups:
+        cfg = cfg.model_copy(update={"metricsPort": settings.metrics_port})
+        text = cfg.to_yaml()
+        digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+        labels = _labels(kmm2, "flow-group", cfg.name)
+        cm_name = config_map_name(kmm2.name, cfg.name)
+        out.objects.append({"apiVersion": "v1", "kind": "ConfigMap",
+                            "metadata": _meta(kmm2, cm_name, labels,
+                                              annotations={ANNOTATION_CONFIG_HASH: digest}),
+                            "data": {CONFIG_KEY: text}})
+        app = application_name(kmm2.name, cfg.name)
+        out.objects.append(render_lease(kmm2, cfg, f"{app}/{cfg.worker.generation}", settings))
+        leases.append(lease_name(kmm2.name, cfg.name))
+        cms.append(cm_name)
+        if kmm2.spec.state != "stopped":
+            secrets = _group_secrets(p, cfg)
+            out.objects += render_application(GroupContext(kmm2, cfg, digest, secrets, settings, labels,
+                                                           owner_reference(kmm2)))
+    out.objects = copy.deepcopy(render_rbac(kmm2, leases, cms) + out.objects)  # no shared sub-dicts
+    return out
+
+
+def _group_secrets(p: Plan, cfg: FlowGroupConfig) -> list[SecretRef]:
+    """The Secret references of the clusters this group talks to (a group mounts only what it uses)."""
+    text = cfg.to_yaml()
+    return [r for r in dict.fromkeys(p.secrets) if f"{SECRET_MOUNT_ROOT}/{r.secret}/" in text
+            or (r.key and env_name(r.secret, r.key) in text)]
