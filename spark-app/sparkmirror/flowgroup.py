@@ -179,6 +179,14 @@ class FlowGroupConfig(_Model):
     progressTopic: str = Field("sparkmirror.progress.internal", description="Compacted topic on each target.")
     checkpointDir: str | None = Field(None, description="Spark checkpoint root; an optimisation, may be lost.")
     metricsPort: int | None = Field(None, ge=0, le=65535, description="Prometheus text on the driver; 0 = any.")
+    sourceGapPolicy: Literal["fail", "skip"] = Field(
+        "fail", description="What a lane does when the source no longer holds the next offset to copy (retention "
+        "or truncation deleted it, or the topic was recreated): 'fail' stops the mirror with an error naming the "
+        "partition and the missing range; 'skip' logs the range as lost and continues from the earliest offset "
+        "still held. Never silent.")
+    transactionTimeoutMs: int = Field(
+        60000, ge=1000, description="transaction.timeout.ms of lane producers: how long the broker keeps a dead "
+        "lane's open transaction (blocking read_committed readers) before aborting it, if no new copy fences it.")
     worker: Worker = Field(default_factory=Worker)
 
     @model_validator(mode="after")

@@ -1,40 +1,106 @@
-"""Fixtures of the job tests (shared by the copy and the topic-management tests: add, don't rewrite)."""
+"""Helpers for the data-path tests: flow-group configs over the shared clusters, and reading a topic back."""
 from __future__ import annotations
 
-import shutil
-import subprocess
+import time
+import uuid
 from collections.abc import Callable
-from pathlib import Path
+from dataclasses import dataclass
 
 import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from sparkmirror.devenv.testing import unique_name
+from sparkmirror.flowgroup import FlowGroupConfig
 
 
-@pytest.fixture(scope="session")
-def run_java(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., str]:
-    """run_java(class_name, source, *args, stdin=None) compiles `source` with javac against the real Kafka
-    jars (connect-mirror-client, kafka-clients, ...) into a temp dir, runs its main and returns stdout.
-    `class_name` is fully qualified when the source declares a package."""
-    from sparkmirror.devenv import install
+@dataclass(frozen=True)
+class Rec:
+    """A record as the tests compare it: everything mirroring must keep, nothing it may change."""
 
-    if shutil.which("javac") is None:
-        pytest.skip("javac is not installed")
-    libs = install.kafka()
-    root = tmp_path_factory.mktemp("java")
-    compiled: set[str] = set()
+    key: bytes | None
+    value: bytes | None
+    headers: tuple | None
+    timestamp: int
+    offset: int
 
-    def run(class_name: str, source: str, *args: str, stdin: str | None = None, timeout: float = 60) -> str:
-        if class_name not in compiled:
-            src = root / "src" / class_name.replace(".", "/")
-            src = src.with_name(src.name + ".java")
-            src.parent.mkdir(parents=True, exist_ok=True)
-            src.write_text(source)
-            subprocess.run(["javac", "-nowarn", "-cp", f"{libs}/*", "-d", str(root), str(src)], check=True,
-                           capture_output=True, text=True, timeout=120)
-            compiled.add(class_name)
-        out = subprocess.run(["java", "-Xmx128m", "-cp", f"{root}:{libs}/*", class_name, *args], input=stdin,
-                             capture_output=True, text=True, timeout=timeout)
-        if out.returncode != 0:
-            raise AssertionError(f"java {class_name} failed ({out.returncode}):\n{out.stderr[-3000:]}")
-        return out.stdout
 
-    return run
+def read_topic(bootstrap: str, topic: str, timeout: float = 60.0, isolation: str = "read_committed"
+               ) -> dict[int, list[Rec]]:
+    """Every record of every partition, up to the end offsets as they were when called."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex[:8]}",
+                  "enable.auto.commit": False, "isolation.level": isolation, "enable.partition.eof": True,
+                  "auto.offset.reset": "earliest"})
+    try:
+        md = c.list_topics(topic, timeout=30).topics[topic]
+        out: dict[int, list[Rec]] = {p: [] for p in md.partitions}
+        todo = set()
+        assign = []
+        for p in md.partitions:
+            lo, hi = c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+            if hi > lo:
+                todo.add(p)
+                assign.append(TopicPartition(topic, p, lo))
+        if assign:
+            c.assign(assign)
+        deadline = time.monotonic() + timeout
+        while todo and time.monotonic() < deadline:
+            for m in c.consume(1000, 0.5):
+                if m.error():
+                    if m.error().code() == KafkaError._PARTITION_EOF:
+                        todo.discard(m.partition())
+                        continue
+                    raise KafkaException(m.error())
+                h = m.headers()
+                out[m.partition()].append(Rec(m.key(), m.value(), tuple(h) if h is not None else None,
+                                              m.timestamp()[1], m.offset()))
+        assert not todo, f"reading {topic} did not reach the end of partitions {todo}"
+        return out
+    finally:
+        c.close()
+
+
+def produce_numbered(bootstrap: str, topic: str, partitions: int, start: int, count: int,
+                     extra: dict | None = None) -> None:
+    """Records whose value is b'<partition>:<sequence>' with sequences start..start+count-1 per partition."""
+    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5, **(extra or {})})
+    for seq in range(start, start + count):
+        for part in range(partitions):
+            p.produce(topic, key=str(seq).encode(), value=f"{part}:{seq}".encode(), partition=part)
+        if seq % 1000 == 0:
+            p.poll(0)
+    assert p.flush(60) == 0
+
+
+def wait_for(pred: Callable[[], bool], timeout: float, what: str, interval: float = 0.5) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "x"})
+    try:
+        md = c.list_topics(topic, timeout=30).topics[topic]
+        return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in md.partitions}
+    finally:
+        c.close()
+
+
+@pytest.fixture
+def flowgroup(kafka_a, kafka_b, request) -> Callable[..., FlowGroupConfig]:
+    """flowgroup(topics_regex, **overrides): a one-mirror flow group a -> b with its own progress topic."""
+
+    def make(topics: str, **kw) -> FlowGroupConfig:
+        mirror = {"name": kw.pop("mirror_name", "a-to-b"), "source": "a", "target": "b", "topics": topics,
+                  **kw.pop("mirror", {})}
+        doc = {"name": kw.pop("name", unique_name("fg")),
+               "clusters": [{"alias": "a", "bootstrapServers": kafka_a.bootstrap},
+                            {"alias": "b", "bootstrapServers": kafka_b.bootstrap}],
+               "mirrors": [mirror], "lanes": 2, "epochSeconds": 3, "commitIntervalMs": 100,
+               "progressTopic": unique_name("progress"), **kw}
+        return FlowGroupConfig.model_validate(doc)
+
+    return make

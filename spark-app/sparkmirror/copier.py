@@ -1,0 +1,441 @@
+"""One lane's copy loop (executor side, all the I/O): source partitions -> same partitions of the remote topics.
+
+Order of start-up matters for exactly-once: the transactional producer is initialised FIRST (which aborts any
+open transaction of an older copy of this lane and fences it), and only THEN is the progress topic read, so
+the resume offsets cannot change any more under this copy. Every ~commitIntervalMs one transaction commits
+the copied records together with one progress record per source partition it touched.
+
+`at-least-once` uses an idempotent producer and no transactions: progress is written only after the records
+it covers were acknowledged, so a crash repeats records but never loses one.
+
+A record the target refuses (too large, unknown topic, not authorised) aborts the transaction and raises a
+`CopyError` naming topic, partition, offset and reason: nothing is ever skipped silently.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from confluent_kafka import (TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Producer,
+                             TopicPartition)
+from confluent_kafka.admin import AdminClient, ConfigResource
+
+from .flowgroup import Delivery, FlowGroupConfig, Mirror
+from .lanes import LanePartition, transactional_id
+from .progress import ProgressRecord, read_progress
+
+log = logging.getLogger("sparkmirror.copier")
+
+# Errors meaning "the target will never take this record": stop the mirror, do not retry forever.
+REFUSED = {
+    KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE, KafkaError.INVALID_RECORD,
+    KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION,
+    KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, KafkaError.INVALID_REQUIRED_ACKS,
+    KafkaError.POLICY_VIOLATION, KafkaError._MSG_TIMED_OUT,
+}
+FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+
+
+class CopyError(RuntimeError):
+    """The mirror cannot continue without losing data; the message says where and why."""
+
+
+class SourceGapError(CopyError):
+    """The source no longer holds offsets that were never mirrored (retention, truncation, topic recreated)."""
+
+
+class LaneFenced(Exception):
+    """A newer copy of this lane took over (same transactional.id); this copy must stop."""
+
+
+@dataclass
+class PartitionSummary:
+    """What one lane did for one source partition during one epoch: the row the Spark task yields."""
+
+    mirror: str
+    lane: int
+    source_topic: str
+    partition: int
+    target_topic: str
+    records: int = 0
+    bytes: int = 0
+    source_first: int = -1
+    source_last: int = -1
+    target_first: int = -1
+    target_last: int = -1
+    next_offset: int = -1
+    source_end: int = -1
+    lag: int = -1
+    transactions: int = 0
+    latency_ms_sum: int = 0
+    latency_ms_max: int = -1
+    epoch_start_ms: int = 0
+    epoch_end_ms: int = 0
+    generation: int = 0
+    fenced: bool = False
+
+    def row(self) -> tuple:
+        return tuple(asdict(self).values())
+
+
+SUMMARY_SCHEMA = ("mirror string, lane int, source_topic string, partition int, target_topic string, "
+                  "records long, bytes long, source_first long, source_last long, target_first long, "
+                  "target_last long, next_offset long, source_end long, lag long, transactions long, "
+                  "latency_ms_sum long, latency_ms_max long, epoch_start_ms long, epoch_end_ms long, "
+                  "generation int, fenced boolean")
+
+
+@dataclass
+class _Pending:
+    """One partition's share of the open transaction."""
+
+    src_first: int
+    src_last: int = -1
+    count: int = 0
+    nbytes: int = 0
+    ts: list[int] = field(default_factory=list)
+    tgt_first: int = -1
+    tgt_last: int = -1
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _is_fenced(err: KafkaError) -> bool:
+    return err.code() in FENCED or (err.fatal() and "fenced" in err.str().lower())
+
+
+def target_max_message_bytes(target_conf: dict[str, str], topics: set[str]) -> dict[str, int]:
+    """The target topics' max.message.bytes: the batch size must not exceed it, and errors quote it."""
+    if not topics:
+        return {}
+    admin = AdminClient(target_conf)
+    res = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in sorted(topics)]
+    out: dict[str, int] = {}
+    for r, fut in admin.describe_configs(res).items():
+        try:
+            out[r.name] = int(fut.result(timeout=30)["max.message.bytes"].value)
+        except KafkaException as e:
+            raise CopyError(f"target topic {r.name!r} cannot be described on the target cluster: "
+                            f"{e.args[0].str()}") from e
+    return out
+
+
+class LaneCopier:
+    """Copies one lane's source partitions for one bounded epoch. Use `run()`; it returns the summaries."""
+
+    def __init__(self, config: FlowGroupConfig, mirror: Mirror, lane: int, partitions: list[LanePartition],
+                 epoch_seconds: float | None = None, should_stop: Callable[[], bool] | None = None) -> None:
+        self.config = config
+        self.mirror = mirror
+        self.lane = lane
+        self.partitions = list(partitions)
+        self.epoch_seconds = config.epochSeconds if epoch_seconds is None else epoch_seconds
+        self.should_stop = should_stop or (lambda: False)
+        self.exactly_once = config.delivery == Delivery.EXACTLY_ONCE
+        self.source_conf = config.cluster(mirror.source).client_config()
+        self.target_conf = config.cluster(mirror.target).client_config()
+        self.tid = transactional_id(config.name, mirror.name, lane)
+        self.route = {(p.source_topic, p.partition): p.target_topic for p in self.partitions}
+        self.summaries = {(p.source_topic, p.partition): PartitionSummary(
+            mirror.name, lane, p.source_topic, p.partition, p.target_topic, generation=config.worker.generation)
+            for p in self.partitions}
+        self.max_bytes: dict[str, int] = {}
+        self._delivery_errors: list[tuple[KafkaError, str, int, int]] = []
+        self._pending: dict[tuple[str, int], _Pending] = {}
+        self._committed_next: dict[tuple[str, int], int] = {}
+        self.producer: Producer | None = None
+        self.consumer: Consumer | None = None
+
+    # ---- set-up -------------------------------------------------------------------------------------------
+
+    def _make_producer(self) -> Producer:
+        batch = min([1_000_000, *self.max_bytes.values()])
+        conf = {**self.target_conf, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
+                "batch.size": max(batch - 512, 1024), "message.max.bytes": 100 * 1024 * 1024,
+                "partitioner": "murmur2_random", "client.id": self.tid}
+        if self.exactly_once:
+            conf.update({"transactional.id": self.tid, "transaction.timeout.ms": self.config.transactionTimeoutMs,
+                         "message.timeout.ms": min(self.config.transactionTimeoutMs, 300000)})
+        return Producer(conf)
+
+    def _resume_positions(self) -> dict[tuple[str, int], int]:
+        """Resume offsets from the progress topic, checked against what the source still holds."""
+        state = read_progress(self.target_conf, self.config.progressTopic, self.mirror.source,
+                              list(self.route))
+        resume = state.resume_offsets(self.mirror.source)
+        positions: dict[tuple[str, int], int] = {}
+        assert self.consumer is not None
+        for (topic, part) in self.route:
+            lo, hi = self.consumer.get_watermark_offsets(TopicPartition(topic, part), timeout=30)
+            nxt = resume.get((topic, part))
+            if nxt is None:
+                positions[(topic, part)] = lo  # never mirrored: from the beginning, as MM2 does
+            elif nxt < lo or nxt > hi:
+                why = (f"the source no longer holds offsets {nxt}..{lo - 1} (earliest held is {lo}): they were "
+                       f"deleted before being mirrored" if nxt < lo else
+                       f"the committed next offset {nxt} is beyond the source's end offset {hi}: the topic was "
+                       f"recreated or truncated")
+                positions[(topic, part)] = self._gap(topic, part, nxt, lo, why)
+            else:
+                positions[(topic, part)] = nxt
+        self._committed_next = dict(positions)
+        return positions
+
+    def _gap(self, topic: str, part: int, nxt: int, lo: int, why: str) -> int:
+        msg = (f"mirror {self.mirror.name!r}: source {self.mirror.source}/{topic} partition {part}: {why} "
+               f"(sourceGapPolicy={self.config.sourceGapPolicy})")
+        if self.config.sourceGapPolicy == "fail":
+            raise SourceGapError(msg)
+        log.error("%s; continuing from offset %d, the skipped range is LOST on the target", msg, lo)
+        return lo
+
+    # ---- delivery reports --------------------------------------------------------------------------------
+
+    def _on_delivery(self, key: tuple[str, int], src_offset: int, err: KafkaError | None, msg) -> None:
+        if err is not None:
+            self._delivery_errors.append((err, key[0], key[1], src_offset))
+            return
+        pend = self._pending.get(key)
+        if pend is not None:
+            off = msg.offset()
+            if pend.tgt_first < 0 or off < pend.tgt_first:
+                pend.tgt_first = off
+            if off > pend.tgt_last:
+                pend.tgt_last = off
+
+    def _raise_refused(self, err: KafkaError, topic: str, part: int, offset: int) -> None:
+        target = self.route.get((topic, part), "?")
+        extra = ""
+        if err.code() in (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE):
+            limit = self.max_bytes.get(target)
+            extra = f" (target topic max.message.bytes={limit})" if limit else " (target max.message.bytes)"
+        raise CopyError(f"mirror {self.mirror.name!r}: the target refused the record at source "
+                        f"{self.mirror.source}/{topic} partition {part} offset {offset} -> "
+                        f"{self.mirror.target}/{target}: {err.name()}: {err.str()}{extra}; "
+                        f"the transaction was aborted and nothing after the last commit was skipped")
+
+    # ---- the loop ----------------------------------------------------------------------------------------
+
+    def run(self) -> list[PartitionSummary]:
+        """Copy until the epoch ends, the lane is fenced or `should_stop()`; return per-partition summaries."""
+        start_ms = _now_ms()
+        for s in self.summaries.values():
+            s.epoch_start_ms = start_ms
+        if not self.partitions:
+            return []
+        self.max_bytes = target_max_message_bytes(self.target_conf, set(self.route.values()))
+        self.producer = self._make_producer()
+        try:
+            if self.exactly_once:
+                self.producer.init_transactions(60)  # FIRST: aborts and fences older copies of this lane
+            self.consumer = Consumer({
+                **self.source_conf, "group.id": f"{self.tid}.source", "enable.auto.commit": False,
+                "enable.auto.offset.store": False, "isolation.level": "read_committed",
+                "auto.offset.reset": "error", "enable.partition.eof": False, "client.id": self.tid,
+                "fetch.wait.max.ms": 50, "queued.max.messages.kbytes": 65536})
+            positions = self._resume_positions()  # THEN: progress can no longer change under us
+            self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in positions.items()])
+            self._loop()
+        except LaneFenced:
+            log.warning("lane %s fenced by a newer copy; stopping", self.tid)
+            for s in self.summaries.values():
+                s.fenced = True
+        finally:
+            self._finish()
+        return list(self.summaries.values())
+
+    def _loop(self) -> None:
+        assert self.consumer is not None and self.producer is not None
+        interval = self.config.commitIntervalMs / 1000.0
+        deadline = time.monotonic() + self.epoch_seconds
+        while time.monotonic() < deadline and not self.should_stop():
+            txn_end = min(time.monotonic() + interval, deadline)
+            in_txn = False
+            try:
+                while True:
+                    left = txn_end - time.monotonic()
+                    if left <= 0:
+                        break
+                    msgs = self.consumer.consume(num_messages=5000, timeout=left)
+                    if msgs and not in_txn and self.exactly_once:
+                        self._txn(self.producer.begin_transaction)
+                        in_txn = True
+                    self._copy(msgs)
+                    self.producer.poll(0)
+                if self._pending:
+                    self._commit()
+                elif in_txn:  # only source errors/markers arrived: close the empty transaction
+                    self._txn(self.producer.commit_transaction, 60)
+            except _Retry:
+                continue
+
+    def _copy(self, msgs: list) -> None:
+        producer = self.producer
+        assert producer is not None
+        for m in msgs:
+            err = m.error()
+            if err is not None:
+                self._source_error(err, m)
+                continue
+            key = (m.topic(), m.partition())
+            off = m.offset()
+            pend = self._pending.get(key)
+            if pend is None:
+                pend = self._pending[key] = _Pending(off)
+            k, v, h = m.key(), m.value(), m.headers()
+            ts_type, ts = m.timestamp()
+            pend.src_last = off
+            pend.count += 1
+            pend.nbytes += (len(k) if k else 0) + (len(v) if v else 0)
+            pend.ts.append(ts)
+            cb = functools.partial(self._on_delivery, key, off)
+            while True:
+                try:
+                    producer.produce(self.route[key], value=v, key=k, partition=key[1], headers=h,
+                                     timestamp=ts if ts_type != TIMESTAMP_NOT_AVAILABLE else 0, on_delivery=cb)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+                except KafkaException as e:
+                    self._abort_quietly()
+                    if e.args[0].code() in FENCED:
+                        raise LaneFenced() from e
+                    self._raise_refused(e.args[0], key[0], key[1], off)
+
+    def _source_error(self, err: KafkaError, m) -> None:
+        if err.code() == KafkaError._PARTITION_EOF:
+            return
+        if err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+            self._abort_quietly()
+            topic, part = m.topic(), m.partition()
+            nxt = self._committed_next.get((topic, part), -1)
+            lo, hi = self.consumer.get_watermark_offsets(TopicPartition(topic, part), timeout=30)
+            raise SourceGapError(f"mirror {self.mirror.name!r}: source {self.mirror.source}/{topic} partition "
+                                 f"{part}: offset out of range while copying (next to copy {nxt}, source holds "
+                                 f"{lo}..{hi - 1}): records were deleted before being mirrored ({err.str()})")
+        if err.fatal() or not err.retriable():
+            self._abort_quietly()
+            raise CopyError(f"mirror {self.mirror.name!r}: consuming from {self.mirror.source}/{m.topic()} "
+                            f"partition {m.partition()} failed: {err.name()}: {err.str()}")
+        log.warning("source error (retried by the client): %s", err.str())
+
+    def _txn(self, op: Callable, *args) -> None:
+        """Run a transactional operation; retry retriable errors, map fencing to LaneFenced."""
+        for attempt in range(20):
+            try:
+                op(*args)
+                return
+            except KafkaException as e:
+                err = e.args[0]
+                if _is_fenced(err):
+                    raise LaneFenced() from e
+                if err.retriable() and attempt < 19:
+                    time.sleep(0.1)
+                    continue
+                raise
+
+    def _commit(self) -> None:
+        """Wait for the records' acks, then add progress and commit (or, at-least-once, write progress)."""
+        producer = self.producer
+        assert producer is not None
+        while producer.flush(30) > 0:
+            pass
+        self._check_delivery()
+        commit_ms = _now_ms()
+        recs: list[ProgressRecord] = []
+        for (topic, part), pend in self._pending.items():
+            rec = ProgressRecord(self.mirror.source, topic, part, pend.src_last + 1, pend.src_first, pend.src_last,
+                                 self.route[(topic, part)], pend.tgt_first, pend.tgt_last, pend.count, commit_ms,
+                                 self.config.worker.generation, self.config.name, self.mirror.name, self.lane)
+            recs.append(rec)
+            producer.produce(self.config.progressTopic, key=rec.key(), value=rec.value(),
+                             on_delivery=functools.partial(self._on_delivery, ("<progress>", -1), -1))
+        if self.exactly_once:
+            self._txn(producer.commit_transaction, 60)
+        else:
+            while producer.flush(30) > 0:
+                pass
+        self._check_delivery()
+        done_ms = _now_ms()
+        for rec in recs:
+            key = (rec.source_topic, rec.partition)
+            pend = self._pending[key]
+            s = self.summaries[key]
+            if s.source_first < 0:
+                s.source_first, s.target_first = rec.source_first, rec.target_first
+            s.source_last, s.target_last, s.next_offset = rec.source_last, rec.target_last, rec.next_offset
+            s.records += pend.count
+            s.bytes += pend.nbytes
+            s.transactions += 1
+            lat = [done_ms - t for t in pend.ts]
+            s.latency_ms_sum += sum(lat)
+            s.latency_ms_max = max(s.latency_ms_max, max(lat))
+            self._committed_next[key] = rec.next_offset
+        self._pending.clear()
+
+    def _check_delivery(self) -> None:
+        if not self._delivery_errors:
+            return
+        err, topic, part, off = self._delivery_errors[0]
+        self._delivery_errors.clear()
+        self._abort_quietly()
+        if _is_fenced(err):
+            raise LaneFenced()
+        if topic == "<progress>":
+            raise CopyError(f"mirror {self.mirror.name!r}: writing progress to {self.mirror.target}/"
+                            f"{self.config.progressTopic} failed: {err.name()}: {err.str()}")
+        if err.code() in REFUSED or err.fatal() or not err.retriable():
+            self._raise_refused(err, topic, part, off)
+        # retriable leftovers after the client's own retries: abort and continue from the last commit
+        log.warning("delivery failed (%s); transaction aborted, re-copying from the last commit", err.str())
+        self._rewind()
+        raise _Retry()
+
+    def _rewind(self) -> None:
+        self._pending.clear()
+        assert self.consumer is not None
+        for (t, p), off in self._committed_next.items():
+            self.consumer.seek(TopicPartition(t, p, off))
+
+    def _abort_quietly(self) -> None:
+        if self.exactly_once and self.producer is not None:
+            try:
+                self.producer.abort_transaction(30)
+            except KafkaException:
+                pass
+        self._pending.clear()
+
+    def _finish(self) -> None:
+        end_ms = _now_ms()
+        if self.consumer is not None:
+            for (topic, part), s in self.summaries.items():
+                try:
+                    _lo, hi = self.consumer.get_watermark_offsets(TopicPartition(topic, part), timeout=5,
+                                                                  cached=False)
+                except KafkaException:
+                    hi = -1
+                s.source_end = hi
+                s.next_offset = self._committed_next.get((topic, part), s.next_offset)
+                s.lag = max(hi - s.next_offset, 0) if hi >= 0 and s.next_offset >= 0 else -1
+            self.consumer.close()
+        for s in self.summaries.values():
+            s.epoch_end_ms = end_ms
+        if self.producer is not None:
+            self.producer.flush(10)
+
+
+class _Retry(Exception):
+    """Internal: the open transaction was aborted for a transient reason; copying resumes at the last commit."""
+
+
+def copy_lane(config: FlowGroupConfig, mirror: Mirror, lane: int, partitions: list[LanePartition],
+              epoch_seconds: float | None = None, should_stop: Callable[[], bool] | None = None
+              ) -> list[PartitionSummary]:
+    """Run one lane for one epoch (the executor entry point)."""
+    return LaneCopier(config, mirror, lane, partitions, epoch_seconds, should_stop).run()

@@ -1,0 +1,71 @@
+"""Lanes: the stable split of a mirror's source partitions over a fixed number of parallel copy tasks.
+
+Pure planning, no I/O. A partition's lane comes from a hash of (topic, partition), not from its position in a
+sorted list, so adding a topic or a partition never moves an existing partition to another lane: the lane
+that owned it keeps owning it, and its transactional producer (whose id is stable per lane) keeps fencing
+any older copy of itself. Changing the *number* of lanes does move partitions; see `plan_lanes`.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, order=True)
+class LanePartition:
+    """One source partition a lane copies, with the remote topic it goes to (same partition number)."""
+
+    source_topic: str
+    partition: int
+    target_topic: str
+
+
+@dataclass(frozen=True)
+class Lane:
+    """One parallel copy task of one mirror: its index and the partitions it owns (sorted)."""
+
+    mirror: str
+    index: int
+    count: int
+    partitions: tuple[LanePartition, ...] = field(default_factory=tuple)
+
+
+def lane_of(source_topic: str, partition: int, lanes: int) -> int:
+    """The lane that owns (topic, partition): a stable hash, independent of which other partitions exist.
+
+    SHA-1 rather than Python's `hash()` because the latter is salted per process (PYTHONHASHSEED) and the
+    driver of a restarted application must plan the same lanes as the one before it.
+    """
+    if lanes < 1:
+        raise ValueError(f"lanes must be >= 1, got {lanes}")
+    digest = hashlib.sha1(f"{source_topic}\x00{partition}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") % lanes
+
+
+def plan_lanes(mirror: str, lanes: int, routes: Iterable[tuple[str, str, int]]) -> list[Lane]:
+    """Split every partition of every (source_topic, target_topic, partitions) route over `lanes` lanes.
+
+    Always returns `lanes` entries (some possibly empty) so lane indexes, and with them transactional ids,
+    do not depend on the data. Changing `lanes` re-hashes partitions onto other lanes; that is safe across a
+    restart (each lane resumes from the progress topic) but not while an old worker with the other lane
+    count still runs, so the operator changes the lane count only through a worker-generation handoff.
+    """
+    owned: list[list[LanePartition]] = [[] for _ in range(lanes)]
+    for source_topic, target_topic, partitions in routes:
+        for p in range(partitions):
+            owned[lane_of(source_topic, p, lanes)].append(LanePartition(source_topic, p, target_topic))
+    return [Lane(mirror, i, lanes, tuple(sorted(ps))) for i, ps in enumerate(owned)]
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def transactional_id(flow_group: str, mirror: str, lane: int) -> str:
+    """The lane's stable `transactional.id`: the same for every worker generation of this flow group.
+
+    Stability is the point: a retried task, a lost executor's zombie or the previous worker generation
+    uses the same id, so `init_transactions()` in the new copy aborts their open transaction and fences them.
+    """
+    return f"sparkmirror.{_UNSAFE.sub('_', flow_group)}.{_UNSAFE.sub('_', mirror)}.lane-{lane}"

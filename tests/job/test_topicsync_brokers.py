@@ -1,0 +1,146 @@
+"""Topic sync against real KRaft clusters: creation with partitions and configs, growth, both directions,
+identity names, recreated topics, unreachable clusters."""
+from __future__ import annotations
+
+import re
+
+import pytest
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewPartitions
+
+from sparkmirror.devenv.procs import free_port
+from sparkmirror.devenv.testing import create_topic, unique_name
+from sparkmirror.flowgroup import Cluster, FlowGroupConfig, Mirror
+from sparkmirror.topicsync import TopicRecreated, TopicRoute, TopicSync, TopicSyncError
+
+pytestmark = pytest.mark.kafka
+
+
+def flow(a, b, prefix: str, **mirror) -> FlowGroupConfig:
+    mirrors = [Mirror(name="a-b", source="A", target="B", topics=re.escape(prefix) + ".*", **mirror)]
+    return FlowGroupConfig(name="fg", clusters=[Cluster(alias="A", bootstrapServers=a.bootstrap),
+                                                Cluster(alias="B", bootstrapServers=b.bootstrap)], mirrors=mirrors)
+
+
+def topics_of(cluster) -> dict[str, int]:
+    md = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(timeout=10)
+    return {n: len(t.partitions) for n, t in md.topics.items()}
+
+
+def dynamic_configs(cluster, topic: str) -> dict[str, str]:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    res = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    entries = admin.describe_configs([res])[res].result(timeout=10)
+    return {k: e.value for k, e in entries.items() if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
+
+
+def alter(cluster, topic: str, configs: dict[str, str]) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+    res = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET if v is not None else AlterConfigOpType.DELETE)
+        for k, v in configs.items()])
+    admin.incremental_alter_configs([res])[res].result(timeout=10)
+
+
+def test_creates_remote_topics_with_partitions_and_configs(kafka_a, kafka_b, request) -> None:
+    prefix = unique_name("ts-create")
+    t1 = create_topic(kafka_a.bootstrap, f"{prefix}-one", 3, {"retention.ms": "3600000", "min.insync.replicas": "1",
+                                                            "max.message.bytes": "2000000"})
+    t2 = create_topic(kafka_a.bootstrap, f"{prefix}-two", 1, {"cleanup.policy": "compact"})
+    create_topic(kafka_a.bootstrap, f"{prefix}-x.internal", 1)  # excluded by the default topicsExclude
+    cfg = flow(kafka_a, kafka_b, prefix, syncTopicConfigsIntervalSeconds=0.001)
+    sync = TopicSync(cfg, cfg.mirrors[0])
+    routes = sync.sync()
+    assert routes == [TopicRoute(t1, f"A.{t1}", 3), TopicRoute(t2, f"A.{t2}", 1)]
+    on_b = topics_of(kafka_b)
+    assert on_b[f"A.{t1}"] == 3 and on_b[f"A.{t2}"] == 1 and f"A.{prefix}-x.internal" not in on_b
+    assert dynamic_configs(kafka_b, f"A.{t1}") == {"retention.ms": "3600000", "max.message.bytes": "2000000"}
+    assert dynamic_configs(kafka_b, f"A.{t2}") == {"cleanup.policy": "compact"}
+
+    # grow while running: a partition, a new topic, a changed and a removed config
+    admin_a = AdminClient({"bootstrap.servers": kafka_a.bootstrap})
+    admin_a.create_partitions([NewPartitions(t2, 4)])[t2].result(10)
+    t3 = create_topic(kafka_a.bootstrap, f"{prefix}-three", 2)
+    alter(kafka_a, t1, {"retention.ms": "7200000", "max.message.bytes": None})
+    routes = sync.sync()
+    assert routes == [TopicRoute(t1, f"A.{t1}", 3), TopicRoute(t3, f"A.{t3}", 2), TopicRoute(t2, f"A.{t2}", 4)]
+    on_b = topics_of(kafka_b)
+    assert on_b[f"A.{t2}"] == 4 and on_b[f"A.{t3}"] == 2
+    assert dynamic_configs(kafka_b, f"A.{t1}") == {"retention.ms": "7200000"}
+    assert sync.end_offsets[(t2, 3)] == 0 and sync.problems == []
+
+
+def test_both_directions_without_loops(kafka_a, kafka_b) -> None:
+    prefix = unique_name("ts-loop")
+    ta = create_topic(kafka_a.bootstrap, f"{prefix}-ona", 2)
+    tb = create_topic(kafka_b.bootstrap, f"{prefix}-onb", 1)
+    clusters = [Cluster(alias="A", bootstrapServers=kafka_a.bootstrap),
+                Cluster(alias="B", bootstrapServers=kafka_b.bootstrap)]
+    # the pattern matches remote names too ("A.<prefix>..."), so only the cycle rule keeps them back
+    pattern = f"(A\\.|B\\.)*{re.escape(prefix)}.*"
+    cfg = FlowGroupConfig(name="fg", clusters=clusters, mirrors=[
+        Mirror(name="a-b", source="A", target="B", topics=pattern),
+        Mirror(name="b-a", source="B", target="A", topics=pattern)])
+    ab, ba = TopicSync(cfg, cfg.mirrors[0]), TopicSync(cfg, cfg.mirrors[1])
+    for _ in range(3):
+        r_ab, r_ba = ab.sync(), ba.sync()
+    assert r_ab == [TopicRoute(ta, f"A.{ta}", 2)]
+    assert r_ba == [TopicRoute(tb, f"B.{tb}", 1)]
+    names = [n for n in [*topics_of(kafka_a), *topics_of(kafka_b)] if prefix in n]
+    assert sorted(names) == sorted([ta, tb, f"A.{ta}", f"B.{tb}"])
+
+
+def test_identity_policy_keeps_names(kafka_a, kafka_b) -> None:
+    prefix = unique_name("ts-ident")
+    t = create_topic(kafka_a.bootstrap, f"{prefix}-t", 2, {"retention.ms": "600000"})
+    cfg = flow(kafka_a, kafka_b, prefix, replicationPolicy="identity")
+    assert TopicSync(cfg, cfg.mirrors[0]).sync() == [TopicRoute(t, t, 2)]
+    assert topics_of(kafka_b)[t] == 2 and dynamic_configs(kafka_b, t) == {"retention.ms": "600000"}
+
+
+def test_recreated_source_topic_is_reported(kafka_a, kafka_b) -> None:
+    prefix = unique_name("ts-recreate")
+    t = create_topic(kafka_a.bootstrap, f"{prefix}-t", 1)
+    cfg = flow(kafka_a, kafka_b, prefix)
+    sync = TopicSync(cfg, cfg.mirrors[0])
+    sync.sync()
+    admin = AdminClient({"bootstrap.servers": kafka_a.bootstrap})
+    admin.delete_topics([t])[t].result(10)
+    import time
+    deadline = time.monotonic() + 30
+    while True:  # deletion is asynchronous in KRaft
+        try:
+            create_topic(kafka_a.bootstrap, t, 1)
+            break
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+    with pytest.raises(TopicRecreated, match=f"source topic '{t}' was deleted and recreated"):
+        sync.sync()
+    assert [p.kind for p in sync.problems] == ["recreated"]
+
+
+def test_offsets_going_backwards_are_reported_with_skip_policy(kafka_a, kafka_b) -> None:
+    prefix = unique_name("ts-trunc")
+    t = create_topic(kafka_a.bootstrap, f"{prefix}-t", 1)
+    cfg = flow(kafka_a, kafka_b, prefix)
+    if "sourceGapPolicy" not in FlowGroupConfig.model_fields:
+        pytest.skip("flowgroup has no sourceGapPolicy yet")
+    cfg = cfg.model_copy(update={"sourceGapPolicy": "skip"})
+    sync = TopicSync(cfg, cfg.mirrors[0])
+    sync.sync()
+    sync.end_offsets[(t, 0)] = 10  # as if the previous sync had seen 10 records; the topic is empty now
+    sync.sync()
+    assert [(p.kind, p.topic) for p in sync.problems] == [("recreated", t)]
+    assert "went backwards" in sync.problems[0].message
+
+
+def test_unreachable_bootstrap_names_the_field(kafka_b) -> None:
+    port = free_port()
+    cfg = FlowGroupConfig(name="fg", clusters=[Cluster(alias="A", bootstrapServers=f"127.0.0.1:{port}"),
+                                               Cluster(alias="B", bootstrapServers=kafka_b.bootstrap)],
+                          mirrors=[Mirror(name="a-b", source="A", target="B")])
+    with pytest.raises(TopicSyncError, match=re.escape(f"clusters[A].bootstrapServers=127.0.0.1:{port}")):
+        TopicSync(cfg, cfg.mirrors[0], timeout=3).sync()
