@@ -1,0 +1,60 @@
+# sparkmirror: every target installs what it needs first; each install step is skipped when already done.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
+export SPARK_LOCAL_IP ?= 127.0.0.1
+export PYSPARK_PYTHON = $(abspath $(PY))
+export PYSPARK_DRIVER_PYTHON = $(abspath $(PY))
+
+.PHONY: help setup tools venv kafka kubernetes test test-fast demo bench crds dev-up dev-down clean
+
+help:
+	@echo "make demo   - start two local Kafka clusters and mirror between them on local Spark"
+	@echo "make test   - install what is missing, then run every test"
+	@echo "make bench  - sparkmirror vs Apache Kafka MirrorMaker 2, side by side"
+	@echo "make crds   - regenerate crds/ from the pydantic model"
+
+tools:
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed, found " + sys.version' 
+	@command -v java >/dev/null || { echo "Java 17 is missing: installing openjdk-17 (Debian)"; apt-get update -q && apt-get install -yq openjdk-17-jdk-headless; }
+	@command -v mvn >/dev/null || { echo "Maven is missing: installing maven (Debian)"; apt-get update -q && apt-get install -yq maven; }
+	@command -v go >/dev/null || { echo "Go (1.24+) is needed to build kube-apiserver and etcd: see https://go.dev/doc/install"; exit 1; }
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	@rm -f $(VENV)/.installed-* && touch $@
+
+venv: tools $(STAMP)
+
+kafka: venv
+	@$(PY) -c 'from sparkmirror.devenv import install; install.kafka()'
+
+kubernetes: venv
+	@$(PY) -c 'from sparkmirror.devenv import install; install.kubernetes()'
+
+setup: venv kafka kubernetes
+
+test: setup
+	$(VENV)/bin/pytest -q $(PYTEST_ARGS)
+
+demo: venv kafka
+	$(PY) -m sparkmirror.demo
+
+bench: setup
+	$(PY) -m bench $(BENCH_ARGS)
+
+crds: venv
+	$(PY) -m sparkmirror_operator.crdgen --out crds/
+
+dev-up: setup
+	$(VENV)/bin/sparkmirror dev up
+
+dev-down: venv
+	$(VENV)/bin/sparkmirror dev down
+
+clean:
+	rm -rf $(VENV) .pytest_cache
