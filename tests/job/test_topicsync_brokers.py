@@ -3,6 +3,7 @@ identity names, recreated topics, unreachable clusters."""
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 from confluent_kafka import TopicPartition
@@ -43,6 +44,16 @@ def alter(cluster, topic: str, configs: dict[str, str]) -> None:
     admin.incremental_alter_configs([res])[res].result(timeout=10)
 
 
+def sync_until(sync: TopicSync, ok, timeout: float = 20.0) -> list[TopicRoute]:
+    """Metadata of a just-created topic or partition reaches every broker cache within moments: sync again."""
+    deadline = time.monotonic() + timeout
+    while True:
+        routes = sync.sync()
+        if ok(routes) or time.monotonic() > deadline:
+            return routes
+        time.sleep(0.3)
+
+
 def test_creates_remote_topics_with_partitions_and_configs(kafka_a, kafka_b, request) -> None:
     prefix = unique_name("ts-create")
     t1 = create_topic(kafka_a.bootstrap, f"{prefix}-one", 3, {"retention.ms": "3600000", "min.insync.replicas": "1",
@@ -63,7 +74,7 @@ def test_creates_remote_topics_with_partitions_and_configs(kafka_a, kafka_b, req
     admin_a.create_partitions([NewPartitions(t2, 4)])[t2].result(10)
     t3 = create_topic(kafka_a.bootstrap, f"{prefix}-three", 2)
     alter(kafka_a, t1, {"retention.ms": "7200000", "max.message.bytes": None})
-    routes = sync.sync()
+    routes = sync_until(sync, lambda rs: len(rs) == 3 and rs[2].partitions == 4)
     assert routes == [TopicRoute(t1, f"A.{t1}", 3), TopicRoute(t3, f"A.{t3}", 2), TopicRoute(t2, f"A.{t2}", 4)]
     on_b = topics_of(kafka_b)
     assert on_b[f"A.{t2}"] == 4 and on_b[f"A.{t3}"] == 2
@@ -107,7 +118,6 @@ def test_recreated_source_topic_is_reported(kafka_a, kafka_b) -> None:
     sync.sync()
     admin = AdminClient({"bootstrap.servers": kafka_a.bootstrap})
     admin.delete_topics([t])[t].result(10)
-    import time
     deadline = time.monotonic() + 30
     while True:  # deletion is asynchronous in KRaft
         try:
@@ -118,7 +128,9 @@ def test_recreated_source_topic_is_reported(kafka_a, kafka_b) -> None:
                 raise
             time.sleep(0.5)
     with pytest.raises(TopicRecreated, match=f"source topic '{t}' was deleted and recreated"):
-        sync.sync()
+        for _ in range(20):  # metadata of the recreated topic reaches the broker's cache within moments
+            sync.sync()
+            time.sleep(0.5)
     assert [p.kind for p in sync.problems] == ["recreated"]
 
 

@@ -1,0 +1,357 @@
+"""Topic management beside the copy (driver side): discover, create and keep remote topics in sync.
+
+Split as the design asks:
+- *planning* (pure): `plan_sync()` decides from plain descriptions of the source and target topics which
+  source topics a mirror copies (include/exclude regex + the replication policy's internal-topic and cycle
+  rules), which remote topics to create, which partition counts to raise and which configs to change;
+  `replicable_configs()` is MM2's DefaultConfigPropertyFilter;
+- *I/O*: `TopicSync` reads both clusters with confluent-kafka's AdminClient, applies the plan and returns
+  the routes to copy. The job calls `sync()` every `refreshTopicsIntervalSeconds`, so new matching topics
+  and added partitions are picked up while running.
+
+Configs follow MM2 (`sync.topic.configs.enabled`, `config.properties.exclude`, `use.defaults.from=target`):
+only properties set explicitly on the source topic (`DYNAMIC_TOPIC_CONFIG`), neither read-only nor
+sensitive nor matched (whole name) by one of `configPropertiesExclude`, are copied; a property set on the
+remote topic but no longer on the source goes back to the target's default. Excluded properties on the
+remote topic are left alone. Partition counts only grow (Kafka cannot shrink them); a remote topic with
+more partitions than its source is accepted and only the source's partitions are copied.
+
+A topic deleted and recreated at the source (new topic id, or its end offsets going backwards) is never
+handled silently: with the flow group's `sourceGapPolicy: fail` `sync()` raises `TopicRecreated`; with
+`skip` it logs an error, records it in `TopicSync.problems` and goes on (the copier then applies the same
+policy to the offsets that no longer exist).
+"""
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
+                                   NewPartitions, NewTopic, OffsetSpec)
+
+from .flowgroup import Cluster, FlowGroupConfig, Mirror
+from .naming import ReplicationPolicy, TopicFilter, policy_for, should_replicate_topic
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TopicRoute:
+    source_topic: str
+    target_topic: str
+    partitions: int
+
+
+# ---------------------------------------------------------------------------------------------- planning
+
+@dataclass(frozen=True)
+class ConfigValue:
+    value: str | None
+    dynamic: bool = True      # set on the topic itself (ConfigSource.DYNAMIC_TOPIC_CONFIG)
+    read_only: bool = False
+    sensitive: bool = False
+
+
+@dataclass(frozen=True)
+class SourceTopic:
+    name: str
+    partitions: int
+    configs: Mapping[str, ConfigValue] | None = None  # None: not described this round
+    topic_id: str | None = None
+
+
+@dataclass(frozen=True)
+class TargetTopic:
+    name: str
+    partitions: int
+    configs: Mapping[str, ConfigValue] | None = None
+
+
+@dataclass(frozen=True)
+class CreateTopic:
+    name: str
+    partitions: int
+    configs: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class AddPartitions:
+    name: str
+    total: int
+    current: int
+
+
+@dataclass(frozen=True)
+class AlterConfigs:
+    name: str
+    set: Mapping[str, str]
+    delete: tuple[str, ...]
+
+
+@dataclass
+class SyncPlan:
+    routes: list[TopicRoute] = field(default_factory=list)
+    create: list[CreateTopic] = field(default_factory=list)
+    add_partitions: list[AddPartitions] = field(default_factory=list)
+    alter_configs: list[AlterConfigs] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)  # e.g. two source topics mapping to one remote name
+
+
+def compile_excludes(patterns: Iterable[str]) -> list[re.Pattern[str]]:
+    out = []
+    for i, p in enumerate(patterns):
+        try:
+            out.append(re.compile(p))
+        except re.error as e:
+            raise ValueError(f"configPropertiesExclude[{i}]: invalid regex {p!r}: {e}") from e
+    return out
+
+
+def replicable_configs(configs: Mapping[str, ConfigValue], exclude: Iterable[re.Pattern[str] | str]) -> dict[str, str]:
+    """MM2's DefaultConfigPropertyFilter with `use.defaults.from=target`: explicit, safe, not excluded."""
+    rx = [re.compile(p) if isinstance(p, str) else p for p in exclude]
+    return {k: v.value for k, v in sorted(configs.items())
+            if v.dynamic and not v.read_only and not v.sensitive and v.value is not None
+            and not any(r.fullmatch(k) for r in rx)}
+
+
+def topic_filter(config: FlowGroupConfig, mirror: Mirror) -> TopicFilter:
+    return TopicFilter(mirror.topics, mirror.topicsExclude, frozenset({config.progressTopic}))
+
+
+def select_topics(policy: ReplicationPolicy, tfilter: TopicFilter, topics: Iterable[str], target_alias: str) -> list[str]:
+    return sorted(t for t in topics if should_replicate_topic(policy, tfilter, t, target_alias))
+
+
+def plan_sync(mirror: Mirror, policy: ReplicationPolicy, tfilter: TopicFilter, sources: Mapping[str, SourceTopic],
+              targets: Mapping[str, TargetTopic], exclude: Iterable[re.Pattern[str] | str] = ()) -> SyncPlan:
+    """What to do so the target holds a remote topic for every source topic the mirror copies.
+
+    `sources` holds all source topics (selection happens here); `targets` the target's topics. Source topics
+    without `configs` get no config changes this round (configs are described less often than topics).
+    """
+    rx = [re.compile(p) if isinstance(p, str) else p for p in exclude]
+    plan = SyncPlan()
+    owner: dict[str, str] = {}
+    for name in select_topics(policy, tfilter, sources, mirror.target):
+        src = sources[name]
+        remote = policy.format_remote_topic(mirror.source, name)
+        if remote in owner:
+            plan.conflicts.append(f"source topics {owner[remote]!r} and {name!r} both map to remote topic {remote!r}")
+            continue
+        owner[remote] = name
+        plan.routes.append(TopicRoute(name, remote, src.partitions))
+        want = replicable_configs(src.configs, rx) if src.configs is not None and mirror.syncTopicConfigs else None
+        tgt = targets.get(remote)
+        if tgt is None:
+            plan.create.append(CreateTopic(remote, src.partitions, want or {}))
+            continue
+        if tgt.partitions < src.partitions:
+            plan.add_partitions.append(AddPartitions(remote, src.partitions, tgt.partitions))
+        if want is not None and tgt.configs is not None:
+            have = {k: v.value for k, v in tgt.configs.items() if v.dynamic and not v.read_only and not v.sensitive}
+            to_set = {k: v for k, v in want.items() if have.get(k) != v}
+            to_delete = tuple(sorted(k for k in have if k not in want and not any(r.fullmatch(k) for r in rx)))
+            if to_set or to_delete:
+                plan.alter_configs.append(AlterConfigs(remote, to_set, to_delete))
+    return plan
+
+
+# ---------------------------------------------------------------------------------------------- I/O
+
+class TopicSyncError(RuntimeError):
+    """Topic management cannot go on; the message names the config field or topic at fault."""
+
+
+class TopicRecreated(TopicSyncError):
+    pass
+
+
+@dataclass(frozen=True)
+class Problem:
+    kind: str      # "recreated", "conflict"
+    topic: str
+    message: str
+    at: float
+
+
+def _config_values(entries: Mapping[str, ConfigEntry]) -> dict[str, ConfigValue]:
+    return {k: ConfigValue(e.value, e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+                           or e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG, bool(e.is_read_only),
+                           bool(e.is_sensitive)) for k, e in entries.items()}
+
+
+class TopicSync:
+    """Keeps one mirror's remote topics in sync and says what to copy. Not thread-safe; one per mirror."""
+
+    def __init__(self, config: FlowGroupConfig, mirror: Mirror, timeout: float = 15.0) -> None:
+        self.config, self.mirror, self.timeout = config, mirror, timeout
+        self.policy = policy_for(mirror)
+        self.filter = topic_filter(config, mirror)
+        self.exclude = compile_excludes(mirror.configPropertiesExclude)
+        self.source_cluster: Cluster = config.cluster(mirror.source)
+        self.target_cluster: Cluster = config.cluster(mirror.target)
+        self._source_admin: AdminClient | None = None
+        self._target_admin: AdminClient | None = None
+        self._topic_ids: dict[str, str] = {}
+        self.end_offsets: dict[tuple[str, int], int] = {}   # source (topic, partition) -> end offset, last sync
+        self.routes: list[TopicRoute] = []
+        self.problems: list[Problem] = []
+        self._configs_synced_at = float("-inf")
+        self.last_sync: float | None = None
+
+    # -- clients
+    def _admin(self, which: str) -> AdminClient:
+        cluster = self.source_cluster if which == "source" else self.target_cluster
+        attr = f"_{which}_admin"
+        if getattr(self, attr) is None:
+            conf = {**cluster.client_config(), "socket.connection.setup.timeout.ms": str(int(self.timeout * 1000))}
+            setattr(self, attr, AdminClient(conf))
+        return getattr(self, attr)
+
+    def _where(self, which: str) -> str:
+        c = self.source_cluster if which == "source" else self.target_cluster
+        return (f"mirrors[{self.mirror.name}].{which}: cluster {c.alias!r} "
+                f"(clusters[{c.alias}].bootstrapServers={c.bootstrapServers})")
+
+    def _list(self, which: str) -> dict[str, int]:
+        try:
+            md = self._admin(which).list_topics(timeout=self.timeout)
+        except KafkaException as e:
+            raise TopicSyncError(f"{self._where(which)} is unreachable: {e.args[0].str() if e.args else e}") from e
+        return {n: len(t.partitions) for n, t in md.topics.items() if t.error is None}
+
+    def _describe_configs(self, which: str, names: Iterable[str]) -> dict[str, dict[str, ConfigValue]]:
+        names = list(names)
+        if not names:
+            return {}
+        resources = [ConfigResource(ConfigResource.Type.TOPIC, n) for n in names]
+        futs = self._admin(which).describe_configs(resources, request_timeout=self.timeout)
+        out = {}
+        for res, fut in futs.items():
+            try:
+                out[res.name] = _config_values(fut.result(timeout=self.timeout))
+            except KafkaException as e:
+                if e.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    continue  # deleted since listed
+                raise TopicSyncError(f"{self._where(which)}: describing configs of topic {res.name!r} failed: {e}") from e
+        return out
+
+    def _topic_ids_of(self, names: list[str]) -> dict[str, str]:
+        if not names:
+            return {}
+        futs = self._admin("source").describe_topics(TopicCollection(names), request_timeout=self.timeout)
+        out = {}
+        for name, fut in futs.items():
+            try:
+                out[name] = str(fut.result(timeout=self.timeout).topic_id)
+            except KafkaException:
+                continue  # deleted since listed; next sync will see it gone
+        return out
+
+    def _end_offsets(self, routes: list[TopicRoute]) -> dict[tuple[str, int], int]:
+        req = {TopicPartition(r.source_topic, p): OffsetSpec.latest() for r in routes for p in range(r.partitions)}
+        if not req:
+            return {}
+        out = {}
+        futs = self._admin("source").list_offsets(req, request_timeout=self.timeout)
+        for tp, fut in futs.items():
+            try:
+                out[(tp.topic, tp.partition)] = fut.result(timeout=self.timeout).offset
+            except KafkaException:
+                continue
+        return out
+
+    # -- the sync
+    def sync(self) -> list[TopicRoute]:
+        """Discover, create/update remote topics, return the routes to copy (sorted by source topic)."""
+        now = time.monotonic()
+        source_parts = self._list("source")
+        target_parts = self._list("target")
+        selected = select_topics(self.policy, self.filter, source_parts, self.mirror.target)
+        describe_configs = self.mirror.syncTopicConfigs and (
+            now - self._configs_synced_at >= self.mirror.syncTopicConfigsIntervalSeconds)
+        remote_names = {self.policy.format_remote_topic(self.mirror.source, t): t for t in selected}
+        new_remotes = [r for r in remote_names if r not in target_parts]
+        src_cfg_names = selected if describe_configs else [remote_names[r] for r in new_remotes]
+        src_cfgs = self._describe_configs("source", src_cfg_names) if self.mirror.syncTopicConfigs else {}
+        tgt_cfgs = self._describe_configs("target", [r for r in remote_names if r in target_parts]) \
+            if describe_configs else {}
+        sources = {t: SourceTopic(t, source_parts[t], src_cfgs.get(t)) for t in selected}
+        targets = {r: TargetTopic(r, target_parts[r], tgt_cfgs.get(r)) for r in remote_names if r in target_parts}
+        plan = plan_sync(self.mirror, self.policy, self.filter, sources, targets, self.exclude)
+        for c in plan.conflicts:
+            self._problem("conflict", c.split("'")[1], c, fail=False)
+        self._apply(plan)
+        if describe_configs:
+            self._configs_synced_at = now
+        self._check_recreated(plan.routes)
+        self.routes, self.last_sync = plan.routes, time.time()
+        return list(plan.routes)
+
+    def _apply(self, plan: SyncPlan) -> None:
+        admin = self._admin("target")
+        if plan.create:
+            news = [NewTopic(c.name, num_partitions=c.partitions, replication_factor=self.mirror.replicationFactor,
+                             config=dict(c.configs)) for c in plan.create]
+            for name, fut in admin.create_topics(news, operation_timeout=self.timeout,
+                                                 request_timeout=self.timeout).items():
+                try:
+                    fut.result(timeout=self.timeout)
+                    log.info("mirror %s: created remote topic %s", self.mirror.name, name)
+                except KafkaException as e:
+                    if e.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:  # another worker was first
+                        raise TopicSyncError(f"{self._where('target')}: creating remote topic {name!r} failed: "
+                                             f"{e.args[0].str()}") from e
+        if plan.add_partitions:
+            futs = admin.create_partitions([NewPartitions(a.name, a.total) for a in plan.add_partitions],
+                                           operation_timeout=self.timeout, request_timeout=self.timeout)
+            for name, fut in futs.items():
+                try:
+                    fut.result(timeout=self.timeout)
+                    log.info("mirror %s: raised partitions of remote topic %s", self.mirror.name, name)
+                except KafkaException as e:
+                    if e.args[0].code() != KafkaError.INVALID_PARTITIONS:  # already raised concurrently
+                        raise TopicSyncError(f"{self._where('target')}: adding partitions to {name!r} failed: "
+                                             f"{e.args[0].str()}") from e
+        if plan.alter_configs:
+            resources = [ConfigResource(ConfigResource.Type.TOPIC, a.name, incremental_configs=[
+                *(ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in a.set.items()),
+                *(ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in a.delete)])
+                for a in plan.alter_configs]
+            for res, fut in admin.incremental_alter_configs(resources, request_timeout=self.timeout).items():
+                try:
+                    fut.result(timeout=self.timeout)
+                    log.info("mirror %s: synced configs of remote topic %s", self.mirror.name, res.name)
+                except KafkaException as e:
+                    raise TopicSyncError(f"{self._where('target')}: altering configs of {res.name!r} failed: "
+                                         f"{e.args[0].str()}") from e
+
+    def _check_recreated(self, routes: list[TopicRoute]) -> None:
+        ids = self._topic_ids_of([r.source_topic for r in routes])
+        ends = self._end_offsets(routes)
+        previous_ends, self.end_offsets = self.end_offsets, ends
+        flagged = set()
+        for topic, tid in sorted(ids.items()):
+            old, self._topic_ids[topic] = self._topic_ids.get(topic), tid
+            if old is not None and old != tid:
+                flagged.add(topic)
+                self._problem("recreated", topic, f"mirrors[{self.mirror.name}]: source topic {topic!r} was deleted "
+                              f"and recreated (topic id {old} -> {tid}); its offsets start again, so progress "
+                              "recorded for it no longer matches the source", fail=True)
+        for topic in sorted({t for (t, p), o in ends.items() if o < previous_ends.get((t, p), -1)} - flagged):
+            self._problem("recreated", topic, f"mirrors[{self.mirror.name}]: end offsets of source topic "
+                          f"{topic!r} went backwards; it was recreated or truncated", fail=True)
+
+    def _problem(self, kind: str, topic: str, message: str, fail: bool) -> None:
+        self.problems.append(Problem(kind, topic, message, time.time()))
+        log.error("%s", message)
+        if fail and getattr(self.config, "sourceGapPolicy", "fail") == "fail":
+            raise TopicRecreated(message + " (sourceGapPolicy=fail; set it to 'skip' to continue past it)")
+
+    def close(self) -> None:
+        self._source_admin = self._target_admin = None
