@@ -1,0 +1,144 @@
+"""`python -m bench`: preload, alternate the contenders, repeat, check, report."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from . import data, report
+from .contenders import Contender, all_contenders
+from .harness import Env, run_ceiling, run_mirror_latency, run_mirror_throughput
+
+HERE = Path(__file__).resolve().parent
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    p.add_argument("-n", "--records", type=int, default=500_000,
+                   help="records of each size (1 KiB and 100 B); default %(default)s")
+    p.add_argument("--reps", type=int, default=3, help="repetitions of each contender; default %(default)s")
+    p.add_argument("--parallelism", type=int, default=min(4, os.cpu_count() or 2),
+                   help="MM2 tasks.max and sparkmirror lanes; default min(4, cores) = %(default)s")
+    p.add_argument("--partitions-per-topic", type=int, default=4)
+    p.add_argument("--topics-per-size", type=int, default=2)
+    p.add_argument("--contenders", default="all",
+                   help="comma list of sparkmirror-eos, sparkmirror-alo, mm2, mm2-eos, ceiling; 'all' = those "
+                        "available (sparkmirror only once its job exists)")
+    p.add_argument("--latency-seconds", type=float, default=20.0, help="0 skips latency runs")
+    p.add_argument("--latency-rate", type=int, default=5000)
+    p.add_argument("--latency-warmup", type=float, default=5.0)
+    p.add_argument("--latency-partitions", type=int, default=8)
+    p.add_argument("--timeout", type=float, default=900.0, help="per run, seconds")
+    p.add_argument("--settle", type=float, default=2.0,
+                   help="seconds the target's end offsets must stay put before the final check")
+    p.add_argument("--broker-heap", default="1g")
+    p.add_argument("--work", type=Path, default=HERE / "work")
+    p.add_argument("--results", type=Path, default=HERE / "results")
+    p.add_argument("--note", default="", help="free text written into the report")
+    return p.parse_args(argv)
+
+
+def pick(spec: str) -> tuple[list[Contender], bool]:
+    available = {c.name: c for c in all_contenders(include_sparkmirror=True)}
+    if spec == "all":
+        mirrors = all_contenders()
+        return mirrors, True
+    names = [s.strip() for s in spec.split(",") if s.strip()]
+    unknown = [n for n in names if n not in available and n != "ceiling"]
+    if unknown:
+        raise SystemExit(f"unknown contender(s) {unknown}; known: {[*available, 'ceiling']}")
+    return [available[n] for n in names if n != "ceiling"], "ceiling" in names
+
+
+def _terminate(signum, _frame):  # noqa: ANN001
+    raise SystemExit(128 + signum)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    mirrors, with_ceiling = pick(args.contenders)
+    signal.signal(signal.SIGTERM, _terminate)
+    layout = data.Layout(args.records, args.partitions_per_topic, args.topics_per_size)
+    args.work.mkdir(parents=True, exist_ok=True)
+    work = args.work / time.strftime("run-%Y%m%d-%H%M%S", time.gmtime())
+    env = Env(work, broker_heap=args.broker_heap)
+    runs: list[dict] = []
+    result: dict = {}
+    load_start = [round(x, 2) for x in os.getloadavg()]
+    say = lambda *a: print(time.strftime("%H:%M:%S"), *a, flush=True)  # noqa: E731
+    say(f"contenders: {[c.name for c in mirrors] + (['ceiling'] if with_ceiling else [])}; "
+        f"{layout.total_records:,} records; {args.reps} reps; work dir {work}")
+
+    def record(r) -> None:  # noqa: ANN001
+        d = r.to_json()
+        runs.append(d)
+        state = "ok" if r.ok else "FAILED: " + "; ".join(p.splitlines()[0] for p in r.problems[:3])
+        if r.kind == "latency":
+            say(f"  {r.contender} latency #{r.rep}: p50 {r.latency_ms.get('p50')} p99 {r.latency_ms.get('p99')} "
+                f"max {r.latency_ms.get('max')} ms, start-up {r.startup_s:.1f}s, {state}")
+        else:
+            say(f"  {r.contender} #{r.rep}: {d['records_per_s']:,.0f} rec/s, {d['mib_per_s']:.1f} MiB/s, "
+                f"copy {r.copy_s:.1f}s, start-up {r.startup_s:.1f}s, CPU {r.cpu_s:.1f}s, "
+                f"RSS {r.peak_rss / 2**20:.0f} MiB, other procs {r.foreign_cpu_s:.1f} CPU s, {state}")
+        (work / "runs.json").write_text(json.dumps(runs, indent=2, default=str))
+
+    try:
+        env.start_source()
+        say(f"source cluster {env.source.bootstrap}; preloading ...")
+        secs = data.preload(env.source.bootstrap, layout)
+        say(f"  preloaded in {secs:.1f}s; fingerprinting the source ...")
+        source_scan = data.scan(env.source.bootstrap, {t.name: t for t in layout.topics})
+        if source_scan.total != layout.total_records or source_scan.dups or source_scan.misplaced:
+            raise SystemExit(f"preload check failed: {source_scan.total} distinct records of "
+                             f"{layout.total_records}, {source_scan.dups} dups")
+        say(f"  source holds {source_scan.total:,} records ({source_scan.seconds:.1f}s scan)")
+        order: list = [*mirrors, *(["ceiling"] if with_ceiling else [])]
+        for rep in range(args.reps):
+            k = rep % len(order) if order else 0
+            for c in order[k:] + order[:k]:
+                if c == "ceiling":
+                    say(f"ceiling #{rep} ...")
+                    record(run_ceiling(env, layout, rep, args.timeout))
+                else:
+                    say(f"{c.name} #{rep} ...")
+                    record(run_mirror_throughput(env, c, layout, source_scan, rep, args.parallelism,
+                                                 args.timeout, args.settle))
+        if args.latency_seconds > 0:
+            for rep in range(args.reps):
+                k = rep % len(mirrors) if mirrors else 0
+                for c in mirrors[k:] + mirrors[:k]:
+                    say(f"{c.name} latency #{rep} ...")
+                    record(run_mirror_latency(env, c, rep, args.parallelism, args.latency_rate,
+                                              args.latency_seconds, args.latency_warmup, args.latency_partitions,
+                                              args.timeout, args.settle))
+    finally:
+        env.stop()
+        if runs:
+            summary = report.summarize(runs)
+            result = {
+                "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                "command": " ".join([Path(sys.executable).name, "-m", "bench", *(argv if argv is not None else sys.argv[1:])]),
+                "config": {"records_per_size": args.records, "total_records": layout.total_records,
+                           "payload_mib": layout.payload_bytes / 2**20, "topics": len(layout.topics),
+                           "partitions_per_topic": args.partitions_per_topic, "parallelism": args.parallelism,
+                           "reps": args.reps, "latency_rate": args.latency_rate,
+                           "latency_seconds": args.latency_seconds, "latency_warmup": args.latency_warmup,
+                           "latency_partitions": args.latency_partitions},
+                "machine": report.machine(),
+                "load_start": load_start,
+                "load_end": [round(x, 2) for x in os.getloadavg()],
+                "note": args.note,
+                "summary": summary,
+                "ratios": report.ratios(summary),
+                "runs": runs,
+            }
+            md, js = report.write(result, args.results)
+            print()
+            print(report.markdown(result))
+            print(f"written {md} and {js}", flush=True)
+    failed = [r for r in runs if not r["ok"]]
+    return 1 if failed else 0

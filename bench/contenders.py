@@ -1,0 +1,191 @@
+"""What gets benchmarked: MirrorMaker 2 (dedicated mode, with and without exactly-once) and sparkmirror's job
+(exactly-once and at-least-once), each started as its own process group and stopped by that group only."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from sparkmirror.devenv import install
+from sparkmirror.devenv.kafka import java_cmd
+from sparkmirror.devenv.procs import spawn, stop_pid
+
+SOURCE_ALIAS = "src"
+TARGET_ALIAS = "tgt"
+# consumer groups that belong to the benchmark itself, never translated by either mirror
+GROUPS_EXCLUDE = r"bench-.*|console-consumer-.*|connect-.*|__.*"
+
+
+@dataclass
+class MirrorSetup:
+    source: str          # bootstrap
+    target: str          # bootstrap
+    topics: str          # regex of source topics
+    parallelism: int     # MM2 tasks.max == sparkmirror lanes
+    workdir: Path
+
+
+def remote_name(topic: str) -> str:
+    """Both contenders use MM2's DefaultReplicationPolicy: `<source alias>.<topic>`."""
+    return f"{SOURCE_ALIAS}.{topic}"
+
+
+class Contender:
+    name: str = ""
+    label: str = ""
+    family: str = ""          # "mm2" or "sparkmirror"
+    exactly_once: bool = False
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen | None = None
+        self.log: Path | None = None
+
+    def command(self, setup: MirrorSetup) -> tuple[list[str], dict[str, str]]:
+        raise NotImplementedError
+
+    def start(self, setup: MirrorSetup) -> int:
+        setup.workdir.mkdir(parents=True, exist_ok=True)
+        cmd, env = self.command(setup)
+        self.log = setup.workdir / f"{self.name}.log"
+        self.proc = spawn(cmd, self.log, env=env, cwd=setup.workdir)
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop_pid(self.proc.pid, timeout=20)
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+            self.proc = None
+
+
+class MirrorMaker2(Contender):
+    family = "mm2"
+
+    def __init__(self, exactly_once: bool) -> None:
+        super().__init__()
+        self.exactly_once = exactly_once
+        self.name = "mm2-eos" if exactly_once else "mm2"
+        self.label = "MM2 exactly-once" if exactly_once else "MM2 at-least-once"
+
+    def properties(self, s: MirrorSetup) -> dict[str, str]:
+        S, T = SOURCE_ALIAS, TARGET_ALIAS
+        props = {
+            "clusters": f"{S}, {T}",
+            f"{S}.bootstrap.servers": s.source,
+            f"{T}.bootstrap.servers": s.target,
+            f"{S}->{T}.enabled": "true",
+            f"{S}->{T}.topics": s.topics,
+            f"{S}->{T}.groups.exclude": GROUPS_EXCLUDE,
+            f"{T}->{S}.enabled": "false",
+            f"{T}->{S}.emit.heartbeats.enabled": "false",
+            "replication.policy.class": "org.apache.kafka.connect.mirror.DefaultReplicationPolicy",
+            "replication.policy.separator": ".",
+            "tasks.max": str(s.parallelism),
+            # the same cadence sparkmirror's flow group is given
+            "emit.heartbeats.enabled": "true",
+            "emit.heartbeats.interval.seconds": "1",
+            "emit.checkpoints.enabled": "true",
+            "emit.checkpoints.interval.seconds": "60",
+            "sync.group.offsets.enabled": "false",
+            "refresh.topics.interval.seconds": "5",
+            "refresh.groups.interval.seconds": "60",
+            "sync.topic.configs.enabled": "true",
+            "sync.topic.acls.enabled": "false",   # the local brokers have no authorizer
+            # single-broker clusters
+            "replication.factor": "1",
+            "checkpoints.topic.replication.factor": "1",
+            "heartbeats.topic.replication.factor": "1",
+            "offset-syncs.topic.replication.factor": "1",
+            "offset.storage.replication.factor": "1",
+            "status.storage.replication.factor": "1",
+            "config.storage.replication.factor": "1",
+            f"{S}->{T}.consumer.auto.offset.reset": "earliest",
+        }
+        if self.exactly_once:
+            # KIP-618 exactly-once source support for dedicated mode (Kafka >= 3.5): per target cluster
+            props[f"{T}.exactly.once.source.support"] = "enabled"
+            props[f"{S}->{T}.consumer.isolation.level"] = "read_committed"
+        return props
+
+    def command(self, setup: MirrorSetup) -> tuple[list[str], dict[str, str]]:
+        path = setup.workdir / f"{self.name}.properties"
+        path.write_text("".join(f"{k} = {v}\n" for k, v in self.properties(setup).items()))
+        # connect-mirror-maker.sh's heap: -Xms256M -Xmx2G
+        cmd = java_cmd(install.kafka(), "org.apache.kafka.connect.mirror.MirrorMaker", str(path), heap="2G")
+        cmd = ["-Xms256M" if a == "-Xms2G" else a for a in cmd]
+        return cmd, {}
+
+
+class SparkMirror(Contender):
+    family = "sparkmirror"
+
+    def __init__(self, exactly_once: bool) -> None:
+        super().__init__()
+        self.exactly_once = exactly_once
+        self.name = "sparkmirror-eos" if exactly_once else "sparkmirror-alo"
+        self.label = "sparkmirror exactly-once" if exactly_once else "sparkmirror at-least-once"
+
+    @staticmethod
+    def available() -> bool:
+        try:
+            import importlib.util
+
+            return importlib.util.find_spec("sparkmirror.job") is not None
+        except ImportError:
+            return False
+
+    def flowgroup(self, s: MirrorSetup):  # noqa: ANN201
+        from sparkmirror.flowgroup import FlowGroupConfig
+
+        return FlowGroupConfig.model_validate({
+            "name": "bench",
+            "resource": "bench/mirror",
+            "clusters": [{"alias": SOURCE_ALIAS, "bootstrapServers": s.source},
+                         {"alias": TARGET_ALIAS, "bootstrapServers": s.target}],
+            "mirrors": [{
+                "name": f"{SOURCE_ALIAS}-to-{TARGET_ALIAS}",
+                "source": SOURCE_ALIAS,
+                "target": TARGET_ALIAS,
+                "topics": s.topics,
+                "groupsExclude": GROUPS_EXCLUDE,
+                "replicationPolicy": "default",
+                "separator": ".",
+                "refreshTopicsIntervalSeconds": 5,
+                "syncTopicConfigs": True,
+                "emitHeartbeats": True,
+                "emitHeartbeatsIntervalSeconds": 1,
+                "emitCheckpoints": True,
+                "emitCheckpointsIntervalSeconds": 60,
+                "replicationFactor": 1,
+            }],
+            "delivery": "exactly-once" if self.exactly_once else "at-least-once",
+            "lanes": s.parallelism,
+            "checkpointDir": str(s.workdir / "checkpoint"),
+        })
+
+    def command(self, setup: MirrorSetup) -> tuple[list[str], dict[str, str]]:
+        path = setup.workdir / f"{self.name}.yaml"
+        path.write_text(self.flowgroup(setup).to_yaml())
+        env = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+               "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_HOSTNAME": "localhost"}
+        return [sys.executable, "-m", "sparkmirror.job", "--config", str(path)], env
+
+
+def all_contenders(include_sparkmirror: bool | None = None) -> list[Contender]:
+    out: list[Contender] = [MirrorMaker2(False), MirrorMaker2(True)]
+    if include_sparkmirror is None:
+        include_sparkmirror = SparkMirror.available()
+    if include_sparkmirror:
+        out = [SparkMirror(True), SparkMirror(False), *out]
+    return out
+
+
+def rmtree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,284 @@
+"""The benchmark's data: topic layout, preloading with keys and headers, and scanning a cluster to check it.
+
+Every record carries its sequence number (unique per source topic) in its key and in a `seq` header, so a
+scan of the target can count duplicates, check partition placement and compare a per-partition
+fingerprint of key, value, headers and timestamp against the same fingerprint taken on the source.
+"""
+from __future__ import annotations
+
+import os
+import time
+import zlib
+from dataclasses import asdict, dataclass, field
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+ORIGIN = b"sparkmirror-bench"
+_FILLER = os.urandom(1 << 20)
+MASK64 = (1 << 64) - 1
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    partitions: int
+    value_size: int
+    records: int
+
+    def value(self, seq: int) -> bytes:
+        head = b"%012d|" % seq
+        n = self.value_size - len(head)
+        off = (seq * 7919) % (len(_FILLER) - n)
+        return head + _FILLER[off:off + n]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """N records of 1 KiB and N of 100 B, each size spread over `topics_per_size` topics."""
+
+    records_per_size: int
+    partitions_per_topic: int = 4
+    topics_per_size: int = 2
+    prefix: str = ""
+    sizes: tuple[tuple[str, int], ...] = (("b1k", 1024), ("b100", 100))
+
+    @property
+    def topics(self) -> list[TopicSpec]:
+        out = []
+        for label, size in self.sizes:
+            base, extra = divmod(self.records_per_size, self.topics_per_size)
+            for i in range(self.topics_per_size):
+                out.append(TopicSpec(f"{self.prefix}{label}-{i}", self.partitions_per_topic, size,
+                                     base + (1 if i < extra else 0)))
+        return out
+
+    @property
+    def total_records(self) -> int:
+        return sum(t.records for t in self.topics)
+
+    @property
+    def payload_bytes(self) -> int:
+        """Keys, values and headers of all records (what a mirror copies, without Kafka's framing)."""
+        hdr = len("seq") + len("origin") + len(ORIGIN)
+        return sum(t.records * (t.value_size + 12 + hdr) + sum(len(str(i)) for i in range(t.records))
+                   for t in self.topics)
+
+    @property
+    def pattern(self) -> str:
+        return "|".join(t.name.replace(".", r"\.") for t in self.topics)
+
+
+def key_of(seq: int) -> bytes:
+    return b"%012d" % seq
+
+
+def headers_of(seq: int, ts: int | None = None) -> list[tuple[str, bytes]]:
+    h = [("seq", b"%d" % seq), ("origin", ORIGIN)]
+    if ts is not None:
+        h.append(("ts", b"%d" % ts))
+    return h
+
+
+def create_topics(bootstrap: str, specs: list[tuple[str, int]], config: dict[str, str] | None = None,
+                  timeout: float = 60.0) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futs = admin.create_topics([NewTopic(n, num_partitions=p, replication_factor=1, config=config or {})
+                                for n, p in specs], operation_timeout=timeout)
+    for f in futs.values():
+        f.result(timeout=timeout)
+    deadline = time.monotonic() + timeout  # wait for metadata so producers do not race the creation
+    while time.monotonic() < deadline:
+        md = admin.list_topics(timeout=5)
+        if all(n in md.topics and len(md.topics[n].partitions) == p and md.topics[n].error is None
+               for n, p in specs):
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"topics {specs} not visible after {timeout}s")
+
+
+BULK_PRODUCER = {
+    "linger.ms": 20,
+    "batch.size": 1_000_000,
+    "batch.num.messages": 100_000,
+    "queue.buffering.max.messages": 2_000_000,
+    "queue.buffering.max.kbytes": 2_097_151,
+    "compression.type": "none",
+    "acks": "all",
+    "enable.idempotence": True,
+}
+
+
+def preload(bootstrap: str, layout: Layout) -> float:
+    """Create the layout's topics and fill them; returns seconds taken."""
+    t0 = time.monotonic()
+    create_topics(bootstrap, [(t.name, t.partitions) for t in layout.topics])
+    p = Producer({"bootstrap.servers": bootstrap, **BULK_PRODUCER})
+    errors: list[str] = []
+
+    def on_delivery(err, _msg):  # noqa: ANN001
+        if err is not None:
+            errors.append(str(err))
+
+    for t in layout.topics:
+        for seq in range(t.records):
+            args = dict(value=t.value(seq), key=key_of(seq), partition=seq % t.partitions,
+                        headers=headers_of(seq), on_delivery=on_delivery if seq % 1000 == 0 else None)
+            while True:
+                try:
+                    p.produce(t.name, **args)
+                    break
+                except BufferError:
+                    p.poll(0.05)
+            if seq % 10000 == 0:
+                p.poll(0)
+    left = p.flush(300)
+    if left or errors:
+        raise RuntimeError(f"preload failed: {left} undelivered, errors {errors[:3]}")
+    return time.monotonic() - t0
+
+
+@dataclass
+class PartitionScan:
+    count: int = 0        # distinct records (by sequence number)
+    dups: int = 0         # records seen again
+    misplaced: int = 0    # records whose partition is not the one their sequence number says
+    fingerprint: int = 0  # sum over distinct records of crc(key, value, headers) + timestamp, mod 2^64
+
+
+@dataclass
+class ScanResult:
+    partitions: dict[str, PartitionScan] = field(default_factory=dict)  # "topic/partition" -> scan
+    # latency scans: (source ts from the record's `ts` header, target timestamp) pairs
+    latencies_ms: list[int] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def total(self) -> int:
+        return sum(p.count for p in self.partitions.values())
+
+    @property
+    def dups(self) -> int:
+        return sum(p.dups for p in self.partitions.values())
+
+    @property
+    def misplaced(self) -> int:
+        return sum(p.misplaced for p in self.partitions.values())
+
+    def to_json(self) -> dict:
+        return {k: asdict(v) for k, v in self.partitions.items()}
+
+
+def scan(bootstrap: str, topics: dict[str, TopicSpec], *, with_timestamp: bool = True,
+         latency_window: tuple[int, int] | None = None, timeout: float = 600.0) -> ScanResult:
+    """Read `topics` (name as it exists on this cluster -> source spec) to their end, read_committed.
+
+    With `latency_window=(from_ms, to_ms)`, also collects target timestamp minus the `ts` header for
+    records whose `ts` lies inside the window.
+    """
+    t0 = time.monotonic()
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-scan", "enable.auto.commit": False,
+                  "isolation.level": "read_committed", "enable.partition.eof": True,
+                  "fetch.max.bytes": 64 * 1024 * 1024, "max.partition.fetch.bytes": 8 * 1024 * 1024,
+                  "queued.max.messages.kbytes": 262144})
+    res = ScanResult()
+    seen: dict[str, bytearray] = {}
+    try:
+        md = c.list_topics(timeout=30)
+        tps = []
+        for name, spec in topics.items():
+            if name not in md.topics or md.topics[name].error is not None:
+                for p in range(spec.partitions):
+                    res.partitions[f"{name}/{p}"] = PartitionScan()
+                continue
+            seen[name] = bytearray(spec.records)
+            for p in md.topics[name].partitions:
+                res.partitions[f"{name}/{p}"] = PartitionScan()
+                tps.append(TopicPartition(name, p, -2))
+        if not tps:
+            return res
+        c.assign(tps)
+        pending = {(tp.topic, tp.partition) for tp in tps}
+        deadline = time.monotonic() + timeout
+        crc = zlib.crc32
+        lat = res.latencies_ms
+        while pending:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"scan of {bootstrap} did not reach the end of {sorted(pending)[:5]}")
+            for m in c.consume(num_messages=20000, timeout=0.5):
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        pending.discard((m.topic(), m.partition()))
+                        continue
+                    raise RuntimeError(f"scan of {bootstrap}: {err}")
+                topic, part = m.topic(), m.partition()
+                ps = res.partitions[f"{topic}/{part}"]
+                key = m.key()
+                seq = int(key)
+                spec = topics[topic]
+                bits = seen[topic]
+                if seq >= len(bits):
+                    ps.misplaced += 1
+                    continue
+                if bits[seq]:
+                    ps.dups += 1
+                    continue
+                bits[seq] = 1
+                if seq % spec.partitions != part:
+                    ps.misplaced += 1
+                h = crc(m.value(), crc(key))
+                src_ts = None
+                for hk, hv in m.headers() or ():
+                    if hk == "ts":
+                        src_ts = int(hv)
+                    h = crc(hv, crc(hk.encode(), h))
+                ts = m.timestamp()[1]
+                if with_timestamp:
+                    h += ts
+                ps.fingerprint = (ps.fingerprint + h) & MASK64
+                ps.count += 1
+                if latency_window is not None and src_ts is not None and \
+                        latency_window[0] <= src_ts <= latency_window[1]:
+                    lat.append(ts - src_ts)
+    finally:
+        c.close()
+    res.seconds = time.monotonic() - t0
+    return res
+
+
+def compare(source: ScanResult, target: ScanResult, rename: dict[str, str], exactly_once: bool) -> list[str]:
+    """Problems found comparing a target scan with the source scan ([] = the target holds exactly the source)."""
+    problems = []
+    for key, sp in source.partitions.items():
+        topic, part = key.rsplit("/", 1)
+        tkey = f"{rename[topic]}/{part}"
+        tp = target.partitions.get(tkey)
+        if tp is None:
+            problems.append(f"{tkey}: missing on target")
+            continue
+        if tp.count != sp.count:
+            problems.append(f"{tkey}: {tp.count} distinct records, source {key} has {sp.count}")
+        elif tp.fingerprint != sp.fingerprint:
+            problems.append(f"{tkey}: records differ from {key} (key, value, headers or timestamp)")
+        if tp.misplaced:
+            problems.append(f"{tkey}: {tp.misplaced} records in the wrong partition")
+        if exactly_once and tp.dups:
+            problems.append(f"{tkey}: {tp.dups} duplicates (exactly-once)")
+    return problems
+
+
+def end_offsets(admin: AdminClient, tps: list[TopicPartition], timeout: float = 5.0) -> dict[tuple[str, int], int]:
+    """Read-committed end offsets (last stable offsets); partitions whose topic is missing are left out."""
+    from confluent_kafka import IsolationLevel
+    from confluent_kafka.admin import OffsetSpec
+
+    futs = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps},
+                              isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=timeout)
+    out = {}
+    for tp, f in futs.items():
+        try:
+            out[(tp.topic, tp.partition)] = f.result(timeout=timeout).offset
+        except Exception:  # noqa: BLE001 - topic not there yet
+            pass
+    return out

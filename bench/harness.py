@@ -1,0 +1,490 @@
+"""One benchmark run of one contender: fresh target cluster, start, wait until mirrored, measure, check, clean."""
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import psutil
+from confluent_kafka import Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from sparkmirror.devenv import install
+from sparkmirror.devenv.kafka import KafkaCluster, java_cmd
+from sparkmirror.devenv.procs import log_tail, spawn, stop_pid
+
+from . import data
+from .contenders import Contender, MirrorSetup, remote_name, rmtree
+from .procmon import ProcessTreeMonitor
+
+
+class BenchError(RuntimeError):
+    pass
+
+
+@dataclass
+class RunResult:
+    contender: str
+    kind: str                       # throughput | latency | ceiling
+    rep: int
+    ok: bool = False
+    problems: list[str] = field(default_factory=list)
+    records: int = 0
+    bytes: int = 0
+    startup_s: float = 0.0          # contender start -> first record visible on the target
+    copy_s: float = 0.0             # first record visible -> all records visible
+    wall_s: float = 0.0             # contender start -> all records visible
+    cpu_s: float = 0.0              # CPU seconds of the contender's process tree during the copy window
+    cpu_total_s: float = 0.0        # ... from its start to the end of the copy
+    peak_rss: int = 0               # bytes, whole process tree, whole run
+    broker_cpu_s: float = 0.0       # both brokers, during the copy window
+    foreign_cpu_s: float = 0.0      # everything else on the machine during the copy window (other users)
+    machine_cpu_s: float = 0.0      # all CPUs, busy seconds, during the copy window
+    dups: int = 0
+    latency_ms: dict[str, float] = field(default_factory=dict)
+    detail: dict = field(default_factory=dict)
+    log: str = ""
+
+    @property
+    def rate(self) -> float:
+        return self.records / self.copy_s if self.copy_s > 0 else 0.0
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["records_per_s"] = self.rate
+        d["mib_per_s"] = self.bytes / self.copy_s / 2**20 if self.copy_s > 0 else 0.0
+        d["cpu_s_per_m"] = self.cpu_s / self.records * 1e6 if self.records else 0.0
+        return d
+
+
+def machine_busy_seconds() -> float:
+    t = psutil.cpu_times()
+    return t.user + t.nice + t.system + t.irq + t.softirq + getattr(t, "steal", 0.0)
+
+
+@dataclass
+class Env:
+    """The source cluster (preloaded once) and a fresh target cluster per run, all under `work`."""
+
+    work: Path
+    broker_heap: str = "1g"
+    source: KafkaCluster | None = None
+    targets: list[KafkaCluster] = field(default_factory=list)
+    _n: int = 0
+
+    def start_source(self) -> KafkaCluster:
+        self.source = KafkaCluster("bench-source", self.work / "source", heap=self.broker_heap).start()
+        return self.source
+
+    def new_target(self) -> KafkaCluster:
+        self._n += 1
+        home = self.work / f"target-{self._n}"
+        rmtree(home)
+        t = KafkaCluster(f"bench-target-{self._n}", home, heap=self.broker_heap).start()
+        self.targets.append(t)
+        return t
+
+    def drop_target(self, t: KafkaCluster, keep_logs: bool = False) -> None:
+        t.stop()
+        if t in self.targets:
+            self.targets.remove(t)
+        if not keep_logs:
+            rmtree(t.home / "data")
+
+    def stop(self) -> None:
+        for t in list(self.targets):
+            try:
+                self.drop_target(t)
+            except Exception:  # noqa: BLE001
+                pass
+        if self.source is not None:
+            self.source.stop()
+            self.source = None
+
+
+def _windowed(run: RunResult, mon: ProcessTreeMonitor, bmon: ProcessTreeMonitor, t_start: float,
+              t_first: float, t_done: float, busy: list[tuple[float, float]], self_cpu: list[tuple[float, float]]) -> None:
+    run.startup_s = t_first - t_start
+    run.copy_s = max(t_done - t_first, 1e-3)
+    run.wall_s = t_done - t_start
+    run.cpu_s = mon.cpu_at(t_done) - mon.cpu_at(t_first)
+    run.cpu_total_s = mon.cpu_at(t_done)
+    run.peak_rss = mon.peak_rss
+    run.broker_cpu_s = bmon.cpu_at(t_done) - bmon.cpu_at(t_first)
+
+    def at(series: list[tuple[float, float]], t: float) -> float:
+        v = series[0][1] if series else 0.0
+        for ts, val in series:
+            if ts <= t:
+                v = val
+        return v
+
+    run.machine_cpu_s = at(busy, t_done) - at(busy, t_first)
+    mine = at(self_cpu, t_done) - at(self_cpu, t_first)
+    run.foreign_cpu_s = max(0.0, run.machine_cpu_s - run.cpu_s - run.broker_cpu_s - mine)
+
+
+class _MachineSampler:
+    """Busy CPU seconds of the whole machine and of this (the bench) process, sampled alongside the monitors."""
+
+    def __init__(self, interval: float = 0.2) -> None:
+        self.busy: list[tuple[float, float]] = []
+        self.mine: list[tuple[float, float]] = []
+        self._me = psutil.Process()
+        self._stop = threading.Event()
+        self._interval = interval
+        self._t = threading.Thread(target=self._loop, daemon=True)
+
+    def _sample(self) -> None:
+        now = time.time()
+        self.busy.append((now, machine_busy_seconds()))
+        ct = self._me.cpu_times()
+        self.mine.append((now, ct.user + ct.system))
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._sample()
+            self._stop.wait(self._interval)
+
+    def __enter__(self) -> "_MachineSampler":
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._t.join(timeout=5)
+        self._sample()
+
+
+def wait_mirrored(target: str, expected: dict[tuple[str, int], int], contender: Contender, *,
+                  scan, timeout: float, settle: float = 2.0, poll: float = 0.1):  # noqa: ANN001
+    """Until the target holds every record: returns (t_first, t_done, scan result, problems).
+
+    Watches the read-committed end offsets of the target partitions; once every one reaches the source's
+    count and none has moved for `settle` seconds, scans the target. t_done is when the offsets last moved.
+    """
+    admin = AdminClient({"bootstrap.servers": target, "log_level": 2})
+    tps = [TopicPartition(t, p) for t, p in expected]
+    t_first = None
+    t_change = time.time()
+    last: dict = {}
+    deadline = time.monotonic() + timeout
+    settle_now = settle
+    problems: list[str] = ["timed out before any record reached the target"]
+    res = None
+    while time.monotonic() < deadline:
+        if not contender.alive():
+            raise BenchError(f"{contender.name} exited with code {contender.proc.returncode if contender.proc else '?'}"
+                             f"; last lines of {contender.log}:\n{log_tail(contender.log, 40) if contender.log else ''}")
+        try:
+            offs = data.end_offsets(admin, tps)
+        except Exception:  # noqa: BLE001
+            offs = {}
+        now = time.time()
+        if t_first is None and any(v > 0 for v in offs.values()):
+            t_first = now
+        if offs != last:
+            last = offs
+            t_change = now
+        if t_first is not None and all(offs.get(k, 0) >= v for k, v in expected.items()) \
+                and now - t_change >= settle_now:
+            res, problems = scan()
+            if not problems:
+                return t_first, t_change, res, []
+            settle_now = min(settle_now * 2, 30.0)
+            problems = [f"after settling: {p}" for p in problems]
+        time.sleep(poll)
+    return t_first, t_change, res, problems or ["timed out"]
+
+
+def run_mirror_throughput(env: Env, contender: Contender, layout: data.Layout, source_scan: data.ScanResult,
+                          rep: int, parallelism: int, timeout: float, settle: float) -> RunResult:
+    run = RunResult(contender.name, "throughput", rep, records=layout.total_records,
+                    bytes=layout.payload_bytes)
+    target = env.new_target()
+    rundir = env.work / "runs" / f"{contender.name}-tp-{rep}"
+    rmtree(rundir)
+    setup = MirrorSetup(env.source.bootstrap, target.bootstrap, layout.pattern, parallelism, rundir)
+    rename = {t.name: remote_name(t.name) for t in layout.topics}
+    specs = {remote_name(t.name): t for t in layout.topics}
+    expected = {(remote_name(t.name), p): (t.records + t.partitions - 1 - p) // t.partitions
+                for t in layout.topics for p in range(t.partitions)}
+
+    def scan():  # noqa: ANN202
+        r = data.scan(target.bootstrap, specs)
+        return r, data.compare(source_scan, r, rename, contender.exactly_once)
+
+    bmon = ProcessTreeMonitor([env.source.pid, target.pid]).start()
+    mon = None
+    try:
+        with _MachineSampler() as ms:
+            t_start = time.time()
+            pid = contender.start(setup)
+            mon = ProcessTreeMonitor([pid]).start()
+            t_first, t_done, res, problems = wait_mirrored(target.bootstrap, expected, contender, scan=scan,
+                                                           timeout=timeout, settle=settle)
+            mon.stop()
+            bmon.stop()
+        run.log = str(contender.log)
+        if t_first is not None:
+            _windowed(run, mon, bmon, t_start, t_first, t_done, ms.busy, ms.mine)
+        run.problems = problems
+        run.ok = not problems
+        if res is not None:
+            run.dups = res.dups
+            run.detail["verify_scan_s"] = round(res.seconds, 2)
+    except BenchError as e:
+        run.problems = [str(e)]
+    finally:
+        contender.stop()
+        if mon is not None:
+            mon.stop()
+        bmon.stop()
+        env.drop_target(target, keep_logs=not run.ok)
+    return run
+
+
+class SteadyProducer(threading.Thread):
+    """Produces 1 KiB records with keys, headers and a `ts` header at a steady rate until stopped."""
+
+    def __init__(self, bootstrap: str, spec: data.TopicSpec, rate: int) -> None:
+        super().__init__(daemon=True, name="steady-producer")
+        self.spec, self.rate = spec, rate
+        self.p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all",
+                           "enable.idempotence": True, "compression.type": "none"})
+        self.stop_event = threading.Event()
+        self.sent = 0
+        self.errors: list[str] = []
+
+    def set_rate(self, rate: int) -> None:
+        """Change the rate from now on (a trickle while the mirror starts, then the measured rate)."""
+        self._base = (time.monotonic(), self.sent)
+        self.rate = rate
+
+    def run(self) -> None:
+        if not hasattr(self, "_base"):
+            self._base = (time.monotonic(), 0)
+        while not self.stop_event.is_set():
+            t0, n0 = self._base
+            due = n0 + int((time.monotonic() - t0) * self.rate)
+            while self.sent < due:
+                seq = self.sent
+                ts = int(time.time() * 1000)
+                try:
+                    self.p.produce(self.spec.name, value=self.spec.value(seq), key=data.key_of(seq),
+                                   partition=seq % self.spec.partitions, headers=data.headers_of(seq, ts),
+                                   timestamp=ts, on_delivery=self._cb)
+                except BufferError:
+                    self.p.poll(0.01)
+                    continue
+                self.sent += 1
+            self.p.poll(0)
+            time.sleep(0.002)
+        self.p.flush(60)
+
+    def _cb(self, err, _m) -> None:  # noqa: ANN001
+        if err is not None:
+            self.errors.append(str(err))
+
+
+def percentile(xs: list[float], q: float) -> float:
+    if not xs:
+        return float("nan")
+    xs = sorted(xs)
+    i = min(len(xs) - 1, max(0, int(round(q * (len(xs) - 1)))))
+    return float(xs[i])
+
+
+def run_mirror_latency(env: Env, contender: Contender, rep: int, parallelism: int, rate: int, seconds: float,
+                       warmup: float, partitions: int, timeout: float, settle: float) -> RunResult:
+    """Steady `rate` records/s into a fresh source topic; latency = target LogAppendTime - source timestamp."""
+    run = RunResult(contender.name, "latency", rep)
+    name = f"lat-{rep}-{contender.name}-{uuid.uuid4().hex[:6]}"
+    data.create_topics(env.source.bootstrap, [(name, partitions)])
+    target = env.new_target()
+    data.create_topics(target.bootstrap, [(remote_name(name), partitions)],
+                       config={"message.timestamp.type": "LogAppendTime"})
+    rundir = env.work / "runs" / f"{contender.name}-lat-{rep}"
+    rmtree(rundir)
+    setup = MirrorSetup(env.source.bootstrap, target.bootstrap, name.replace(".", r"\."), parallelism, rundir)
+    producer = None
+    mon = None
+    try:
+        pid = contender.start(setup)
+        mon = ProcessTreeMonitor([pid]).start()
+        t_start = time.time()
+        spec = data.TopicSpec(name, partitions, 1024, 10**9)
+        producer = SteadyProducer(env.source.bootstrap, spec, 20)  # a trickle until the mirror is up
+        producer.start()
+        admin = AdminClient({"bootstrap.servers": target.bootstrap, "log_level": 2})
+        tps = [TopicPartition(remote_name(name), p) for p in range(partitions)]
+        deadline = time.monotonic() + timeout
+        while True:
+            if not contender.alive():
+                raise BenchError(f"{contender.name} exited; last lines of {contender.log}:\n{log_tail(contender.log, 40)}")
+            if any(v > 0 for v in data.end_offsets(admin, tps).values()):
+                break
+            if time.monotonic() > deadline:
+                raise BenchError(f"{contender.name}: nothing reached the target within {timeout:.0f}s")
+            time.sleep(0.1)
+        run.startup_s = time.time() - t_start
+        producer.set_rate(rate)
+        time.sleep(warmup)
+        win_from = int(time.time() * 1000)
+        cpu0 = mon.sample().cpu
+        time.sleep(seconds)
+        win_to = int(time.time() * 1000)
+        cpu1 = mon.sample().cpu
+        producer.stop_event.set()
+        producer.join(timeout=120)
+        if producer.errors:
+            raise BenchError(f"steady producer failed: {producer.errors[:3]}")
+        n = producer.sent
+        expected = {(remote_name(name), p): (n + partitions - 1 - p) // partitions for p in range(partitions)}
+        lspec = data.TopicSpec(remote_name(name), partitions, 1024, n)
+
+        def scan():  # noqa: ANN202
+            r = data.scan(target.bootstrap, {remote_name(name): lspec}, with_timestamp=False,
+                          latency_window=(win_from, win_to))
+            probs = []
+            for k, ps in r.partitions.items():
+                want = expected[(remote_name(name), int(k.rsplit("/", 1)[1]))]
+                if ps.count != want:
+                    probs.append(f"{k}: {ps.count} distinct records, source has {want}")
+                if ps.misplaced:
+                    probs.append(f"{k}: {ps.misplaced} records in the wrong partition")
+                if contender.exactly_once and ps.dups:
+                    probs.append(f"{k}: {ps.dups} duplicates (exactly-once)")
+            return r, probs
+
+        _, _, res, problems = wait_mirrored(target.bootstrap, expected, contender, scan=scan,
+                                            timeout=timeout, settle=settle)
+        mon.stop()
+        run.records = n
+        run.problems = problems
+        run.ok = not problems
+        run.peak_rss = mon.peak_rss
+        run.cpu_s = cpu1 - cpu0
+        run.copy_s = (win_to - win_from) / 1000
+        run.detail["window_records"] = len(res.latencies_ms) if res else 0
+        run.detail["cpu_s_per_s_at_rate"] = round((cpu1 - cpu0) / max(run.copy_s, 1e-3), 3)
+        if res is not None:
+            run.dups = res.dups
+            lat = res.latencies_ms
+            run.latency_ms = {"p50": percentile(lat, 0.50), "p99": percentile(lat, 0.99),
+                              "max": float(max(lat)) if lat else float("nan"),
+                              "mean": statistics.fmean(lat) if lat else float("nan")}
+            if not lat:
+                run.ok = False
+                run.problems.append("no records inside the latency window")
+        run.log = str(contender.log)
+    except BenchError as e:
+        run.problems = [str(e)]
+    finally:
+        if producer is not None and producer.is_alive():
+            producer.stop_event.set()
+            producer.join(timeout=60)
+        contender.stop()
+        if mon is not None:
+            mon.stop()
+        env.drop_target(target, keep_logs=not run.ok)
+    return run
+
+
+# ---- the machine's ceiling: Kafka's own perf tools -------------------------------------------------------
+
+def _java(main: str, *args: str, log: Path) -> subprocess.Popen:
+    return spawn(java_cmd(install.kafka(), main, *args, heap="1g"), log)
+
+
+def run_ceiling(env: Env, layout: data.Layout, rep: int, timeout: float) -> RunResult:
+    """Per source topic, ConsumerPerformance reads it while ProducerPerformance writes as many records of the
+    same size to a topic with as many partitions on the target, at the same time (a mirror's work, split
+    between Kafka's Java clients); the ceiling time is the sum over topics of the slower of the two."""
+    run = RunResult("ceiling", "ceiling", rep, records=layout.total_records,
+                    bytes=layout.payload_bytes)
+    target = env.new_target()
+    rundir = env.work / "runs" / f"ceiling-{rep}"
+    rmtree(rundir)
+    rundir.mkdir(parents=True)
+    data.create_topics(target.bootstrap, [(f"ceil.{t.name}", t.partitions) for t in layout.topics])
+    read_s = write_s = total_s = 0.0
+    cpu = 0.0
+    peak = 0
+    try:
+        for t in layout.topics:
+            clog, plog = rundir / f"consumer-{t.name}.log", rundir / f"producer-{t.name}.log"
+            cons = _java("org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server", env.source.bootstrap,
+                         "--topic", t.name, "--messages", str(t.records), "--group", f"bench-ceiling-{uuid.uuid4().hex[:8]}",
+                         "--timeout", "60000", "--hide-header", log=clog)
+            prod = _java("org.apache.kafka.tools.ProducerPerformance", "--topic", f"ceil.{t.name}",
+                         "--num-records", str(t.records), "--record-size", str(t.value_size), "--throughput", "-1",
+                         "--producer-props", f"bootstrap.servers={target.bootstrap}", "acks=all",
+                         "linger.ms=10", "batch.size=524288", "compression.type=none", log=plog)
+            mon = ProcessTreeMonitor([cons.pid, prod.pid]).start()
+            try:
+                for p in (cons, prod):
+                    p.wait(timeout=timeout)
+            finally:
+                mon.stop()
+                for p in (cons, prod):
+                    if p.poll() is None:
+                        stop_pid(p.pid)
+            if cons.returncode or prod.returncode:
+                raise BenchError(f"perf tools failed on {t.name}: consumer {cons.returncode}, producer "
+                                 f"{prod.returncode}\n{log_tail(clog)}\n{log_tail(plog)}")
+            c_s = _consumer_seconds(clog.read_text())
+            p_s = _producer_seconds(plog.read_text())
+            read_s += c_s
+            write_s += p_s
+            total_s += max(c_s, p_s)
+            cpu += mon.cpu_total
+            peak = max(peak, mon.peak_rss)
+        run.copy_s = total_s
+        run.wall_s = total_s
+        run.cpu_s = cpu
+        run.cpu_total_s = cpu
+        run.peak_rss = peak
+        run.detail = {"read_s": round(read_s, 3), "write_s": round(write_s, 3),
+                      "read_records_per_s": layout.total_records / read_s if read_s else 0,
+                      "write_records_per_s": layout.total_records / write_s if write_s else 0,
+                      "note": "CPU includes the JVMs' start-up; ProducerPerformance writes random values "
+                              "without keys or headers"}
+        run.ok = True
+    except BenchError as e:
+        run.problems = [str(e)]
+    finally:
+        env.drop_target(target, keep_logs=not run.ok)
+    return run
+
+
+def _consumer_seconds(text: str) -> float:
+    """ConsumerPerformance CSV: start.time, end.time, MB, MB.sec, nMsg, nMsg.sec, rebalance.ms, fetch.ms, ..."""
+    for line in reversed(text.splitlines()):
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) >= 8:
+            try:
+                return float(parts[7]) / 1000.0
+            except ValueError:
+                continue
+    raise BenchError(f"cannot parse ConsumerPerformance output:\n{text[-1500:]}")
+
+
+def _producer_seconds(text: str) -> float:
+    """ProducerPerformance's last line: 'N records sent, X records/sec (Y MB/sec), ...'."""
+    import re
+
+    for line in reversed(text.splitlines()):
+        m = re.match(r"\s*(\d+) records sent, ([\d.]+) records/sec", line)
+        if m and float(m.group(2)) > 0:
+            return int(m.group(1)) / float(m.group(2))
+    raise BenchError(f"cannot parse ProducerPerformance output:\n{text[-1500:]}")
+
+
+def pid_of_self() -> int:
+    return os.getpid()

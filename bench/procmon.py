@@ -1,0 +1,91 @@
+"""CPU seconds and resident memory of a process tree, sampled in a background thread with psutil."""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+import psutil
+
+
+@dataclass
+class Sample:
+    t: float          # time.time()
+    cpu: float        # user+system seconds of the whole tree so far (exited children included)
+    rss: int          # bytes, sum over the live tree
+
+
+@dataclass
+class ProcessTreeMonitor:
+    """Watches `pids` and all their descendants; CPU of processes that exit is kept (last value seen)."""
+
+    pids: list[int]
+    interval: float = 0.2
+    samples: list[Sample] = field(default_factory=list)
+    _cpu_by_pid: dict[tuple[int, float], float] = field(default_factory=dict)
+    _procs: dict[int, psutil.Process] = field(default_factory=dict)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> "ProcessTreeMonitor":
+        self._thread = threading.Thread(target=self._loop, name="procmon", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self.sample()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(self.interval)
+
+    def _tree(self) -> list[psutil.Process]:
+        found: dict[int, psutil.Process] = {}
+        for pid in self.pids:
+            try:
+                root = self._procs.get(pid) or psutil.Process(pid)
+                self._procs[pid] = root
+                found[pid] = root
+                for child in root.children(recursive=True):
+                    found[child.pid] = self._procs.get(child.pid) or child
+            except psutil.NoSuchProcess:
+                continue
+        self._procs.update(found)
+        return list(found.values())
+
+    def sample(self) -> Sample:
+        rss = 0
+        for p in self._tree():
+            try:
+                with p.oneshot():
+                    ct = p.cpu_times()
+                    rss += p.memory_info().rss
+                    key = (p.pid, p.create_time())
+                self._cpu_by_pid[key] = ct.user + ct.system
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+        s = Sample(time.time(), sum(self._cpu_by_pid.values()), rss)
+        self.samples.append(s)
+        return s
+
+    def cpu_at(self, t: float) -> float:
+        """CPU seconds of the tree at the last sample taken at or before `t` (0 before the first)."""
+        best = 0.0
+        for s in self.samples:
+            if s.t <= t:
+                best = s.cpu
+            else:
+                break
+        return best
+
+    @property
+    def peak_rss(self) -> int:
+        return max((s.rss for s in self.samples), default=0)
+
+    @property
+    def cpu_total(self) -> float:
+        return self.samples[-1].cpu if self.samples else 0.0

@@ -1,0 +1,202 @@
+"""Medians, ratios and the machine's description, as a Markdown table and JSON under bench/results/."""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from sparkmirror.devenv import paths
+
+LABELS = {
+    "sparkmirror-eos": "sparkmirror exactly-once",
+    "sparkmirror-alo": "sparkmirror at-least-once",
+    "mm2": "MM2 at-least-once",
+    "mm2-eos": "MM2 exactly-once",
+    "ceiling": "ceiling (Kafka perf tools)",
+}
+ORDER = list(LABELS)
+
+
+def _cmd(cmd: list[str]) -> str:
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
+        return (out.stdout + out.stderr).strip()
+    except Exception as e:  # noqa: BLE001
+        return f"({e})"
+
+
+def machine() -> dict:
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import confluent_kafka
+
+    try:
+        import pyspark
+
+        pyspark_version = pyspark.__version__
+    except ImportError:
+        pyspark_version = "not installed"
+    repo = Path(__file__).resolve().parent.parent
+    return {
+        "cpu_model": model,
+        "cores": os.cpu_count(),
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "kernel": platform.release(),
+        "os": platform.platform(),
+        "java": _cmd(["java", "-version"]).splitlines()[0] if _cmd(["java", "-version"]) else "",
+        "kafka": paths.KAFKA_VERSION,
+        "python": sys.version.split()[0],
+        "pyspark": pyspark_version,
+        "confluent_kafka": getattr(confluent_kafka, "__version__", None) or str(confluent_kafka.version()),
+        "librdkafka": confluent_kafka.libversion()[0],
+        "git_commit": _cmd(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"]),
+        "loadavg": list(os.getloadavg()),
+    }
+
+
+def _median(xs: list[float]) -> float | None:
+    xs = [x for x in xs if x is not None and x == x]
+    return statistics.median(xs) if xs else None
+
+
+def summarize(runs: list[dict]) -> dict[str, dict]:
+    out: dict[str, dict] = {}
+    for name in ORDER + sorted({r["contender"] for r in runs} - set(ORDER)):
+        tp = [r for r in runs if r["contender"] == name and r["kind"] in ("throughput", "ceiling")]
+        lat = [r for r in runs if r["contender"] == name and r["kind"] == "latency"]
+        if not tp and not lat:
+            continue
+        ok = [r for r in tp if r["ok"]]
+        lok = [r for r in lat if r["ok"]]
+        s = {
+            "label": LABELS.get(name, name),
+            "runs": len(tp), "runs_ok": len(ok),
+            "latency_runs": len(lat), "latency_runs_ok": len(lok),
+            "records_per_s": _median([r["records_per_s"] for r in ok]),
+            "mib_per_s": _median([r["mib_per_s"] for r in ok]),
+            "cpu_s_per_m": _median([r["cpu_s_per_m"] for r in ok]),
+            "peak_rss_mib": _median([r["peak_rss"] / 2**20 for r in ok]),
+            "startup_s": _median([r["startup_s"] for r in ok]) if name != "ceiling" else None,
+            "copy_s": _median([r["copy_s"] for r in ok]),
+            "dups": sum(r["dups"] for r in tp),
+            "foreign_cores": _median([r["foreign_cpu_s"] / r["copy_s"] for r in ok if r["copy_s"]]),
+            "latency_p50_ms": _median([r["latency_ms"].get("p50") for r in lok]),
+            "latency_p99_ms": _median([r["latency_ms"].get("p99") for r in lok]),
+            "latency_max_ms": _median([r["latency_ms"].get("max") for r in lok]),
+            "latency_cpu_cores": _median([r["detail"].get("cpu_s_per_s_at_rate") for r in lok]),
+            "latency_peak_rss_mib": _median([r["peak_rss"] / 2**20 for r in lok]),
+            "problems": sorted({p[:300] for r in tp + lat for p in r["problems"]})[:10],
+        }
+        out[name] = s
+    return out
+
+
+def ratios(summary: dict[str, dict]) -> list[dict]:
+    pairs = [("sparkmirror-eos", "mm2"), ("sparkmirror-eos", "mm2-eos"), ("sparkmirror-alo", "mm2"),
+             ("sparkmirror-eos", "ceiling"), ("sparkmirror-alo", "ceiling"), ("mm2", "ceiling")]
+    out = []
+    for a, b in pairs:
+        if a not in summary or b not in summary:
+            continue
+        sa, sb = summary[a], summary[b]
+
+        def r(key: str) -> float | None:
+            x, y = sa.get(key), sb.get(key)
+            return x / y if x is not None and y else None
+
+        out.append({"of": a, "to": b, "label": f"{LABELS.get(a, a)} / {LABELS.get(b, b)}",
+                    "records_per_s": r("records_per_s"), "cpu_s_per_m": r("cpu_s_per_m"),
+                    "peak_rss": r("peak_rss_mib"), "latency_p99": r("latency_p99_ms")})
+    return out
+
+
+def _f(x: float | None, fmt: str = "{:,.0f}") -> str:
+    return "–" if x is None else fmt.format(x)
+
+
+def markdown(result: dict) -> str:
+    m, cfg, summ = result["machine"], result["config"], result["summary"]
+    lines = [
+        f"# sparkmirror vs MirrorMaker 2 — {result['finished']}",
+        "",
+        f"Data: {cfg['records_per_size']:,} records of 1 KiB + {cfg['records_per_size']:,} of 100 B "
+        f"({cfg['total_records']:,} records, {cfg['payload_mib']:,.0f} MiB incl. keys and headers) over "
+        f"{cfg['topics']} topics × {cfg['partitions_per_topic']} partitions; parallelism {cfg['parallelism']} "
+        f"(MM2 `tasks.max` = sparkmirror lanes); {cfg['reps']} repetitions, medians; contenders alternate. "
+        f"Latency: steady {cfg['latency_rate']:,} records/s of 1 KiB for {cfg['latency_seconds']:g} s after "
+        f"{cfg['latency_warmup']:g} s warm-up; target LogAppendTime − source record timestamp.",
+        "",
+        "| contender | records/s | MiB/s | CPU s / M records | peak RSS MiB | start-up s | p50 ms | p99 ms | max ms | runs ok |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for name, s in summ.items():
+        lines.append(
+            f"| {s['label']} | {_f(s['records_per_s'])} | {_f(s['mib_per_s'], '{:,.1f}')} | "
+            f"{_f(s['cpu_s_per_m'], '{:,.1f}')} | {_f(s['peak_rss_mib'])} | {_f(s['startup_s'], '{:.1f}')} | "
+            f"{_f(s['latency_p50_ms'])} | {_f(s['latency_p99_ms'])} | {_f(s['latency_max_ms'])} | "
+            f"{s['runs_ok']}/{s['runs']}" + (f" + lat {s['latency_runs_ok']}/{s['latency_runs']}" if s["latency_runs"] else "")
+            + " |")
+    if result["ratios"]:
+        lines += ["", "| ratio | records/s | CPU s / M | peak RSS | p99 latency |", "| --- | ---: | ---: | ---: | ---: |"]
+        for r in result["ratios"]:
+            lines.append(f"| {r['label']} | {_f(r['records_per_s'], '{:.2f}')} | {_f(r['cpu_s_per_m'], '{:.2f}')} | "
+                         f"{_f(r['peak_rss'], '{:.2f}')} | {_f(r['latency_p99'], '{:.2f}')} |")
+    lines += [
+        "",
+        "records/s and MiB/s: over the copy window (first record visible on the target to last record visible, "
+        "read-committed end offsets polled every 100 ms); start-up (process start to first record) is separate. "
+        "CPU: user+system seconds of the mirror's whole process tree (JVM, Python workers) in the copy window; "
+        "peak RSS: the tree's summed RSS, whole run. Ceiling: ConsumerPerformance reading each source topic "
+        "while ProducerPerformance writes the same count and size to the target, the slower of the two per topic "
+        "(CPU includes their JVM start-up). Every run is checked: the target holds exactly the source's records "
+        "(distinct count and fingerprint of key, value, headers, timestamp per partition; no duplicates for "
+        "exactly-once).",
+        "",
+        "## Machine",
+        "",
+        f"- CPU: {m['cpu_model']}, {m['cores']} cores; memory {m['memory_gib']} GiB; kernel {m['kernel']}",
+        f"- Kafka {m['kafka']} (brokers, MM2, perf tools), {m['java']}; Python {m['python']}, pyspark "
+        f"{m['pyspark']}, confluent-kafka {m['confluent_kafka']} (librdkafka {m['librdkafka']}); sparkmirror "
+        f"commit {m['git_commit']}",
+        f"- load average at start {result['load_start']}, at end {result['load_end']}",
+    ]
+    fc = [s["foreign_cores"] for s in summ.values() if s.get("foreign_cores") is not None]
+    if fc:
+        busy = max(fc)
+        lines.append(f"- other processes on the machine (not the mirror, brokers or this harness) used up to "
+                     f"{busy:.2f} cores on median during copy windows"
+                     + (" — **contended machine: numbers are noisy and lower than on an idle one**"
+                        if busy > 0.2 else ""))
+    if result.get("note"):
+        lines += ["", f"Note: {result['note']}"]
+    probs = {n: s["problems"] for n, s in summ.items() if s["problems"]}
+    if probs:
+        lines += ["", "## Problems", ""]
+        for n, ps in probs.items():
+            for p in ps:
+                lines.append(f"- {n}: {p.splitlines()[0] if p else p}")
+    return "\n".join(lines) + "\n"
+
+
+def write(result: dict, results_dir: Path) -> tuple[Path, Path]:
+    results_dir.mkdir(parents=True, exist_ok=True)
+    md = markdown(result)
+    js = json.dumps(result, indent=2, default=str)
+    stamp = time.strftime("%Y-%m-%dT%H%M%SZ", time.gmtime())
+    for name in ("latest", stamp):
+        (results_dir / f"{name}.md").write_text(md)
+        (results_dir / f"{name}.json").write_text(js)
+    return results_dir / "latest.md", results_dir / "latest.json"
