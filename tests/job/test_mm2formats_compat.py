@@ -5,6 +5,8 @@ import pytest
 
 from sparkmirror.mm2formats import Checkpoint, FormatError, Heartbeat
 
+from .mm2java import run_java  # noqa: F401  (fixture)
+
 
 def test_heartbeat_bytes() -> None:
     hb = Heartbeat("A", "bb", 0x0102030405060708)

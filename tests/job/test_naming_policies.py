@@ -8,6 +8,8 @@ from sparkmirror.naming import (PROVENANCE_HEADER, DefaultReplicationPolicy, Ide
                                 RecordStamper, TopicFilter, policy_for, provenance, should_copy_record,
                                 should_replicate_topic, stamp_provenance)
 
+from .mm2java import run_java  # noqa: F401  (fixture)
+
 
 def test_default_policy_names() -> None:
     p = DefaultReplicationPolicy()

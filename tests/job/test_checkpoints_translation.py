@@ -1,0 +1,176 @@
+"""Exact consumer-group offset translation: pure offset maps, then the real copier + brokers + MM2's own client."""
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from sparkmirror.checkpoints import CheckpointEmitter, GroupFilter, offsets_to_sync, translate
+from sparkmirror.copier import copy_lane
+from sparkmirror.devenv.testing import unique_name
+from sparkmirror.lanes import plan_lanes
+from sparkmirror.mm2formats import Checkpoint
+from sparkmirror.progress import OffsetMap, ProgressRecord, ensure_progress_topic
+from sparkmirror.topicsync import TopicSync
+
+from .mm2java import run_java  # noqa: F401  (fixture)
+
+
+def rec(src: tuple[int, int], tgt: tuple[int, int], count: int) -> ProgressRecord:
+    return ProgressRecord("a", "t", 0, src[1] + 1, src[0], src[1], "a.t", tgt[0], tgt[1], count, 0, 1)
+
+
+def test_translate_is_exact_on_dense_ranges_and_never_skips_in_gapped_ones() -> None:
+    # source 0..9 -> target 100..109 (dense); source 10..19 held 8 records (gaps) -> target 111..118
+    m = OffsetMap([rec((0, 9), (100, 109), 10), rec((10, 19), (111, 118), 8)])
+    maps = {("t", 0): m}
+    cps = {o: translate("g", {("t", 0): (o, "md")}, maps) for o in (0, 5, 9, 10, 15, 19, 20, 500)}
+    assert [cps[o][0].downstream_offset for o in (0, 5, 9)] == [100, 105, 109]   # the record that was o
+    assert cps[10][0].downstream_offset == 111     # a commit boundary: exact
+    assert cps[15][0].downstream_offset == 111     # inside a gapped range, not knowing more: repeat, never skip
+    assert cps[19][0].downstream_offset == 111
+    # knowing which source offsets the range copied (the source was read: 10,11,13,14,15,17,18,19), exact
+    copied = [10, 11, 13, 14, 15, 17, 18, 19]
+    inside = lambda r, o: sum(1 for x in copied if x < o)  # noqa: E731
+    exact = {o: translate("g", {("t", 0): (o, "")}, maps, inside)[0].downstream_offset for o in range(10, 21)}
+    assert exact == {10: 111, 11: 112, 12: 113, 13: 113, 14: 114, 15: 115, 16: 116, 17: 116, 18: 117, 19: 118,
+                     20: 119}
+    assert cps[20][0].downstream_offset == 119     # everything mirrored: just past the end
+    assert cps[500][0].downstream_offset == 119    # not mirrored yet: the next target record will be it
+    assert cps[5][0] == Checkpoint("g", "a.t", 0, 5, 105, "md")
+    # partitions without progress, or older than the history held, get no checkpoint at all
+    late = OffsetMap([rec((50, 59), (0, 9), 10)])
+    assert translate("g", {("t", 0): (10, ""), ("u", 1): (3, "")}, {("t", 0): late}) == []
+
+
+def test_offsets_to_sync_never_rewinds() -> None:
+    cps = [Checkpoint("g", "a.t", 0, 10, 7), Checkpoint("g", "a.t", 1, 10, 7), Checkpoint("g", "a.t", 2, 1, 1)]
+    assert offsets_to_sync(cps, {("a.t", 0): 9, ("a.t", 1): 3}) == {("a.t", 1): 7, ("a.t", 2): 1}
+
+
+def test_group_filter() -> None:
+    f = GroupFilter(None, r"console-consumer-.*|connect-.*|__.*")
+    assert f.matches("orders-app") and not f.matches("console-consumer-1") and not f.matches("connect-x")
+    assert not GroupFilter("app-.*").matches("other")
+    with pytest.raises(ValueError, match="groups: invalid regex"):
+        GroupFilter("[")
+
+
+def _fill_with_gaps(bootstrap: str, topic: str, partitions: int) -> None:
+    """Plain records, an aborted transaction, a committed one, plain again: source offsets with holes."""
+    plain = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(40):
+        for p in range(partitions):
+            plain.produce(topic, key=f"a{i}".encode(), value=f"{p}:a{i}".encode(), partition=p)
+    assert plain.flush(30) == 0
+    tx = Producer({"bootstrap.servers": bootstrap, "transactional.id": unique_name("ckpt-tx")})
+    tx.init_transactions(30)
+    for what, n in (("abort", 15), ("commit", 25)):
+        tx.begin_transaction()
+        for i in range(n):
+            for p in range(partitions):
+                tx.produce(topic, key=f"{what}{i}".encode(), value=f"{p}:{what}{i}".encode(), partition=p)
+        tx.flush(30)
+        (tx.abort_transaction if what == "abort" else tx.commit_transaction)(30)
+    for i in range(30):
+        for p in range(partitions):
+            plain.produce(topic, key=f"b{i}".encode(), value=f"{p}:b{i}".encode(), partition=p)
+    assert plain.flush(30) == 0
+
+
+def _first_committed(bootstrap: str, topic: str, partition: int, offset: int) -> bytes | None:
+    """The value a read_committed consumer positioned at `offset` reads first (None at the end)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_name("peek"), "isolation.level": "read_committed",
+                  "enable.partition.eof": True, "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(topic, partition, offset)])
+        while True:
+            m = c.poll(10)
+            assert m is not None, "no record and no end of partition within 10s"
+            if m.error():
+                return None  # end of partition
+            return m.value()
+    finally:
+        c.close()
+
+
+def _commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        c.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
+    finally:
+        c.close()
+
+
+JAVA = r"""
+import java.time.Duration;
+import java.util.*;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.connect.mirror.RemoteClusterUtils;
+
+public class TranslateProbe {
+    public static void main(String[] args) throws Exception {
+        Map<String, Object> props = new HashMap<>();
+        props.put("bootstrap.servers", args[0]);
+        Map<TopicPartition, OffsetAndMetadata> out = RemoteClusterUtils.translateOffsets(props, args[1], args[2], Duration.ofSeconds(30));
+        for (Map.Entry<TopicPartition, OffsetAndMetadata> e : out.entrySet())
+            System.out.println(e.getKey().topic() + "\t" + e.getKey().partition() + "\t" + e.getValue().offset());
+    }
+}
+"""
+
+
+@pytest.mark.kafka
+def test_checkpoints_translate_exactly_and_sync_groups(kafka_a, kafka_b, topic, flowgroup, run_java) -> None:
+    src = topic(kafka_a, 2)
+    cfg = flowgroup(src, mirror={"syncGroupOffsets": True, "groups": "ckpt-.*"})
+    mirror = cfg.mirrors[0]
+    _fill_with_gaps(kafka_a.bootstrap, src, 2)
+    routes = TopicSync(cfg, mirror).sync()
+    ensure_progress_topic(cfg.cluster("b").client_config(), cfg.progressTopic)
+    dst = routes[0].target_topic
+    assert dst == f"a.{src}"
+    for lane in plan_lanes(mirror.name, cfg.lanes_of(mirror), [(r.source_topic, r.target_topic, r.partitions) for r in routes]):
+        if lane.partitions:
+            copy_lane(cfg, mirror, lane.index, list(lane.partitions), 3.0)
+
+    g1, g2, other = unique_name("ckpt-g1"), unique_name("ckpt-g2"), unique_name("nope")
+    # g1: inside the first plain range (p0) and at the first record of the committed transaction (p1);
+    # g2: at the very end (everything consumed); `other` is not selected by groups
+    c = Consumer({"bootstrap.servers": kafka_a.bootstrap, "group.id": "x"})
+    ends = {p: c.get_watermark_offsets(TopicPartition(src, p), timeout=10)[1] for p in (0, 1)}
+    c.close()
+    committed_txn_first = 40 + 15 + 1  # 40 plain, 15 aborted, 1 abort marker
+    _commit(kafka_a.bootstrap, g1, {(src, 0): 17, (src, 1): committed_txn_first})
+    _commit(kafka_a.bootstrap, g2, {(src, 0): ends[0], (src, 1): ends[1]})
+    _commit(kafka_a.bootstrap, other, {(src, 0): 3})
+
+    emitter = CheckpointEmitter(cfg, mirror)
+    try:
+        cps = emitter.run_once()
+    finally:
+        emitter.close()
+    assert set(cps) >= {g1, g2} and other not in cps
+    for group in (g1, g2):
+        for cp in cps[group]:
+            assert cp.topic == dst
+            # the record a consumer reads next is the same on both sides (or both are at the end)
+            assert _first_committed(kafka_b.bootstrap, dst, cp.partition, cp.downstream_offset) == \
+                _first_committed(kafka_a.bootstrap, src, cp.partition, cp.upstream_offset), (group, cp)
+    g1cps = {cp.partition: cp for cp in cps[g1]}
+    assert _first_committed(kafka_a.bootstrap, src, 1, g1cps[1].upstream_offset) == b"1:commit0"
+    assert g1cps[1].downstream_offset == 40  # target holds no aborted records: exact position, not approximate
+
+    # syncGroupOffsets: the idle groups now sit at the translated offsets on the target
+    admin_b = AdminClient({"bootstrap.servers": kafka_b.bootstrap})
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    for group in (g1, g2):
+        res = admin_b.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(30)
+        got = {(tp.topic, tp.partition): tp.offset for tp in res.topic_partitions}
+        assert got == {(dst, cp.partition): cp.downstream_offset for cp in cps[group]}
+
+    # MM2's own client reads our checkpoints topic and agrees
+    out = run_java("TranslateProbe", JAVA, kafka_b.bootstrap, "a", g1).splitlines()
+    java = {(t, int(p)): int(o) for t, p, o in (line.split("\t") for line in out)}
+    assert java == {(dst, cp.partition): cp.downstream_offset for cp in cps[g1]}
