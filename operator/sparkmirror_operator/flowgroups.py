@@ -66,6 +66,7 @@ class SecretRef:
     secret: str
     key: str | None  # None: every key matching `pattern`
     pattern: str | None = None
+    field: str = ""  # the resource field that refers to it
 
 
 @dataclass
@@ -227,13 +228,14 @@ class _Secrets:
     root: str
     secret_keys: Callable[[str], list[str] | None] | None
     refs: list[SecretRef]
+    field: str = ""
 
     def file(self, secret: str, key: str) -> str:
-        self.refs.append(SecretRef(secret, key))
+        self.refs.append(SecretRef(secret, key, field=self.field))
         return secret_file(secret, key, self.root)
 
     def value(self, secret: str, key: str) -> SecretValue:
-        self.refs.append(SecretRef(secret, key))
+        self.refs.append(SecretRef(secret, key, field=self.field))
         if self.mode == "env":
             return SecretValue(env=env_name(secret, key))
         return SecretValue(file=secret_file(secret, key, self.root))
@@ -241,7 +243,7 @@ class _Secrets:
     def pattern_files(self, secret: str, pattern: str) -> list[str]:
         keys = self.secret_keys(secret) if self.secret_keys else None
         if keys is None:  # keys unknown (no cluster to ask): the job expands the glob at run time
-            self.refs.append(SecretRef(secret, None, pattern))
+            self.refs.append(SecretRef(secret, None, pattern, field=self.field))
             return [secret_file(secret, pattern, self.root)]
         matched = sorted(k for k in keys if fnmatch(k, pattern))
         return [self.file(secret, k) for k in matched]
@@ -251,7 +253,8 @@ def _cluster(spec: ClusterSpec, path: str, secrets: _Secrets, out: Plan) -> Clus
     tls = None
     if spec.tls is not None:
         ca: list[str] = []
-        for c in spec.tls.trustedCertificates:
+        for i, c in enumerate(spec.tls.trustedCertificates):
+            secrets.field = f"{path}.tls.trustedCertificates[{i}]"
             ca += secrets.pattern_files(c.secretName, c.pattern) if c.pattern else \
                 [secrets.file(c.secretName, c.certificate or "")]
         tls = Tls(caFiles=ca)
@@ -266,6 +269,7 @@ def _cluster(spec: ClusterSpec, path: str, secrets: _Secrets, out: Plan) -> Clus
                 out.errors.append(Problem(f"{path}.authentication.certificateAndKey", "required for type tls"))
             else:
                 ck = a.certificateAndKey
+                secrets.field = f"{path}.authentication.certificateAndKey"
                 auth = Authentication(type="tls", certificateFile=secrets.file(ck.secretName, ck.certificate),
                                       keyFile=secrets.file(ck.secretName, ck.key))
         else:
@@ -273,6 +277,7 @@ def _cluster(spec: ClusterSpec, path: str, secrets: _Secrets, out: Plan) -> Clus
                 out.errors.append(Problem(f"{path}.authentication.passwordSecret",
                                           f"username and passwordSecret are required for type {a.type}"))
             else:
+                secrets.field = f"{path}.authentication.passwordSecret"
                 auth = Authentication(type=a.type, username=a.username,
                                       password=secrets.value(a.passwordSecret.secretName,
                                                              a.passwordSecret.password))

@@ -111,7 +111,8 @@ def _secret_mounts(ctx: GroupContext) -> tuple[list[dict], list[dict], list[dict
     volumes, mounts, env = [], [], []
     if ctx.settings.secrets == "env":
         for ref in ctx.secrets:
-            if ref.key is not None and not ref.key.endswith((".crt", ".key", ".pem")):
+            if ref.key is not None and not ref.key.endswith((".crt", ".key", ".pem")) and \
+                    all(e["name"] != env_name(ref.secret, ref.key) for e in env):
                 env.append({"name": env_name(ref.secret, ref.key),
                             "valueFrom": {"secretKeyRef": {"name": ref.secret, "key": ref.key}}})
     for secret in sorted({r.secret for r in ctx.secrets}):
@@ -220,7 +221,7 @@ def render(resource: dict[str, Any] | KafkaMirrorMaker2, settings: Settings | No
     """All desired objects of a resource. With errors in `rendered.plan.errors`, no objects are rendered;
     with `spec.state: stopped`, no applications are (ConfigMaps, Leases and RBAC stay, so a restart resumes)."""
     settings = settings or Settings()
-    p = plan(resource, secrets="files", secret_keys=secret_keys)
+    p = plan(resource, secrets=settings.secrets, secret_root=SECRET_MOUNT_ROOT, secret_keys=secret_keys)
     out = Rendered(plan=p)
     if p.errors or p.resource is None:
         return out

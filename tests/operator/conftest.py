@@ -1,10 +1,16 @@
 """Operator test helpers: the generated CRD installed once on the session's API server."""
 from __future__ import annotations
 
+import os
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+# the operator's status/lag timer: fast in tests (read when sparkmirror_operator.handlers is imported)
+os.environ.setdefault("SPARKMIRROR_STATUS_INTERVAL", "2")
 
 from sparkmirror_operator.crdgen import TARGETS
 
@@ -45,3 +51,47 @@ def kmm2_crd(kube) -> Path:
                     raise
                 time.sleep(0.2)
     return CRD
+
+
+def wait_for(what: str, fn: Callable[[], Any], timeout: float = 60.0, interval: float = 0.2) -> Any:
+    """Poll fn until it returns something truthy; fail naming `what` and the last value or error."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = fn()
+            if last:
+                return last
+        except Exception as e:  # noqa: BLE001 - keep polling, report the last error
+            last = e
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
+
+
+@pytest.fixture(scope="module")
+def operator(kube, kmm2_crd) -> Iterator[None]:
+    """The real operator (kopf, all namespaces) running in-process against the session's API server."""
+    from kopf.testing import KopfRunner
+
+    old = os.environ.get("KUBECONFIG")
+    os.environ["KUBECONFIG"] = str(kube.kubeconfig)
+    try:
+        with KopfRunner(["run", "--all-namespaces", "--standalone", "-m", "sparkmirror_operator.handlers"],
+                        timeout=60) as runner:
+            yield
+        if runner.exception is not None:
+            raise runner.exception
+    finally:
+        if old is None:
+            os.environ.pop("KUBECONFIG", None)
+        else:
+            os.environ["KUBECONFIG"] = old
+
+
+@pytest.fixture
+def kapi(kube):
+    """The operator's own generic client (apply/get/list/delete/patch_status) for the tests' reads and writes."""
+    from sparkmirror_operator.kubeapi import KubeApi
+
+    with kube.api_client() as api:
+        yield KubeApi(api, field_manager="sparkmirror-tests")

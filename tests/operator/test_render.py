@@ -88,6 +88,9 @@ def test_env_secrets_use_secret_key_refs() -> None:
     app = next(o for o in objs if o["kind"] == "SparkApplication")
     assert {"name": "SPARKMIRROR_SECRET_MIRROR_USER_PASSWORD",
             "valueFrom": {"secretKeyRef": {"name": "mirror-user", "key": "password"}}} in app["spec"]["driver"]["env"]
+    cm = next(o for o in objs if o["kind"] == "ConfigMap")
+    cfg = FlowGroupConfig.from_yaml(cm["data"]["flowgroup.yaml"])
+    assert cfg.cluster("central").authentication.password.env == "SPARKMIRROR_SECRET_MIRROR_USER_PASSWORD"
 
 
 def test_long_names_are_shortened_stably() -> None:

@@ -1,0 +1,94 @@
+"""kopf handlers: thin. Each reads the resource, calls the Reconciler (pure rendering + apply), writes the status
+and posts Events. Errors for one resource land on its status; the operator keeps serving the others.
+
+Tunables (environment): SPARKMIRROR_STATUS_INTERVAL (seconds between status/lag refreshes, default 30).
+"""
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import kopf
+from kubernetes import client, config
+
+from .kubeapi import KubeApi
+from .model import GROUP, PLURAL, VERSION
+from .reconcile import Reconciler, Result
+from .render import FIELD_MANAGER, LABEL_MANAGED_BY, LABEL_RESOURCE, Settings
+
+STATUS_INTERVAL = float(os.environ.get("SPARKMIRROR_STATUS_INTERVAL", "30"))
+log = logging.getLogger(__name__)
+
+
+def _api_client() -> client.ApiClient:
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        cfg = client.Configuration()
+        config.load_incluster_config(client_configuration=cfg)
+        return client.ApiClient(cfg)
+    path = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+    return config.new_client_from_config(config_file=path.split(os.pathsep)[0])
+
+
+@kopf.on.login()
+def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+    """In a pod: the service account; elsewhere: $KUBECONFIG (read now, not at import) or ~/.kube/config."""
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return kopf.login_with_service_account(**kwargs)
+    return kopf.login_with_kubeconfig(**kwargs)
+
+
+@kopf.on.startup()
+def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="sparkmirror.io")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix="sparkmirror.io", key="last-handled-configuration")
+    settings.persistence.finalizer = "sparkmirror.io/finalizer"
+    settings.posting.level = logging.INFO
+    settings.watching.server_timeout = 300
+    settings.execution.max_workers = 8
+    memo.reconciler = Reconciler(KubeApi(_api_client()), Settings.from_env())
+
+
+def _finish(body: kopf.Body, patch: kopf.Patch, result: Result) -> None:
+    patch.status.update(result.status)
+    for ev in result.events:
+        kopf.event(body, type=ev.type, reason=ev.reason, message=ev.message[:1000])
+
+
+@kopf.on.resume(GROUP, VERSION, PLURAL)
+@kopf.on.create(GROUP, VERSION, PLURAL)
+@kopf.on.update(GROUP, VERSION, PLURAL)
+def reconcile(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
+    _finish(body, patch, memo.reconciler.reconcile(dict(body), apply=True))
+
+
+@kopf.timer(GROUP, VERSION, PLURAL, interval=STATUS_INTERVAL, initial_delay=1.0, sharp=False)
+def refresh_status(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
+    """Periodic status: application states and lag from Kafka (no apply)."""
+    result = memo.reconciler.reconcile(dict(body), apply=False, with_lag=True)
+    patch.status.update(result.status)
+
+
+@kopf.on.event("sparkoperator.k8s.io", "v1beta2", "sparkapplications",
+               labels={LABEL_MANAGED_BY: FIELD_MANAGER})
+def application_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    """A SparkApplication of ours changed (the Spark operator wrote its state): refresh its owner's status."""
+    meta = body.get("metadata", {})
+    owner = (meta.get("labels") or {}).get(LABEL_RESOURCE)
+    namespace = meta.get("namespace")
+    if not owner or not namespace or "reconciler" not in memo:
+        return
+    api: KubeApi = memo.reconciler.api
+    kmm2 = api.get("KafkaMirrorMaker2", namespace, owner)
+    if kmm2 is None or kmm2["metadata"].get("deletionTimestamp"):
+        return
+    old = kmm2.get("status") or {}
+    status = memo.reconciler.reconcile(kmm2, apply=False).status
+    if {k: v for k, v in status.items() if k != "conditions"} != {k: old.get(k) for k in status if k != "conditions"} \
+            or _conds(status) != _conds(old):
+        api.patch_status("KafkaMirrorMaker2", namespace, owner, status)
+
+
+def _conds(status: dict[str, Any]) -> list[tuple]:
+    return [(c.get("type"), c.get("status"), c.get("reason"), c.get("message")) for c in status.get("conditions") or []]

@@ -1,0 +1,150 @@
+"""Lag in records per flow group, from Kafka: source end offsets against the progress topic on the target.
+
+For every source partition a group's mirrors select, lag = high watermark - the next offset the progress
+topic says is committed (or - the low watermark when nothing is committed yet). The operator's own Kafka
+clients get credentials from the referenced Secrets in memory (PEM and password properties), never from or
+into a log, status or file.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from sparkmirror.flowgroup import Cluster, FlowGroupConfig
+from sparkmirror.naming import TopicFilter, policy_for
+
+SECRET_REF_ROOT = "secret:"  # plan(secret_root=...) prefix: "secret:/<name>/<key>"
+
+SecretReader = Callable[[str, str], str]  # (secret name, key) -> value
+
+
+class LagError(Exception):
+    """Names what failed: the cluster (alias and bootstrap servers) or the flow group."""
+
+
+@dataclass
+class GroupLag:
+    lag: int | None = None
+    partitions: int = 0
+    topics: list[str] = field(default_factory=list)
+    last_commit_ms: int | None = None
+    error: str | None = None
+    reason: str | None = None
+
+
+def _secret(path: str, read: SecretReader) -> str:
+    _, _, rest = path.partition(SECRET_REF_ROOT)
+    name, _, key = rest.strip("/").partition("/")
+    return read(name, key)
+
+
+def kafka_config(cluster: Cluster, read: SecretReader, env_refs: dict[str, tuple[str, str]]) -> dict[str, str]:
+    """librdkafka config for the operator's own clients: secrets resolved in memory as *.pem / sasl.password.
+
+    The cluster comes from plan(secrets="env", secret_root=SECRET_REF_ROOT); env_refs maps env var names back
+    to (secret, key)."""
+    conf: dict[str, str] = {"bootstrap.servers": cluster.bootstrapServers, **cluster.config}
+    if cluster.tls is not None:
+        conf["security.protocol"] = "SSL"
+        if cluster.tls.caFiles:
+            conf["ssl.ca.pem"] = "\n".join(_secret(f, read) for f in cluster.tls.caFiles)
+    auth = cluster.authentication
+    if auth is not None:
+        if auth.type == "tls":
+            conf["security.protocol"] = "SSL"
+            if auth.certificateFile:
+                conf["ssl.certificate.pem"] = _secret(auth.certificateFile, read)
+            if auth.keyFile:
+                conf["ssl.key.pem"] = _secret(auth.keyFile, read)
+        else:
+            conf["security.protocol"] = "SASL_SSL" if cluster.tls is not None else "SASL_PLAINTEXT"
+            conf["sasl.mechanism"] = {"plain": "PLAIN", "scram-sha-256": "SCRAM-SHA-256",
+                                      "scram-sha-512": "SCRAM-SHA-512"}[auth.type]
+            conf["sasl.username"] = auth.username or ""
+            if auth.password is not None and auth.password.env:
+                conf["sasl.password"] = read(*env_refs[auth.password.env])
+    return conf
+
+
+def _consumer(conf: dict[str, str]) -> Consumer:
+    return Consumer({**conf, "group.id": f"sparkmirror-operator-lag-{uuid.uuid4().hex[:8]}",
+                     "enable.auto.commit": False, "socket.timeout.ms": 5000,
+                     "isolation.level": "read_committed", "log_level": 3})
+
+
+def source_end_offsets(conf: dict[str, str], topic_filter, cluster: Cluster, target_alias: str, policy,
+                       timeout: float) -> dict[tuple[str, int], tuple[int, int]]:
+    """(topic, partition) -> (low, high) watermarks of the source topics the mirror selects."""
+    from sparkmirror.naming import should_replicate_topic
+
+    c = _consumer(conf)
+    try:
+        try:
+            md = c.list_topics(timeout=timeout)
+        except KafkaException as e:
+            raise LagError(f"cluster {cluster.alias!r} ({cluster.bootstrapServers}) is unreachable: "
+                           f"{e.args[0].str() if e.args else e}") from None
+        out = {}
+        for topic, tmd in md.topics.items():
+            if tmd.error is not None or policy.is_heartbeats_topic(topic):
+                continue
+            if not should_replicate_topic(policy, topic_filter, topic, target_alias):
+                continue
+            for p in tmd.partitions:
+                out[(topic, p)] = c.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
+        return out
+    finally:
+        c.close()
+
+
+def group_lag(cfg: FlowGroupConfig, read: SecretReader, env_refs: dict[str, tuple[str, str]],
+              timeout: float = 5.0) -> GroupLag:
+    """Lag of one flow group; a failure is returned as .error/.reason naming the cluster, never raised."""
+    from sparkmirror.progress import read_progress
+
+    out = GroupLag(lag=0)
+    target_alias = cfg.mirrors[0].target
+    try:
+        target_conf = kafka_config(cfg.cluster(target_alias), read, env_refs)
+        ends: dict[tuple[str, str, int], tuple[int, int]] = {}
+        for m in cfg.mirrors:
+            src = cfg.cluster(m.source)
+            flt = TopicFilter(include=m.topics, exclude=m.topicsExclude, never=frozenset({cfg.progressTopic}))
+            for (t, p), wm in source_end_offsets(kafka_config(src, read, env_refs), flt, src, target_alias,
+                                                 policy_for(m), timeout).items():
+                ends[(m.source, t, p)] = wm
+        out.partitions = len(ends)
+        out.topics = sorted({t for (_, t, _) in ends})
+        if not ends:
+            out.lag, out.reason = None, "NoTopics"
+            out.error = (f"flow group {cfg.name!r}: no source topic matches its mirrors' topic patterns ("
+                         + ", ".join(f"{m.source}: {m.topics!r}" for m in cfg.mirrors) + ")")
+            return out
+        try:
+            state = read_progress(target_conf, cfg.progressTopic, timeout=timeout)
+        except RuntimeError:  # progress topic not created yet: nothing committed
+            state = None
+        except (KafkaException, TimeoutError) as e:
+            raise LagError(f"target cluster {target_alias!r} ({cfg.cluster(target_alias).bootstrapServers}): "
+                           f"cannot read progress topic {cfg.progressTopic!r}: {e}") from None
+        total, last = 0, None
+        for (alias, t, p), (lo, hi) in ends.items():
+            rec = state.latest.get((alias, t, p)) if state else None
+            done = rec.next_offset if rec else lo
+            total += max(0, hi - max(done, lo))
+            if rec:
+                last = max(last or 0, rec.commit_ms)
+        out.lag, out.last_commit_ms = total, last
+    except LagError as e:
+        out.lag, out.error, out.reason = None, str(e), "ClusterUnreachable"
+    except KeyError as e:  # a referenced Secret or key is missing
+        out.lag, out.error, out.reason = None, f"secret {e.args[0]}", "SecretMissing"
+    return out
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)

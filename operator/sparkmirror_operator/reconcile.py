@@ -1,0 +1,163 @@
+"""The assembly operator: read, call the pure model layer, apply, prune, observe, and compute the status.
+
+Everything that can go wrong for one resource ends up as a Problem on its status (a condition naming the
+field or object); nothing here raises for a bad resource, so the operator keeps serving the others.
+"""
+from __future__ import annotations
+
+import base64
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes import client
+
+from .flowgroups import Plan, env_name, plan
+from .kubeapi import OWNED_KINDS, KubeApi
+from .lag import SECRET_REF_ROOT, GroupLag, group_lag
+from .render import LABEL_FLOW_GROUP, LABEL_RESOURCE, Settings, render
+from .status import Problem, build_status
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Event:
+    type: str  # Normal / Warning
+    reason: str
+    message: str
+
+
+@dataclass
+class Result:
+    status: dict[str, Any]
+    events: list[Event] = field(default_factory=list)
+    applied: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+
+
+class SecretCache:
+    """The Secrets one reconcile reads (keys for certificate patterns, values for the lag clients)."""
+
+    def __init__(self, api: KubeApi, namespace: str) -> None:
+        self.api, self.namespace = api, namespace
+        self._cache: dict[str, dict[str, Any] | None] = {}
+
+    def get(self, name: str) -> dict[str, Any] | None:
+        if name not in self._cache:
+            self._cache[name] = self.api.get("Secret", self.namespace, name)
+        return self._cache[name]
+
+    def keys(self, name: str) -> list[str] | None:
+        s = self.get(name)
+        return None if s is None else sorted((s.get("data") or {}).keys())
+
+    def value(self, name: str, key: str) -> str:
+        s = self.get(name)
+        if s is None:
+            raise KeyError(f"{self.namespace}/{name} not found")
+        data = s.get("data") or {}
+        if key not in data:
+            raise KeyError(f"{self.namespace}/{name} has no key {key!r}")
+        return base64.b64decode(data[key]).decode()
+
+
+def _ident(obj: dict[str, Any]) -> str:
+    return f"{obj['kind']}/{obj['metadata']['name']}"
+
+
+class Reconciler:
+    def __init__(self, api: KubeApi, settings: Settings | None = None, lag_timeout: float = 5.0) -> None:
+        self.api = api
+        self.settings = settings or Settings()
+        self.lag_timeout = lag_timeout
+
+    # ---- observing ------------------------------------------------------------------------------------
+    def applications(self, namespace: str, name: str) -> dict[str, dict[str, Any]]:
+        apps = self.api.list("SparkApplication", namespace, f"{LABEL_RESOURCE}={name}")
+        return {a["metadata"]["labels"].get(LABEL_FLOW_GROUP, ""): a for a in apps}
+
+    def secret_problems(self, p: Plan, secrets: SecretCache) -> list[Problem]:
+        out = []
+        for ref in dict.fromkeys(p.secrets):
+            s = secrets.get(ref.secret)
+            if s is None:
+                out.append(Problem("SecretMissing", f"Secret {secrets.namespace}/{ref.secret} referenced by "
+                                                    f"{ref.field} not found"))
+            elif ref.key is not None and ref.key not in (s.get("data") or {}):
+                out.append(Problem("SecretMissing", f"Secret {secrets.namespace}/{ref.secret} referenced by "
+                                                    f"{ref.field} has no key {ref.key!r}"))
+            elif ref.key is None and not secrets.keys(ref.secret):
+                out.append(Problem("SecretMissing", f"Secret {secrets.namespace}/{ref.secret} referenced by "
+                                                    f"{ref.field} has no key matching {ref.pattern!r}"))
+        return list(dict.fromkeys(out))
+
+    def lags(self, body: dict[str, Any], secrets: SecretCache) -> dict[str, GroupLag]:
+        p = plan(body, secrets="env", secret_root=SECRET_REF_ROOT, secret_keys=secrets.keys)
+        env_refs = {env_name(r.secret, r.key): (r.secret, r.key) for r in p.secrets if r.key}
+        return {cfg.name: group_lag(cfg, secrets.value, env_refs, self.lag_timeout) for cfg in p.groups}
+
+    # ---- acting ---------------------------------------------------------------------------------------
+    def reconcile(self, body: dict[str, Any], *, apply: bool = True, with_lag: bool = False) -> Result:
+        meta = body["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        secrets = SecretCache(self.api, namespace)
+        rendered = render(body, self.settings, secret_keys=secrets.keys)
+        p = rendered.plan
+        result = Result(status={})
+        problems: list[Problem] = []
+        if p.errors:
+            result.events.append(Event("Warning", "InvalidSpec", "; ".join(str(e) for e in p.errors)))
+        else:
+            problems += self.secret_problems(p, secrets)
+            if apply and p.unsupported:
+                result.events.append(Event("Warning", "UnsupportedConfig",
+                                           "not supported, ignored: " + ", ".join(p.unsupported)))
+            if apply:
+                try:
+                    self._apply(body, rendered.objects, result)
+                except client.ApiException as e:
+                    problems.append(Problem("ApplyFailed", f"{e.status} {e.reason}: {_api_message(e)}"))
+        lags = None
+        if with_lag and not p.errors and (p.resource is None or p.resource.spec.state != "stopped"):
+            lags = self.lags(body, secrets)
+            for g, lag in lags.items():
+                if lag.error and lag.reason != "SecretMissing":
+                    problems.append(Problem(lag.reason or "LagUnknown", lag.error))
+        apps = self.applications(namespace, name) if not p.errors else {}
+        result.status = build_status(name=name, generation=meta.get("generation"), plan=p, apps=apps, lags=lags,
+                                     problems=problems, old=body.get("status"))
+        return result
+
+    def _apply(self, body: dict[str, Any], objects: list[dict[str, Any]], result: Result) -> None:
+        meta = body["metadata"]
+        namespace, name, uid = meta["namespace"], meta["name"], meta.get("uid")
+        for obj in objects:
+            obj["metadata"]["ownerReferences"][0]["uid"] = uid
+            before = self.api.get(obj["kind"], namespace, obj["metadata"]["name"])
+            after = self.api.apply(obj)
+            if before is None:
+                result.applied.append(_ident(obj))
+            elif before["metadata"].get("resourceVersion") != after["metadata"].get("resourceVersion"):
+                result.applied.append(_ident(obj) + " (changed)")
+        desired = {(o["kind"], o["metadata"]["name"]) for o in objects}
+        for kind in reversed(OWNED_KINDS):
+            for obj in self.api.list(kind, namespace, f"{LABEL_RESOURCE}={name}"):
+                owners = obj["metadata"].get("ownerReferences") or []
+                if (kind, obj["metadata"]["name"]) in desired or not any(o.get("uid") == uid for o in owners):
+                    continue
+                if self.api.delete(kind, namespace, obj["metadata"]["name"]):
+                    result.deleted.append(f"{kind}/{obj['metadata']['name']}")
+        if result.applied:
+            result.events.append(Event("Normal", "Applied", "applied " + ", ".join(result.applied)))
+        if result.deleted:
+            result.events.append(Event("Normal", "Deleted", "deleted " + ", ".join(result.deleted)))
+
+
+def _api_message(e: client.ApiException) -> str:
+    import json
+
+    try:
+        return json.loads(e.body).get("message", "")[:500]
+    except (TypeError, ValueError):
+        return str(e.body)[:500]

@@ -1,0 +1,144 @@
+"""The resource's status from what was observed: pure (plan, applications, lag, problems, old status in).
+
+Conditions: Ready (mirroring as specified), Progressing (applications starting or changing), Degraded
+(something is wrong: invalid spec, missing Secret, unreachable cluster, no topics, failed application),
+each with a reason and a message naming the field or object.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+from .flowgroups import Plan
+from .lag import GroupLag
+from .model import KafkaMirrorMaker2Status
+from .names import application_name
+
+RUNNING = {"RUNNING"}
+SUSPENDED = {"SUSPENDED", "SUSPENDING"}
+FAILED = {"FAILED", "SUBMISSION_FAILED", "FAILING", "UNKNOWN"}
+
+
+@dataclass(frozen=True)
+class Problem:
+    reason: str   # CamelCase: SecretMissing, ClusterUnreachable, NoTopics, ...
+    message: str  # names the field or object
+
+
+def now_rfc3339() -> str:
+    return dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def spark_state(app: dict[str, Any] | None) -> str | None:
+    if app is None:
+        return None
+    return ((app.get("status") or {}).get("applicationState") or {}).get("state") or "PENDING"
+
+
+def _condition(old: dict[str, dict], type_: str, status: bool, reason: str, message: str, generation: int | None,
+               now: str) -> dict[str, Any]:
+    s = "True" if status else "False"
+    prev = old.get(type_)
+    since = prev["lastTransitionTime"] if prev and prev.get("status") == s and prev.get("lastTransitionTime") \
+        else now
+    return {"type": type_, "status": s, "reason": reason, "message": message[:1024], "lastTransitionTime": since,
+            "observedGeneration": generation}
+
+
+def build_status(*, name: str, generation: int | None, plan: Plan, apps: dict[str, dict[str, Any] | None],
+                 lags: dict[str, GroupLag] | None, problems: list[Problem], old: dict[str, Any] | None,
+                 now: str | None = None) -> dict[str, Any]:
+    """The whole status. lags None keeps the lag figures of the old status (a refresh without Kafka)."""
+    now = now or now_rfc3339()
+    old = old or {}
+    old_conds = {c["type"]: c for c in old.get("conditions") or [] if "type" in c}
+    old_groups = {g["name"]: g for g in old.get("flowGroups") or [] if "name" in g}
+    spec = plan.resource.spec if plan.resource is not None else None
+    desired = spec.state if spec is not None else "running"
+
+    groups, running, failed, starting = [], [], [], []
+    for cfg in plan.groups:
+        app = apps.get(cfg.name)
+        state = spark_state(app)
+        g: dict[str, Any] = {"name": cfg.name, "mirrors": plan.group_mirrors.get(cfg.name, []),
+                             "workerGeneration": cfg.worker.generation, "version": cfg.worker.version}
+        if desired != "stopped":
+            g["application"] = application_name(name, cfg.name)
+        if state:
+            g["sparkState"] = state
+        lag = lags.get(cfg.name) if lags is not None else None
+        if lag is not None:
+            if lag.lag is not None:
+                g["lag"] = lag.lag
+            g["partitions"] = lag.partitions
+            if lag.last_commit_ms:
+                g["lastCommitTime"] = dt.datetime.fromtimestamp(lag.last_commit_ms / 1000, dt.timezone.utc) \
+                    .replace(microsecond=0).isoformat().replace("+00:00", "Z")
+            if lag.error:
+                g["message"] = lag.error
+        elif cfg.name in old_groups:
+            for k in ("lag", "partitions", "lastCommitTime", "recordsPerSecond"):
+                if k in old_groups[cfg.name]:
+                    g[k] = old_groups[cfg.name][k]
+        if state in FAILED:
+            err = ((app or {}).get("status") or {}).get("applicationState", {}).get("errorMessage")
+            g["message"] = f"SparkApplication {g.get('application')} is {state}" + (f": {err}" if err else "")
+            failed.append(g)
+        elif state in RUNNING:
+            running.append(g)
+        elif desired == "running":
+            starting.append(g)
+        groups.append(g)
+
+    status: dict[str, Any] = {"observedGeneration": generation, "flowGroups": groups,
+                              "flowGroupsReady": f"{len(running)}/{len(plan.groups)}",
+                              "notApplicable": plan.not_applicable, "unsupported": plan.unsupported}
+    if spec is not None and spec.version:
+        status["version"] = spec.version
+    lag_values = [g["lag"] for g in groups if "lag" in g]
+    status["lag"] = sum(lag_values) if groups and len(lag_values) == len(groups) else None
+
+    conds = []
+    if plan.errors:
+        msg = "; ".join(str(p) for p in plan.errors)
+        conds += [_condition(old_conds, "Ready", False, "InvalidSpec", msg, generation, now),
+                  _condition(old_conds, "Progressing", False, "InvalidSpec", "nothing applied", generation, now),
+                  _condition(old_conds, "Degraded", True, "InvalidSpec", msg, generation, now)]
+        status["flowGroupsReady"] = None
+    else:
+        all_problems = list(problems) + [Problem("ApplicationFailed", g["message"]) for g in failed]
+        if all_problems:
+            reasons = sorted({p.reason for p in all_problems})
+            degraded = _condition(old_conds, "Degraded", True, reasons[0] if len(reasons) == 1 else "Multiple",
+                                  "; ".join(p.message for p in all_problems), generation, now)
+        else:
+            degraded = _condition(old_conds, "Degraded", False, "AsExpected", "no problems", generation, now)
+        if desired == "stopped":
+            ready = _condition(old_conds, "Ready", False, "Stopped",
+                               "spec.state is stopped: applications removed, progress kept", generation, now)
+            progressing = _condition(old_conds, "Progressing", False, "Stopped", "stopped", generation, now)
+        elif desired == "paused":
+            suspended = [g for g in groups if g.get("sparkState") in SUSPENDED]
+            ready = _condition(old_conds, "Ready", False, "Paused",
+                               f"spec.state is paused: {len(suspended)}/{len(groups)} applications suspended",
+                               generation, now)
+            progressing = _condition(old_conds, "Progressing", len(suspended) < len(groups), "Pausing",
+                                     "suspending applications", generation, now)
+        else:
+            ok = len(running) == len(groups) and not all_problems
+            ready = _condition(old_conds, "Ready", ok, "Running" if ok else
+                               ("Degraded" if all_problems else "Starting"),
+                               f"{len(running)}/{len(groups)} flow groups running" +
+                               ("" if ok else ": waiting for " + ", ".join(
+                                   f"{g['application']} ({g.get('sparkState') or 'not created'})"
+                                   for g in starting + failed)), generation, now)
+            progressing = _condition(old_conds, "Progressing", bool(starting),
+                                     "Starting" if starting else "Stable",
+                                     ("starting " + ", ".join(g["name"] for g in starting)) if starting
+                                     else "all flow groups applied", generation, now)
+        conds += [ready, progressing, degraded]
+    status["conditions"] = conds
+    # the status model is the schema: validate what we write
+    KafkaMirrorMaker2Status.model_validate({k: v for k, v in status.items() if v is not None})
+    return status
