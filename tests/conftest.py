@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from sparkmirror.devenv.env import start_all
 from sparkmirror.devenv.kafka import KafkaCluster
 from sparkmirror.devenv.testing import create_topic, unique_name
 
@@ -48,9 +49,9 @@ class LocalKafka:
 @pytest.fixture(scope="session")
 def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
     env = LocalKafka(tmp_path_factory.mktemp("kafka"))
+    env.clusters = {n: KafkaCluster(n, env.root / n) for n in ("a", "b")}
+    start_all(list(env.clusters.values()))
     try:
-        env.cluster("a")
-        env.cluster("b")
         yield env
     finally:
         env.stop()

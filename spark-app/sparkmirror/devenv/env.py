@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +17,29 @@ from .kube import KubeApiServer
 from .procs import DevEnvError, pid_alive, stop_pid
 
 DEFAULT_CLUSTERS = ("source", "target")
+
+
+def start_all(parts: list[KafkaCluster | KubeApiServer]) -> list[float]:
+    """Start the parts concurrently (each waits on its own JVM or Go binary); all or nothing.
+
+    Returns each part's start-up seconds. If any part fails, the ones that started are stopped and the first
+    failure is raised.
+    """
+    def timed(part: KafkaCluster | KubeApiServer) -> float:
+        t0 = time.monotonic()
+        part.start()
+        return round(time.monotonic() - t0, 1)
+
+    with ThreadPoolExecutor(max_workers=max(1, len(parts))) as pool:
+        futures = [pool.submit(timed, p) for p in parts]
+        wait(futures)
+    errors = [f.exception() for f in futures if f.exception() is not None]
+    if errors:
+        for part, fut in zip(parts, futures):
+            if fut.exception() is None:
+                part.stop()
+        raise errors[0]
+    return [f.result() for f in futures]
 
 
 @dataclass
@@ -37,31 +61,23 @@ class DevEnv:
             raise DevEnvError(f"a local environment already runs (state {self.state_file}); "
                               "`sparkmirror dev down` first")
         self.root.mkdir(parents=True, exist_ok=True)
-        started: list[KafkaCluster | KubeApiServer] = []
+        parts: list[KafkaCluster | KubeApiServer] = []
+        for i, name in enumerate(clusters):
+            port = ctl = 0
+            if base_port:
+                port, ctl = base_port + 2 * i, base_port + 2 * i + 1
+            parts.append(KafkaCluster(name, self.root / "kafka" / name, port=port, controller_port=ctl))
+        if kube:
+            parts.append(KubeApiServer(self.root / "kube"))
+        timings = start_all(parts)
         state: dict = {"kafka": {}, "kube": None, "started": time.time()}
-        try:
-            for i, name in enumerate(clusters):
-                port = ctl = 0
-                if base_port:
-                    port, ctl = base_port + 2 * i, base_port + 2 * i + 1
-                c = KafkaCluster(name, self.root / "kafka" / name, port=port, controller_port=ctl)
-                t0 = time.monotonic()
-                c.start()
-                started.append(c)
-                state["kafka"][name] = {"bootstrap": c.bootstrap, "pid": c.pid, "log": str(c.log),
-                                        "startup_s": round(time.monotonic() - t0, 1)}
-            if kube:
-                k = KubeApiServer(self.root / "kube")
-                t0 = time.monotonic()
-                k.start()
-                started.append(k)
-                state["kube"] = {"url": k.url, "kubeconfig": str(k.kubeconfig), "pids": k.pids,
-                                 "logs": {n: str(k.log(n)) for n in k.pids},
-                                 "startup_s": round(time.monotonic() - t0, 1)}
-        except BaseException:
-            for s in reversed(started):
-                s.stop()
-            raise
+        for part, secs in zip(parts, timings):
+            if isinstance(part, KafkaCluster):
+                state["kafka"][part.name] = {"bootstrap": part.bootstrap, "pid": part.pid, "log": str(part.log),
+                                             "startup_s": secs}
+            else:
+                state["kube"] = {"url": part.url, "kubeconfig": str(part.kubeconfig), "pids": part.pids,
+                                 "logs": {n: str(part.log(n)) for n in part.pids}, "startup_s": secs}
         self.state_file.write_text(json.dumps(state, indent=2))
         return state
 
