@@ -25,6 +25,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 
 from .flowgroup import Delivery, FlowGroupConfig, Mirror
 from .lanes import LanePartition, transactional_id
+from .naming import RecordStamper, policy_for
 from .progress import ProgressRecord, read_progress
 
 log = logging.getLogger("sparkmirror.copier")
@@ -146,6 +147,9 @@ class LaneCopier:
             mirror.name, lane, p.source_topic, p.partition, p.target_topic, generation=config.worker.generation)
             for p in self.partitions}
         self.max_bytes: dict[str, int] = {}
+        stamper = RecordStamper.of(policy_for(mirror), mirror.source, mirror.target)
+        # identity policy only: skip records that came from the target, stamp provenance on the rest
+        self.stamper: RecordStamper | None = stamper if stamper.uses_provenance else None
         self._delivery_errors: list[tuple[KafkaError, str, int, int]] = []
         self._pending: dict[tuple[str, int], _Pending] = {}
         self._committed_next: dict[tuple[str, int], int] = {}
@@ -291,6 +295,10 @@ class LaneCopier:
             k, v, h = m.key(), m.value(), m.headers()
             ts_type, ts = m.timestamp()
             pend.src_last = off
+            if self.stamper is not None:
+                if not self.stamper.should_copy(h):
+                    continue  # came from the target: copying it back would loop; progress still advances
+                h = self.stamper.headers_for(h)
             pend.count += 1
             pend.nbytes += (len(k) if k else 0) + (len(v) if v else 0)
             pend.ts.append(ts)
@@ -373,9 +381,10 @@ class LaneCopier:
             s.records += pend.count
             s.bytes += pend.nbytes
             s.transactions += 1
-            lat = [done_ms - t for t in pend.ts]
-            s.latency_ms_sum += sum(lat)
-            s.latency_ms_max = max(s.latency_ms_max, max(lat))
+            if pend.ts:
+                lat = [done_ms - t for t in pend.ts]
+                s.latency_ms_sum += sum(lat)
+                s.latency_ms_max = max(s.latency_ms_max, max(lat))
             self._committed_next[key] = rec.next_offset
         self._pending.clear()
 

@@ -104,3 +104,106 @@ def flowgroup(kafka_a, kafka_b, request) -> Callable[..., FlowGroupConfig]:
         return FlowGroupConfig.model_validate(doc)
 
     return make
+
+
+class JobProcess:
+    """The mirror job as a subprocess in its own process group (so a kill reaches the JVM and Python workers)."""
+
+    def __init__(self, config: FlowGroupConfig, workdir, master: str = "local[2,4]",
+                 cmd: list[str] | None = None, env: dict | None = None) -> None:
+        import os
+        import subprocess
+        import sys
+
+        self.config_path = workdir / f"{config.name}.yaml"
+        self.config_path.write_text(config.to_yaml())
+        self.log_path = workdir / f"{config.name}.log"
+        self.checkpoint = workdir / "checkpoint"
+        base = cmd or [sys.executable, "-m", "sparkmirror.job"]
+        self.cmd = [*base, "--config", str(self.config_path), "--checkpoint", str(self.checkpoint)]
+        if cmd is None:
+            self.cmd += ["--master", master, "--conf", "spark.driver.memory=512m", "--conf", "spark.ui.enabled=false"]
+        self.env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+                    **(env or {})}
+        self.proc: subprocess.Popen | None = None
+        self._subprocess = subprocess
+
+    def start(self) -> "JobProcess":
+        out = open(self.log_path, "ab")
+        self.proc = self._subprocess.Popen(self.cmd, stdout=out, stderr=self._subprocess.STDOUT,
+                                           stdin=self._subprocess.DEVNULL, env=self.env, start_new_session=True)
+        return self
+
+    def kill(self, sig: int = 9) -> None:
+        import os
+
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                pass
+            self.proc.wait(60)
+        self._reap_group()
+
+    def _reap_group(self) -> None:
+        """SIGKILL whatever is left in the job's process group (daemon workers outlive the driver)."""
+        import os
+
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, 9)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def stop(self, timeout: float = 90) -> int | None:
+        """SIGTERM to the driver process only (the JVM must stay up while the driver stops its queries)."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout)
+            except self._subprocess.TimeoutExpired:
+                pass
+        rc = self.proc.poll()
+        self.kill(9)
+        return rc
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def group_pids(self) -> list[int]:
+        import psutil
+
+        if self.proc is None:
+            return []
+        out = []
+        for p in psutil.process_iter(["pid"]):
+            try:
+                if os_getpgid(p.pid) == self.proc.pid:
+                    out.append(p.pid)
+            except Exception:  # noqa: BLE001
+                pass
+        return out
+
+
+def os_getpgid(pid: int) -> int:
+    import os
+
+    return os.getpgid(pid)
+
+
+@pytest.fixture
+def job(tmp_path):
+    """job(config, **kw) -> a started JobProcess; every one is killed (process group) at the end of the test."""
+    started: list[JobProcess] = []
+
+    def make(config: FlowGroupConfig, **kw) -> JobProcess:
+        jp = JobProcess(config, tmp_path, **kw).start()
+        started.append(jp)
+        return jp
+
+    yield make
+    for jp in started:
+        jp.kill(9)

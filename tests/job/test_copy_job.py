@@ -1,0 +1,35 @@
+"""The whole job as a process: TopicSync creates the remote topic, lanes copy, a new topic is picked up."""
+from __future__ import annotations
+
+from sparkmirror.devenv.testing import unique_name
+
+from .conftest import end_offsets, produce_numbered, read_topic, wait_for
+
+
+def _mirrored(bootstrap: str, topic: str, per_partition: int, partitions: int) -> bool:
+    try:
+        return sum(end_offsets(bootstrap, topic).values()) >= 0 and all(
+            len(v) == per_partition for v in read_topic(bootstrap, topic, timeout=20).values()) and len(
+            read_topic(bootstrap, topic, timeout=20)) == partitions
+    except Exception:  # noqa: BLE001 - topic not created yet
+        return False
+
+
+def test_job_mirrors_and_picks_up_new_topic(kafka_a, kafka_b, topic, flowgroup, job):
+    prefix = unique_name("jobt")
+    first = topic(kafka_a, 3, name=f"{prefix}-one")
+    produce_numbered(kafka_a.bootstrap, first, 3, 0, 2000)
+    cfg = flowgroup(f"{prefix}-.*", epochSeconds=4, mirror={"refreshTopicsIntervalSeconds": 2})
+    jp = job(cfg)
+    wait_for(lambda: _mirrored(kafka_b.bootstrap, f"a.{first}", 2000, 3) or jp.proc.poll() is not None, 120,
+             "first topic mirrored")
+    assert jp.proc.poll() is None, jp.log()[-3000:]
+    second = topic(kafka_a, 2, name=f"{prefix}-two")
+    produce_numbered(kafka_a.bootstrap, second, 2, 0, 300)
+    wait_for(lambda: _mirrored(kafka_b.bootstrap, f"a.{second}", 300, 2), 60, "new topic mirrored")
+    for name, parts, n in ((first, 3, 2000), (second, 2, 300)):
+        got = read_topic(kafka_b.bootstrap, f"a.{name}")
+        for p in range(parts):
+            assert [r.value for r in got[p]] == [f"{p}:{i}".encode() for i in range(n)], (
+                name, p, end_offsets(kafka_b.bootstrap, f"a.{name}"), {k: len(v) for k, v in got.items()})
+    assert jp.stop() == 0, jp.log()[-3000:]

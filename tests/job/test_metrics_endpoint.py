@@ -1,0 +1,78 @@
+"""Live lag and the Prometheus endpoint: real brokers, the real lane copier, an HTTP scrape on loopback."""
+from __future__ import annotations
+
+import time
+import urllib.request
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from sparkmirror.copier import copy_lane
+from sparkmirror.lanes import plan_lanes
+from sparkmirror.metrics import DriverServices, prometheus_text
+from sparkmirror.progress import ensure_progress_topic
+from sparkmirror.topicsync import TopicSync
+
+from .conftest import produce_numbered, wait_for
+
+
+def samples(text: str) -> dict[tuple[str, tuple], float]:
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def find(ss: dict, name: str, **labels) -> list[float]:
+    return [v for (n, ls), v in ss.items() if n == name and all(dict(ls).get(k) == str(x) for k, x in labels.items())]
+
+
+def test_text_from_snapshot() -> None:
+    snap = {"m": {"mirror": "m", "source": "a", "target": "b", "topics": 1, "partitions": 1, "lag": 5,
+                  "records_per_s": 10.0, "bytes_per_s": 1000.0, "records_total": 42, "heartbeats": 3,
+                  "checkpoint_groups": 1, "updated": 0, "errors": {},
+                  "partitions_detail": [{"topic": "t", "partition": 0, "remote_topic": "a.t", "lag": 5,
+                                         "end_offset": 47, "next_offset": 42, "records_per_s": 10.0,
+                                         "bytes_per_s": 1000.0, "records_total": 42, "latency_ms_avg": 12.5,
+                                         "latency_ms_max": 40, "last_commit_ms": 1_700_000_000_000}]}}
+    ss = samples(prometheus_text("fg", snap))
+    lab = dict(flow_group="fg", mirror="m", topic="t", partition=0, remote_topic="a.t")
+    assert find(ss, "sparkmirror_partition_lag_records", **lab) == [5]
+    assert find(ss, "sparkmirror_partition_mirrored_offset", **lab) == [42]
+    assert find(ss, "sparkmirror_partition_bytes_per_second", **lab) == [1000.0]
+    assert find(ss, "sparkmirror_partition_replication_latency_ms", stat="max", **lab) == [40]
+    assert find(ss, "sparkmirror_partition_records_total", **lab) == [42]
+    assert find(ss, "sparkmirror_mirror_up", mirror="m") == [1]
+    assert find(ss, "sparkmirror_heartbeats_total", mirror="m") == [3]
+
+
+def test_live_lag_and_endpoint(kafka_a, kafka_b, topic, flowgroup) -> None:
+    src = topic(kafka_a, 2)
+    cfg = flowgroup(src, metricsPort=0, mirror={"emitHeartbeatsIntervalSeconds": 0.5, "emitCheckpoints": False})
+    mirror = cfg.mirrors[0]
+    produce_numbered(kafka_a.bootstrap, src, 2, 0, 100)
+    routes = TopicSync(cfg, mirror).sync()
+    ensure_progress_topic(cfg.cluster("b").client_config(), cfg.progressTopic)
+    services = DriverServices(cfg, stats=lambda: {}, poll_interval=0.3, bind="127.0.0.1").start()
+    try:
+        url = f"http://127.0.0.1:{services.metrics_port}/metrics"
+
+        def scrape() -> dict:
+            return samples(urllib.request.urlopen(url, timeout=5).read().decode())
+
+        lag = lambda: find(scrape(), "sparkmirror_partition_lag_records", topic=src)  # noqa: E731
+        wait_for(lambda: lag() == [100, 100], 30, "lag of 100 records per partition before copying")
+        for lane in plan_lanes(mirror.name, cfg.lanes_of(mirror),
+                               [(r.source_topic, r.target_topic, r.partitions) for r in routes]):
+            if lane.partitions:
+                copy_lane(cfg, mirror, lane.index, list(lane.partitions), 2.0)
+        wait_for(lambda: lag() == [0, 0], 30, "lag 0 after copying")
+        ss = scrape()
+        assert find(ss, "sparkmirror_partition_mirrored_offset", topic=src) == [100, 100]
+        assert sum(find(ss, "sparkmirror_partition_records_per_second", topic=src)) > 0
+        assert find(ss, "sparkmirror_mirror_partitions", mirror=mirror.name) == [2]
+        assert find(ss, "sparkmirror_heartbeats_total", mirror=mirror.name)[0] >= 1
+        snap = services.snapshot()[mirror.name]
+        assert snap["lag"] == 0 and snap["topics"] == 1 and not snap["errors"], snap["errors"]
+    finally:
+        services.stop()
