@@ -1,0 +1,357 @@
+"""Driver-side services beside the streaming queries: live lag, Prometheus metrics, heartbeats, checkpoints.
+
+`DriverServices(config).start()` runs, in one daemon thread per flow group:
+- per mirror a `MirrorMonitor`: follows the progress topic on the target (what is committed there is what is
+  mirrored) and the source's end offsets, giving per-partition lag in records (source end offset minus next
+  offset to mirror) and records/s live, independent of Spark's epoch length;
+- heartbeats every `emitHeartbeatsIntervalSeconds` and checkpoints / group offset sync every
+  `emitCheckpointsIntervalSeconds` (`heartbeats.py`, `checkpoints.py`);
+- when `metricsPort` is set, Prometheus text on `http://<bind>:<metricsPort>/metrics` (prometheus_client).
+
+Bytes/s, records totals and replication latency (commit time minus record timestamp) come from the copy
+job's epoch summaries: pass `stats=sparkmirror.job.stats_snapshot` (the default when the job module is
+loaded). `snapshot()` merges both views; the runner draws its progress from it.
+
+Metric names (labels `flow_group`, `mirror`, `source`, `target`; per partition also `topic`, `partition`,
+`remote_topic`):
+  sparkmirror_partition_lag_records, sparkmirror_partition_source_end_offset,
+  sparkmirror_partition_mirrored_offset, sparkmirror_partition_records_per_second,
+  sparkmirror_partition_bytes_per_second, sparkmirror_partition_replication_latency_ms (label `stat`=avg|max),
+  sparkmirror_partition_records_total, sparkmirror_partition_last_commit_timestamp_seconds,
+  sparkmirror_mirror_lag_records, sparkmirror_mirror_records_per_second, sparkmirror_mirror_bytes_per_second,
+  sparkmirror_mirror_topics, sparkmirror_mirror_partitions, sparkmirror_mirror_up,
+  sparkmirror_heartbeats_total, sparkmirror_checkpoints_groups.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from .flowgroup import FlowGroupConfig, Mirror
+from .naming import policy_for
+from .topicsync import select_topics, topic_filter
+
+log = logging.getLogger(__name__)
+
+RATE_WINDOW_S = 10.0
+
+
+@dataclass
+class PartitionLive:
+    topic: str
+    partition: int
+    remote_topic: str | None = None
+    next_offset: int | None = None   # next source offset to mirror (None: nothing mirrored yet)
+    start_offset: int = 0            # earliest source offset (where a new partition starts)
+    end_offset: int = 0              # source end offset
+    records_per_s: float = 0.0
+    last_commit_ms: int | None = None
+
+    @property
+    def lag(self) -> int:
+        pos = self.start_offset if self.next_offset is None else max(self.next_offset, self.start_offset)
+        return max(0, self.end_offset - pos)
+
+
+class MirrorMonitor:
+    """Live per-partition position of one mirror, from the progress topic and the source's offsets."""
+
+    def __init__(self, config: FlowGroupConfig, mirror: Mirror, timeout: float = 10.0) -> None:
+        from .checkpoints import ProgressTail
+
+        self.config, self.mirror, self.timeout = config, mirror, timeout
+        self.policy, self.filter = policy_for(mirror), topic_filter(config, mirror)
+        self.source_admin = AdminClient(config.cluster(mirror.source).client_config())
+        self.tail = ProgressTail(config.cluster(mirror.target).client_config(), config.progressTopic, mirror.source)
+        self.partitions: dict[tuple[str, int], PartitionLive] = {}
+        self.updated: float | None = None
+
+    def _offsets(self, tps: list[tuple[str, int]], spec) -> dict[tuple[str, int], int]:
+        if not tps:
+            return {}
+        futs = self.source_admin.list_offsets({TopicPartition(t, p): spec for t, p in tps},
+                                              request_timeout=self.timeout)
+        out = {}
+        for tp, fut in futs.items():
+            try:
+                out[(tp.topic, tp.partition)] = fut.result(timeout=self.timeout).offset
+            except KafkaException:
+                continue
+        return out
+
+    def poll(self) -> dict[tuple[str, int], PartitionLive]:
+        self.tail.poll(self.timeout)
+        md = self.source_admin.list_topics(timeout=self.timeout)
+        counts = {n: len(t.partitions) for n, t in md.topics.items() if t.error is None}
+        tps = [(t, p) for t in select_topics(self.policy, self.filter, counts, self.mirror.target)
+               for p in range(counts[t])]
+        ends, starts = self._offsets(tps, OffsetSpec.latest()), self._offsets(tps, OffsetSpec.earliest())
+        latest, maps = self.tail.latest(), self.tail.maps()
+        now_ms = time.time() * 1000
+        out = {}
+        for tp in tps:
+            pl = PartitionLive(*tp, end_offset=ends.get(tp, 0), start_offset=starts.get(tp, 0))
+            rec = latest.get(tp)
+            if rec is not None:
+                pl.next_offset, pl.remote_topic, pl.last_commit_ms = rec.next_offset, rec.target_topic, rec.commit_ms
+                n = 0
+                for r in reversed(maps[tp].records):
+                    if r.commit_ms < now_ms - RATE_WINDOW_S * 1000:
+                        break
+                    n += r.count
+                pl.records_per_s = n / RATE_WINDOW_S
+            else:
+                pl.remote_topic = self.policy.format_remote_topic(self.mirror.source, tp[0])
+            out[tp] = pl
+        self.partitions, self.updated = out, time.time()
+        return out
+
+    def close(self) -> None:
+        self.tail.close()
+
+
+def _job_stats() -> dict[str, dict]:
+    import sys
+
+    job = sys.modules.get("sparkmirror.job")
+    return job.stats_snapshot() if job is not None else {}
+
+
+@dataclass
+class _Mirror:
+    mirror: Mirror
+    monitor: MirrorMonitor | None = None
+    heartbeats: object | None = None
+    checkpoints: object | None = None
+    next_heartbeat: float = 0.0
+    next_checkpoint: float = 0.0
+    next_poll: float = 0.0
+    errors: dict[str, str] = field(default_factory=dict)
+    checkpoint_groups: int = 0
+
+
+class DriverServices:
+    """Heartbeats, checkpoints, live lag and the metrics endpoint of one flow group (see the module doc)."""
+
+    def __init__(self, config: FlowGroupConfig, stats: Callable[[], dict[str, dict]] | None = None,
+                 poll_interval: float = 2.0, bind: str | None = None, heartbeats: bool = True,
+                 checkpoints: bool = True) -> None:
+        self.config, self.stats = config, stats or _job_stats
+        self.poll_interval = poll_interval
+        self.bind = bind or os.environ.get("SPARKMIRROR_METRICS_BIND", "0.0.0.0")
+        self._want_heartbeats, self._want_checkpoints = heartbeats, checkpoints
+        self.mirrors: dict[str, _Mirror] = {m.name: _Mirror(m) for m in config.mirrors}
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._httpd = None
+        self.metrics_port: int | None = None
+
+    # -- lifecycle
+    def start(self) -> "DriverServices":
+        if self.config.metricsPort is not None:
+            from prometheus_client import CollectorRegistry, start_http_server
+
+            registry = CollectorRegistry(auto_describe=False)
+            registry.register(_Collector(self))
+            self._httpd, _t = start_http_server(self.config.metricsPort, addr=self.bind, registry=registry)
+            self.metrics_port = self._httpd.server_port
+            log.info("flow group %s: metrics on http://%s:%d/metrics", self.config.name, self.bind,
+                     self.metrics_port)
+        self._thread = threading.Thread(target=self._run, name=f"sparkmirror-services-{self.config.name}",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 15.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+        for m in self.mirrors.values():
+            for part in (m.monitor, m.heartbeats, m.checkpoints):
+                if part is not None:
+                    try:
+                        part.close()
+                    except Exception:  # noqa: BLE001 - closing on the way out
+                        pass
+
+    # -- the loop
+    def _guard(self, m: _Mirror, what: str, fn: Callable[[], object]) -> None:
+        try:
+            fn()
+            m.errors.pop(what, None)
+        except Exception as e:  # noqa: BLE001 - one failing service must not stop the others; it is reported
+            if m.errors.get(what) != str(e):
+                log.warning("mirror %s: %s failed: %s", m.mirror.name, what, e)
+            m.errors[what] = str(e)
+
+    def _tick(self, m: _Mirror, now: float) -> None:
+        mirror = m.mirror
+        if now >= m.next_poll:
+            m.next_poll = now + self.poll_interval
+            if m.monitor is None:
+                self._guard(m, "monitor", lambda: setattr(m, "monitor", MirrorMonitor(self.config, mirror)))
+            if m.monitor is not None:
+                self._guard(m, "monitor", m.monitor.poll)
+        if self._want_heartbeats and mirror.emitHeartbeats and now >= m.next_heartbeat:
+            m.next_heartbeat = now + mirror.emitHeartbeatsIntervalSeconds
+            from .heartbeats import HeartbeatEmitter
+
+            if m.heartbeats is None:
+                self._guard(m, "heartbeats", lambda: setattr(m, "heartbeats", HeartbeatEmitter(self.config, mirror)))
+            if m.heartbeats is not None:
+                self._guard(m, "heartbeats", m.heartbeats.emit)
+        wants_ckpt = mirror.emitCheckpoints or mirror.syncGroupOffsets
+        if self._want_checkpoints and wants_ckpt and now >= m.next_checkpoint:
+            m.next_checkpoint = now + min(mirror.emitCheckpointsIntervalSeconds, mirror.syncGroupOffsetsIntervalSeconds
+                                          if mirror.syncGroupOffsets else float("inf"))
+            from .checkpoints import CheckpointEmitter
+
+            if m.checkpoints is None:
+                self._guard(m, "checkpoints", lambda: setattr(m, "checkpoints", CheckpointEmitter(self.config, mirror)))
+            if m.checkpoints is not None:
+                def run() -> None:
+                    cps = m.checkpoints.run_once()
+                    m.checkpoint_groups = len(cps)
+                self._guard(m, "checkpoints", run)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            now = time.monotonic()
+            for m in self.mirrors.values():
+                if self._stop.is_set():
+                    break
+                self._tick(m, now)
+            self._stop.wait(0.2)
+
+    # -- views
+    def snapshot(self) -> dict[str, dict]:
+        """Per mirror: totals and per-partition figures, live lag merged with the job's epoch summaries."""
+        job = self.stats() or {}
+        out = {}
+        for name, m in self.mirrors.items():
+            js = job.get(name) or {}
+            jparts = {(p["source_topic"], p["partition"]): p for p in js.get("partitions", [])}
+            live = dict(m.monitor.partitions) if m.monitor is not None else {}
+            parts = []
+            for tp in sorted(set(live) | set(jparts)):
+                lv, jp = live.get(tp), jparts.get(tp, {})
+                parts.append({
+                    "topic": tp[0], "partition": tp[1],
+                    "remote_topic": (lv.remote_topic if lv else None) or jp.get("target_topic"),
+                    "lag": lv.lag if lv else (jp.get("lag") if jp.get("lag", -1) >= 0 else None),
+                    "end_offset": lv.end_offset if lv else jp.get("source_end"),
+                    "next_offset": lv.next_offset if lv else jp.get("next_offset"),
+                    "records_per_s": lv.records_per_s if lv else jp.get("records_per_s", 0.0),
+                    "bytes_per_s": jp.get("bytes_per_s", 0.0),
+                    "records_total": jp.get("records_total", 0),
+                    "latency_ms_avg": jp.get("latency_ms_avg"), "latency_ms_max": jp.get("latency_ms_max"),
+                    "last_commit_ms": (lv.last_commit_ms if lv else None) or jp.get("last_commit_ms"),
+                })
+            lags = [p["lag"] for p in parts if p["lag"] is not None]
+            errors = dict(m.errors)
+            if js.get("error"):
+                errors["job"] = js["error"]
+            out[name] = {
+                "mirror": name, "source": m.mirror.source, "target": m.mirror.target,
+                "topics": len({p["topic"] for p in parts}), "partitions": len(parts),
+                "lag": sum(lags) if lags else None,
+                "records_per_s": sum(p["records_per_s"] or 0.0 for p in parts),
+                "bytes_per_s": sum(p["bytes_per_s"] or 0.0 for p in parts),
+                "records_total": sum(p["records_total"] or 0 for p in parts),
+                "heartbeats": getattr(m.heartbeats, "sent", 0), "checkpoint_groups": m.checkpoint_groups,
+                "updated": m.monitor.updated if m.monitor is not None else None,
+                "errors": errors, "partitions_detail": parts,
+            }
+        return out
+
+
+class _Collector:
+    """prometheus_client collector reading DriverServices.snapshot() at scrape time."""
+
+    def __init__(self, services: DriverServices) -> None:
+        self.services = services
+
+    def collect(self) -> Iterable:
+        return families(self.services.config.name, self.services.snapshot())
+
+
+def families(flow_group: str, snapshot: dict[str, dict]) -> list:
+    """Prometheus metric families of a snapshot (pure: used by the endpoint and by tests)."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    ml = ["flow_group", "mirror", "source", "target"]
+    pl = [*ml, "topic", "partition", "remote_topic"]
+
+    def g(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
+        return GaugeMetricFamily(name, doc, labels=labels)
+
+    p_lag = g("sparkmirror_partition_lag_records", "Source end offset minus the next offset to mirror.", pl)
+    p_end = g("sparkmirror_partition_source_end_offset", "End offset of the source partition.", pl)
+    p_pos = g("sparkmirror_partition_mirrored_offset", "Next source offset to mirror (committed on the target).", pl)
+    p_rps = g("sparkmirror_partition_records_per_second", "Records mirrored per second.", pl)
+    p_bps = g("sparkmirror_partition_bytes_per_second", "Key+value bytes mirrored per second (last epoch).", pl)
+    p_lat = g("sparkmirror_partition_replication_latency_ms", "Commit time minus record timestamp (last epoch).",
+              [*pl, "stat"])
+    p_tot = CounterMetricFamily("sparkmirror_partition_records", "Records mirrored by this driver.", labels=pl)
+    p_last = g("sparkmirror_partition_last_commit_timestamp_seconds", "Time of the last commit.", pl)
+    m_lag = g("sparkmirror_mirror_lag_records", "Sum of the partitions' lag.", ml)
+    m_rps = g("sparkmirror_mirror_records_per_second", "Records mirrored per second.", ml)
+    m_bps = g("sparkmirror_mirror_bytes_per_second", "Bytes mirrored per second.", ml)
+    m_top = g("sparkmirror_mirror_topics", "Source topics mirrored.", ml)
+    m_par = g("sparkmirror_mirror_partitions", "Source partitions mirrored.", ml)
+    m_up = g("sparkmirror_mirror_up", "1 when the mirror and its services report no error.", ml)
+    m_hb = CounterMetricFamily("sparkmirror_heartbeats", "MM2 heartbeats emitted.", labels=ml)
+    m_ck = g("sparkmirror_checkpoints_groups", "Consumer groups checkpointed in the last round.", ml)
+    for name, s in sorted(snapshot.items()):
+        mv = [flow_group, name, s["source"], s["target"]]
+        for p in s["partitions_detail"]:
+            pv = [*mv, p["topic"], str(p["partition"]), p["remote_topic"] or ""]
+            if p["lag"] is not None:
+                p_lag.add_metric(pv, p["lag"])
+            if p["end_offset"] is not None:
+                p_end.add_metric(pv, p["end_offset"])
+            if p["next_offset"] is not None:
+                p_pos.add_metric(pv, p["next_offset"])
+            p_rps.add_metric(pv, p["records_per_s"] or 0.0)
+            p_bps.add_metric(pv, p["bytes_per_s"] or 0.0)
+            for stat in ("avg", "max"):
+                if p[f"latency_ms_{stat}"] is not None:
+                    p_lat.add_metric([*pv, stat], p[f"latency_ms_{stat}"])
+            p_tot.add_metric(pv, p["records_total"] or 0)
+            if p["last_commit_ms"]:
+                p_last.add_metric(pv, p["last_commit_ms"] / 1000.0)
+        if s["lag"] is not None:
+            m_lag.add_metric(mv, s["lag"])
+        m_rps.add_metric(mv, s["records_per_s"])
+        m_bps.add_metric(mv, s["bytes_per_s"])
+        m_top.add_metric(mv, s["topics"])
+        m_par.add_metric(mv, s["partitions"])
+        m_up.add_metric(mv, 0 if s["errors"] else 1)
+        m_hb.add_metric(mv, s["heartbeats"])
+        m_ck.add_metric(mv, s["checkpoint_groups"])
+    return [p_lag, p_end, p_pos, p_rps, p_bps, p_lat, p_tot, p_last, m_lag, m_rps, m_bps, m_top, m_par, m_up,
+            m_hb, m_ck]
+
+
+def prometheus_text(flow_group: str, snapshot: dict[str, dict]) -> str:
+    """The exposition text of a snapshot (what /metrics serves)."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    class _Static:
+        def collect(self):
+            return families(flow_group, snapshot)
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Static())
+    return generate_latest(registry).decode()
