@@ -7,6 +7,7 @@ into a log, status or file.
 """
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Callable
@@ -70,10 +71,15 @@ def kafka_config(cluster: Cluster, read: SecretReader, env_refs: dict[str, tuple
     return conf
 
 
+_KAFKA_LOG = logging.getLogger("sparkmirror_operator.kafka")
+
+
 def _consumer(conf: dict[str, str]) -> Consumer:
+    # librdkafka's own log goes to Python logging (DEBUG), not stderr: unreachable clusters are reported on
+    # the resource's status instead
     return Consumer({**conf, "group.id": f"sparkmirror-operator-lag-{uuid.uuid4().hex[:8]}",
                      "enable.auto.commit": False, "socket.timeout.ms": 5000,
-                     "isolation.level": "read_committed", "log_level": 3})
+                     "isolation.level": "read_committed"}, logger=_KAFKA_LOG)
 
 
 def source_end_offsets(conf: dict[str, str], topic_filter, cluster: Cluster, target_alias: str, policy,

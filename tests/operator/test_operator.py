@@ -50,7 +50,7 @@ def names(kapi: KubeApi, kind: str, ns: str, name: str) -> list[str]:
 
 def set_spark_state(kapi: KubeApi, ns: str, app: str, state: str, error: str | None = None) -> None:
     """What the Spark operator does: write .status.applicationState."""
-    st = {"applicationState": {"state": state, **({"errorMessage": error} if error else {})}}
+    st = {"applicationState": {"state": state, **({"errorMessage": error} if error else {})}, "driverInfo": {}}
     kapi.patch_status("SparkApplication", ns, app, st)
 
 
