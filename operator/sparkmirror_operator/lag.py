@@ -72,6 +72,7 @@ def kafka_config(cluster: Cluster, read: SecretReader, env_refs: dict[str, tuple
 
 
 _KAFKA_LOG = logging.getLogger("sparkmirror_operator.kafka")
+_KAFKA_LOG.setLevel(logging.CRITICAL)  # connection errors are reported on the status, not every 50 ms in the log
 
 
 def _consumer(conf: dict[str, str]) -> Consumer:

@@ -1,0 +1,61 @@
+"""`sparkmirror operator` (run the operator against the current kubeconfig) and `sparkmirror import FILE`."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    op = subparsers.add_parser("operator", help="run the KafkaMirrorMaker2 operator against the current kubeconfig")
+    op.add_argument("-n", "--namespace", action="append", default=[],
+                    help="watch only this namespace (repeatable); default all namespaces")
+    op.add_argument("--kubeconfig", help="kubeconfig file (default $KUBECONFIG, ~/.kube/config, or in-cluster)")
+    op.add_argument("--status-interval", type=float, help="seconds between status and lag refreshes (default 30)")
+    op.add_argument("--liveness", default=None, help="liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
+    op.add_argument("--verbose", action="store_true")
+    op.set_defaults(func=run_operator)
+
+    imp = subparsers.add_parser("import", help="convert a Strimzi KafkaMirrorMaker2 (v1, v1beta2) or an "
+                                               "mm2.properties file into a sparkmirror resource")
+    imp.add_argument("file", help="the manifest or properties file ('-' for stdin)")
+    imp.add_argument("-o", "--output", help="write the resource YAML here (default stdout)")
+    imp.add_argument("--name", help="name of the resource (default the manifest's, or 'mirror')")
+    imp.add_argument("--namespace", help="namespace to set on the resource")
+    imp.set_defaults(func=run_import)
+
+
+def run_import(args: argparse.Namespace) -> int:
+    from .importer import import_text
+
+    text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
+    result = import_text(text, name=args.name, namespace=args.namespace)
+    if args.output:
+        Path(args.output).write_text(result.to_yaml())
+    else:
+        sys.stdout.write(result.to_yaml())
+    for note in result.notes:
+        print(f"note: {note}", file=sys.stderr)
+    if not result.resources:
+        print("error: nothing to convert", file=sys.stderr)
+        return 1
+    return 2 if any(": error: " in n for n in result.notes) else 0
+
+
+def run_operator(args: argparse.Namespace) -> int:
+    if args.kubeconfig:
+        os.environ["KUBECONFIG"] = str(Path(args.kubeconfig).resolve())
+    if args.status_interval:
+        os.environ["SPARKMIRROR_STATUS_INTERVAL"] = str(args.status_interval)
+    import logging
+
+    import kopf
+
+    from . import handlers  # noqa: F401 - registers the handlers
+
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    kopf.run(clusterwide=not args.namespace, namespaces=args.namespace, standalone=True,
+             liveness_endpoint=args.liveness)
+    return 0

@@ -1,0 +1,221 @@
+"""`sparkmirror import`: Strimzi KafkaMirrorMaker2 manifests (v1, v1beta2) and MM2 `mm2.properties` files to
+sparkmirror resources, saying what could not be carried over. Pure: text in, (resources, notes) out.
+"""
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from .flowgroups import plan
+from .model import API_VERSION, KIND
+
+STRIMZI_GROUP = "kafka.strimzi.io"
+
+
+@dataclass
+class Imported:
+    resources: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what could not be carried over, and why
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump_all(self.resources, sort_keys=False)
+
+
+def import_text(text: str, *, name: str | None = None, namespace: str | None = None) -> Imported:
+    """Detect the format (YAML manifest or Java properties) and convert."""
+    stripped = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith(("#", "!"))]
+    looks_yaml = any(ln.startswith(("apiVersion:", "kind:", "---")) for ln in stripped)
+    out = import_manifests(text) if looks_yaml else import_mm2_properties(text, name=name or "mirror")
+    for r in out.resources:
+        if name and looks_yaml:
+            r["metadata"]["name"] = name
+        if namespace:
+            r["metadata"]["namespace"] = namespace
+    _check(out)
+    return out
+
+
+def _check(out: Imported) -> None:
+    """Everything the converted resource still says that sparkmirror will not use."""
+    for r in out.resources:
+        p = plan(r)
+        who = r["metadata"]["name"]
+        out.notes += [f"{who}: {f}: Kafka Connect only, accepted but not applicable" for f in p.not_applicable]
+        out.notes += [f"{who}: {f}: not supported by sparkmirror (reported on the status)" for f in p.unsupported]
+        out.notes += [f"{who}: error: {e}" for e in p.errors]
+
+
+# ---- Strimzi manifests ----------------------------------------------------------------------------------
+
+def import_manifests(text: str) -> Imported:
+    out = Imported()
+    for doc in yaml.safe_load_all(text):
+        if not doc:
+            continue
+        api, kind = str(doc.get("apiVersion", "")), doc.get("kind")
+        if kind != "KafkaMirrorMaker2":
+            out.notes.append(f"skipped {kind or 'a document without kind'} ({api}): not a KafkaMirrorMaker2")
+            continue
+        if api == f"{STRIMZI_GROUP}/v1beta2":
+            out.resources.append(_from_v1beta2(doc, out.notes))
+        elif api in (f"{STRIMZI_GROUP}/v1", API_VERSION):
+            out.resources.append(_resource(doc.get("metadata") or {}, copy.deepcopy(doc.get("spec") or {})))
+        else:
+            out.notes.append(f"skipped KafkaMirrorMaker2 of apiVersion {api!r}: only kafka.strimzi.io/v1 and "
+                             "v1beta2 are converted")
+    return out
+
+
+def _resource(meta: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+    m = {k: meta[k] for k in ("name", "namespace", "labels", "annotations") if meta.get(k)}
+    m.setdefault("name", "mirror")
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": m, "spec": spec}
+
+
+_V1BETA2_RENAMED = {"topicsBlacklistPattern": "topicsExcludePattern", "groupsBlacklistPattern": "groupsExcludePattern"}
+_V1_TOP = {"version", "replicas", "image", "resources", "livenessProbe", "readinessProbe", "jvmOptions", "jmxOptions",
+           "logging", "clientRackInitImage", "rack", "metricsConfig", "tracing", "template"}
+_CONNECT_KEYS_V1 = {"group.id": "groupId", "config.storage.topic": "configStorageTopic",
+                    "offset.storage.topic": "offsetStorageTopic", "status.storage.topic": "statusStorageTopic"}
+
+
+def _from_v1beta2(doc: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+    spec_in = doc.get("spec") or {}
+    who = (doc.get("metadata") or {}).get("name", "mirror")
+    clusters = {c.get("alias"): copy.deepcopy(c) for c in spec_in.get("clusters") or []}
+    target_alias = spec_in.get("connectCluster")
+    if target_alias not in clusters:
+        targets = {m.get("targetCluster") for m in spec_in.get("mirrors") or []}
+        target_alias = next(iter(targets)) if len(targets) == 1 else None
+    spec: dict[str, Any] = {k: copy.deepcopy(v) for k, v in spec_in.items() if k in _V1_TOP}
+    target = clusters.get(target_alias) or {"alias": target_alias or "target", "bootstrapServers": ""}
+    tconf = target.get("config") or {}
+    for key, fld in _CONNECT_KEYS_V1.items():  # v1 has these as fields of the target
+        if key in tconf:
+            target[fld] = str(tconf.pop(key))
+    spec["target"] = target
+    mirrors = []
+    for i, m in enumerate(spec_in.get("mirrors") or []):
+        if m.get("targetCluster") != target_alias:
+            notes.append(f"{who}: spec.mirrors[{i}]: targets {m.get('targetCluster')!r}, not the Connect cluster "
+                         f"{target_alias!r}; not carried over (one target per resource)")
+            continue
+        src = clusters.get(m.get("sourceCluster"))
+        if src is None:
+            notes.append(f"{who}: spec.mirrors[{i}]: unknown sourceCluster {m.get('sourceCluster')!r}; skipped")
+            continue
+        out: dict[str, Any] = {"source": copy.deepcopy(src)}
+        for k in ("sourceConnector", "checkpointConnector", "topicsPattern", "topicsExcludePattern", "groupsPattern",
+                  "groupsExcludePattern"):
+            if k in m:
+                out[k] = copy.deepcopy(m[k])
+        for old, new in _V1BETA2_RENAMED.items():
+            if old in m and new not in out:
+                out[new] = m[old]
+        hb = m.get("heartbeatConnector")
+        if hb:
+            hb_conf = {k: v for k, v in (hb.get("config") or {}).items() if k.startswith("emit.heartbeats.")}
+            if hb_conf:
+                out.setdefault("sourceConnector", {}).setdefault("config", {}).update(hb_conf)
+            dropped = sorted(set(hb.get("config") or {}) - set(hb_conf)) + sorted(set(hb) - {"config"})
+            notes.append(f"{who}: spec.mirrors[{i}].heartbeatConnector: emit.heartbeats.* moved to sourceConnector"
+                         + (f"; not carried over: {', '.join(dropped)}" if dropped else ""))
+        mirrors.append(out)
+    spec["mirrors"] = mirrors
+    for k in sorted(set(spec_in) - _V1_TOP - {"clusters", "connectCluster", "mirrors"}):
+        notes.append(f"{who}: spec.{k}: not carried over (not part of KafkaMirrorMaker2 v1)")
+    return _resource(doc.get("metadata") or {}, spec)
+
+
+# ---- mm2.properties -------------------------------------------------------------------------------------
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java .properties: `key=value`, `key: value` or `key value`, comments, line continuations."""
+    props: dict[str, str] = {}
+    lines = iter(text.splitlines())
+    for line in lines:
+        line = line.strip()
+        while line.endswith("\\") and not line.endswith("\\\\"):
+            line = line[:-1] + next(lines, "").strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        m = re.match(r"((?:[^=:\s\\]|\\.)+)\s*[=:\s]\s*(.*)$", line)
+        if m:
+            props[m.group(1).replace("\\", "")] = m.group(2)
+        else:
+            props[line] = ""
+    return props
+
+
+_SECRET_CLIENT_KEYS = ("sasl.jaas.config", "ssl.keystore.password", "ssl.key.password", "ssl.truststore.password",
+                       "sasl.password")
+_TLS_HINTS = ("security.protocol", "ssl.", "sasl.")
+
+
+def import_mm2_properties(text: str, *, name: str = "mirror") -> Imported:
+    """One resource per target cluster of the enabled `A->B` flows."""
+    props = parse_properties(text)
+    out = Imported()
+    aliases = [a.strip() for a in props.get("clusters", "").split(",") if a.strip()]
+    flows = [(a, b) for a in aliases for b in aliases
+             if a != b and props.get(f"{a}->{b}.enabled", "false").strip().lower() == "true"]
+    if not flows:
+        out.notes.append("no enabled flow (A->B.enabled = true) among clusters " + ", ".join(aliases))
+        return out
+    used: set[str] = {"clusters"}
+
+    def cluster(alias: str) -> dict[str, Any]:
+        c: dict[str, Any] = {"alias": alias, "bootstrapServers": props.get(f"{alias}.bootstrap.servers", "")}
+        used.add(f"{alias}.bootstrap.servers")
+        conf = {}
+        for k, v in props.items():
+            if not k.startswith(f"{alias}.") or "->" in k or k == f"{alias}.bootstrap.servers":
+                continue
+            sub = k[len(alias) + 1:]
+            used.add(k)
+            if sub.startswith(_SECRET_CLIENT_KEYS):
+                out.notes.append(f"{k}: a credential; not carried over: put it in a Secret and reference it from "
+                                 "authentication.passwordSecret / certificateAndKey")
+            elif sub.startswith(_TLS_HINTS):
+                out.notes.append(f"{k}={v}: security settings are not carried over: set tls/authentication")
+            else:
+                conf[sub] = v
+        if conf:
+            c["config"] = conf
+        return c
+
+    targets = sorted({b for _, b in flows})
+    for target in targets:
+        spec: dict[str, Any] = {"target": cluster(target), "mirrors": []}
+        for a, b in flows:
+            if b != target:
+                continue
+            used.add(f"{a}->{b}.enabled")
+            config: dict[str, str] = {}
+            mirror: dict[str, Any] = {"source": cluster(a)}
+            for k, v in props.items():  # global mirror keys, then A->B keys override
+                if k in used or "->" in k or k.split(".", 1)[0] in aliases:
+                    continue
+                config[k] = v
+            prefix = f"{a}->{b}."
+            for k, v in props.items():
+                if k.startswith(prefix) and k != f"{a}->{b}.enabled":
+                    config[k[len(prefix):]] = v
+                    used.add(k)
+            for key, fld in (("topics", "topicsPattern"), ("topics.exclude", "topicsExcludePattern"),
+                             ("groups", "groupsPattern"), ("groups.exclude", "groupsExcludePattern")):
+                if key in config:
+                    mirror[fld] = config.pop(key)
+            if config:
+                mirror["sourceConnector"] = {"config": config}
+            spec["mirrors"].append(mirror)
+        res_name = name if len(targets) == 1 else f"{name}-{re.sub('[^a-z0-9-]', '-', target.lower())}"
+        out.resources.append(_resource({"name": res_name}, spec))
+    for k in props:
+        if "->" in k and k not in used and not k.endswith(".enabled"):
+            out.notes.append(f"{k}: flow not enabled; not carried over")
+    return out
