@@ -54,7 +54,8 @@ def run_operator(args: argparse.Namespace) -> int:
 
     from . import handlers  # noqa: F401 - registers the handlers
 
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+    level = "DEBUG" if args.verbose else os.environ.get("SPARKMIRROR_LOG_LEVEL", "INFO").upper()
+    logging.basicConfig(level=getattr(logging, level, logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     kopf.run(clusterwide=not args.namespace, namespaces=args.namespace, standalone=True,
              liveness_endpoint=args.liveness)

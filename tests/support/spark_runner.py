@@ -1,0 +1,157 @@
+"""Test support (not product): plays the Kubeflow Spark operator and the kubelet for SparkApplications.
+
+It polls the SparkApplications of one namespace on the local API server; for each one it reads the flow-group
+ConfigMap the application mounts, runs the job (`python -m sparkmirror.job --config FILE`) as a local Spark
+process against the local Kafka clusters, and writes `.status.applicationState` back as the Spark operator
+would: SUBMITTED, RUNNING, FAILED (with the error), SUSPENDED (spec.suspend). A changed spec restarts the job;
+a deleted application stops it. Processes are this runner's own children and are stopped by their pid.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from sparkmirror_operator.kubeapi import KubeApi
+
+log = logging.getLogger(__name__)
+CONFIG_MOUNT = "/etc/sparkmirror/flowgroup/"
+
+
+@dataclass
+class Job:
+    name: str
+    spec_hash: str
+    proc: subprocess.Popen
+    log_path: Path
+    started: float
+    reported: str = ""
+
+
+class LocalSparkRunner:
+    def __init__(self, api: KubeApi, namespace: str, workdir: Path, *, running_after: float = 3.0,
+                 master: str = "local[2]") -> None:
+        self.api, self.namespace, self.workdir = api, namespace, workdir
+        self.running_after, self.master = running_after, master
+        self.jobs: dict[str, Job] = {}
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name=f"spark-runner-{namespace}", daemon=True)
+        self.errors: list[str] = []
+
+    # ---- lifecycle ------------------------------------------------------------------------------------
+    def start(self) -> "LocalSparkRunner":
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.thread.join(30)
+        for name in list(self.jobs):
+            self._kill(name)
+
+    def __enter__(self) -> "LocalSparkRunner":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # ---- the control loop -----------------------------------------------------------------------------
+    def _loop(self) -> None:
+        while not self.stop_event.is_set():
+            try:
+                self._sync()
+            except Exception as e:  # noqa: BLE001 - keep playing the operator; tests read .errors
+                log.exception("runner sync failed")
+                self.errors.append(repr(e))
+            self.stop_event.wait(0.5)
+
+    def _sync(self) -> None:
+        apps = {a["metadata"]["name"]: a for a in self.api.list("SparkApplication", self.namespace)}
+        for name in list(self.jobs):
+            if name not in apps:
+                self._kill(name)
+        for name, app in apps.items():
+            spec = app["spec"]
+            spec_hash = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
+            job = self.jobs.get(name)
+            if spec.get("suspend"):
+                if job is not None:
+                    self._kill(name)
+                self._state(app, "SUSPENDED")
+                continue
+            if job is not None and job.spec_hash != spec_hash:
+                self._kill(name)
+                job = None
+            if job is None:
+                job = self._submit(app, spec_hash)
+                if job is None:
+                    continue
+            rc = job.proc.poll()
+            if rc is not None:
+                tail = job.log_path.read_text(errors="replace").strip().splitlines()[-3:]
+                self._state(app, "FAILED", f"driver exited with code {rc}: {' | '.join(tail)}"[:1000])
+                # restartPolicy Always: resubmit on the next pass
+                if spec.get("restartPolicy", {}).get("type") == "Always":
+                    del self.jobs[name]
+            elif time.monotonic() - job.started >= self.running_after:
+                self._state(app, "RUNNING")
+
+    def _submit(self, app: dict, spec_hash: str) -> Job | None:
+        name, spec = app["metadata"]["name"], app["spec"]
+        args = list(spec.get("arguments") or [])
+        config_path = args[args.index("--config") + 1]
+        volumes = {v["name"]: v for v in spec.get("volumes") or []}
+        mount = next(m for m in spec["driver"]["volumeMounts"] if config_path.startswith(m["mountPath"] + "/"))
+        cm_name = volumes[mount["name"]]["configMap"]["name"]
+        cm = self.api.get("ConfigMap", self.namespace, cm_name)
+        if cm is None:
+            self._state(app, "SUBMISSION_FAILED", f"ConfigMap {cm_name} not found")
+            return None
+        key = config_path[len(mount["mountPath"]) + 1:]
+        cfg = yaml.safe_load(cm["data"][key])
+        cfg["metricsPort"] = 0  # many "pods" share this host's loopback: any free port
+        local_config = self.workdir / f"{name}.yaml"
+        local_config.write_text(yaml.safe_dump(cfg, sort_keys=False))
+        log_path = self.workdir / f"{name}.log"
+        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONUNBUFFERED": "1"}
+        cmd = [sys.executable, "-m", "sparkmirror.job", "--config", str(local_config), "--master", self.master,
+               "--checkpoint", str(self.workdir / "checkpoints" / name),
+               "--conf", "spark.driver.memory=512m", "--conf", "spark.ui.enabled=false",
+               "--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.driver.host=127.0.0.1"]
+        with open(log_path, "ab") as out:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        job = Job(name, spec_hash, proc, log_path, time.monotonic())
+        self.jobs[name] = job
+        self._state(app, "SUBMITTED")
+        return job
+
+    def _kill(self, name: str) -> None:
+        job = self.jobs.pop(name, None)
+        if job is None or job.proc.poll() is not None:
+            return
+        os.killpg(job.proc.pid, signal.SIGTERM)  # the job's own session: this child and its JVM only
+        try:
+            job.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(job.proc.pid, signal.SIGKILL)
+            job.proc.wait(10)
+
+    def _state(self, app: dict, state: str, error: str | None = None) -> None:
+        current = ((app.get("status") or {}).get("applicationState") or {})
+        if current.get("state") == state and current.get("errorMessage") == error:
+            return
+        status = {"applicationState": {"state": state, **({"errorMessage": error} if error else {})},
+                  "driverInfo": {"podName": f"{app['metadata']['name']}-driver"}}
+        self.api.patch_status("SparkApplication", self.namespace, app["metadata"]["name"], status)
+        app.setdefault("status", {}).update(status)
