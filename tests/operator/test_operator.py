@@ -227,3 +227,23 @@ def test_lag_no_topics_and_unreachable_cluster(operator, kapi, namespace, kafka_
     assert "cluster 'z' (127.0.0.1:1) is unreachable" in deg["message"]
     # the first resource is still served
     assert lag() == 6
+
+
+def test_strimzi_example_reports_not_applicable_and_unsupported(operator, kapi, namespace) -> None:
+    import yaml
+
+    src = yaml.safe_load(open("/work/shared/reference/strimzi/examples/v1/kafka-mirror-maker-2.yaml"))
+    src["apiVersion"] = "sparkmirror.io/v1alpha1"
+    src["metadata"]["namespace"] = namespace
+    src["spec"]["mirrors"][0]["sourceConnector"]["config"]["consumer.max.poll.records"] = 10  # not an MM2 key here
+    kapi.create(src)
+    st = wait_for("status", lambda: (kapi.get(KMM2, namespace, "my-mirror-maker-2").get("status") or {})
+                  .get("notApplicable") and kapi.get(KMM2, namespace, "my-mirror-maker-2")["status"])
+    assert {"spec.replicas", "spec.target.groupId", "spec.target.configStorageTopic",
+            "spec.mirrors[0].sourceConnector.tasksMax"} <= set(st["notApplicable"])
+    assert "spec.target.config[plugin.discovery]" in st["notApplicable"]
+    assert st["unsupported"] == ["spec.mirrors[0].sourceConnector.config[consumer.max.poll.records]"]
+    assert names(kapi, "SparkApplication", namespace, "my-mirror-maker-2") == ["my-mirror-maker-2-cluster-a"]
+    events = kapi.list("Event", namespace)
+    assert any(e.get("reason") == "UnsupportedConfig" for e in events)
+

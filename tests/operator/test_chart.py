@@ -1,0 +1,123 @@
+"""The Helm chart: values agree with values.schema.json and the templates, CRDs are the generated ones; with a
+helm binary (built from its Go module into the cache, see the report) it lints, renders, and the rendered
+objects pass the real API server's validation, and the operator's RBAC from the chart suffices to reconcile."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sparkmirror.devenv import paths
+from sparkmirror_operator import crdgen
+
+CHART = Path(__file__).resolve().parents[2] / "charts" / "sparkmirror"
+
+
+def helm() -> str | None:
+    cached = paths.bin_dir() / "helm"
+    return str(cached) if cached.exists() else shutil.which("helm")
+
+
+def _check(schema: dict, value, path: str = "values") -> list[str]:
+    """The subset of JSON schema the chart's schema uses (type, required, enum, additionalProperties, items)."""
+    errs = []
+    types = {"object": dict, "array": list, "string": str, "boolean": bool, "number": (int, float)}
+    t = schema.get("type")
+    if t and not isinstance(value, types[t]) or (t == "number" and isinstance(value, bool)):
+        return [f"{path}: expected {t}, got {type(value).__name__}"]
+    if "enum" in schema and value not in schema["enum"]:
+        errs.append(f"{path}: {value!r} not in {schema['enum']}")
+    if isinstance(value, dict):
+        props = schema.get("properties", {})
+        errs += [f"{path}.{r}: required" for r in schema.get("required", []) if r not in value]
+        for k, v in value.items():
+            if k in props:
+                errs += _check(props[k], v, f"{path}.{k}")
+            elif schema.get("additionalProperties") is False:
+                errs.append(f"{path}.{k}: not allowed by the schema")
+    if isinstance(value, list) and "items" in schema:
+        for i, v in enumerate(value):
+            errs += _check(schema["items"], v, f"{path}[{i}]")
+    return errs
+
+
+def test_values_match_schema_and_templates() -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    assert _check(schema, values) == []
+    assert set(values) == set(schema["properties"]), "every value is in the schema and the other way round"
+    assert _check(schema, {**values, "secretsAs": "inline"}) == ["values.secretsAs: 'inline' not in ['files', 'env']"]
+    # every .Values.a.b the templates use exists in values.yaml
+    for tpl in (CHART / "templates").glob("*"):
+        for ref in re.findall(r"\.Values\.([A-Za-z0-9_.]+)", tpl.read_text()):
+            node = values
+            for part in ref.split("."):
+                assert isinstance(node, dict) and part in node, f"{tpl.name}: .Values.{ref} not in values.yaml"
+                node = node[part]
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["apiVersion"] == "v2" and chart["name"] == "sparkmirror"
+
+
+def test_chart_crds_are_the_generated_ones() -> None:
+    assert (CHART / "crds" / crdgen.CRD_FILE).read_text() == crdgen.render()
+
+
+@pytest.mark.skipif(helm() is None, reason="no helm binary (build: go install helm.sh/helm/v3/cmd/helm@v3.22.0)")
+def test_helm_lint_and_template() -> None:
+    out = subprocess.run([helm(), "lint", "--strict", str(CHART)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    bad = subprocess.run([helm(), "template", "x", str(CHART), "--set", "secretsAs=inline"], capture_output=True,
+                         text=True)
+    assert bad.returncode != 0 and "secretsAs" in bad.stderr
+
+
+def _template(namespace: str, *args: str) -> list[dict]:
+    out = subprocess.run([helm(), "template", "smm", str(CHART), "--namespace", namespace, *args],
+                         capture_output=True, text=True, check=True)
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+@pytest.mark.k8s
+@pytest.mark.skipif(helm() is None, reason="no helm binary")
+def test_rendered_chart_is_valid_and_its_rbac_suffices(kube, kmm2_crd, namespace) -> None:
+    from kubernetes import client
+
+    from sparkmirror_operator.kubeapi import KubeApi
+    from sparkmirror_operator.reconcile import Reconciler
+
+    docs = _template(namespace, "--set", f"watchNamespaces={{{namespace}}}")
+    kinds = sorted(d["kind"] for d in docs)
+    assert kinds == ["Deployment", "Role", "RoleBinding", "ServiceAccount"]
+    cluster_docs = _template(namespace)
+    assert sorted(d["kind"] for d in cluster_docs) == ["ClusterRole", "ClusterRoleBinding", "Deployment",
+                                                        "ServiceAccount"]
+    text = yaml.safe_dump_all(docs)
+    res = kube.kubectl("apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump_all(cluster_docs), check=False)
+    assert res.returncode == 0, res.stderr
+    kube.kubectl("apply", "-f", "-", input=text)  # namespaced RBAC for real
+    # reconcile a resource as the chart's service account: its RBAC must allow everything, escalation included
+    sa = next(d for d in docs if d["kind"] == "ServiceAccount")["metadata"]["name"]
+    with kube.api_client() as admin:
+        admin_api = KubeApi(admin)
+        body = {"apiVersion": "sparkmirror.io/v1alpha1", "kind": "KafkaMirrorMaker2",
+                "metadata": {"name": "rbac", "namespace": namespace},
+                "spec": {"target": {"alias": "b", "bootstrapServers": "127.0.0.1:1"},
+                         "mirrors": [{"source": {"alias": "a", "bootstrapServers": "127.0.0.1:2"}}]}}
+        created = admin_api.create(body)
+    with kube.api_client() as api:
+        api.set_default_header("Impersonate-User", f"system:serviceaccount:{namespace}:{sa}")
+        as_operator = KubeApi(api)
+        result = Reconciler(as_operator).reconcile(created)
+        assert not [c for c in result.status["conditions"] if c["type"] == "Degraded" and c["status"] == "True"], \
+            result.status
+        assert "SparkApplication/rbac-a" in result.applied and "Role/rbac-spark" in result.applied
+        as_operator.patch_status("KafkaMirrorMaker2", namespace, "rbac", result.status)
+        # and nothing beyond: the operator cannot read Secrets' lists or touch other kinds
+        with pytest.raises(client.ApiException) as e:
+            as_operator.list("Secret", namespace)
+        assert e.value.status == 403

@@ -1,0 +1,78 @@
+"""build_status: plan + observed applications + lag + problems -> the status (pure)."""
+from __future__ import annotations
+
+from sparkmirror_operator.flowgroups import plan
+from sparkmirror_operator.lag import GroupLag
+from sparkmirror_operator.status import Problem, build_status
+
+RES = {"apiVersion": "sparkmirror.io/v1alpha1", "kind": "KafkaMirrorMaker2",
+       "metadata": {"name": "m", "namespace": "ns", "generation": 3},
+       "spec": {"version": "2.0", "target": {"alias": "b", "bootstrapServers": "h:1"},
+                "mirrors": [{"source": {"alias": "a", "bootstrapServers": "h:2"}},
+                            {"source": {"alias": "c", "bootstrapServers": "h:3"}}]}}
+
+
+def app(state: str | None, error: str | None = None) -> dict:
+    if state is None:
+        return {"metadata": {}}
+    return {"status": {"applicationState": {"state": state, **({"errorMessage": error} if error else {})}}}
+
+
+def conds(st: dict) -> dict:
+    return {c["type"]: (c["status"], c["reason"]) for c in st["conditions"]}
+
+
+def test_ready_when_all_running_with_lag() -> None:
+    st = build_status(name="m", generation=3, plan=plan(RES), apps={"a": app("RUNNING"), "c": app("RUNNING")},
+                      lags={"a": GroupLag(lag=0, partitions=3, last_commit_ms=1_700_000_000_000),
+                            "c": GroupLag(lag=5, partitions=1)}, problems=[], old=None, now="T1")
+    assert conds(st) == {"Ready": ("True", "Running"), "Progressing": ("False", "Stable"),
+                         "Degraded": ("False", "AsExpected")}
+    assert st["observedGeneration"] == 3 and st["lag"] == 5 and st["flowGroupsReady"] == "2/2"
+    assert st["version"] == "2.0"
+    a = st["flowGroups"][0]
+    assert a == {"name": "a", "mirrors": ["a"], "workerGeneration": 1, "version": "2.0", "application": "m-a",
+                 "sparkState": "RUNNING", "lag": 0, "partitions": 3, "lastCommitTime": "2023-11-14T22:13:20Z"}
+
+
+def test_transition_times_kept_and_lag_carried_over() -> None:
+    first = build_status(name="m", generation=3, plan=plan(RES), apps={"a": app("RUNNING"), "c": app("SUBMITTED")},
+                         lags={"a": GroupLag(lag=7, partitions=1), "c": GroupLag(lag=1, partitions=1)},
+                         problems=[], old=None, now="T1")
+    assert conds(first)["Ready"] == ("False", "Starting") and conds(first)["Progressing"] == ("True", "Starting")
+    second = build_status(name="m", generation=3, plan=plan(RES), apps={"a": app("RUNNING"), "c": app("SUBMITTED")},
+                          lags=None, problems=[], old=first, now="T2")
+    assert [c["lastTransitionTime"] for c in second["conditions"]] == ["T1", "T1", "T1"]
+    assert second["lag"] == 8  # lags=None: the previous figures stay
+    third = build_status(name="m", generation=3, plan=plan(RES), apps={"a": app("RUNNING"), "c": app("RUNNING")},
+                         lags=None, problems=[], old=second, now="T3")
+    ready = next(c for c in third["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "True" and ready["lastTransitionTime"] == "T3"
+
+
+def test_failures_and_problems_degrade() -> None:
+    st = build_status(name="m", generation=3, plan=plan(RES), apps={"a": app("FAILED", "boom"), "c": app(None)},
+                      lags=None, problems=[Problem("SecretMissing", "Secret ns/x referenced by spec.target... not "
+                                                                    "found")], old=None, now="T")
+    assert conds(st)["Degraded"] == ("True", "Multiple") and conds(st)["Ready"] == ("False", "Degraded")
+    deg = next(c for c in st["conditions"] if c["type"] == "Degraded")
+    assert "SparkApplication m-a is FAILED: boom" in deg["message"] and "Secret ns/x" in deg["message"]
+    assert st["flowGroups"][1]["sparkState"] == "PENDING"
+
+
+def test_invalid_spec() -> None:
+    bad = {**RES, "spec": {**RES["spec"], "mirrors": [{"source": {"alias": "b", "bootstrapServers": "h"}}]}}
+    st = build_status(name="m", generation=4, plan=plan(bad), apps={}, lags=None, problems=[], old=None, now="T")
+    assert conds(st) == {"Ready": ("False", "InvalidSpec"), "Progressing": ("False", "InvalidSpec"),
+                         "Degraded": ("True", "InvalidSpec")}
+    assert "spec.mirrors[0].source.alias: must differ from spec.target.alias" in st["conditions"][0]["message"]
+
+
+def test_paused_and_stopped() -> None:
+    paused = {**RES, "spec": {**RES["spec"], "state": "paused"}}
+    st = build_status(name="m", generation=1, plan=plan(paused), apps={"a": app("SUSPENDED"), "c": app("SUSPENDED")},
+                      lags=None, problems=[], old=None, now="T")
+    assert conds(st)["Ready"] == ("False", "Paused") and conds(st)["Progressing"][0] == "False"
+    stopped = {**RES, "spec": {**RES["spec"], "state": "stopped"}}
+    st = build_status(name="m", generation=1, plan=plan(stopped), apps={}, lags=None, problems=[], old=None, now="T")
+    assert conds(st)["Ready"] == ("False", "Stopped") and "application" not in st["flowGroups"][0]
