@@ -34,7 +34,7 @@ kafka: venv
 	@$(PY) -c 'from sparkmirror.devenv import install; install.kafka()'
 
 kubernetes: venv
-	@$(PY) -c 'from sparkmirror.devenv import install; install.kubernetes()'
+	@$(PY) -c 'from sparkmirror.devenv import install; install.kubernetes_tools()'
 
 setup: venv kafka kubernetes
 

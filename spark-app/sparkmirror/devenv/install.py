@@ -51,9 +51,52 @@ def kubernetes() -> Path:
     return paths.bin_dir()
 
 
+def kubernetes_tools() -> Path:
+    """What the Kubernetes tests use: the control plane and kubectl, plus helm for the chart."""
+    kubernetes()
+    helm()
+    return paths.bin_dir()
+
+
+def go_tool(binary: str, package: str, version: str) -> Path:
+    """A Go command whose module builds with plain `go install` (helm, kind), into the cache's bin."""
+    target = paths.bin_dir() / binary
+    stamp = paths.bin_dir() / f".{binary}.{version}"
+    if target.exists() and stamp.exists():
+        return target
+    t0 = time.monotonic()
+    print(f"building {binary} {version} from its Go module ...", flush=True)
+    _run(["go", "install", f"{package}@{version}"], f"building {binary}",
+         paths.cache_dir() / "logs" / f"build-{binary}.log",
+         {"GOBIN": str(paths.bin_dir()), "CGO_ENABLED": "0", "GOFLAGS": "-buildvcs=false -trimpath"})
+    for old in paths.bin_dir().glob(f".{binary}.*"):
+        old.unlink()
+    stamp.touch()
+    print(f"{binary} ready in {time.monotonic() - t0:.0f}s", flush=True)
+    return target
+
+
+def helm() -> Path:
+    return go_tool("helm", "helm.sh/helm/v3/cmd/helm", paths.HELM_VERSION)
+
+
+def kind() -> Path:
+    return go_tool("kind", "sigs.k8s.io/kind", paths.KIND_VERSION)
+
+
+def spark_operator_chart() -> Path:
+    """The Kubeflow Spark operator's Helm chart, from the same pinned Go module as its CRD."""
+    out = subprocess.run(["go", "mod", "download", "-json",
+                          f"github.com/kubeflow/spark-operator/v2@{paths.SPARK_OPERATOR_VERSION}"],
+                         capture_output=True, text=True, check=True).stdout
+    import json
+
+    return Path(json.loads(out)["Dir"]) / "charts" / "spark-operator-chart"
+
+
 def main() -> None:
     kafka()
-    kubernetes()
+    kubernetes_tools()
 
 
 if __name__ == "__main__":

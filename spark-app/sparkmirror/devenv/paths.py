@@ -8,6 +8,8 @@ KAFKA_VERSION = "4.1.2"
 K8S_VERSION = "v1.36.3"
 ETCD_VERSION = "v3.6.8"
 SPARK_OPERATOR_VERSION = "v2.4.0"
+HELM_VERSION = "v3.22.0"
+KIND_VERSION = "v0.33.0"
 
 HERE = Path(__file__).resolve().parent
 
