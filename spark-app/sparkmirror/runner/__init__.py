@@ -1,0 +1,1 @@
+"""`sparkmirror run -f FILE`: every flow group of KafkaMirrorMaker2 resource files, in embedded local Spark."""

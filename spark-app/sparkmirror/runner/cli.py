@@ -1,0 +1,99 @@
+"""`sparkmirror run -f FILE [-f FILE ...]`: every flow group of the resource files, in embedded local Spark.
+
+Exit status: 0 stopped cleanly (Ctrl-C, SIGTERM, or --until-caught-up reached); 1 a mirror failed, a cluster
+is unreachable, or --timeout passed; 2 a file does not validate (the message names the file and the field).
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("run", help="run a KafkaMirrorMaker2 resource file in local Spark",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-f", "--file", action="append", required=True, metavar="FILE",
+                   help="KafkaMirrorMaker2 resource file (YAML, several documents allowed); repeat for more")
+    p.add_argument("--master", default="local[2,4]", help="Spark master (default local[2,4])")
+    p.add_argument("--checkpoint", help="Spark checkpoint root (an optimisation; default a temp dir)")
+    p.add_argument("--conf", action="append", default=[], metavar="K=V", help="extra Spark configuration")
+    p.add_argument("--check", action="store_true", help="validate, print the flow groups and exit")
+    p.add_argument("--until-caught-up", action="store_true",
+                   help="exit 0 once every mirror has mirrored everything (lag 0)")
+    p.add_argument("--timeout", type=float, help="give up (exit 1) after this many seconds")
+    p.add_argument("--interval", type=float, default=1.0, help="seconds between progress updates")
+    p.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
+    p.set_defaults(func=run)
+    return p
+
+
+def _err(msg: str) -> None:
+    print(f"sparkmirror run: {msg}", file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    from .resources import InvalidResource, load
+
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        loaded = load(args.file)
+    except InvalidResource as e:
+        _err(f"invalid resource:\n{e}")
+        return 2
+    for w in loaded.warnings:
+        _err(f"warning: {w}")
+    if args.check:
+        for cfg in loaded.configs:
+            print(f"flow group {cfg.name}: " + ", ".join(f"{m.source} -> {m.target} (topics {m.topics})"
+                                                         for m in cfg.mirrors))
+        return 0
+    try:
+        extra = dict(kv.split("=", 1) for kv in args.conf)
+    except ValueError:
+        _err(f"--conf: expected K=V, got {args.conf}")
+        return 2
+
+    from .local import LocalRun, Unreachable, preflight, wait
+    from .display import Progress
+
+    try:
+        preflight(loaded.configs, loaded.fields)
+    except Unreachable as e:
+        _err(str(e))
+        return 1
+
+    stop = threading.Event()
+
+    def on_signal(signum, _frame) -> None:
+        if stop.is_set():
+            return
+        print(f"\nsparkmirror run: {signal.Signals(signum).name}: stopping ...", file=sys.stderr, flush=True)
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    progress = Progress(every=max(args.interval, 5.0))
+    local = LocalRun(loaded.configs, args.master, args.checkpoint, extra)
+    outcome = "stopped"
+    try:
+        local.start()
+        outcome = wait(local, stop, on_tick=lambda r: progress.show(r.views(), r.failures()),
+                       until=(lambda r: r.caught_up()) if args.until_caught_up else None,
+                       interval=args.interval, timeout=args.timeout)
+        progress.final(local.views(), local.failures())
+    finally:
+        failures = local.failures() if local.spark is not None else {}
+        local.stop()
+        for s, h in previous.items():
+            signal.signal(s, h)
+    if outcome == "failed" or failures:
+        for name, msg in failures.items():
+            _err(f"mirror {name!r} failed: {msg}")
+        return 1
+    if outcome == "timeout":
+        _err(f"--timeout: not done after {args.timeout:.0f}s")
+        return 1
+    return 0

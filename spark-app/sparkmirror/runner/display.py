@@ -1,0 +1,62 @@
+"""Live progress in the terminal: one line per mirror, redrawn in place on a TTY, printed every few seconds otherwise."""
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+from .local import MirrorView
+
+
+def _rate(x: float) -> str:
+    for unit, div in (("M", 1e6), ("k", 1e3)):
+        if x >= div:
+            return f"{x / div:.1f}{unit}"
+    return f"{x:.0f}"
+
+
+def _bytes(x: float) -> str:
+    for unit, div in (("MB", 1e6), ("kB", 1e3)):
+        if x >= div:
+            return f"{x / div:.1f} {unit}"
+    return f"{x:.0f} B"
+
+
+HEADER = f"{'FLOW GROUP':<16} {'MIRROR':<22} {'TOPICS':>6} {'PARTS':>6} {'REC/S':>8} {'BYTES/S':>10} {'LAG':>9} {'MIRRORED':>10}  STATUS"
+
+
+def lines(views: list[MirrorView], failures: dict[str, str] | None = None) -> list[str]:
+    out = [HEADER]
+    for v in views:
+        err = (failures or {}).get(v.mirror) or next(iter(v.errors.values()), None)
+        status = f"error: {err}" if err else ("caught up" if v.lag == 0 else "mirroring" if v.partitions else "waiting")
+        lag = "?" if v.lag is None else str(v.lag)
+        out.append(f"{v.flow_group[:16]:<16} {(v.source + ' -> ' + v.target)[:22]:<22} {v.topics:>6} {v.partitions:>6} "
+                   f"{_rate(v.records_per_s):>8} {_bytes(v.bytes_per_s):>10} {lag:>9} {v.records_total:>10}  {status}")
+    return out
+
+
+class Progress:
+    def __init__(self, out: TextIO = sys.stdout, every: float = 5.0) -> None:
+        self.out, self.every = out, every
+        self.tty = out.isatty()
+        self._drawn = 0
+        self._last = 0.0
+
+    def show(self, views: list[MirrorView], failures: dict[str, str] | None = None) -> None:
+        now = time.monotonic()
+        if not self.tty and now - self._last < self.every:
+            return
+        self._last = now
+        text = lines(views, failures)
+        if self.tty and self._drawn:
+            self.out.write(f"\x1b[{self._drawn}F\x1b[J")  # back to the first line drawn, clear below
+        self.out.write("\n".join(text) + "\n")
+        self.out.flush()
+        self._drawn = len(text)
+
+    def final(self, views: list[MirrorView], failures: dict[str, str] | None = None) -> None:
+        self._last = 0.0
+        self.tty, tty = False, self.tty
+        self.show(views, failures)
+        self.tty = tty

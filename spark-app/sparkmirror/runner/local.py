@@ -1,0 +1,144 @@
+"""Runs flow groups in one embedded local Spark session, with their driver services; no Kubernetes."""
+from __future__ import annotations
+
+import logging
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..flowgroup import FlowGroupConfig
+
+log = logging.getLogger(__name__)
+
+
+class Unreachable(RuntimeError):
+    """A cluster did not answer; the message names the resource field with its bootstrap servers."""
+
+
+def preflight(configs: list[FlowGroupConfig], fields: dict[str, dict[str, str]], timeout: float = 10.0) -> None:
+    """Every cluster of every flow group answers a metadata request, or Unreachable names the field."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    seen: set[str] = set()
+    problems = []
+    for cfg in configs:
+        for c in cfg.clusters:
+            if c.bootstrapServers in seen:
+                continue
+            seen.add(c.bootstrapServers)
+            where = fields.get(cfg.name, {}).get(c.alias, f"clusters[{c.alias}].bootstrapServers")
+            try:
+                admin = AdminClient({**c.client_config(), "socket.connection.setup.timeout.ms": str(int(timeout * 1000))})
+                admin.list_topics(timeout=timeout)
+            except KafkaException as e:
+                problems.append(f"{where}: cluster {c.alias!r} at {c.bootstrapServers} is unreachable "
+                                f"({e.args[0].str() if e.args else e})")
+            except KeyError as e:  # a secret named by environment variable is missing
+                problems.append(f"{where}: cluster {c.alias!r}: {e.args[0]}")
+    if problems:
+        raise Unreachable("\n".join(problems))
+
+
+@dataclass
+class MirrorView:
+    flow_group: str
+    mirror: str
+    source: str
+    target: str
+    topics: int
+    partitions: int
+    records_per_s: float
+    bytes_per_s: float
+    lag: int | None
+    records_total: int
+    errors: dict
+
+
+class LocalRun:
+    """Start: one SparkSession, one streaming query per mirror of every flow group, DriverServices per group."""
+
+    def __init__(self, configs: list[FlowGroupConfig], master: str = "local[2,4]", checkpoint_root: str | None = None,
+                 spark_conf: dict[str, str] | None = None, metrics_bind: str = "127.0.0.1") -> None:
+        self.configs, self.master = configs, master
+        self.checkpoint_root = checkpoint_root or tempfile.mkdtemp(prefix="sparkmirror-run-")
+        self.spark_conf = {"spark.driver.memory": "512m", "spark.ui.enabled": "false",
+                           "spark.sql.streaming.stopTimeout": "60s", **(spark_conf or {})}
+        self.metrics_bind = metrics_bind
+        self.spark = None
+        self.queries: list = []
+        self.services: list = []
+        self.started_at: float | None = None
+
+    def start(self) -> "LocalRun":
+        from .. import job
+        from ..metrics import DriverServices
+
+        self.started_at = time.monotonic()
+        # services first: they show lag while Spark starts, and their heartbeats begin at once
+        for cfg in self.configs:
+            self.services.append(DriverServices(cfg, stats=job.stats_snapshot, bind=self.metrics_bind).start())
+        self.spark = job.spark_session(self.configs[0], self.master, self.spark_conf)
+        for cfg in self.configs:
+            self.queries += job.start_queries(self.spark, cfg, self.checkpoint_root)
+        return self
+
+    def failures(self) -> dict[str, str]:
+        """query (mirror) name -> error, for queries that stopped with an exception."""
+        from ..job import _root_message
+
+        out = {}
+        for q in self.queries:
+            if not q.isActive:
+                exc = q.exception()
+                if exc is not None:
+                    out[q.name] = _root_message(str(exc))
+        return out
+
+    def views(self) -> list[MirrorView]:
+        out = []
+        for cfg, svc in zip(self.configs, self.services):
+            for name, s in svc.snapshot().items():
+                out.append(MirrorView(cfg.name, name, s["source"], s["target"], s["topics"], s["partitions"],
+                                      s["records_per_s"], s["bytes_per_s"], s["lag"], s["records_total"],
+                                      s["errors"]))
+        return out
+
+    def caught_up(self, min_topics: int = 1) -> bool:
+        vs = self.views()
+        return bool(vs) and all(v.topics >= min_topics and v.lag == 0 for v in vs)
+
+    def stop(self) -> None:
+        stoppers = []
+        for q in self.queries:
+            if q.isActive:
+                t = threading.Thread(target=q.stop, daemon=True)
+                t.start()
+                stoppers.append(t)
+        for t in stoppers:
+            t.join(90)
+        for svc in self.services:
+            svc.stop()
+        if self.spark is not None:
+            self.spark.stop()
+            self.spark = None
+
+
+def wait(run: LocalRun, stop: threading.Event, on_tick: Callable[[LocalRun], None] | None = None,
+         until: Callable[[LocalRun], bool] | None = None, interval: float = 1.0,
+         timeout: float | None = None) -> str:
+    """Tick until stopped ('stopped'), a query fails ('failed'), `until` holds ('done') or time runs out."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while not stop.is_set():
+        if on_tick is not None:
+            on_tick(run)
+        if run.failures():
+            return "failed"
+        if until is not None and until(run):
+            return "done"
+        if deadline is not None and time.monotonic() > deadline:
+            return "timeout"
+        stop.wait(interval)
+    return "stopped"

@@ -1,0 +1,96 @@
+"""Resource files -> flow-group configs, with errors that name the file and the field. Pure but for reading."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..flowgroup import FlowGroupConfig
+
+
+class InvalidResource(ValueError):
+    """A resource file that does not validate; the message names the file and the field(s)."""
+
+
+@dataclass
+class Loaded:
+    configs: list[FlowGroupConfig] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    # cluster alias -> resource field holding its bootstrap servers, per flow group name
+    fields: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+def read_documents(path: str | Path) -> list[tuple[str, dict[str, Any]]]:
+    """(label, document) of every non-empty YAML document of a file."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise InvalidResource(f"{path}: cannot read: {e.strerror or e}") from e
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as e:
+        raise InvalidResource(f"{path}: not valid YAML: {e}") from e
+    if not docs:
+        raise InvalidResource(f"{path}: no KafkaMirrorMaker2 resource in the file")
+    out = []
+    for i, d in enumerate(docs):
+        label = f"{path}" if len(docs) == 1 else f"{path} (document {i + 1})"
+        if not isinstance(d, dict):
+            raise InvalidResource(f"{label}: expected a KafkaMirrorMaker2 resource (a mapping), got {type(d).__name__}")
+        out.append((label, d))
+    return out
+
+
+def _bootstrap_fields(resource: dict[str, Any]) -> dict[str, str]:
+    spec = resource.get("spec") or {}
+    out = {}
+    target = spec.get("target") or {}
+    if "alias" in target:
+        out[target["alias"]] = "spec.target.bootstrapServers"
+    for i, m in enumerate(spec.get("mirrors") or []):
+        src = (m or {}).get("source") or {}
+        if "alias" in src:
+            out[src["alias"]] = f"spec.mirrors[{i}].source.bootstrapServers"
+    return out
+
+
+def load(paths: list[str]) -> Loaded:
+    """Every flow group of every KafkaMirrorMaker2 resource in `paths` (secrets from environment variables)."""
+    from sparkmirror_operator.flowgroups import plan
+    from sparkmirror_operator.model import API_VERSION, KIND
+
+    out = Loaded()
+    problems = []
+    for path in paths:
+        for label, doc in read_documents(path):
+            kind, api = doc.get("kind"), doc.get("apiVersion")
+            if kind != KIND:
+                problems.append(f"{label}: kind: expected {KIND!r}, got {kind!r}")
+                continue
+            if api != API_VERSION:
+                problems.append(f"{label}: apiVersion: expected {API_VERSION!r}, got {api!r}")
+                continue
+            p = plan(doc, secrets="env")
+            if p.errors:
+                problems += [f"{label}: {e}" for e in p.errors]
+                continue
+            out.warnings += [f"{label}: {w}: not applicable to sparkmirror, ignored" for w in p.not_applicable]
+            out.warnings += [f"{label}: {w}" for w in p.unsupported]
+            fields = _bootstrap_fields(doc)
+            for cfg in p.groups:
+                # no Kubernetes here: no Lease decides which worker generation mirrors
+                cfg = cfg.model_copy(update={"worker": cfg.worker.model_copy(update={"leaseName": None,
+                                                                                    "leaseNamespace": None})})
+                out.configs.append(cfg)
+                out.fields[cfg.name] = fields
+    names = [c.name for c in out.configs]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        problems.append(f"flow group names {dupes} occur in more than one resource; they name transactional ids, "
+                        "so they must be unique")
+    if problems:
+        raise InvalidResource("\n".join(problems))
+    return out

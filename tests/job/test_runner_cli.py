@@ -1,0 +1,146 @@
+"""`sparkmirror run -f FILE`: validation errors naming the field, and real runs in local Spark (subprocess)."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from confluent_kafka.admin import AdminClient, NewPartitions
+
+from sparkmirror.devenv.procs import free_port
+from sparkmirror.devenv.testing import create_topic, unique_name
+
+from .conftest import produce_numbered, read_topic, wait_for
+
+
+def resource(source_bootstrap: str, target_bootstrap: str, topics: str, name: str | None = None,
+             source: str = "a", target: str = "b", **spec) -> dict:
+    return {"apiVersion": "sparkmirror.io/v1alpha1", "kind": "KafkaMirrorMaker2",
+            "metadata": {"name": name or unique_name("mm2"), "namespace": "local"},
+            "spec": {"target": {"alias": target, "bootstrapServers": target_bootstrap},
+                     "mirrors": [{"source": {"alias": source, "bootstrapServers": source_bootstrap},
+                                  "topicsPattern": topics,
+                                  "sourceConnector": {"config": {"refresh.topics.interval.seconds": 2}}}],
+                     "spark": {"parallelism": 2, "epochSeconds": 4},
+                     "progressTopic": unique_name("progress"), **spec}}
+
+
+def write(tmp_path: Path, *docs: dict) -> Path:
+    p = tmp_path / f"{unique_name('res')}.yaml"
+    p.write_text(yaml.safe_dump_all(list(docs), sort_keys=False))
+    return p
+
+
+def sparkmirror(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "sparkmirror.cli", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+# -- bad input: a clear error naming the field, no Spark started -------------------------------------------
+
+def test_invalid_regex_names_the_field(tmp_path) -> None:
+    r = resource("127.0.0.1:1", "127.0.0.1:2", "(orders")
+    out = sparkmirror("run", "-f", str(write(tmp_path, r)))
+    assert out.returncode == 2, out
+    assert "spec.mirrors[0].topicsPattern" in out.stderr and "regex" in out.stderr.lower(), out.stderr
+
+
+def test_unknown_cluster_alias_names_the_field(tmp_path) -> None:
+    r = resource("127.0.0.1:1", "127.0.0.1:2", "t.*", flowGroups=[{"name": "g", "mirrors": ["nowhere"]}])
+    out = sparkmirror("run", "-f", str(write(tmp_path, r)))
+    assert out.returncode == 2, out
+    assert "spec.flowGroups[0].mirrors" in out.stderr and "'nowhere'" in out.stderr, out.stderr
+
+
+def test_not_a_resource(tmp_path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("spec: [unclosed\n")
+    out = sparkmirror("run", "-f", str(bad))
+    assert out.returncode == 2 and "not valid YAML" in out.stderr, out.stderr
+    other = write(tmp_path, {"apiVersion": "v1", "kind": "ConfigMap"})
+    out = sparkmirror("run", "-f", str(other))
+    assert out.returncode == 2 and "kind: expected 'KafkaMirrorMaker2'" in out.stderr, out.stderr
+
+
+def test_unreachable_bootstrap_names_the_field(tmp_path, kafka_b) -> None:
+    port = free_port()
+    out = sparkmirror("run", "-f", str(write(tmp_path, resource(f"127.0.0.1:{port}", kafka_b.bootstrap, "t.*"))))
+    assert out.returncode == 1, out
+    assert f"spec.mirrors[0].source.bootstrapServers: cluster 'a' at 127.0.0.1:{port} is unreachable" in out.stderr, \
+        out.stderr
+
+
+def test_check_prints_flow_groups(tmp_path) -> None:
+    out = sparkmirror("run", "--check", "-f", str(write(tmp_path, resource("127.0.0.1:1", "127.0.0.1:2", "t.*"))))
+    assert out.returncode == 0 and "a -> b (topics t.*)" in out.stdout, out
+
+
+# -- real runs ------------------------------------------------------------------------------------------
+
+class Runner:
+    def __init__(self, tmp_path: Path, *files: Path) -> None:
+        self.log = tmp_path / f"{unique_name('run')}.log"
+        args = [a for f in files for a in ("-f", str(f))]
+        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+        self.proc = subprocess.Popen([sys.executable, "-m", "sparkmirror.cli", "run", *args, "--interval", "1",
+                                      "--conf", "spark.driver.memory=512m"], stdout=open(self.log, "wb"),
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                     start_new_session=True)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def terminate(self, timeout: float = 150) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(30)
+
+
+def counts(bootstrap: str, topic: str) -> dict[int, int]:
+    return {p: len(rs) for p, rs in read_topic(bootstrap, topic).items()}
+
+
+@pytest.mark.spark
+def test_run_mirrors_new_topics_and_partitions_and_stops_on_sigterm(tmp_path, kafka_a, kafka_b) -> None:
+    prefix = unique_name("run")
+    t1 = create_topic(kafka_a.bootstrap, f"{prefix}-one", 2, {"retention.ms": "86400000"})
+    produce_numbered(kafka_a.bootstrap, t1, 2, 0, 300)
+    runner = Runner(tmp_path, write(tmp_path, resource(kafka_a.bootstrap, kafka_b.bootstrap, f"{prefix}.*")))
+    try:
+        has = lambda t, want: (t in AdminClient({"bootstrap.servers": kafka_b.bootstrap}).list_topics(timeout=10).topics  # noqa: E731
+                               and counts(kafka_b.bootstrap, t) == want)
+        wait_for(lambda: runner.proc.poll() is None and has(f"a.{t1}", {0: 300, 1: 300}) or runner.proc.poll() is not None,
+                 240, "the first topic mirrored")
+        assert runner.proc.poll() is None, runner.output()[-3000:]
+        # while running: a new matching topic, and a partition added to the first one
+        t2 = create_topic(kafka_a.bootstrap, f"{prefix}-two", 1)
+        produce_numbered(kafka_a.bootstrap, t2, 1, 0, 50)
+        admin = AdminClient({"bootstrap.servers": kafka_a.bootstrap})
+        admin.create_partitions([NewPartitions(t1, 3)])[t1].result(30)
+        time.sleep(1)
+        from confluent_kafka import Producer
+        p = Producer({"bootstrap.servers": kafka_a.bootstrap})
+        for i in range(40):
+            p.produce(t1, value=f"2:{i}".encode(), partition=2)
+        assert p.flush(30) == 0
+        wait_for(lambda: has(f"a.{t2}", {0: 50}) and has(f"a.{t1}", {0: 300, 1: 300, 2: 40}), 180,
+                 "the new topic and the new partition mirrored")
+        assert runner.proc.poll() is None, runner.output()[-3000:]
+        rc = runner.terminate()
+        assert rc == 0, runner.output()[-3000:]
+        out = runner.output()
+        assert "SIGTERM: stopping" in out and "MIRROR" in out, out[-3000:]
+        # exactly once: the target holds each record once
+        assert counts(kafka_b.bootstrap, f"a.{t1}") == {0: 300, 1: 300, 2: 40}
+        assert counts(kafka_b.bootstrap, f"a.{t2}") == {0: 50}
+    finally:
+        runner.kill()
