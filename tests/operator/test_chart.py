@@ -71,13 +71,15 @@ def test_chart_crds_are_the_generated_ones() -> None:
 def test_helm_lint_and_template() -> None:
     out = subprocess.run([helm(), "lint", "--strict", str(CHART)], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
-    bad = subprocess.run([helm(), "template", "x", str(CHART), "--set", "secretsAs=inline"], capture_output=True,
+    bad = subprocess.run([helm(), "template", "x", str(CHART), "--kube-version", paths.K8S_VERSION,
+                          "--set", "secretsAs=inline"], capture_output=True,
                          text=True)
     assert bad.returncode != 0 and "secretsAs" in bad.stderr
 
 
 def _template(namespace: str, *args: str) -> list[dict]:
-    out = subprocess.run([helm(), "template", "smm", str(CHART), "--namespace", namespace, *args],
+    out = subprocess.run([helm(), "template", "smm", str(CHART), "--namespace", namespace,
+                          "--kube-version", paths.K8S_VERSION, *args],
                          capture_output=True, text=True, check=True)
     return [d for d in yaml.safe_load_all(out.stdout) if d]
 
