@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import tempfile
 import threading
 import time
@@ -76,6 +78,9 @@ class LocalRun:
         from .. import job
         from ..metrics import DriverServices
 
+        # Python workers must run this interpreter (its venv holds sparkmirror), not whatever `python3` is on PATH
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         self.started_at = time.monotonic()
         # services first: they show lag while Spark starts, and their heartbeats begin at once
         for cfg in self.configs:
@@ -111,6 +116,9 @@ class LocalRun:
         return bool(vs) and all(v.topics >= min_topics and v.lag == 0 for v in vs)
 
     def stop(self) -> None:
+        # stopping interrupts the running epoch: its foreachBatch callback then fails with an InterruptedException
+        # that py4j logs as an error; expected here (open transactions are aborted, nothing is lost)
+        logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
         stoppers = []
         for q in self.queries:
             if q.isActive:
