@@ -29,8 +29,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                    help="comma list of sparkmirror-eos, sparkmirror-alo, mm2, mm2-eos, ceiling; 'all' = those "
                         "available (sparkmirror only once its job exists)")
     p.add_argument("--latency-seconds", type=float, default=20.0, help="0 skips latency runs")
+    p.add_argument("--latency-contenders", default="",
+                   help="comma list of the mirror contenders whose latency is measured; default all of them")
     p.add_argument("--latency-rate", type=int, default=5000)
-    p.add_argument("--latency-warmup", type=float, default=5.0)
+    p.add_argument("--latency-warmup", type=float, default=10.0)
     p.add_argument("--latency-partitions", type=int, default=8)
     p.add_argument("--timeout", type=float, default=900.0, help="per run, seconds")
     p.add_argument("--settle", type=float, default=2.0,
@@ -39,6 +41,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--work", type=Path, default=HERE / "work")
     p.add_argument("--results", type=Path, default=HERE / "results")
     p.add_argument("--note", default="", help="free text written into the report")
+    p.add_argument("--profile", action="store_true",
+                   help="after the measured runs, one extra run of each sparkmirror contender under py-spy "
+                        "(not in the medians); its summary goes into the report")
     return p.parse_args(argv)
 
 
@@ -107,6 +112,15 @@ def main(argv: list[str] | None = None) -> int:
                     say(f"{c.name} #{rep} ...")
                     record(run_mirror_throughput(env, c, layout, source_scan, rep, args.parallelism,
                                                  args.timeout, args.settle))
+        if args.profile:
+            for c in mirrors:
+                if c.family == "sparkmirror":
+                    say(f"{c.name} under py-spy ...")
+                    record(run_mirror_throughput(env, c, layout, source_scan, 0, args.parallelism,
+                                                 args.timeout, args.settle, profile=True))
+        if args.latency_contenders:
+            wanted = {s.strip() for s in args.latency_contenders.split(",")}
+            mirrors = [c for c in mirrors if c.name in wanted]
         if args.latency_seconds > 0:
             for rep in range(args.reps):
                 k = rep % len(mirrors) if mirrors else 0

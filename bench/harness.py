@@ -77,15 +77,30 @@ class Env:
     targets: list[KafkaCluster] = field(default_factory=list)
     _n: int = 0
 
+    def _start(self, name: str, home: Path) -> KafkaCluster:
+        """Start a cluster; retry on fresh ports when another process took ours between choice and bind."""
+        from sparkmirror.devenv.procs import DevEnvError
+
+        for attempt in range(4):
+            rmtree(home)
+            try:
+                return KafkaCluster(name, home, heap=self.broker_heap).start()
+            except DevEnvError:
+                try:
+                    bind_failed = "Address already in use" in (home / "kafka.log").read_text(errors="replace")
+                except OSError:
+                    bind_failed = False
+                if attempt == 3 or not bind_failed:
+                    raise
+        raise AssertionError("unreachable")
+
     def start_source(self) -> KafkaCluster:
-        self.source = KafkaCluster("bench-source", self.work / "source", heap=self.broker_heap).start()
+        self.source = self._start("bench-source", self.work / "source")
         return self.source
 
     def new_target(self) -> KafkaCluster:
         self._n += 1
-        home = self.work / f"target-{self._n}"
-        rmtree(home)
-        t = KafkaCluster(f"bench-target-{self._n}", home, heap=self.broker_heap).start()
+        t = self._start(f"bench-target-{self._n}", self.work / f"target-{self._n}")
         self.targets.append(t)
         return t
 
@@ -203,8 +218,11 @@ def wait_mirrored(target: str, expected: dict[tuple[str, int], int], contender: 
 
 
 def run_mirror_throughput(env: Env, contender: Contender, layout: data.Layout, source_scan: data.ScanResult,
-                          rep: int, parallelism: int, timeout: float, settle: float) -> RunResult:
-    run = RunResult(contender.name, "throughput", rep, records=layout.total_records,
+                          rep: int, parallelism: int, timeout: float, settle: float,
+                          profile: bool = False) -> RunResult:
+    """One measured copy of the preloaded data; with `profile`, an extra run under py-spy (kind "profile",
+    left out of the medians because sampling slows the mirror down)."""
+    run = RunResult(contender.name, "profile" if profile else "throughput", rep, records=layout.total_records,
                     bytes=layout.payload_bytes)
     target = env.new_target()
     rundir = env.work / "runs" / f"{contender.name}-tp-{rep}"
@@ -226,10 +244,25 @@ def run_mirror_throughput(env: Env, contender: Contender, layout: data.Layout, s
             t_start = time.time()
             pid = contender.start(setup)
             mon = ProcessTreeMonitor([pid]).start()
-            t_first, t_done, res, problems = wait_mirrored(target.bootstrap, expected, contender, scan=scan,
-                                                           timeout=timeout, settle=settle)
+            spy = None
+            if profile:
+                from .profile import PySpy
+
+                spy = PySpy(pid, rundir / "py-spy.txt")
+            try:
+                t_first, t_done, res, problems = wait_mirrored(target.bootstrap, expected, contender, scan=scan,
+                                                               timeout=timeout, settle=settle)
+            finally:
+                if spy is not None:
+                    spy.stop()
             mon.stop()
             bmon.stop()
+            run.detail["cpu_by_kind"] = mon.cpu_by_kind()
+            if spy is not None:
+                from .profile import summarize
+
+                run.detail["profile"] = summarize(rundir / "py-spy.txt")
+                run.detail["profile_file"] = str(rundir / "py-spy.txt")
         run.log = str(contender.log)
         if t_first is not None:
             _windowed(run, mon, bmon, t_start, t_first, t_done, ms.busy, ms.mine)
@@ -365,6 +398,7 @@ def run_mirror_latency(env: Env, contender: Contender, rep: int, parallelism: in
         _, _, res, problems = wait_mirrored(target.bootstrap, expected, contender, scan=scan,
                                             timeout=timeout, settle=settle)
         mon.stop()
+        run.detail["cpu_by_kind"] = mon.cpu_by_kind()
         run.records = n
         run.problems = problems
         run.ok = not problems

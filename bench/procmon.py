@@ -24,6 +24,7 @@ class ProcessTreeMonitor:
     samples: list[Sample] = field(default_factory=list)
     _cpu_by_pid: dict[tuple[int, float], float] = field(default_factory=dict)
     _procs: dict[int, psutil.Process] = field(default_factory=dict)
+    _kind_by_pid: dict[tuple[int, float], str] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -66,6 +67,8 @@ class ProcessTreeMonitor:
                     rss += p.memory_info().rss
                     key = (p.pid, p.create_time())
                 self._cpu_by_pid[key] = ct.user + ct.system
+                if key not in self._kind_by_pid:
+                    self._kind_by_pid[key] = kind_of(p)
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 continue
         s = Sample(time.time(), sum(self._cpu_by_pid.values()), rss)
@@ -89,3 +92,28 @@ class ProcessTreeMonitor:
     @property
     def cpu_total(self) -> float:
         return self.samples[-1].cpu if self.samples else 0.0
+
+    def cpu_by_kind(self) -> dict[str, float]:
+        """CPU seconds per kind of process (JVM, Python driver, Python workers, ...), whole run."""
+        out: dict[str, float] = {}
+        for key, cpu in self._cpu_by_pid.items():
+            k = self._kind_by_pid.get(key, "other")
+            out[k] = round(out.get(k, 0.0) + cpu, 2)
+        return out
+
+
+def kind_of(p: psutil.Process) -> str:
+    try:
+        name = p.name()
+        cmd = " ".join(p.cmdline())
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return "other"
+    if "java" in name:
+        return "jvm"
+    if "python" in name:
+        if "pyspark.daemon" in cmd or "pyspark.worker" in cmd:
+            return "python-worker"
+        if "python_streaming_source_runner" in cmd or "pyspark.sql" in cmd:
+            return "python-spark-runner"
+        return "python-driver"
+    return name

@@ -182,6 +182,24 @@ def markdown(result: dict) -> str:
                         if busy > 0.2 else ""))
     if result.get("note"):
         lines += ["", f"Note: {result['note']}"]
+    kinds = {}
+    for r in result["runs"]:
+        if r["ok"] and r["kind"] == "throughput" and r["detail"].get("cpu_by_kind"):
+            kinds.setdefault(r["contender"], r["detail"]["cpu_by_kind"])
+    profiles = [r for r in result["runs"] if r["kind"] == "profile" and r["detail"].get("profile")]
+    if kinds or profiles:
+        lines += ["", "## Where the time goes", ""]
+        for name, k in kinds.items():
+            parts = ", ".join(f"{kind} {cpu:.1f} s" for kind, cpu in sorted(k.items(), key=lambda kv: -kv[1]))
+            lines.append(f"- {LABELS.get(name, name)}: CPU by process kind over a whole run (start-up included): {parts}")
+        for r in profiles:
+            p = r["detail"]["profile"]
+            lines += ["", f"### py-spy: {LABELS.get(r['contender'], r['contender'])} "
+                          f"({p['samples']:,} samples; run at {r['records_per_s']:,.0f} records/s under sampling)", ""]
+            lines.append("by process: " + "; ".join(f"{k} {v}%" for k, v in p["by_process"][:6]))
+            lines += ["", "| self (top of stack) | % | inclusive | % |", "| --- | ---: | --- | ---: |"]
+            for (a, pa), (b, pb) in zip(p["self"], p["inclusive"]):
+                lines.append(f"| `{a}` | {pa} | `{b}` | {pb} |")
     probs = {n: s["problems"] for n, s in summ.items() if s["problems"]}
     if probs:
         lines += ["", "## Problems", ""]
