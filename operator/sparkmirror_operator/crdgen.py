@@ -2,6 +2,7 @@
 
     python -m sparkmirror_operator.crdgen            # print the CRD YAML
     python -m sparkmirror_operator.crdgen --write    # write crds/ and charts/sparkmirror/crds/
+    python -m sparkmirror_operator.crdgen --out crds/   # the same (the Makefile's `make crds`)
     python -m sparkmirror_operator.crdgen --check    # exit 1 when either file is stale
 
 Pydantic's JSON schema is turned into a structural OpenAPI v3 schema: references inlined, `Optional` unwrapped,
@@ -176,7 +177,18 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sparkmirror_operator.crdgen", description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help="write crds/ and charts/sparkmirror/crds/")
     ap.add_argument("--check", action="store_true", help="exit 1 when the CRD files are stale")
+    ap.add_argument("--out", metavar="DIR", help="write the CRD into DIR; the repository's crds/ also updates the "
+                                                 "chart's copy (same as --write)")
     args = ap.parse_args(argv)
+    if args.out:
+        out = Path(args.out).resolve()
+        targets = TARGETS if out == TARGETS[0].parent else [out / CRD_FILE]
+        text = render()
+        for p in targets:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(text)
+            print(f"wrote {p}")
+        return 0
     if args.check:
         bad = stale()
         for p in bad:

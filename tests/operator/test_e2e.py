@@ -40,7 +40,7 @@ def count_records(bootstrap: str, topic: str, timeout: float = 10.0) -> int:
 
 
 def test_end_to_end_records_arrive_and_resource_becomes_ready(operator, kapi, namespace, kafka_a, kafka_b, topic,
-                                                              tmp_path, record_property) -> None:
+                                                              tmp_path, request) -> None:
     from confluent_kafka import Producer
 
     from tests.support.spark_runner import LocalSparkRunner
@@ -81,6 +81,6 @@ def test_end_to_end_records_arrive_and_resource_becomes_ready(operator, kapi, na
         wait_for("250 records on the target", lambda: count_records(kafka_b.bootstrap, f"a.{t}") == 250,
                  timeout=120, interval=1.0)
         wait_for("lag 0 again", lambda: (kapi.get(KMM2, namespace, "e2e")["status"].get("lag") == 0), timeout=60)
-        record_property("apply_to_spark_application_s", round(t_app, 2))
-        record_property("apply_to_ready_lag0_s", round(t_ready, 2))
+        request.node.user_properties.append(("apply_to_spark_application_s", round(t_app, 2)))
+        request.node.user_properties.append(("apply_to_ready_lag0_s", round(t_ready, 2)))
         print(f"\napply -> SparkApplication created: {t_app:.2f}s; apply -> Ready with lag 0: {t_ready:.2f}s")
