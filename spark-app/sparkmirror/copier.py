@@ -107,6 +107,18 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _kafka_error(exc: BaseException | None) -> KafkaError | None:
+    """The KafkaError behind an exception; librdkafka's fatal errors can surface as a SystemError whose
+    cause is the KafkaException (raised inside a delivery callback during flush/poll)."""
+    seen = 0
+    while exc is not None and seen < 5:
+        if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+            return exc.args[0]
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None
+
+
 def _is_fenced(err: KafkaError) -> bool:
     return err.code() in FENCED or (err.fatal() and "fenced" in err.str().lower())
 
@@ -247,12 +259,21 @@ class LaneCopier:
             self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in positions.items()])
             self._loop()
         except LaneFenced:
-            log.warning("lane %s fenced by a newer copy; stopping", self.tid)
-            for s in self.summaries.values():
-                s.fenced = True
+            self._fenced()
+        except (KafkaException, SystemError) as e:  # fatal errors surface from flush()/poll() as exceptions
+            err = _kafka_error(e)
+            if err is None or not _is_fenced(err):
+                raise
+            self._fenced()
         finally:
             self._finish()
         return list(self.summaries.values())
+
+    def _fenced(self) -> None:
+        log.warning("lane %s fenced by a newer copy; stopping", self.tid)
+        self._pending.clear()
+        for s in self.summaries.values():
+            s.fenced = True
 
     def _loop(self) -> None:
         assert self.consumer is not None and self.producer is not None
@@ -436,7 +457,10 @@ class LaneCopier:
         for s in self.summaries.values():
             s.epoch_end_ms = end_ms
         if self.producer is not None:
-            self.producer.flush(10)
+            try:
+                self.producer.flush(10)
+            except KafkaException:
+                pass  # fenced or fatal: nothing of ours is left uncommitted that matters
 
 
 class _Retry(Exception):

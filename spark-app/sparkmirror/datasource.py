@@ -18,6 +18,7 @@ ones are picked up within about one refresh interval, not one epoch.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Iterator, Sequence
 
@@ -99,13 +100,15 @@ class MirrorStreamReader(DataSourceStreamReader):
         # Keep construction cheap and picklable: Spark builds one of these to ship `read` to executors.
         self.config_json = options["config"]
         self.mirror_name = options["mirror"]
+        self.drain_file = options.get("drainFile") or ""
         self._sync = None
         self._routes: list[tuple[str, str, int]] | None = None
         self._synced_at = float("-inf")
         self._last_epoch = 0
 
     def __getstate__(self) -> dict:
-        return {"config_json": self.config_json, "mirror_name": self.mirror_name, "_sync": None,
+        return {"config_json": self.config_json, "mirror_name": self.mirror_name, "drain_file": self.drain_file,
+                "_sync": None,
                 "_routes": self._routes, "_synced_at": float("-inf"), "_last_epoch": self._last_epoch}
 
     # ---- driver --------------------------------------------------------------------------------------------
@@ -134,6 +137,9 @@ class MirrorStreamReader(DataSourceStreamReader):
         return {"epoch": 0}
 
     def latestOffset(self) -> dict:
+        if self.drain_file and os.path.exists(self.drain_file):
+            # draining for a clean stop: plan no new epoch, so the running one ends and commits normally
+            return {"epoch": self._last_epoch}
         self.refresh_routes()
         self._last_epoch = max(self._last_epoch + 1, int(time.time() * 1000))
         return {"epoch": self._last_epoch}

@@ -15,6 +15,7 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -112,7 +113,7 @@ def spark_session(config: FlowGroupConfig, master: str | None = None, extra: dic
         builder = builder.master(master)
     elif not os.environ.get("SPARK_MASTER") and "spark.master" not in (extra or {}):
         builder = builder.master("local[*,4]")  # up to 4 attempts per task, as on a cluster
-    conf = {"spark.speculation": "false", "spark.sql.shuffle.partitions": "1",
+    conf = {"spark.speculation": "false", "spark.sql.shuffle.partitions": "1", "spark.ui.showConsoleProgress": "false",
             "spark.python.worker.reuse": "true", "spark.sql.streaming.stopTimeout": "120s",
             **(extra or {})}
     for k, v in conf.items():
@@ -122,8 +123,13 @@ def spark_session(config: FlowGroupConfig, master: str | None = None, extra: dic
     return spark
 
 
-def start_queries(spark, config: FlowGroupConfig, checkpoint_root: str | None = None) -> list:
-    """One streaming query per mirror, named after it; their summaries feed STATS."""
+def start_queries(spark, config: FlowGroupConfig, checkpoint_root: str | None = None,
+                  drain_file: str | None = None) -> list:
+    """One streaming query per mirror, named after it; their summaries feed STATS.
+
+    `drain_file`: once that file exists no new epoch is planned, so `drain()` can stop the queries after the
+    running epoch committed instead of interrupting lanes inside a transaction.
+    """
     from sparkmirror.datasource import FORMAT
 
     root = checkpoint_root or config.checkpointDir or tempfile.mkdtemp(prefix=f"sparkmirror-{config.name}-")
@@ -138,28 +144,54 @@ def start_queries(spark, config: FlowGroupConfig, checkpoint_root: str | None = 
             log.info("mirror %s epoch %d: %d records, lag %s", stats.mirror, batch_id, moved,
                      sum(max(r["lag"], 0) for r in rows))
 
-        df = (spark.readStream.format(FORMAT).option("config", config.model_dump_json())
-              .option("mirror", mirror.name).load())
-        q = (df.writeStream.queryName(mirror.name).foreachBatch(sink)
+        reader = (spark.readStream.format(FORMAT).option("config", config.model_dump_json())
+                  .option("mirror", mirror.name))
+        if drain_file:
+            reader = reader.option("drainFile", drain_file)
+        q = (reader.load().writeStream.queryName(mirror.name).foreachBatch(sink)
              .option("checkpointLocation", str(Path(root) / config.name / mirror.name)).start())
         queries.append(q)
     return queries
 
 
+def drain(queries: list, drain_file: str | None, timeout: float) -> None:
+    """Stop cleanly: no new epochs, wait (up to `timeout`) for running epochs to commit, then stop."""
+    if drain_file:
+        Path(drain_file).touch()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and any(
+                q.isActive and (q.status.get("isTriggerActive") or q.status.get("isDataAvailable"))
+                for q in queries):
+            time.sleep(0.5)
+    for q in queries:
+        try:
+            if q.isActive:
+                q.stop()
+        except Exception as e:  # noqa: BLE001 - stopping anyway; lanes resume from the progress topic
+            log.warning("stopping query %s: %s", q.name, str(e).splitlines()[0] if str(e) else e)
+
+
 def run(config: FlowGroupConfig, master: str | None = None, extra_conf: dict[str, str] | None = None,
         checkpoint_root: str | None = None) -> int:
-    """Run every mirror of the flow group until stopped (SIGTERM/SIGINT: 0) or one fails (1)."""
-    spark = spark_session(config, master, extra_conf)
-    queries = start_queries(spark, config, checkpoint_root)
+    """Run every mirror of the flow group until stopped (SIGTERM/SIGINT: 0) or one fails (1).
+
+    Beside the queries it runs `metrics.DriverServices` (live lag, heartbeats, checkpoints, Prometheus).
+    """
+    from sparkmirror.metrics import DriverServices
+
     stopping = threading.Event()
 
     def on_signal(signum, _frame) -> None:
-        log.info("signal %d: stopping %d queries", signum, len(queries))
+        log.info("signal %d: draining and stopping", signum)
         stopping.set()
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
+    spark = spark_session(config, master, extra_conf)
+    drain_file = str(Path(tempfile.mkdtemp(prefix="sparkmirror-drain-")) / "drain")
+    services = DriverServices(config, stats=stats_snapshot).start()
+    queries = start_queries(spark, config, checkpoint_root, drain_file)
     rc = 0
     try:
         while not stopping.is_set():
@@ -175,10 +207,12 @@ def run(config: FlowGroupConfig, master: str | None = None, extra_conf: dict[str
                     stopping.set()
             stopping.wait(1.0)
     finally:
-        for q in queries:
-            if q.isActive:
-                q.stop()
-        spark.stop()
+        drain(queries, drain_file, config.epochSeconds + 30)
+        services.stop()
+        try:
+            spark.stop()
+        except Exception as e:  # noqa: BLE001
+            log.warning("stopping Spark: %s", e)
     return rc
 
 

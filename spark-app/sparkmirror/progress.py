@@ -166,8 +166,12 @@ def read_progress(target_conf: dict[str, str], topic: str, source_cluster: str |
                          "fetch.max.bytes": 16 * 1024 * 1024})
     state = ProgressState()
     try:
-        md = consumer.list_topics(topic, timeout=timeout)
-        tmd = md.topics.get(topic)
+        deadline = time.monotonic() + min(timeout, 15.0)
+        while True:  # a just-created topic takes a moment to appear in metadata
+            tmd = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+            if (tmd is not None and tmd.error is None) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
         if tmd is None or tmd.error is not None:
             raise RuntimeError(f"progress topic {topic!r} not found on the target: "
                                f"{tmd.error if tmd is not None else 'missing'}")

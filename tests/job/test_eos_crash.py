@@ -1,0 +1,146 @@
+"""Crash and restart: SIGKILL the whole job (or one Python worker) while a producer writes numbered records.
+
+Afterwards a read_committed consumer on the target must find every sequence number exactly once per partition,
+in order (exactly-once), or every one at least once, in order of first appearance (at-least-once).
+"""
+from __future__ import annotations
+
+import os
+import random
+import signal
+import threading
+import time
+
+import psutil
+import pytest
+from confluent_kafka import Producer
+
+from .conftest import read_topic, wait_for
+
+PARTS = 3
+
+
+class NumberedProducer(threading.Thread):
+    """Writes b'<partition>:<seq>' to every partition, `rate` sequences per second, until stopped."""
+
+    def __init__(self, bootstrap: str, topic: str, rate: float = 200.0) -> None:
+        super().__init__(daemon=True)
+        self.bootstrap, self.topic, self.rate = bootstrap, topic, rate
+        self.sent = 0
+        self.errors: list = []
+        self._stop_evt = threading.Event()
+
+    def run(self) -> None:
+        p = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "linger.ms": 5,
+                      "compression.type": "lz4"})
+        seq = 0
+        while not self._stop_evt.is_set():
+            for part in range(PARTS):
+                p.produce(self.topic, key=str(seq).encode(), value=f"{part}:{seq}".encode(), partition=part,
+                          on_delivery=lambda err, _m: err and self.errors.append(err))
+            seq += 1
+            if seq % 20 == 0:
+                p.poll(0)
+                time.sleep(20 / self.rate)
+        assert p.flush(60) == 0
+        self.sent = seq
+
+    def stop(self) -> int:
+        self._stop_evt.set()
+        self.join(90)
+        assert not self.errors, self.errors[:3]
+        return self.sent
+
+
+def _target_count(bootstrap: str, topic: str) -> int:
+    try:
+        return sum(len(v) for v in read_topic(bootstrap, topic, timeout=20).values())
+    except Exception:  # noqa: BLE001 - remote topic not there yet
+        return 0
+
+
+def _check(bootstrap: str, topic: str, sent: int, exactly_once: bool) -> None:
+    got = read_topic(bootstrap, topic)
+    for part in range(PARTS):
+        seqs = [int(r.value.decode().split(":")[1]) for r in got[part]]
+        assert all(r.value.decode().startswith(f"{part}:") for r in got[part]), f"partition {part} mixed up"
+        if exactly_once:
+            dupes = len(seqs) - len(set(seqs))
+            assert seqs == list(range(sent)), (f"partition {part}: {len(seqs)} records for {sent} sequences, "
+                                              f"{dupes} duplicates, missing {sorted(set(range(sent)) - set(seqs))[:10]}")
+        else:
+            assert set(seqs) == set(range(sent)), f"partition {part}: missing {sorted(set(range(sent)) - set(seqs))[:10]}"
+            first_seen = list(dict.fromkeys(seqs))
+            assert first_seen == list(range(sent)), f"partition {part}: out of order"
+
+
+def _catch_up(job, cfg, bootstrap: str, remote: str, sent: int) -> None:
+    jp = job(cfg)
+    wait_for(lambda: _target_count(bootstrap, remote) >= sent * PARTS or jp.proc.poll() is not None, 420,
+             "catch-up")
+    assert jp.proc.poll() is None, jp.log()[-3000:]
+    time.sleep(2)  # a duplicate would show up as extra records after the count was reached
+    assert jp.stop() == 0, jp.log()[-3000:]
+
+
+@pytest.mark.parametrize("delivery", ["exactly-once", "at-least-once"])
+def test_sigkill_job_several_times(kafka_a, kafka_b, topic, flowgroup, job, delivery):
+    src = topic(kafka_a, PARTS)
+    remote = f"a.{src}"
+    cfg = flowgroup(src, delivery=delivery, epochSeconds=5)
+    producer = NumberedProducer(kafka_a.bootstrap, src)
+    producer.start()
+    rng = random.Random(7)
+    kills = 3 if delivery == "exactly-once" else 2
+    for i in range(kills):
+        jp = job(cfg)
+        before = _target_count(kafka_b.bootstrap, remote)
+        # kill only once it is copying: new records reached the target since this start
+        wait_for(lambda: _target_count(kafka_b.bootstrap, remote) > before or jp.proc.poll() is not None, 360,
+                 f"copying after start {i + 1}")
+        assert jp.proc.poll() is None, jp.log()[-3000:]
+        time.sleep(rng.uniform(0.5, 4.0))
+        jp.kill(signal.SIGKILL)
+    sent = producer.stop()
+    assert sent > 0
+    _catch_up(job, cfg, kafka_b.bootstrap, remote, sent)
+    _check(kafka_b.bootstrap, remote, sent, delivery == "exactly-once")
+
+
+def _python_workers(root_pid: int) -> list[psutil.Process]:
+    """Python worker processes forked by pyspark.daemon under the job (the ones running lane tasks)."""
+    out = []
+    for p in psutil.Process(root_pid).children(recursive=True):
+        try:
+            if "pyspark.daemon" in " ".join(p.cmdline()) and p.parent() is not None and \
+                    "pyspark.daemon" in " ".join(p.parent().cmdline()):
+                out.append(p)
+        except psutil.Error:
+            pass
+    return out
+
+
+def test_kill_one_python_worker(kafka_a, kafka_b, topic, flowgroup, job):
+    src = topic(kafka_a, PARTS)
+    remote = f"a.{src}"
+    cfg = flowgroup(src, epochSeconds=10)
+    producer = NumberedProducer(kafka_a.bootstrap, src)
+    producer.start()
+    jp = job(cfg)
+    wait_for(lambda: _target_count(kafka_b.bootstrap, remote) > 0 or jp.proc.poll() is not None, 360, "copying")
+    killed = 0
+    for _ in range(2):
+        wait_for(lambda: bool(_python_workers(jp.proc.pid)), 60, "a python worker")
+        time.sleep(1.5)
+        victim = _python_workers(jp.proc.pid)[0]
+        os.kill(victim.pid, signal.SIGKILL)
+        killed += 1
+        time.sleep(4)
+    sent = producer.stop()
+    wait_for(lambda: _target_count(kafka_b.bootstrap, remote) >= sent * PARTS or jp.proc.poll() is not None, 360,
+             "catch-up after worker kills")
+    assert jp.proc.poll() is None, jp.log()[-3000:]
+    assert "Lost task" in jp.log(), "no task was lost: the worker kill did not hit a lane task"
+    time.sleep(2)
+    _check(kafka_b.bootstrap, remote, sent, True)
+    assert jp.stop() == 0, jp.log()[-3000:]
