@@ -90,7 +90,8 @@ def test_mirror_on_kind(kind_cluster: Path) -> None:
          "--wait", "--timeout", "5m")
     _run(*helm, "install", "sparkmirror", REPO / "charts" / "sparkmirror", "--namespace", "sparkmirror",
          "--create-namespace", "--set", "image.repository=sparkmirror-operator", "--set", "image.tag=e2e",
-         "--set", "image.pullPolicy=Never", "--set", "sparkImage=sparkmirror-spark:e2e",
+         "--set", "image.pullPolicy=Never", "--set", "sparkImage.repository=sparkmirror-spark",
+         "--set", "sparkImage.tag=e2e",
          "--wait", "--timeout", "5m")
     docs = [*_kafka_manifests("kafka-source"), *_kafka_manifests("kafka-target")]
     _run(*kubectl, "apply", "-f", "-", input=yaml.safe_dump_all(docs))
