@@ -18,7 +18,8 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from sparkmirror.flowgroup import Cluster, FlowGroupConfig
 from sparkmirror.naming import TopicFilter, policy_for
 
-SECRET_REF_ROOT = "secret:"  # plan(secret_root=...) prefix: "secret:/<name>/<key>"
+SECRET_REF_ROOT = "secret:"
+RATE_WINDOW_MS = 30_000  # records/s: what the progress topic says was committed in the last 30 s  # plan(secret_root=...) prefix: "secret:/<name>/<key>"
 
 SecretReader = Callable[[str, str], str]  # (secret name, key) -> value
 
@@ -33,6 +34,7 @@ class GroupLag:
     partitions: int = 0
     topics: list[str] = field(default_factory=list)
     last_commit_ms: int | None = None
+    records_per_second: float | None = None
     error: str | None = None
     reason: str | None = None
 
@@ -138,14 +140,18 @@ def group_lag(cfg: FlowGroupConfig, read: SecretReader, env_refs: dict[str, tupl
         except (KafkaException, TimeoutError) as e:
             raise LagError(f"target cluster {target_alias!r} ({cfg.cluster(target_alias).bootstrapServers}): "
                            f"cannot read progress topic {cfg.progressTopic!r}: {e}") from None
-        total, last = 0, None
+        total, last, recent = 0, None, 0
+        since = now_ms() - RATE_WINDOW_MS
         for (alias, t, p), (lo, hi) in ends.items():
             rec = state.latest.get((alias, t, p)) if state else None
             done = rec.next_offset if rec else lo
             total += max(0, hi - max(done, lo))
             if rec:
                 last = max(last or 0, rec.commit_ms)
+                history = state.maps.get((alias, t, p))
+                recent += sum(r.count for r in (history.records if history else []) if r.commit_ms >= since)
         out.lag, out.last_commit_ms = total, last
+        out.records_per_second = round(recent / (RATE_WINDOW_MS / 1000), 1) if state else 0.0
     except LagError as e:
         out.lag, out.error, out.reason = None, str(e), "ClusterUnreachable"
     except KeyError as e:  # a referenced Secret or key is missing

@@ -72,6 +72,8 @@ def build_status(*, name: str, generation: int | None, plan: Plan, apps: dict[st
             if lag.lag is not None:
                 g["lag"] = lag.lag
             g["partitions"] = lag.partitions
+            if lag.records_per_second is not None:
+                g["recordsPerSecond"] = lag.records_per_second
             if lag.last_commit_ms:
                 g["lastCommitTime"] = dt.datetime.fromtimestamp(lag.last_commit_ms / 1000, dt.timezone.utc) \
                     .replace(microsecond=0).isoformat().replace("+00:00", "Z")

@@ -1,6 +1,7 @@
 """Operator test helpers: the generated CRD installed once on the session's API server."""
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -8,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+_log = logging.getLogger("tests.operator.wait")
 
 # the operator's status/lag timer: fast in tests (read when sparkmirror_operator.handlers is imported)
 os.environ.setdefault("SPARKMIRROR_STATUS_INTERVAL", "2")
@@ -55,12 +58,14 @@ def kmm2_crd(kube) -> Path:
 
 def wait_for(what: str, fn: Callable[[], Any], timeout: float = 60.0, interval: float = 0.2) -> Any:
     """Poll fn until it returns something truthy; fail naming `what` and the last value or error."""
-    deadline = time.monotonic() + timeout
+    start = time.monotonic()
+    deadline = start + timeout
     last: Any = None
     while time.monotonic() < deadline:
         try:
             last = fn()
             if last:
+                _log.info("waited %.2fs for %s", time.monotonic() - start, what)
                 return last
         except Exception as e:  # noqa: BLE001 - keep polling, report the last error
             last = e

@@ -214,6 +214,7 @@ def test_lag_no_topics_and_unreachable_cluster(operator, kapi, namespace, kafka_
     assert wait_for("lag 6", lambda: lag() == 6)
     st = kapi.get(KMM2, namespace, "lag")["status"]
     assert st["flowGroups"][0]["partitions"] == 2 and "lastCommitTime" in st["flowGroups"][0]
+    assert st["flowGroups"][0]["recordsPerSecond"] == round(4 / 30, 1)  # 4 records committed in the 30 s window
 
     # a pattern that matches nothing, and a source that cannot be reached
     spec2 = {**spec, "mirrors": [{"source": {"alias": "a", "bootstrapServers": kafka_a.bootstrap},
