@@ -50,7 +50,7 @@ def _structural(node: Any, defs: dict[str, Any]) -> Any:
         target = copy.deepcopy(defs[node.pop("$ref").rsplit("/", 1)[1]])
         if "description" in node:  # the field's description wins over the model's docstring
             target["description"] = node.pop("description")
-        target.update({k: v for k, v in node.items() if k != "default"})
+        target.update({k: v for k, v in node.items() if not (k == "default" and isinstance(v, (dict, list)))})
         node = target
     if "anyOf" in node:
         options = [o for o in node["anyOf"] if o.get("type") != "null"]

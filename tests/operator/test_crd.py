@@ -154,3 +154,14 @@ def test_malformed_resources_are_refused_naming_the_field(kube, kmm2_crd, namesp
             messages[case] = msg
             assert expected in msg, (case, msg)
     print("\n".join(f"{c}: {m}" for c, m in messages.items()))  # the list of cases and what each got (-s)
+
+
+@pytest.mark.k8s
+def test_kubectl_explain_reads_the_descriptions(kube, kmm2_crd, tmp_path) -> None:
+    cache = f"--cache-dir={tmp_path}"  # discovery fresh, with the CRD in it
+    out = kube.kubectl("explain", cache, "smm2.spec.mirrors.source.alias").stdout
+    assert "Alias of the cluster" in out
+    out = kube.kubectl("explain", cache, "kafkamirrormaker2s.spec.target.groupId").stdout
+    assert "Kafka Connect only" in out
+    out = kube.kubectl("explain", cache, "smm2.status.flowGroups.lag").stdout
+    assert "Records on the sources not yet committed on the target" in out

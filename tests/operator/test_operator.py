@@ -117,7 +117,7 @@ def test_apply_change_remove_delete(operator, kapi, namespace, request) -> None:
                                                        "RoleBinding", "ServiceAccount")), timeout=90)
 
 
-def test_spark_states_show_in_status(operator, kapi, namespace) -> None:
+def test_spark_states_show_in_status(operator, kube, kapi, namespace) -> None:
     kapi.create(secret(namespace, "mirror-user", {"password": "pw"}))
     kapi.create(resource("s", namespace))
     wait_for("apps", lambda: names(kapi, "SparkApplication", namespace, "s") == ["s-a", "s-c"])
@@ -134,6 +134,10 @@ def test_spark_states_show_in_status(operator, kapi, namespace) -> None:
     set_spark_state(kapi, namespace, "s-c", "RUNNING")
     wait_for("Ready", lambda: condition(kapi, namespace, "s", "Ready")["status"] == "True")
     assert kapi.get(KMM2, namespace, "s")["status"]["flowGroupsReady"] == "2/2"
+    lines = kube.kubectl("get", "--cache-dir", str(kube.home / f"kubectl-cache-{namespace}"), "smm2", "-n", namespace,
+                         "s").stdout.splitlines()
+    assert lines[0].split() == ["NAME", "READY", "STATE", "VERSION", "FLOW", "GROUPS", "LAG", "AGE"]
+    assert lines[1].split()[:5] == ["s", "True", "running", "1.0", "2/2"]
     assert condition(kapi, namespace, "s", "Progressing")["status"] == "False"
     set_spark_state(kapi, namespace, "s-c", "FAILED", "driver pod OOMKilled")
     deg = wait_for("Degraded", lambda: (c := condition(kapi, namespace, "s", "Degraded"))["status"] == "True" and c)
