@@ -1,0 +1,37 @@
+"""A record the target refuses stops the mirror with an error that says where and why; nothing is skipped."""
+from __future__ import annotations
+
+import os
+
+from confluent_kafka import Producer
+
+from .conftest import produce_numbered, read_topic, wait_for
+
+
+def test_oversized_record_stops_the_mirror(kafka_a, kafka_b, topic, flowgroup, job):
+    src = topic(kafka_a, 2, {"max.message.bytes": str(3_000_000)})
+    remote = topic(kafka_b, 2, {"max.message.bytes": str(500_000)}, name=f"a.{src}")
+    cfg = flowgroup(src, mirror={"syncTopicConfigs": False})
+    produce_numbered(kafka_a.bootstrap, src, 2, 0, 100)
+    jp = job(cfg)
+    wait_for(lambda: sum(len(v) for v in read_topic(kafka_b.bootstrap, remote, 20).values()) == 200
+             or jp.proc.poll() is not None, 360, "the first records mirrored")
+    assert jp.proc.poll() is None, jp.log()[-3000:]
+
+    p = Producer({"bootstrap.servers": kafka_a.bootstrap, "message.max.bytes": 3_000_000})
+    offsets = []
+    p.produce(src, key=b"big", value=os.urandom(1_000_000), partition=1,
+              on_delivery=lambda err, m: offsets.append(m.offset()))
+    assert p.flush(30) == 0
+    produce_numbered(kafka_a.bootstrap, src, 2, 100, 10)  # after the big one: must not be skipped to
+    big_offset = offsets[0]
+
+    jp.proc.wait(300)
+    log = jp.log()
+    assert jp.proc.returncode == 1, log[-3000:]
+    line = next((ln for ln in log.splitlines() if ln.startswith("sparkmirror: mirror")), "")
+    assert f"a/{src} partition 1 offset {big_offset}" in line, line or log[-3000:]
+    assert "MSG_SIZE_TOO_LARGE" in line and "max.message.bytes=500000" in line, line
+    got = read_topic(kafka_b.bootstrap, remote)
+    assert [r.value for r in got[1]] == [f"1:{i}".encode() for i in range(100)], "partition 1 skipped or lost"
+    assert [r.value for r in got[0]][:100] == [f"0:{i}".encode() for i in range(100)]
