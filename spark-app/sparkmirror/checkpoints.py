@@ -90,9 +90,10 @@ def translate_offset(m: OffsetMap, offset: int, inside: Inside | None = None) ->
     if i < 0:
         return None
     r = m.records[i]
-    if offset > r.source_last:
-        return r.target_last + 1
-    if offset == r.source_first or r.count == 0:
+    if offset > r.source_last or r.count == 0:
+        # past the range, or a range that wrote nothing (all skipped): the next record the target gets
+        return _target_next(m, i)
+    if offset == r.source_first:
         return r.target_first
     if r.source_last - r.source_first + 1 == r.count == r.target_last - r.target_first + 1:
         return r.target_first + (offset - r.source_first)
@@ -101,6 +102,14 @@ def translate_offset(m: OffsetMap, offset: int, inside: Inside | None = None) ->
         if n is not None and 0 <= n <= r.count:
             return r.target_first + n
     return r.target_first
+
+
+def _target_next(m: OffsetMap, i: int) -> int | None:
+    """The target offset after the last record written by ranges up to `i` (None: none wrote any yet)."""
+    for r in reversed(m.records[: i + 1]):
+        if r.count > 0 and r.target_last >= 0:
+            return r.target_last + 1
+    return None
 
 
 def translate(group: str, committed: Mapping[tuple[str, int], tuple[int, str]],

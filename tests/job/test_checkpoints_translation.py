@@ -38,6 +38,11 @@ def test_translate_is_exact_on_dense_ranges_and_never_skips_in_gapped_ones() -> 
     assert cps[20][0].downstream_offset == 119     # everything mirrored: just past the end
     assert cps[500][0].downstream_offset == 119    # not mirrored yet: the next target record will be it
     assert cps[5][0] == Checkpoint("g", "a.t", 0, 5, 105, "md")
+    # a range whose records were all filtered (identity loops) wrote nothing: the next target record
+    skipped = OffsetMap([rec((0, 9), (100, 109), 10), rec((10, 14), (-1, -1), 0)])
+    assert [translate("g", {("t", 0): (o, "")}, {("t", 0): skipped})[0].downstream_offset for o in (10, 12, 15)] == \
+        [110, 110, 110]
+    assert translate("g", {("t", 0): (3, "")}, {("t", 0): OffsetMap([rec((0, 9), (-1, -1), 0)])}) == []
     # partitions without progress, or older than the history held, get no checkpoint at all
     late = OffsetMap([rec((50, 59), (0, 9), 10)])
     assert translate("g", {("t", 0): (10, ""), ("u", 1): (3, "")}, {("t", 0): late}) == []

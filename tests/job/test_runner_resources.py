@@ -1,0 +1,68 @@
+"""Resource files -> flow groups (no Kafka, no Spark) and the progress table."""
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from sparkmirror.runner.display import lines
+from sparkmirror.runner.local import MirrorView
+from sparkmirror.runner.resources import InvalidResource, load
+
+
+def res(**spec) -> dict:
+    return {"apiVersion": "sparkmirror.io/v1alpha1", "kind": "KafkaMirrorMaker2",
+            "metadata": {"name": "m", "namespace": "local"},
+            "spec": {"target": {"alias": "b", "bootstrapServers": "127.0.0.1:2"},
+                     "mirrors": [{"source": {"alias": "a", "bootstrapServers": "127.0.0.1:1"},
+                                  "topicsPattern": "orders.*,payments"}], **spec}}
+
+
+def test_load_several_documents_and_fields(tmp_path) -> None:
+    second = res()
+    second["metadata"]["name"] = "back"
+    second["spec"]["target"], second["spec"]["mirrors"][0]["source"] = (
+        {"alias": "a", "bootstrapServers": "127.0.0.1:1"}, {"alias": "b", "bootstrapServers": "127.0.0.1:2"})
+    f = tmp_path / "two.yaml"
+    f.write_text(yaml.safe_dump_all([res(), second]))
+    loaded = load([str(f)])
+    assert [(c.name, c.mirrors[0].source, c.mirrors[0].target) for c in loaded.configs] == [("a", "a", "b"),
+                                                                                          ("b", "b", "a")]
+    assert loaded.configs[0].mirrors[0].topics == "(?:orders.*)|(?:payments)"  # MM2 comma list: one regex
+    assert loaded.configs[0].worker.leaseName is None                   # no Kubernetes Lease in local runs
+    assert loaded.fields["a"] == {"b": "spec.target.bootstrapServers", "a": "spec.mirrors[0].source.bootstrapServers"}
+
+
+def test_connect_only_fields_are_warnings_not_silence(tmp_path) -> None:
+    r = res()
+    r["spec"]["mirrors"][0]["sourceConnector"] = {"tasksMax": 4, "config": {"offset-syncs.topic.location": "target"}}
+    f = tmp_path / "r.yaml"
+    f.write_text(yaml.safe_dump(r))
+    warnings = load([str(f)]).warnings
+    assert any("tasksMax" in w for w in warnings) and any("offset-syncs.topic.location" in w for w in warnings), warnings
+
+
+def test_errors_name_file_and_field(tmp_path) -> None:
+    r = res()
+    r["spec"]["mirrors"][0]["source"]["alias"] = "b"
+    f = tmp_path / "same.yaml"
+    f.write_text(yaml.safe_dump(r))
+    with pytest.raises(InvalidResource, match=r"same.yaml: spec.mirrors\[0\].source.alias: must differ"):
+        load([str(f)])
+    r = res()
+    r["apiVersion"] = "kafka.strimzi.io/v1"
+    f.write_text(yaml.safe_dump(r))
+    with pytest.raises(InvalidResource, match="apiVersion: expected 'sparkmirror.io/v1alpha1'"):
+        load([str(f)])
+    with pytest.raises(InvalidResource, match="cannot read"):
+        load([str(tmp_path / "missing.yaml")])
+
+
+def test_progress_lines() -> None:
+    views = [MirrorView("east", "east", "east", "central", 3, 9, 12500.0, 2.5e6, 0, 60000, {}),
+             MirrorView("west", "west", "west", "central", 1, 2, 0.0, 0.0, 120, 0, {}),
+             MirrorView("x", "x", "x", "central", 0, 0, 0.0, 0.0, None, 0, {"monitor": "unreachable"})]
+    out = lines(views, {"west": "CopyError: record too large"})
+    assert out[0].split()[:3] == ["FLOW", "GROUP", "MIRROR"]
+    assert "east -> central" in out[1] and "12.5k" in out[1] and "2.5 MB" in out[1] and out[1].endswith("caught up")
+    assert out[2].endswith("error: CopyError: record too large")
+    assert out[3].endswith("error: unreachable")
