@@ -111,7 +111,8 @@ def spark_session(config: FlowGroupConfig, master: str | None = None, extra: dic
     builder = SparkSession.builder.appName(f"sparkmirror-{config.name}")
     if master:
         builder = builder.master(master)
-    elif not os.environ.get("SPARK_MASTER") and "spark.master" not in (extra or {}):
+    elif not (os.environ.get("PYSPARK_GATEWAY_PORT") or os.environ.get("SPARK_MASTER")
+              or "spark.master" in (extra or {})):  # spark-submit (gateway already up) brings its own master
         builder = builder.master("local[*,4]")  # up to 4 attempts per task, as on a cluster
     conf = {"spark.speculation": "false", "spark.sql.shuffle.partitions": "1", "spark.ui.showConsoleProgress": "false",
             "spark.python.worker.reuse": "true", "spark.sql.streaming.stopTimeout": "120s",

@@ -1,0 +1,58 @@
+"""Pure planning: lane assignment stability, transactional ids, progress format and offset translation."""
+from __future__ import annotations
+
+import pytest
+
+from sparkmirror.lanes import lane_of, plan_lanes, transactional_id
+from sparkmirror.progress import OffsetMap, ProgressRecord, progress_key
+
+
+def _owner(lanes) -> dict:
+    return {(p.source_topic, p.partition): lane.index for lane in lanes for p in lane.partitions}
+
+
+def test_adding_topics_and_partitions_never_moves_a_partition():
+    before = _owner(plan_lanes("m", 4, [("orders", "a.orders", 6), ("users", "a.users", 3)]))
+    after = _owner(plan_lanes("m", 4, [("audit", "a.audit", 5), ("orders", "a.orders", 12),
+                                       ("users", "a.users", 3)]))
+    assert all(after[k] == v for k, v in before.items())
+    assert len(after) == 20 and len(set(after.values())) == 4  # new ones spread over every lane
+
+
+def test_plan_is_deterministic_and_complete():
+    routes = [(f"t{i}", f"a.t{i}", 8) for i in range(10)]
+    a, b = plan_lanes("m", 3, routes), plan_lanes("m", 3, list(reversed(routes)))
+    assert a == b and len(a) == 3
+    assert sorted(k for lane in a for k in [(p.source_topic, p.partition) for p in lane.partitions]) == sorted(
+        (f"t{i}", p) for i in range(10) for p in range(8))
+    assert all(lane_of("t1", 3, 3) == lane_of("t1", 3, 3) for _ in range(3))
+    with pytest.raises(ValueError):
+        lane_of("t", 0, 0)
+
+
+def test_transactional_id_is_stable_and_safe():
+    assert transactional_id("fg", "a-to-b", 3) == "sparkmirror.fg.a-to-b.lane-3"
+    assert transactional_id("fg one", "a/b", 0) == "sparkmirror.fg_one.a_b.lane-0"
+
+
+def _rec(src: tuple[int, int], tgt: tuple[int, int], count: int) -> ProgressRecord:
+    return ProgressRecord("a", "t", 0, src[1] + 1, src[0], src[1], "a.t", tgt[0], tgt[1], count, 1, 1)
+
+
+def test_progress_record_round_trip_and_version():
+    r = _rec((10, 19), (31, 40), 10)
+    assert ProgressRecord.decode(r.key(), r.value()) == r
+    assert r.key() == progress_key("a", "t", 0) == b'["a","t",0]'
+    with pytest.raises(ValueError, match="format version"):
+        ProgressRecord.decode(r.key(), r.value().replace(b'"v":1', b'"v":99'))
+
+
+def test_offset_translation_is_exact_at_boundaries_and_never_skips():
+    m = OffsetMap([_rec((0, 9), (0, 9), 10),          # dense: exact inside
+                   _rec((10, 19), (11, 21), 8),       # gaps (markers, aborted records): conservative inside
+                   _rec((25, 29), (23, 27), 5)])      # source gap 20..24 (markers) between commits
+    assert m.translate(0) == 0 and m.translate(5) == 5 and m.translate(10) == 11
+    assert m.translate(15) == 11                      # start of its range: repeats, never skips
+    assert m.translate(20) == 22 and m.translate(24) == 22
+    assert m.translate(30) == 28                      # the committed end
+    assert OffsetMap().translate(3) is None
