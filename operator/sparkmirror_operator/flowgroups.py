@@ -74,6 +74,7 @@ class Plan:
     resource: KafkaMirrorMaker2 | None
     groups: list[FlowGroupConfig] = field(default_factory=list)
     group_mirrors: dict[str, list[str]] = field(default_factory=dict)
+    cluster_fields: dict[str, str] = field(default_factory=dict)  # alias -> the resource field of the cluster
     secrets: list[SecretRef] = field(default_factory=list)
     not_applicable: list[str] = field(default_factory=list)
     unsupported: list[str] = field(default_factory=list)
@@ -361,6 +362,7 @@ def plan(resource: dict[str, Any] | KafkaMirrorMaker2, *, secrets: str = "files"
     if len(set(aliases)) != len(aliases):
         out.errors.append(Problem("spec.mirrors", "mirrors[].source.alias must be unique"))
     target = _cluster(spec.target, "spec.target", sec, out)
+    out.cluster_fields[spec.target.alias] = "spec.target"
 
     mirrors: dict[str, tuple[Mirror, Cluster]] = {}
     for i, m in enumerate(spec.mirrors):
@@ -371,6 +373,7 @@ def plan(resource: dict[str, Any] | KafkaMirrorMaker2, *, secrets: str = "files"
         for attr in ("topicsPattern", "topicsExcludePattern", "groupsPattern", "groupsExcludePattern"):
             _check_regex(getattr(m, attr), f"{path}.{attr}", out)
         source = _cluster(m.source, f"{path}.source", sec, out)
+        out.cluster_fields.setdefault(m.source.alias, f"{path}.source")
         fields = _connector_config(m, path, out)
         if m.topicsPattern is not None:
             fields["topics"] = _mm2_list_regex(m.topicsPattern)

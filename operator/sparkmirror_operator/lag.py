@@ -86,7 +86,7 @@ def _consumer(conf: dict[str, str]) -> Consumer:
 
 
 def source_end_offsets(conf: dict[str, str], topic_filter, cluster: Cluster, target_alias: str, policy,
-                       timeout: float) -> dict[tuple[str, int], tuple[int, int]]:
+                       timeout: float, where: str = "") -> dict[tuple[str, int], tuple[int, int]]:
     """(topic, partition) -> (low, high) watermarks of the source topics the mirror selects."""
     from sparkmirror.naming import should_replicate_topic
 
@@ -95,7 +95,7 @@ def source_end_offsets(conf: dict[str, str], topic_filter, cluster: Cluster, tar
         try:
             md = c.list_topics(timeout=timeout)
         except KafkaException as e:
-            raise LagError(f"cluster {cluster.alias!r} ({cluster.bootstrapServers}) is unreachable: "
+            raise LagError(f"{where}cluster {cluster.alias!r} ({cluster.bootstrapServers}) is unreachable: "
                            f"{e.args[0].str() if e.args else e}") from None
         out = {}
         for topic, tmd in md.topics.items():
@@ -111,7 +111,7 @@ def source_end_offsets(conf: dict[str, str], topic_filter, cluster: Cluster, tar
 
 
 def group_lag(cfg: FlowGroupConfig, read: SecretReader, env_refs: dict[str, tuple[str, str]],
-              timeout: float = 5.0) -> GroupLag:
+              timeout: float = 5.0, fields: dict[str, str] | None = None) -> GroupLag:
     """Lag of one flow group; a failure is returned as .error/.reason naming the cluster, never raised."""
     from sparkmirror.progress import read_progress
 
@@ -123,8 +123,9 @@ def group_lag(cfg: FlowGroupConfig, read: SecretReader, env_refs: dict[str, tupl
         for m in cfg.mirrors:
             src = cfg.cluster(m.source)
             flt = TopicFilter(include=m.topics, exclude=m.topicsExclude, never=frozenset({cfg.progressTopic}))
+            where = f"{fields[m.source]}.bootstrapServers: " if fields and m.source in fields else ""
             for (t, p), wm in source_end_offsets(kafka_config(src, read, env_refs), flt, src, target_alias,
-                                                 policy_for(m), timeout).items():
+                                                 policy_for(m), timeout, where).items():
                 ends[(m.source, t, p)] = wm
         out.partitions = len(ends)
         out.topics = sorted({t for (_, t, _) in ends})
@@ -138,7 +139,8 @@ def group_lag(cfg: FlowGroupConfig, read: SecretReader, env_refs: dict[str, tupl
         except RuntimeError:  # progress topic not created yet: nothing committed
             state = None
         except (KafkaException, TimeoutError) as e:
-            raise LagError(f"target cluster {target_alias!r} ({cfg.cluster(target_alias).bootstrapServers}): "
+            raise LagError(f"spec.target.bootstrapServers: target cluster {target_alias!r} "
+                           f"({cfg.cluster(target_alias).bootstrapServers}): "
                            f"cannot read progress topic {cfg.progressTopic!r}: {e}") from None
         total, last, recent = 0, None, 0
         since = now_ms() - RATE_WINDOW_MS

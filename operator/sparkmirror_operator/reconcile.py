@@ -95,7 +95,8 @@ class Reconciler:
     def lags(self, body: dict[str, Any], secrets: SecretCache) -> dict[str, GroupLag]:
         p = plan(body, secrets="env", secret_root=SECRET_REF_ROOT, secret_keys=secrets.keys)
         env_refs = {env_name(r.secret, r.key): (r.secret, r.key) for r in p.secrets if r.key}
-        return {cfg.name: group_lag(cfg, secrets.value, env_refs, self.lag_timeout) for cfg in p.groups}
+        return {cfg.name: group_lag(cfg, secrets.value, env_refs, self.lag_timeout, p.cluster_fields)
+                for cfg in p.groups}
 
     # ---- acting ---------------------------------------------------------------------------------------
     def reconcile(self, body: dict[str, Any], *, apply: bool = True, with_lag: bool = False) -> Result:

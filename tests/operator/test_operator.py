@@ -230,7 +230,7 @@ def test_lag_no_topics_and_unreachable_cluster(operator, kapi, namespace, kafka_
     deg = wait_for("Degraded Multiple", lambda: (c := condition(kapi, namespace, "broken", "Degraded"))
                    and c["reason"] == "Multiple" and c, timeout=90)
     assert "flow group 'a': no source topic matches" in deg["message"]
-    assert "cluster 'z' (127.0.0.1:1) is unreachable" in deg["message"]
+    assert "spec.mirrors[1].source.bootstrapServers: cluster 'z' (127.0.0.1:1) is unreachable" in deg["message"]
     # the first resource is still served
     assert lag() == 6
 

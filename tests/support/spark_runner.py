@@ -142,7 +142,7 @@ class LocalSparkRunner:
             return
         os.killpg(job.proc.pid, signal.SIGTERM)  # the job's own session: this child and its JVM only
         try:
-            job.proc.wait(60)
+            job.proc.wait(20)
         except subprocess.TimeoutExpired:
             os.killpg(job.proc.pid, signal.SIGKILL)
             job.proc.wait(10)
