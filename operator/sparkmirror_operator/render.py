@@ -163,7 +163,10 @@ def render_spark_application(ctx: GroupContext) -> list[dict[str, Any]]:
             "restartPolicy": {"type": "Always", "onFailureRetryInterval": 10, "onSubmissionFailureRetryInterval": 20},
             "suspend": kmm2.spec.state == "paused",
             "volumes": volumes,
-            "driver": pod(spark.driver.cores, spark.driver.memory, spark.driver.coreLimit),
+            "driver": {**pod(spark.driver.cores, spark.driver.memory, spark.driver.coreLimit),
+                       # the job's driver serves Prometheus metrics and its progress view here
+                       "ports": [{"name": "metrics", "containerPort": ctx.settings.metrics_port,
+                                  "protocol": "TCP"}]},
             "executor": {**pod(executor.cores, executor.memory, executor.coreLimit), "instances": executor.instances},
         },
     }
