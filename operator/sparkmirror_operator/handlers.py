@@ -15,6 +15,7 @@ from kubernetes import client, config
 from .kubeapi import KubeApi
 from .model import GROUP, PLURAL, VERSION
 from .reconcile import Reconciler, Result
+from .status import transitions
 from .render import FIELD_MANAGER, LABEL_MANAGED_BY, LABEL_RESOURCE, Settings
 
 STATUS_INTERVAL = float(os.environ.get("SPARKMIRROR_STATUS_INTERVAL", "30"))
@@ -54,6 +55,14 @@ def _finish(body: kopf.Body, patch: kopf.Patch, result: Result) -> None:
     patch.status.update(result.status)
     for ev in result.events:
         kopf.event(body, type=ev.type, reason=ev.reason, message=ev.message[:1000])
+    _announce(body, body.get("status"), result.status)
+
+
+def _announce(body: Any, old: dict[str, Any] | None, new: dict[str, Any]) -> None:
+    """Events for condition flips (Ready, Degraded); InvalidSpec is announced by the reconcile itself."""
+    for type_, reason, message in transitions(old, new):
+        if reason != "InvalidSpec":
+            kopf.event(body, type=type_, reason=reason, message=message[:1000])
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL)
@@ -68,12 +77,14 @@ def refresh_status(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any
     """Periodic status: application states and lag from Kafka (no apply)."""
     result = memo.reconciler.reconcile(dict(body), apply=False, with_lag=True)
     patch.status.update(result.status)
+    _announce(body, body.get("status"), result.status)
 
 
 @kopf.on.event("sparkoperator.k8s.io", "v1beta2", "sparkapplications",
                labels={LABEL_MANAGED_BY: FIELD_MANAGER})
-def application_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    """A SparkApplication of ours changed (the Spark operator wrote its state): refresh its owner's status."""
+def application_changed(body: kopf.Body, event: dict[str, Any], memo: kopf.Memo, **_: Any) -> None:
+    """A SparkApplication of ours changed (the Spark operator wrote its state): refresh its owner's status.
+    Deleted behind the operator's back while its resource still wants it: apply again."""
     meta = body.get("metadata", {})
     owner = (meta.get("labels") or {}).get(LABEL_RESOURCE)
     namespace = meta.get("namespace")
@@ -84,7 +95,14 @@ def application_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     if kmm2 is None or kmm2["metadata"].get("deletionTimestamp"):
         return
     old = kmm2.get("status") or {}
-    status = memo.reconciler.reconcile(kmm2, apply=False).status
+    recreate = event.get("type") == "DELETED" and (kmm2.get("spec") or {}).get("state") != "stopped"
+    result = memo.reconciler.reconcile(kmm2, apply=recreate)
+    status = result.status
+    if recreate and result.applied:
+        kopf.event(kmm2, type="Warning", reason="Recreated",
+                   message=f"SparkApplication {meta.get('name')} was deleted; applied again: "
+                           + ", ".join(result.applied))
+    _announce(kmm2, old, status)
     if {k: v for k, v in status.items() if k != "conditions"} != {k: old.get(k) for k in status if k != "conditions"} \
             or _conds(status) != _conds(old):
         api.patch_status("KafkaMirrorMaker2", namespace, owner, status)

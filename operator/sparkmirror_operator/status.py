@@ -144,3 +144,22 @@ def build_status(*, name: str, generation: int | None, plan: Plan, apps: dict[st
     # the status model is the schema: validate what we write
     KafkaMirrorMaker2Status.model_validate({k: v for k, v in status.items() if v is not None})
     return status
+
+
+def transitions(old: dict[str, Any] | None, new: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(event type, reason, message) for condition changes a user should notice: Ready and Degraded flips."""
+    before = {c["type"]: c for c in (old or {}).get("conditions") or [] if "type" in c}
+    out = []
+    for c in new.get("conditions") or []:
+        prev = before.get(c["type"])
+        if prev is not None and prev.get("status") == c["status"] and prev.get("reason") == c.get("reason"):
+            continue
+        if c["type"] == "Ready" and c["status"] == "True":
+            out.append(("Normal", "Ready", c.get("message") or "ready"))
+        elif c["type"] == "Ready" and prev is not None and prev.get("status") == "True":
+            out.append(("Warning", "NotReady", f"{c.get('reason')}: {c.get('message')}"))
+        elif c["type"] == "Degraded" and c["status"] == "True":
+            out.append(("Warning", c.get("reason") or "Degraded", c.get("message") or "degraded"))
+        elif c["type"] == "Degraded" and prev is not None and prev.get("status") == "True":
+            out.append(("Normal", "Recovered", c.get("message") or "no problems"))
+    return out

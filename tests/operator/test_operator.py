@@ -143,6 +143,22 @@ def test_spark_states_show_in_status(operator, kube, kapi, namespace) -> None:
     deg = wait_for("Degraded", lambda: (c := condition(kapi, namespace, "s", "Degraded"))["status"] == "True" and c)
     assert deg["reason"] == "ApplicationFailed" and "s-c is FAILED: driver pod OOMKilled" in deg["message"]
     assert condition(kapi, namespace, "s", "Ready")["status"] == "False"
+    reasons = wait_for("events", lambda: {e.get("reason") for e in kapi.list("Event", namespace)
+                                          if e["involvedObject"]["name"] == "s"} >= {"Ready", "NotReady",
+                                                                                   "ApplicationFailed"})
+    assert reasons
+
+
+def test_deleted_application_is_applied_again(operator, kapi, namespace) -> None:
+    kapi.create(secret(namespace, "mirror-user", {"password": "pw"}))
+    kapi.create(resource("d", namespace))
+    first = wait_for("app", lambda: kapi.get("SparkApplication", namespace, "d-a"))
+    kapi.delete("SparkApplication", namespace, "d-a")
+    again = wait_for("app applied again", lambda: (a := kapi.get("SparkApplication", namespace, "d-a"))
+                     and a["metadata"]["uid"] != first["metadata"]["uid"] and a)
+    assert again["spec"] == first["spec"]
+    assert wait_for("Recreated event", lambda: any(e.get("reason") == "Recreated"
+                                                   for e in kapi.list("Event", namespace)))
 
 
 def test_paused_suspends_and_stopped_removes_applications(operator, kapi, namespace) -> None:

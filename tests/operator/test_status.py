@@ -76,3 +76,20 @@ def test_paused_and_stopped() -> None:
     stopped = {**RES, "spec": {**RES["spec"], "state": "stopped"}}
     st = build_status(name="m", generation=1, plan=plan(stopped), apps={}, lags=None, problems=[], old=None, now="T")
     assert conds(st)["Ready"] == ("False", "Stopped") and "application" not in st["flowGroups"][0]
+
+
+def test_transitions_announce_ready_and_degraded_flips() -> None:
+    from sparkmirror_operator.status import transitions
+
+    starting = build_status(name="m", generation=3, plan=plan(RES), apps={"a": app("RUNNING"), "c": app("SUBMITTED")},
+                            lags=None, problems=[], old=None, now="T1")
+    assert transitions(None, starting) == []
+    ready = build_status(name="m", generation=3, plan=plan(RES), apps={"a": app("RUNNING"), "c": app("RUNNING")},
+                         lags=None, problems=[], old=starting, now="T2")
+    assert transitions(starting, ready) == [("Normal", "Ready", "2/2 flow groups running")]
+    assert transitions(ready, ready) == []
+    failed = build_status(name="m", generation=3, plan=plan(RES), apps={"a": app("RUNNING"), "c": app("FAILED", "x")},
+                          lags=None, problems=[], old=ready, now="T3")
+    kinds = [(t, r) for t, r, _ in transitions(ready, failed)]
+    assert kinds == [("Warning", "NotReady"), ("Warning", "ApplicationFailed")]
+    assert [(t, r) for t, r, _ in transitions(failed, ready)] == [("Normal", "Ready"), ("Normal", "Recovered")]
