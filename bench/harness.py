@@ -177,7 +177,7 @@ class _MachineSampler:
 
 
 def wait_mirrored(target: str, expected: dict[tuple[str, int], int], contender: Contender, *,
-                  scan, timeout: float, settle: float = 2.0, poll: float = 0.1):  # noqa: ANN001
+                  scan, timeout: float, settle: float = 2.0, poll: float = 0.1, on_first=None):  # noqa: ANN001
     """Until the target holds every record: returns (t_first, t_done, scan result, problems).
 
     Watches the read-committed end offsets of the target partitions; once every one reaches the source's
@@ -203,6 +203,8 @@ def wait_mirrored(target: str, expected: dict[tuple[str, int], int], contender: 
         now = time.time()
         if t_first is None and any(v > 0 for v in offs.values()):
             t_first = now
+            if on_first is not None:
+                on_first()
         if offs != last:
             last = offs
             t_change = now
@@ -244,17 +246,20 @@ def run_mirror_throughput(env: Env, contender: Contender, layout: data.Layout, s
             t_start = time.time()
             pid = contender.start(setup)
             mon = ProcessTreeMonitor([pid]).start()
-            spy = None
-            if profile:
-                from .profile import PySpy
+            spies = []
 
-                spy = PySpy(pid, rundir / "py-spy.txt")
+            def start_spy() -> None:  # from the first copied record on: the copy, not the start-up
+                if profile:
+                    from .profile import PySpy
+
+                    spies.append(PySpy(pid, rundir / "py-spy.txt"))
             try:
                 t_first, t_done, res, problems = wait_mirrored(target.bootstrap, expected, contender, scan=scan,
-                                                               timeout=timeout, settle=settle)
+                                                               timeout=timeout, settle=settle, on_first=start_spy)
             finally:
-                if spy is not None:
+                for spy in spies:
                     spy.stop()
+            spy = spies[0] if spies else None
             mon.stop()
             bmon.stop()
             run.detail["cpu_by_kind"] = mon.cpu_by_kind()
@@ -437,56 +442,62 @@ def _java(main: str, *args: str, log: Path) -> subprocess.Popen:
 
 
 def run_ceiling(env: Env, layout: data.Layout, rep: int, timeout: float) -> RunResult:
-    """Per source topic, ConsumerPerformance reads it while ProducerPerformance writes as many records of the
-    same size to a topic with as many partitions on the target, at the same time (a mirror's work, split
-    between Kafka's Java clients); the ceiling time is the sum over topics of the slower of the two."""
-    run = RunResult("ceiling", "ceiling", rep, records=layout.total_records,
-                    bytes=layout.payload_bytes)
+    """The machine's ceiling with Kafka's own Java perf tools: a read phase (one ConsumerPerformance per
+    source topic, all at once) then a write phase (one ProducerPerformance per topic, same count and size,
+    into a topic with as many partitions on the target, all at once). Each phase's time is its slowest tool's
+    own elapsed time (JVM start-up excluded); ceiling = records / the slower phase. An upper bound: a mirror
+    reads and writes at the same time on the same cores."""
+    run = RunResult("ceiling", "ceiling", rep, records=layout.total_records, bytes=layout.payload_bytes)
     target = env.new_target()
     rundir = env.work / "runs" / f"ceiling-{rep}"
     rmtree(rundir)
     rundir.mkdir(parents=True)
     data.create_topics(target.bootstrap, [(f"ceil.{t.name}", t.partitions) for t in layout.topics])
-    read_s = write_s = total_s = 0.0
     cpu = 0.0
     peak = 0
+    phases: dict[str, float] = {}
     try:
-        for t in layout.topics:
-            clog, plog = rundir / f"consumer-{t.name}.log", rundir / f"producer-{t.name}.log"
-            cons = _java("org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server", env.source.bootstrap,
-                         "--topic", t.name, "--messages", str(t.records), "--group", f"bench-ceiling-{uuid.uuid4().hex[:8]}",
-                         "--timeout", "60000", "--hide-header", log=clog)
-            prod = _java("org.apache.kafka.tools.ProducerPerformance", "--topic", f"ceil.{t.name}",
-                         "--num-records", str(t.records), "--record-size", str(t.value_size), "--throughput", "-1",
-                         "--producer-props", f"bootstrap.servers={target.bootstrap}", "acks=all",
-                         "linger.ms=10", "batch.size=524288", "compression.type=none", log=plog)
-            mon = ProcessTreeMonitor([cons.pid, prod.pid]).start()
+        for phase in ("read", "write"):
+            procs: list[tuple[subprocess.Popen, Path]] = []
+            for t in layout.topics:
+                if phase == "read":
+                    log = rundir / f"consumer-{t.name}.log"
+                    procs.append((_java("org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server",
+                                        env.source.bootstrap, "--topic", t.name, "--messages", str(t.records),
+                                        "--group", f"bench-ceiling-{uuid.uuid4().hex[:8]}", "--timeout", "60000",
+                                        "--hide-header", log=log), log))
+                else:
+                    log = rundir / f"producer-{t.name}.log"
+                    procs.append((_java("org.apache.kafka.tools.ProducerPerformance", "--topic", f"ceil.{t.name}",
+                                        "--num-records", str(t.records), "--record-size", str(t.value_size),
+                                        "--throughput", "-1", "--producer-props",
+                                        f"bootstrap.servers={target.bootstrap}", "acks=all", "linger.ms=10",
+                                        "batch.size=524288", "compression.type=none", log=log), log))
+            mon = ProcessTreeMonitor([p.pid for p, _ in procs]).start()
             try:
-                for p in (cons, prod):
+                for p, _ in procs:
                     p.wait(timeout=timeout)
             finally:
                 mon.stop()
-                for p in (cons, prod):
+                for p, _ in procs:
                     if p.poll() is None:
                         stop_pid(p.pid)
-            if cons.returncode or prod.returncode:
-                raise BenchError(f"perf tools failed on {t.name}: consumer {cons.returncode}, producer "
-                                 f"{prod.returncode}\n{log_tail(clog)}\n{log_tail(plog)}")
-            c_s = _consumer_seconds(clog.read_text())
-            p_s = _producer_seconds(plog.read_text())
-            read_s += c_s
-            write_s += p_s
-            total_s += max(c_s, p_s)
+            bad = [(p.returncode, log) for p, log in procs if p.returncode]
+            if bad:
+                raise BenchError(f"perf tools failed ({phase}): " + "; ".join(
+                    f"exit {rc}: {log_tail(log, 10)}" for rc, log in bad))
+            parse = _consumer_seconds if phase == "read" else _producer_seconds
+            phases[phase] = max(parse(log.read_text()) for _, log in procs)
             cpu += mon.cpu_total
             peak = max(peak, mon.peak_rss)
-        run.copy_s = total_s
-        run.wall_s = total_s
+        run.copy_s = max(phases.values())
+        run.wall_s = run.copy_s
         run.cpu_s = cpu
         run.cpu_total_s = cpu
         run.peak_rss = peak
-        run.detail = {"read_s": round(read_s, 3), "write_s": round(write_s, 3),
-                      "read_records_per_s": layout.total_records / read_s if read_s else 0,
-                      "write_records_per_s": layout.total_records / write_s if write_s else 0,
+        run.detail = {"read_s": round(phases["read"], 3), "write_s": round(phases["write"], 3),
+                      "read_records_per_s": layout.total_records / phases["read"],
+                      "write_records_per_s": layout.total_records / phases["write"],
                       "note": "CPU includes the JVMs' start-up; ProducerPerformance writes random values "
                               "without keys or headers"}
         run.ok = True

@@ -67,8 +67,7 @@ class ProcessTreeMonitor:
                     rss += p.memory_info().rss
                     key = (p.pid, p.create_time())
                 self._cpu_by_pid[key] = ct.user + ct.system
-                if key not in self._kind_by_pid:
-                    self._kind_by_pid[key] = kind_of(p)
+                self._kind_by_pid[key] = kind_of(p)  # every time: spark-class `exec`s java in the same pid
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 continue
         s = Sample(time.time(), sum(self._cpu_by_pid.values()), rss)

@@ -52,11 +52,24 @@ def _frame(f: str) -> str:
     return f"{m.group(1)} ({Path(m.group(2)).name})"
 
 
+def _proc(frame: str) -> str:
+    """'process 123:"python -m pyspark.daemon pyspark.worker"' -> a short name for the kind of process."""
+    cmd = re.sub(r"^process \d+:", "", frame).strip('"')
+    for marker, name in (("pyspark.daemon", "pyspark worker (lane tasks)"),
+                         ("python_streaming_source_runner", "streaming source runner (planning)"),
+                         ("plan_data_source_read", "data source planner"),
+                         ("sparkmirror.job", "driver (python)")):
+        if marker in cmd:
+            return name
+    return cmd[:60]
+
+
 def summarize(path: Path, top: int = 15) -> dict:
     """Samples per process, the functions with the most samples on top of the stack (self) and anywhere on
     it (inclusive, once per stack). Only samples where Python was running (py-spy drops idle by default)."""
     if not path.exists():
         return {}
+    by_line: Counter = Counter()
     by_proc: Counter = Counter()
     self_: Counter = Counter()
     incl: Counter = Counter()
@@ -67,15 +80,21 @@ def summarize(path: Path, top: int = 15) -> dict:
             continue
         stack, n = m.group(1).split(";"), int(m.group(2))
         total += n
-        proc = "?"
-        if stack and stack[0].startswith("process "):
-            proc = re.sub(r"^process \d+:", "", stack[0]).strip('"')[:80]
-            stack = stack[1:]
+        # --subprocesses: the stack starts with the chain of processes, root first; the last one is the sampled
+        procs = [f for f in stack if f.startswith("process ")]
+        proc = _proc(procs[-1]) if procs else "?"
         by_proc[proc] += n
-        frames = [_frame(f) for f in stack if f.strip()]
+        frames = [_frame(f) for f in stack if f.strip() and not f.startswith("process ")]
         if frames:
             self_[frames[-1]] += n
+        raw = [f.strip() for f in stack if f.strip() and not f.startswith("process ")]
+        own = [f for f in raw if "sparkmirror/" in f]
+        if own:  # the innermost line of sparkmirror's own code on the stack (C calls count to their caller)
+            by_line[own[-1]] += n
         for f in set(frames):
-            incl[f] += n
+            if "sparkmirror" in f or any(k in f for k in ("copier", "datasource", "progress", "lanes")) \
+                    or f in {_frame(x) for x in own}:
+                incl[f] += n
     pct = (lambda c: [(k, round(100.0 * v / total, 1)) for k, v in c.most_common(top)]) if total else (lambda c: [])
-    return {"samples": total, "by_process": pct(by_proc), "self": pct(self_), "inclusive": pct(incl)}
+    return {"samples": total, "by_process": pct(by_proc), "self": pct(self_), "inclusive": pct(incl),
+            "sparkmirror_lines": pct(by_line)}

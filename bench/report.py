@@ -159,9 +159,10 @@ def markdown(result: dict) -> str:
         "records/s and MiB/s: over the copy window (first record visible on the target to last record visible, "
         "read-committed end offsets polled every 100 ms); start-up (process start to first record) is separate. "
         "CPU: user+system seconds of the mirror's whole process tree (JVM, Python workers) in the copy window; "
-        "peak RSS: the tree's summed RSS, whole run. Ceiling: ConsumerPerformance reading each source topic "
-        "while ProducerPerformance writes the same count and size to the target, the slower of the two per topic "
-        "(CPU includes their JVM start-up). Every run is checked: the target holds exactly the source's records "
+        "peak RSS: the tree's summed RSS, whole run. Ceiling: an upper bound from Kafka's Java perf tools — a read "
+        "phase (one ConsumerPerformance per source topic, all at once) and a write phase (one ProducerPerformance "
+        "per topic, same counts and sizes, no keys or headers, all at once), records / the slower phase, each "
+        "phase timed by the tools themselves (JVM start-up excluded from time, included in CPU). Every run is checked: the target holds exactly the source's records "
         "(distinct count and fingerprint of key, value, headers, timestamp per partition; no duplicates for "
         "exactly-once).",
         "",
@@ -195,11 +196,15 @@ def markdown(result: dict) -> str:
         for r in profiles:
             p = r["detail"]["profile"]
             lines += ["", f"### py-spy: {LABELS.get(r['contender'], r['contender'])} "
-                          f"({p['samples']:,} samples; run at {r['records_per_s']:,.0f} records/s under sampling)", ""]
+                          f"({p['samples']:,} samples of Python frames over the copy window; "
+                          f"{r['records_per_s']:,.0f} records/s while sampled)", ""]
             lines.append("by process: " + "; ".join(f"{k} {v}%" for k, v in p["by_process"][:6]))
             lines += ["", "| self (top of stack) | % | inclusive | % |", "| --- | ---: | --- | ---: |"]
-            for (a, pa), (b, pb) in zip(p["self"], p["inclusive"]):
-                lines.append(f"| `{a}` | {pa} | `{b}` | {pb} |")
+            for (a, pa), (b, pb) in zip(p["self"], p["inclusive"] + [("", "")] * len(p["self"])):
+                lines.append(f"| `{a}` | {pa} | {'`' + b + '`' if b else ''} | {pb} |")
+            if p.get("sparkmirror_lines"):
+                lines += ["", "innermost sparkmirror line on the stack (time in C calls such as produce() counts "
+                              "to the line that made them): " + "; ".join(f"`{k}` {v}%" for k, v in p["sparkmirror_lines"][:10])]
     probs = {n: s["problems"] for n, s in summ.items() if s["problems"]}
     if probs:
         lines += ["", "## Problems", ""]
