@@ -63,6 +63,8 @@ def machine() -> dict:
         "confluent_kafka": getattr(confluent_kafka, "__version__", None) or str(confluent_kafka.version()),
         "librdkafka": confluent_kafka.libversion()[0],
         "git_commit": _cmd(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"]),
+        "spark_app_uncommitted": [ln[3:] for ln in _cmd(["git", "-C", str(repo), "status", "--porcelain",
+                                                          "spark-app"]).splitlines() if ln.strip()],
         "loadavg": list(os.getloadavg()),
     }
 
@@ -171,7 +173,8 @@ def markdown(result: dict) -> str:
         f"- CPU: {m['cpu_model']}, {m['cores']} cores; memory {m['memory_gib']} GiB; kernel {m['kernel']}",
         f"- Kafka {m['kafka']} (brokers, MM2, perf tools), {m['java']}; Python {m['python']}, pyspark "
         f"{m['pyspark']}, confluent-kafka {m['confluent_kafka']} (librdkafka {m['librdkafka']}); sparkmirror "
-        f"commit {m['git_commit']}",
+        f"commit {m['git_commit']}" + (f" plus uncommitted changes to {', '.join(m['spark_app_uncommitted'][:6])}"
+                                        if m.get("spark_app_uncommitted") else ""),
         f"- load average at start {result['load_start']}, at end {result['load_end']}",
     ]
     fc = [s["foreign_cores"] for s in summ.values() if s.get("foreign_cores") is not None]
