@@ -263,6 +263,8 @@ def run_mirror_throughput(env: Env, contender: Contender, layout: data.Layout, s
             mon.stop()
             bmon.stop()
             run.detail["cpu_by_kind"] = mon.cpu_by_kind()
+            if t_first is not None:
+                run.detail["copy_cpu_by_kind"] = mon.kinds_between(t_first, t_done)
             if spy is not None:
                 from .profile import summarize
 

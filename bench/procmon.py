@@ -13,6 +13,7 @@ class Sample:
     t: float          # time.time()
     cpu: float        # user+system seconds of the whole tree so far (exited children included)
     rss: int          # bytes, sum over the live tree
+    by_kind: dict[str, float] = field(default_factory=dict)  # cpu split by kind of process (see kind_of)
 
 
 @dataclass
@@ -70,7 +71,7 @@ class ProcessTreeMonitor:
                 self._kind_by_pid[key] = kind_of(p)  # every time: spark-class `exec`s java in the same pid
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 continue
-        s = Sample(time.time(), sum(self._cpu_by_pid.values()), rss)
+        s = Sample(time.time(), sum(self._cpu_by_pid.values()), rss, self.cpu_by_kind())
         self.samples.append(s)
         return s
 
@@ -83,6 +84,19 @@ class ProcessTreeMonitor:
             else:
                 break
         return best
+
+    def kinds_between(self, t0: float, t1: float) -> dict[str, float]:
+        """CPU seconds per kind of process between two times (sample resolution)."""
+        a = b = None
+        for s in self.samples:
+            if s.t <= t0:
+                a = s
+            if s.t <= t1:
+                b = s
+        if b is None:
+            return {}
+        base = a.by_kind if a is not None else {}
+        return {k: round(v - base.get(k, 0.0), 2) for k, v in b.by_kind.items() if v - base.get(k, 0.0) > 0.005}
 
     @property
     def peak_rss(self) -> int:

@@ -189,13 +189,19 @@ def markdown(result: dict) -> str:
     kinds = {}
     for r in result["runs"]:
         if r["ok"] and r["kind"] == "throughput" and r["detail"].get("cpu_by_kind"):
-            kinds.setdefault(r["contender"], r["detail"]["cpu_by_kind"])
+            kinds.setdefault(r["contender"], (r["detail"].get("copy_cpu_by_kind", {}), r["detail"]["cpu_by_kind"]))
     profiles = [r for r in result["runs"] if r["kind"] == "profile" and r["detail"].get("profile")]
     if kinds or profiles:
         lines += ["", "## Where the time goes", ""]
-        for name, k in kinds.items():
-            parts = ", ".join(f"{kind} {cpu:.1f} s" for kind, cpu in sorted(k.items(), key=lambda kv: -kv[1]))
-            lines.append(f"- {LABELS.get(name, name)}: CPU by process kind over a whole run (start-up included): {parts}")
+        if kinds:
+            lines.append("CPU seconds by kind of process, first measured run: copy window | whole run (start-up "
+                         "included). jvm = Spark's driver JVM for sparkmirror, the Connect worker for MM2; "
+                         "python-worker = Spark's Python workers running the lane tasks (the copy itself).")
+            lines.append("")
+        for name, (copy, whole) in kinds.items():
+            fmt = lambda k: ", ".join(f"{kind} {cpu:.1f}" for kind, cpu in sorted(k.items(), key=lambda kv: -kv[1])
+                                      if cpu >= 0.05) or "–"  # noqa: E731
+            lines.append(f"- {LABELS.get(name, name)}: {fmt(copy)} | {fmt(whole)}")
         for r in profiles:
             p = r["detail"]["profile"]
             lines += ["", f"### py-spy: {LABELS.get(r['contender'], r['contender'])} "
