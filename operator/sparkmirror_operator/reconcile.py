@@ -120,7 +120,7 @@ class Reconciler:
                 except client.ApiException as e:
                     problems.append(Problem("ApplyFailed", f"{e.status} {e.reason}: {_api_message(e)}"))
         lags = None
-        if with_lag and not p.errors and (p.resource is None or p.resource.spec.state != "stopped"):
+        if with_lag and not p.errors:  # stopped or paused too: the lag then says how far behind it falls
             lags = self.lags(body, secrets)
             for g, lag in lags.items():
                 if lag.error and lag.reason != "SecretMissing":
