@@ -1,9 +1,9 @@
 """Lanes: the stable split of a mirror's source partitions over a fixed number of parallel copy tasks.
 
-Pure planning, no I/O. A partition's lane comes from a hash of (topic, partition), not from its position in a
-sorted list, so adding a topic or a partition never moves an existing partition to another lane: the lane
-that owned it keeps owning it, and its transactional producer (whose id is stable per lane) keeps fencing
-any older copy of itself. Changing the *number* of lanes does move partitions; see `plan_lanes`.
+Pure planning, no I/O. A partition's lane comes from a hash of its topic plus its partition number, not
+from its position in a sorted list of everything mirrored, so adding a topic or a partition never moves an
+existing partition to another lane: the lane that owned it keeps owning it, and its transactional producer
+(whose id is stable per lane) keeps fencing any older copy of itself. Changing the *number* of lanes does move partitions; see `plan_lanes`.
 """
 from __future__ import annotations
 
@@ -33,15 +33,18 @@ class Lane:
 
 
 def lane_of(source_topic: str, partition: int, lanes: int) -> int:
-    """The lane that owns (topic, partition): a stable hash, independent of which other partitions exist.
+    """The lane that owns (topic, partition): independent of which other topics and partitions exist.
 
-    SHA-1 rather than Python's `hash()` because the latter is salted per process (PYTHONHASHSEED) and the
-    driver of a restarted application must plan the same lanes as the one before it.
+    A topic's partitions go round-robin over the lanes from a start lane given by a hash of the topic name:
+    a topic's partitions are spread evenly (a hash per partition would leave, say, all 4 partitions of a topic
+    on one of 2 lanes about one time in eight), different topics start on different lanes, and a partition's
+    lane depends only on its own topic and number, so adding partitions or topics moves nothing.
+    SHA-1 rather than Python's `hash()`, which is salted per process: a restarted driver must plan the same.
     """
     if lanes < 1:
         raise ValueError(f"lanes must be >= 1, got {lanes}")
-    digest = hashlib.sha1(f"{source_topic}\x00{partition}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") % lanes
+    start = int.from_bytes(hashlib.sha1(source_topic.encode()).digest()[:8], "big")
+    return (start + partition) % lanes
 
 
 def plan_lanes(mirror: str, lanes: int, routes: Iterable[tuple[str, str, int]]) -> list[Lane]:

@@ -79,7 +79,7 @@ def _run_lanes(cfg: FlowGroupConfig, topic: str, remote: str, expected: int) -> 
     lanes = plan_lanes("m", 2, [(topic, remote, PARTS)])
     q = mp.get_context("spawn").Queue()
     procs = []
-    for lane in lanes:
+    for lane in [ln for ln in lanes if ln.partitions]:
         exp = expected * len(lane.partitions) // PARTS
         p = mp.get_context("spawn").Process(target=_lane, args=(cfg.model_dump_json(), lane.index,
                                                                 list(lane.partitions), exp, q))

@@ -19,6 +19,12 @@ def test_adding_topics_and_partitions_never_moves_a_partition():
     assert len(after) == 20 and len(set(after.values())) == 4  # new ones spread over every lane
 
 
+def test_a_topics_partitions_are_balanced_over_lanes():
+    for topic in ("orders", "users", "x", "payments-eu"):
+        counts = [len(lane.partitions) for lane in plan_lanes("m", 3, [(topic, f"a.{topic}", 7)])]
+        assert sorted(counts) == [2, 2, 3]
+
+
 def test_plan_is_deterministic_and_complete():
     routes = [(f"t{i}", f"a.t{i}", 8) for i in range(10)]
     a, b = plan_lanes("m", 3, routes), plan_lanes("m", 3, list(reversed(routes)))
