@@ -38,6 +38,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--settle", type=float, default=2.0,
                    help="seconds the target's end offsets must stay put before the final check")
     p.add_argument("--broker-heap", default="1g")
+    p.add_argument("--mm2-stock-clients", action="store_true",
+                   help="run MM2's producer with Kafka's default batching (batch.size 16 KiB) instead of the "
+                        "1 MB / linger 5 ms sparkmirror's lane producers use")
     p.add_argument("--work", type=Path, default=HERE / "work")
     p.add_argument("--results", type=Path, default=HERE / "results")
     p.add_argument("--note", default="", help="free text written into the report")
@@ -66,6 +69,9 @@ def _terminate(signum, _frame):  # noqa: ANN001
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     mirrors, with_ceiling = pick(args.contenders)
+    from .contenders import MirrorMaker2
+
+    MirrorMaker2.stock_clients = args.mm2_stock_clients
     signal.signal(signal.SIGTERM, _terminate)
     layout = data.Layout(args.records, args.partitions_per_topic, args.topics_per_size)
     args.work.mkdir(parents=True, exist_ok=True)
@@ -141,7 +147,9 @@ def main(argv: list[str] | None = None) -> int:
                            "partitions_per_topic": args.partitions_per_topic, "parallelism": args.parallelism,
                            "reps": args.reps, "latency_rate": args.latency_rate,
                            "latency_seconds": args.latency_seconds, "latency_warmup": args.latency_warmup,
-                           "latency_partitions": args.latency_partitions},
+                           "latency_partitions": args.latency_partitions,
+                           "mm2_producer": "Kafka defaults" if args.mm2_stock_clients else
+                           "batch.size=1000000, linger.ms=5 (as sparkmirror's lane producers)"},
                 "machine": report.machine(),
                 "load_start": load_start,
                 "load_end": [round(x, 2) for x in os.getloadavg()],

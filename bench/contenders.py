@@ -68,6 +68,11 @@ class Contender:
 class MirrorMaker2(Contender):
     family = "mm2"
 
+    # the producer batching sparkmirror's lane producers use (librdkafka batch.size 1 MB, linger 5 ms), so
+    # both write the target in requests of the same size; `stock_clients` keeps Kafka's defaults (16 KiB)
+    MATCHED_PRODUCER = {"batch.size": "1000000", "linger.ms": "5"}
+    stock_clients = False
+
     def __init__(self, exactly_once: bool) -> None:
         super().__init__()
         self.exactly_once = exactly_once
@@ -108,6 +113,9 @@ class MirrorMaker2(Contender):
             "config.storage.replication.factor": "1",
             f"{S}->{T}.consumer.auto.offset.reset": "earliest",
         }
+        if not self.stock_clients:
+            for k, v in self.MATCHED_PRODUCER.items():
+                props[f"{T}.producer.{k}"] = v
         if self.exactly_once:
             # KIP-618 exactly-once source support for dedicated mode (Kafka >= 3.5): per target cluster
             props[f"{T}.exactly.once.source.support"] = "enabled"

@@ -63,8 +63,8 @@ def machine() -> dict:
         "confluent_kafka": getattr(confluent_kafka, "__version__", None) or str(confluent_kafka.version()),
         "librdkafka": confluent_kafka.libversion()[0],
         "git_commit": _cmd(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"]),
-        "spark_app_uncommitted": [ln[3:] for ln in _cmd(["git", "-C", str(repo), "status", "--porcelain",
-                                                          "spark-app"]).splitlines() if ln.strip()],
+        "spark_app_uncommitted": [ln.split(maxsplit=1)[-1] for ln in _cmd(
+            ["git", "-C", str(repo), "status", "--porcelain", "spark-app"]).splitlines() if ln.strip()],
         "loadavg": list(os.getloadavg()),
     }
 
@@ -91,6 +91,8 @@ def summarize(runs: list[dict]) -> dict[str, dict]:
             "mib_per_s": _median([r["mib_per_s"] for r in ok]),
             "cpu_s_per_m": _median([r["cpu_s_per_m"] for r in ok]),
             "peak_rss_mib": _median([r["peak_rss"] / 2**20 for r in ok]),
+            "broker_cpu_s_per_m": _median([r["broker_cpu_s"] / r["records"] * 1e6 for r in ok if r["records"]])
+            if name != "ceiling" else None,
             "startup_s": _median([r["startup_s"] for r in ok]) if name != "ceiling" else None,
             "copy_s": _median([r["copy_s"] for r in ok]),
             "dups": sum(r["dups"] for r in tp),
@@ -137,17 +139,18 @@ def markdown(result: dict) -> str:
         f"Data: {cfg['records_per_size']:,} records of 1 KiB + {cfg['records_per_size']:,} of 100 B "
         f"({cfg['total_records']:,} records, {cfg['payload_mib']:,.0f} MiB incl. keys and headers) over "
         f"{cfg['topics']} topics × {cfg['partitions_per_topic']} partitions; parallelism {cfg['parallelism']} "
-        f"(MM2 `tasks.max` = sparkmirror lanes); {cfg['reps']} repetitions, medians; contenders alternate. "
+        f"(MM2 `tasks.max` = sparkmirror lanes); MM2 producer: {cfg.get('mm2_producer', 'Kafka defaults')}; "
+        f"{cfg['reps']} repetitions, medians; contenders alternate. "
         f"Latency: steady {cfg['latency_rate']:,} records/s of 1 KiB for {cfg['latency_seconds']:g} s after "
         f"{cfg['latency_warmup']:g} s warm-up; target LogAppendTime − source record timestamp.",
         "",
-        "| contender | records/s | MiB/s | CPU s / M records | peak RSS MiB | start-up s | p50 ms | p99 ms | max ms | runs ok |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| contender | records/s | MiB/s | CPU s / M records | brokers' CPU s / M | peak RSS MiB | start-up s | p50 ms | p99 ms | max ms | runs ok |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, s in summ.items():
         lines.append(
             f"| {s['label']} | {_f(s['records_per_s'])} | {_f(s['mib_per_s'], '{:,.1f}')} | "
-            f"{_f(s['cpu_s_per_m'], '{:,.1f}')} | {_f(s['peak_rss_mib'])} | {_f(s['startup_s'], '{:.1f}')} | "
+            f"{_f(s['cpu_s_per_m'], '{:,.1f}')} | {_f(s.get('broker_cpu_s_per_m'), '{:,.1f}')} | {_f(s['peak_rss_mib'])} | {_f(s['startup_s'], '{:.1f}')} | "
             f"{_f(s['latency_p50_ms'])} | {_f(s['latency_p99_ms'])} | {_f(s['latency_max_ms'])} | "
             f"{s['runs_ok']}/{s['runs']}" + (f" + lat {s['latency_runs_ok']}/{s['latency_runs']}" if s["latency_runs"] else "")
             + " |")
