@@ -126,7 +126,10 @@ class Reconciler:
                 if lag.error and lag.reason != "SecretMissing":
                     problems.append(Problem(lag.reason or "LagUnknown", lag.error))
         apps = self.applications(namespace, name) if not p.errors else {}
-        result.status = build_status(name=name, generation=meta.get("generation"), plan=p, apps=apps, lags=lags,
+        # a refresh without apply has not acted on a newer spec yet: it keeps the generation last acted on
+        old_generation = (body.get("status") or {}).get("observedGeneration")
+        generation = meta.get("generation") if apply or old_generation is None else old_generation
+        result.status = build_status(name=name, generation=generation, plan=p, apps=apps, lags=lags,
                                      problems=problems, old=body.get("status"))
         return result
 

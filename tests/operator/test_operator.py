@@ -107,6 +107,7 @@ def test_apply_change_remove_delete(operator, kapi, namespace, request) -> None:
     wait_for("m-c objects deleted", lambda: names(kapi, "SparkApplication", namespace, "m") == ["m-a"]
              and names(kapi, "ConfigMap", namespace, "m") == ["m-a-config"]
              and names(kapi, "Lease", namespace, "m") == ["m-a"])
+    assert wait_for("observedGeneration 2", lambda: kapi.get(KMM2, namespace, "m")["status"]["observedGeneration"] == 2)
     role = kapi.get("Role", namespace, "m-spark")
     assert next(r for r in role["rules"] if "leases" in r["resources"])["resourceNames"] == ["m-a"]
 
