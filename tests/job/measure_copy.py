@@ -1,6 +1,7 @@
 """Throughput / latency figures of the data path on this machine (not a test; run by hand):
 
     .venv/bin/python -m tests.job.measure_copy lanes     # lane copier alone: records/s, MB/s, 100 B and 1 KiB, EOS/ALO
+    .venv/bin/python -m tests.job.measure_copy latency   # only the latency part of `lanes` (2000 records/s of 1 KiB)
     .venv/bin/python -m tests.job.measure_copy epochs    # whole job: bounded epochs (5 s) vs short micro-batches (0.5 s)
 
 Starts its own two KRaft clusters under a temporary directory and stops them at the end.
@@ -91,9 +92,9 @@ def _run_lanes(cfg: FlowGroupConfig, topic: str, remote: str, expected: int) -> 
     return out
 
 
-def lanes(a: KafkaCluster, b: KafkaCluster) -> list[dict]:
+def lanes(a: KafkaCluster, b: KafkaCluster, latency_only: bool = False) -> list[dict]:
     results = []
-    for size, n in ((100, 400_000), (1024, 200_000)):
+    for size, n in (() if latency_only else ((100, 400_000), (1024, 200_000))):
         for delivery in ("exactly-once", "at-least-once"):
             topic = create_topic(a.bootstrap, unique_name(f"m{size}"), PARTS)
             remote = create_topic(b.bootstrap, f"a.{topic}", PARTS)
@@ -118,7 +119,11 @@ def lanes(a: KafkaCluster, b: KafkaCluster) -> list[dict]:
         cfg = _config(a.bootstrap, b.bootstrap, topic, delivery)
         n, rate = 20_000, 2000.0
         import threading
-        t = threading.Thread(target=_fill, args=(a.bootstrap, topic, n, 1024, rate))
+        def later() -> None:  # start producing once the lanes are up, so start-up is not counted as latency
+            time.sleep(15)
+            _fill(a.bootstrap, topic, n, 1024, rate)
+
+        t = threading.Thread(target=later)
         t.start()
         lanes_out = _run_lanes(cfg, topic, remote, n)
         t.join()
@@ -187,7 +192,10 @@ def main() -> None:
         a = KafkaCluster("ma", root / "a", heap="768m").start()
         b = KafkaCluster("mb", root / "b", heap="768m").start()
         try:
-            lanes(a, b) if what == "lanes" else epochs(a, b, root)
+            if what == "epochs":
+                epochs(a, b, root)
+            else:
+                lanes(a, b, latency_only=what == "latency")
         finally:
             a.stop()
             b.stop()
