@@ -41,6 +41,7 @@ from .topicsync import select_topics, topic_filter
 log = logging.getLogger(__name__)
 
 RATE_WINDOW_S = 10.0
+EXACT_LAG_BELOW = 1000  # lags this small are counted record by record (see MirrorMonitor._count_committed)
 
 
 @dataclass
@@ -53,11 +54,17 @@ class PartitionLive:
     end_offset: int = 0              # source end offset
     records_per_s: float = 0.0
     last_commit_ms: int | None = None
+    counted_lag: int | None = None   # records actually left, when counted (offsets include txn markers)
+
+    @property
+    def position(self) -> int:
+        return self.start_offset if self.next_offset is None else max(self.next_offset, self.start_offset)
 
     @property
     def lag(self) -> int:
-        pos = self.start_offset if self.next_offset is None else max(self.next_offset, self.start_offset)
-        return max(0, self.end_offset - pos)
+        if self.counted_lag is not None:
+            return self.counted_lag
+        return max(0, self.end_offset - self.position)
 
 
 class MirrorMonitor:
@@ -72,6 +79,8 @@ class MirrorMonitor:
         self.tail = ProgressTail(config.cluster(mirror.target).client_config(), config.progressTopic, mirror.source)
         self.partitions: dict[tuple[str, int], PartitionLive] = {}
         self.updated: float | None = None
+        self._counter = None
+        self._counted: dict[tuple[str, int], tuple[int, int, int]] = {}  # tp -> (position, end, records)
 
     def _offsets(self, tps: list[tuple[str, int]], spec) -> dict[tuple[str, int], int]:
         if not tps:
@@ -110,11 +119,59 @@ class MirrorMonitor:
             else:
                 pl.remote_topic = self.policy.format_remote_topic(self.mirror.source, tp[0])
             out[tp] = pl
+        self._count_small_lags(out)
         self.partitions, self.updated = out, time.time()
         return out
 
+    def _count_small_lags(self, parts: dict[tuple[str, int], PartitionLive]) -> None:
+        """Offsets count transaction markers and aborted records too: a source that is itself a transactional
+        target (A->B and B->A) ends with a commit marker, so `end - next` stays >= 1 with nothing left to
+        copy. Small lags are therefore counted: the read_committed records from the position to the end."""
+        todo = {tp: (pl.position, pl.end_offset) for tp, pl in parts.items()
+                if 0 < pl.end_offset - pl.position <= EXACT_LAG_BELOW}
+        for tp, (pos, end) in todo.items():
+            cached = self._counted.get(tp)
+            if cached is not None and cached[:2] == (pos, end):
+                parts[tp].counted_lag = cached[2]
+        todo = {tp: v for tp, v in todo.items() if parts[tp].counted_lag is None}
+        if not todo:
+            return
+        from confluent_kafka import Consumer, KafkaError
+
+        if self._counter is None:
+            import uuid
+
+            self._counter = Consumer({**self.config.cluster(self.mirror.source).client_config(),
+                                      "group.id": f"sparkmirror-lag-{uuid.uuid4().hex[:8]}",
+                                      "enable.auto.commit": False, "isolation.level": "read_committed",
+                                      "enable.partition.eof": True})
+        c = self._counter
+        c.assign([TopicPartition(t, p, pos) for (t, p), (pos, _end) in todo.items()])
+        counts = {tp: 0 for tp in todo}
+        open_ = set(todo)
+        deadline = time.monotonic() + min(self.timeout, 5.0)
+        try:
+            while open_ and time.monotonic() < deadline:
+                for m in c.consume(num_messages=EXACT_LAG_BELOW, timeout=0.5):
+                    tp = (m.topic(), m.partition())
+                    if m.error() is not None:
+                        if m.error().code() == KafkaError._PARTITION_EOF:
+                            open_.discard(tp)
+                        continue
+                    if tp in open_ and m.offset() < todo[tp][1]:
+                        counts[tp] += 1
+                    if m.offset() >= todo[tp][1] - 1:
+                        open_.discard(tp)
+        finally:
+            c.unassign()
+        for tp in set(todo) - open_:   # only partitions read to their end are exact
+            parts[tp].counted_lag = counts[tp]
+            self._counted[tp] = (*todo[tp], counts[tp])
+
     def close(self) -> None:
         self.tail.close()
+        if self._counter is not None:
+            self._counter.close()
 
 
 def _job_stats() -> dict[str, dict]:

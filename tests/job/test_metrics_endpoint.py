@@ -76,3 +76,37 @@ def test_live_lag_and_endpoint(kafka_a, kafka_b, topic, flowgroup) -> None:
         assert snap["lag"] == 0 and snap["topics"] == 1 and not snap["errors"], snap["errors"]
     finally:
         services.stop()
+
+
+def test_lag_counts_records_not_transaction_markers(kafka_a, kafka_b, topic, flowgroup) -> None:
+    """A source written transactionally (e.g. the target of the opposite mirror) ends with a commit marker."""
+    from confluent_kafka import Producer
+
+    from sparkmirror.devenv.testing import unique_name
+    from sparkmirror.metrics import MirrorMonitor
+
+    src = topic(kafka_a, 1)
+    cfg = flowgroup(src)
+    mirror = cfg.mirrors[0]
+    tx = Producer({"bootstrap.servers": kafka_a.bootstrap, "transactional.id": unique_name("lag-tx")})
+    tx.init_transactions(30)
+    tx.begin_transaction()
+    for i in range(10):
+        tx.produce(src, value=str(i).encode(), partition=0)
+    tx.commit_transaction(30)
+    routes = TopicSync(cfg, mirror).sync()
+    ensure_progress_topic(cfg.cluster("b").client_config(), cfg.progressTopic)
+    monitor = MirrorMonitor(cfg, mirror)
+    try:
+        before = monitor.poll()[(src, 0)]
+        assert (before.end_offset, before.lag) == (11, 10)   # 10 records + 1 commit marker
+        for lane in plan_lanes(mirror.name, cfg.lanes_of(mirror),
+                               [(r.source_topic, r.target_topic, r.partitions) for r in routes]):
+            if lane.partitions:
+                copy_lane(cfg, mirror, lane.index, list(lane.partitions), 2.0)
+        deadline = time.monotonic() + 20
+        while (after := monitor.poll()[(src, 0)]).next_offset is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert after.end_offset - after.next_offset == 1 and after.lag == 0
+    finally:
+        monitor.close()

@@ -144,3 +144,38 @@ def test_run_mirrors_new_topics_and_partitions_and_stops_on_sigterm(tmp_path, ka
         assert counts(kafka_b.bootstrap, f"a.{t2}") == {0: 50}
     finally:
         runner.kill()
+
+
+@pytest.mark.spark
+def test_two_way_identity_mirrors_do_not_loop(tmp_path, kafka_a, kafka_b) -> None:
+    """A->B and B->A at once, identity policy (same topic names): the provenance header stops the loop."""
+    prefix = unique_name("both")
+    shared = f"{prefix}-shared"
+    for c in (kafka_a, kafka_b):
+        create_topic(c.bootstrap, shared, 2)
+    produce_numbered(kafka_a.bootstrap, shared, 2, 0, 100)        # values "<p>:<0..99>"
+    produce_numbered(kafka_b.bootstrap, shared, 2, 1000, 80)      # values "<p>:<1000..1079>"
+    identity = {"config": {"replication.policy.class": "org.apache.kafka.connect.mirror.IdentityReplicationPolicy",
+                           "refresh.topics.interval.seconds": 2}}
+    a2b = resource(kafka_a.bootstrap, kafka_b.bootstrap, f"{prefix}.*", source="a", target="b")
+    b2a = resource(kafka_b.bootstrap, kafka_a.bootstrap, f"{prefix}.*", source="b", target="a")
+    for r in (a2b, b2a):
+        r["spec"]["mirrors"][0]["sourceConnector"] = identity
+    out = sparkmirror("run", "-f", str(write(tmp_path, a2b)), "-f", str(write(tmp_path, b2a)), "--until-caught-up",
+                      "--timeout", "400", "--conf", "spark.driver.memory=512m", timeout=600)
+    (tmp_path / "run.out").write_text(out.stdout + "\n--- stderr\n" + out.stderr)
+    shown = "\n".join(dict.fromkeys(line for line in out.stdout.splitlines()))  # distinct progress lines
+    assert out.returncode == 0, (shown[-4000:], out.stderr[-3000:])
+    assert "caught up" in out.stdout
+    for c in (kafka_a, kafka_b):
+        recs = read_topic(c.bootstrap, shared)
+        for p in (0, 1):
+            values = sorted(r.value.decode() for r in recs[p])
+            want = sorted([f"{p}:{i}" for i in range(100)] + [f"{p}:{i}" for i in range(1000, 1080)])
+            assert values == want, (c.name, p, len(values))  # each record once: none came back
+    # what crossed carries its provenance; what stayed home does not
+    on_b = read_topic(kafka_b.bootstrap, shared)[0]
+    assert all(dict(r.headers or ())["sparkmirror-provenance"] == b"a" for r in on_b
+               if int(r.value.split(b":")[1]) < 1000)
+    assert all("sparkmirror-provenance" not in dict(r.headers or ()) for r in on_b
+               if int(r.value.split(b":")[1]) >= 1000)

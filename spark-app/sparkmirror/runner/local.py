@@ -73,6 +73,8 @@ class LocalRun:
         self.queries: list = []
         self.services: list = []
         self.started_at: float | None = None
+        # once this file exists no new epoch is planned: stop() lets running epochs commit instead of interrupting
+        self.drain_file = os.path.join(self.checkpoint_root, "drain")
 
     def start(self) -> "LocalRun":
         from .. import job
@@ -87,7 +89,7 @@ class LocalRun:
             self.services.append(DriverServices(cfg, stats=job.stats_snapshot, bind=self.metrics_bind).start())
         self.spark = job.spark_session(self.configs[0], self.master, self.spark_conf)
         for cfg in self.configs:
-            self.queries += job.start_queries(self.spark, cfg, self.checkpoint_root)
+            self.queries += job.start_queries(self.spark, cfg, self.checkpoint_root, self.drain_file)
         return self
 
     def failures(self) -> dict[str, str]:
@@ -112,21 +114,36 @@ class LocalRun:
         return out
 
     def caught_up(self, min_topics: int = 1) -> bool:
-        vs = self.views()
-        return bool(vs) and all(v.topics >= min_topics and v.lag == 0 for v in vs)
+        """Every mirror has at least `min_topics` data topics and no lag on them.
+
+        Heartbeats topics are left out: MM2 replicates them like data, but they never stop growing (a mirror
+        the other way writes one every second), so their lag is never 0 for long.
+        """
+        from ..naming import policy_for
+
+        snaps = [(cfg, svc.snapshot()) for cfg, svc in zip(self.configs, self.services)]
+        if not snaps:
+            return False
+        for cfg, snap in snaps:
+            for m in cfg.mirrors:
+                s = snap.get(m.name)
+                if s is None or s["errors"]:
+                    return False
+                policy = policy_for(m)
+                data = [p for p in s["partitions_detail"] if not policy.is_heartbeats_topic(p["topic"])]
+                if len({p["topic"] for p in data}) < min_topics or any(p["lag"] != 0 for p in data):
+                    return False
+        return True
 
     def stop(self) -> None:
-        # stopping interrupts the running epoch: its foreachBatch callback then fails with an InterruptedException
-        # that py4j logs as an error; expected here (open transactions are aborted, nothing is lost)
+        """Drain (no new epochs, running ones commit; at most one epoch plus 30 s), then stop everything."""
+        from ..job import drain
+
+        # an epoch still interrupted at the deadline fails its foreachBatch with an InterruptedException that
+        # py4j logs as an error; expected then (its open transactions are aborted, nothing is lost)
         logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
-        stoppers = []
-        for q in self.queries:
-            if q.isActive:
-                t = threading.Thread(target=q.stop, daemon=True)
-                t.start()
-                stoppers.append(t)
-        for t in stoppers:
-            t.join(90)
+        if self.queries:
+            drain(self.queries, self.drain_file, max(c.epochSeconds for c in self.configs) + 30)
         for svc in self.services:
             svc.stop()
         if self.spark is not None:
