@@ -81,8 +81,7 @@ class Cluster(_Model):
         auth = self.authentication
         if self.tls is not None:
             conf["security.protocol"] = "SSL"
-            if self.tls.caFiles:
-                conf["ssl.ca.location"] = ",".join(self.tls.caFiles)
+            conf.update(_ca_config(self.tls.caFiles))
         if auth is not None:
             if auth.type == "tls":
                 conf["security.protocol"] = "SSL"
@@ -98,6 +97,21 @@ class Cluster(_Model):
                 if auth.password is not None:
                     conf["sasl.password"] = auth.password.read()
         return conf
+
+
+def _ca_config(ca_files: list[str]) -> dict[str, str]:
+    """librdkafka takes one CA file (ssl.ca.location) or PEM text (ssl.ca.pem): several files, or a Strimzi
+    certificate glob such as `/etc/.../*.crt`, become one PEM text, read at run time on the worker."""
+    import glob
+
+    files = sorted({f for pattern in ca_files for f in (glob.glob(pattern) if glob.has_magic(pattern) else [pattern])})
+    if not ca_files:
+        return {}
+    if not files:
+        raise FileNotFoundError(f"tls.caFiles: no certificate file matches {ca_files}")
+    if len(files) == 1:
+        return {"ssl.ca.location": files[0]}
+    return {"ssl.ca.pem": "\n".join(Path(f).read_text().strip() for f in files) + "\n"}
 
 
 # MirrorMaker 2's DefaultConfigPropertyFilter exclusions (config.properties.exclude default).
