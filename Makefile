@@ -48,7 +48,7 @@ bench: setup
 	$(PY) -m bench $(BENCH_ARGS)
 
 crds: venv
-	$(PY) -m sparkmirror_operator.crdgen --out crds/
+	$(PY) -m sparkmirror_operator.crdgen --write
 
 dev-up: setup
 	$(VENV)/bin/sparkmirror dev up
