@@ -94,6 +94,7 @@ def summarize(runs: list[dict]) -> dict[str, dict]:
             "broker_cpu_s_per_m": _median([r["broker_cpu_s"] / r["records"] * 1e6 for r in ok if r["records"]])
             if name != "ceiling" else None,
             "startup_s": _median([r["startup_s"] for r in ok]) if name != "ceiling" else None,
+            "wall_s": _median([r["wall_s"] for r in ok]),
             "copy_s": _median([r["copy_s"] for r in ok]),
             "dups": sum(r["dups"] for r in tp),
             "foreign_cores": _median([r["foreign_cpu_s"] / r["copy_s"] for r in ok if r["copy_s"]]),
@@ -144,13 +145,14 @@ def markdown(result: dict) -> str:
         f"Latency: steady {cfg['latency_rate']:,} records/s of 1 KiB for {cfg['latency_seconds']:g} s after "
         f"{cfg['latency_warmup']:g} s warm-up; target LogAppendTime − source record timestamp.",
         "",
-        "| contender | records/s | MiB/s | CPU s / M records | brokers' CPU s / M | peak RSS MiB | start-up s | p50 ms | p99 ms | max ms | runs ok |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| contender | records/s | MiB/s | CPU s / M records | brokers' CPU s / M | peak RSS MiB | start-up s | start to done s | p50 ms | p99 ms | max ms | runs ok |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, s in summ.items():
         lines.append(
             f"| {s['label']} | {_f(s['records_per_s'])} | {_f(s['mib_per_s'], '{:,.1f}')} | "
             f"{_f(s['cpu_s_per_m'], '{:,.1f}')} | {_f(s.get('broker_cpu_s_per_m'), '{:,.1f}')} | {_f(s['peak_rss_mib'])} | {_f(s['startup_s'], '{:.1f}')} | "
+            f"{_f(s['wall_s'], '{:.1f}')} | "
             f"{_f(s['latency_p50_ms'])} | {_f(s['latency_p99_ms'])} | {_f(s['latency_max_ms'])} | "
             f"{s['runs_ok']}/{s['runs']}" + (f" + lat {s['latency_runs_ok']}/{s['latency_runs']}" if s["latency_runs"] else "")
             + " |")
