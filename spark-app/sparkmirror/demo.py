@@ -114,7 +114,7 @@ def read_checkpoints(bootstrap: str, source_alias: str, group: str) -> dict[tupl
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="sparkmirror-demo", description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=20_000, help="records per topic (default 20000)")
+    parser.add_argument("--records", type=int, default=10_000, help="records per topic (default 10000)")
     parser.add_argument("--timeout", type=float, default=900, help="give up after this many seconds")
     parser.add_argument("--keep", action="store_true", help="leave the clusters' data directory in place")
     args = parser.parse_args(argv)
