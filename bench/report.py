@@ -193,7 +193,8 @@ def markdown(result: dict) -> str:
         lines += ["", f"Note: {result['note']}"]
     kinds = {}
     for r in result["runs"]:
-        if r["ok"] and r["kind"] == "throughput" and r["detail"].get("cpu_by_kind"):
+        if r["ok"] and r["kind"] in ("throughput", "profile") and r["detail"].get("cpu_by_kind") and \
+                (r["kind"] == "throughput" or not any(x["kind"] == "throughput" for x in result["runs"])):
             kinds.setdefault(r["contender"], (r["detail"].get("copy_cpu_by_kind", {}), r["detail"]["cpu_by_kind"]))
     profiles = [r for r in result["runs"] if r["kind"] == "profile" and r["detail"].get("profile")]
     if kinds or profiles:
