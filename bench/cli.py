@@ -26,8 +26,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--partitions-per-topic", type=int, default=4)
     p.add_argument("--topics-per-size", type=int, default=2)
     p.add_argument("--contenders", default="all",
-                   help="comma list of sparkmirror-eos, sparkmirror-alo, mm2, mm2-eos, ceiling; 'all' = those "
-                        "available (sparkmirror only once its job exists)")
+                   help="comma list of sparkmirror-eos, sparkmirror-alo, mm2, mm2-eos, ceiling, pipe (a bare "
+                        "Python+librdkafka reference); 'all' = the first five that are available")
     p.add_argument("--latency-seconds", type=float, default=20.0, help="0 skips latency runs")
     p.add_argument("--latency-contenders", default="",
                    help="comma list of the mirror contenders whose latency is measured; default all of them")
@@ -51,7 +51,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def pick(spec: str) -> tuple[list[Contender], bool]:
-    available = {c.name: c for c in all_contenders(include_sparkmirror=True)}
+    from .contenders import RdkafkaPipe
+
+    available = {c.name: c for c in [*all_contenders(include_sparkmirror=True), RdkafkaPipe()]}
     if spec == "all":
         mirrors = all_contenders()
         return mirrors, True

@@ -186,6 +186,19 @@ class SparkMirror(Contender):
         return [sys.executable, "-m", "sparkmirror.job", "--config", str(path)], env
 
 
+class RdkafkaPipe(Contender):
+    """bench/pipe.py: Python + librdkafka with nothing else; a reference for what the copy loop can do."""
+
+    family = "reference"
+    name = "pipe"
+    label = "reference: bare Python+librdkafka pipe"
+
+    def command(self, setup: MirrorSetup) -> tuple[list[str], dict[str, str]]:
+        return [sys.executable, "-m", "bench.pipe", "--source", setup.source, "--target", setup.target,
+                "--topics", setup.topics, "--lanes", str(setup.parallelism), "--prefix", f"{SOURCE_ALIAS}."], \
+            {"PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+
+
 def all_contenders(include_sparkmirror: bool | None = None) -> list[Contender]:
     out: list[Contender] = [MirrorMaker2(False), MirrorMaker2(True)]
     if include_sparkmirror is None:

@@ -20,6 +20,7 @@ LABELS = {
     "mm2": "MM2 at-least-once",
     "mm2-eos": "MM2 exactly-once",
     "ceiling": "ceiling (Kafka perf tools)",
+    "pipe": "reference: bare Python+librdkafka pipe",
 }
 ORDER = list(LABELS)
 
@@ -111,7 +112,8 @@ def summarize(runs: list[dict]) -> dict[str, dict]:
 
 def ratios(summary: dict[str, dict]) -> list[dict]:
     pairs = [("sparkmirror-eos", "mm2"), ("sparkmirror-eos", "mm2-eos"), ("sparkmirror-alo", "mm2"),
-             ("sparkmirror-eos", "ceiling"), ("sparkmirror-alo", "ceiling"), ("mm2", "ceiling")]
+             ("sparkmirror-eos", "ceiling"), ("sparkmirror-alo", "ceiling"), ("mm2", "ceiling"),
+             ("sparkmirror-alo", "pipe"), ("sparkmirror-eos", "pipe")]
     out = []
     for a, b in pairs:
         if a not in summary or b not in summary:
