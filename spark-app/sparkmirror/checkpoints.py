@@ -151,6 +151,7 @@ class ProgressTail:
     def __init__(self, target_conf: dict[str, str], topic: str, source_cluster: str) -> None:
         self.topic, self.source_cluster = topic, source_cluster
         self.state = ProgressState()
+        self.totals: dict[tuple[str, int], int] = {}  # records mirrored per source partition, as read so far
         self.consumer = Consumer({**target_conf, "group.id": f"sparkmirror-progress-tail-{uuid.uuid4().hex[:8]}",
                                   "enable.auto.commit": False, "isolation.level": "read_committed",
                                   "enable.partition.eof": True, "auto.offset.reset": "earliest"})
@@ -200,7 +201,10 @@ class ProgressTail:
         if m is not None and m.records and rec.source_first < m.records[-1].source_first:
             # progress reset (e.g. the topic was recreated and mirroring restarted): keep the new history only
             m.records.clear()
+            self.totals[(rec.source_topic, rec.partition)] = 0
         self.state.add(rec)
+        tp = (rec.source_topic, rec.partition)
+        self.totals[tp] = self.totals.get(tp, 0) + rec.count
         m = self.state.maps[k]
         if len(m.records) > MAX_HISTORY:
             del m.records[: len(m.records) - MAX_HISTORY]

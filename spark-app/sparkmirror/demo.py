@@ -124,11 +124,22 @@ def main(argv: list[str] | None = None) -> int:
     from .devenv.testing import create_topic
     from .runner import cli as runner_cli
 
+    from .devenv.procs import DevEnvError
+
     home = Path(tempfile.mkdtemp(prefix="sparkmirror-demo-"))
-    east, central = KafkaCluster("east", home / "east"), KafkaCluster("central", home / "central")
     print(f"== starting two Kafka clusters (data in {home}) ...", flush=True)
     t0 = time.monotonic()
-    start_all([east, central])
+    for attempt in range(3):  # a free port can be taken by another process before the broker binds it
+        east, central = KafkaCluster("east", home / "east"), KafkaCluster("central", home / "central")
+        try:
+            start_all([east, central])
+            break
+        except DevEnvError as e:
+            if attempt == 2 or "already in use" not in str(e):
+                print(f"== could not start the clusters: {e}", file=sys.stderr)
+                shutil.rmtree(home, ignore_errors=True)
+                return 1
+            print(f"   {e}; trying other ports", flush=True)
     try:
         print(f"   east    {east.bootstrap}\n   central {central.bootstrap}   ({time.monotonic() - t0:.0f}s)", flush=True)
         for topic, parts in TOPICS.items():

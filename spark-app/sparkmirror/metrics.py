@@ -55,6 +55,7 @@ class PartitionLive:
     records_per_s: float = 0.0
     last_commit_ms: int | None = None
     counted_lag: int | None = None   # records actually left, when counted (offsets include txn markers)
+    mirrored: int = 0                # records mirrored, from the progress topic (all workers, all time)
 
     @property
     def position(self) -> int:
@@ -116,6 +117,7 @@ class MirrorMonitor:
                         break
                     n += r.count
                 pl.records_per_s = n / RATE_WINDOW_S
+                pl.mirrored = self.tail.totals.get(tp, 0)
             else:
                 pl.remote_topic = self.policy.format_remote_topic(self.mirror.source, tp[0])
             out[tp] = pl
@@ -311,7 +313,7 @@ class DriverServices:
                     "next_offset": lv.next_offset if lv else jp.get("next_offset"),
                     "records_per_s": lv.records_per_s if lv else jp.get("records_per_s", 0.0),
                     "bytes_per_s": jp.get("bytes_per_s", 0.0),
-                    "records_total": jp.get("records_total", 0),
+                    "records_total": max(jp.get("records_total", 0), lv.mirrored if lv else 0),
                     "latency_ms_avg": jp.get("latency_ms_avg"), "latency_ms_max": jp.get("latency_ms_max"),
                     "last_commit_ms": (lv.last_commit_ms if lv else None) or jp.get("last_commit_ms"),
                 })
@@ -360,7 +362,8 @@ def families(flow_group: str, snapshot: dict[str, dict]) -> list:
     p_bps = g("sparkmirror_partition_bytes_per_second", "Key+value bytes mirrored per second (last epoch).", pl)
     p_lat = g("sparkmirror_partition_replication_latency_ms", "Commit time minus record timestamp (last epoch).",
               [*pl, "stat"])
-    p_tot = CounterMetricFamily("sparkmirror_partition_records", "Records mirrored by this driver.", labels=pl)
+    p_tot = CounterMetricFamily("sparkmirror_partition_records",
+                                "Records mirrored (progress topic history since its last compaction).", labels=pl)
     p_last = g("sparkmirror_partition_last_commit_timestamp_seconds", "Time of the last commit.", pl)
     m_lag = g("sparkmirror_mirror_lag_records", "Sum of the partitions' lag.", ml)
     m_rps = g("sparkmirror_mirror_records_per_second", "Records mirrored per second.", ml)

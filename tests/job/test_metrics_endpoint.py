@@ -69,6 +69,7 @@ def test_live_lag_and_endpoint(kafka_a, kafka_b, topic, flowgroup) -> None:
         wait_for(lambda: lag() == [0, 0], 30, "lag 0 after copying")
         ss = scrape()
         assert find(ss, "sparkmirror_partition_mirrored_offset", topic=src) == [100, 100]
+        assert find(ss, "sparkmirror_partition_records_total", topic=src) == [100, 100]
         assert sum(find(ss, "sparkmirror_partition_records_per_second", topic=src)) > 0
         assert find(ss, "sparkmirror_mirror_partitions", mirror=mirror.name) == [2]
         assert find(ss, "sparkmirror_heartbeats_total", mirror=mirror.name)[0] >= 1
