@@ -117,6 +117,10 @@ def spark_session(config: FlowGroupConfig, master: str | None = None, extra: dic
     conf = {"spark.speculation": "false", "spark.sql.shuffle.partitions": "1", "spark.ui.showConsoleProgress": "false",
             "spark.python.worker.reuse": "true", "spark.sql.streaming.stopTimeout": "120s",
             **(extra or {})}
+    local = (master or "").startswith("local") or not (master or os.environ.get("PYSPARK_GATEWAY_PORT")
+                                                        or "spark.master" in conf)
+    if local and not os.environ.get("PYSPARK_PYTHON") and "spark.pyspark.python" not in conf:
+        os.environ["PYSPARK_PYTHON"] = sys.executable  # local workers: this interpreter, which has sparkmirror
     for k, v in conf.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()

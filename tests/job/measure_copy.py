@@ -172,7 +172,9 @@ def epochs(a: KafkaCluster, b: KafkaCluster, workdir: Path) -> list[dict]:
                     last = now
                     break
                 if proc.poll() is not None:
-                    raise RuntimeError(f"job exited: see {log.name}")
+                    log.flush()
+                    tail = Path(log.name).read_text(errors="replace")[-3000:]
+                    raise RuntimeError(f"job exited ({proc.returncode}):\n{tail}")
                 time.sleep(0.2)
         finally:
             os.killpg(proc.pid, 9)
