@@ -151,6 +151,7 @@ class ScanResult:
     partitions: dict[str, PartitionScan] = field(default_factory=dict)  # "topic/partition" -> scan
     # latency scans: (source ts from the record's `ts` header, target timestamp) pairs
     latencies_ms: list[int] = field(default_factory=list)
+    latency_src_ts: list[int] = field(default_factory=list)  # source timestamps, same order
     seconds: float = 0.0
 
     @property
@@ -202,6 +203,7 @@ def scan(bootstrap: str, topics: dict[str, TopicSpec], *, with_timestamp: bool =
         deadline = time.monotonic() + timeout
         crc = zlib.crc32
         lat = res.latencies_ms
+        lat_ts = res.latency_src_ts
         while pending:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"scan of {bootstrap} did not reach the end of {sorted(pending)[:5]}")
@@ -241,6 +243,7 @@ def scan(bootstrap: str, topics: dict[str, TopicSpec], *, with_timestamp: bool =
                 if latency_window is not None and src_ts is not None and \
                         latency_window[0] <= src_ts <= latency_window[1]:
                     lat.append(ts - src_ts)
+                    lat_ts.append(src_ts)
     finally:
         c.close()
     res.seconds = time.monotonic() - t0

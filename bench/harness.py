@@ -332,6 +332,16 @@ class SteadyProducer(threading.Thread):
             self.errors.append(str(err))
 
 
+def _per_second_max(src_ts: list[int], lat: list[int], t_start: float) -> dict[int, int]:
+    """Worst latency of the records produced in each second since the contender started."""
+    out: dict[int, int] = {}
+    for ts, v in zip(src_ts, lat):
+        k = int(ts / 1000.0 - t_start)
+        if v > out.get(k, -1):
+            out[k] = v
+    return dict(sorted(out.items()))
+
+
 def percentile(xs: list[float], q: float) -> float:
     if not xs:
         return float("nan")
@@ -417,6 +427,13 @@ def run_mirror_latency(env: Env, contender: Contender, rep: int, parallelism: in
         if res is not None:
             run.dups = res.dups
             lat = res.latencies_ms
+            if lat:
+                # when the worst records were produced, seconds after the contender started: stalls that
+                # recur every epoch (sparkmirror) or rebalance (MM2) show up here
+                worst = sorted(range(len(lat)), key=lat.__getitem__)[-max(1, len(lat) // 100):]
+                secs = sorted({round((res.latency_src_ts[i] / 1000.0) - t_start) for i in worst})
+                run.detail["p99_tail_produced_at_s"] = secs[:20]
+                run.detail["per_second_max_ms"] = _per_second_max(res.latency_src_ts, lat, t_start)
             run.latency_ms = {"p50": percentile(lat, 0.50), "p99": percentile(lat, 0.99),
                               "max": float(max(lat)) if lat else float("nan"),
                               "mean": statistics.fmean(lat) if lat else float("nan")}

@@ -222,6 +222,15 @@ def markdown(result: dict) -> str:
             if p.get("sparkmirror_lines"):
                 lines += ["", "innermost sparkmirror line on the stack (time in C calls such as produce() counts "
                               "to the line that made them): " + "; ".join(f"`{k}` {v}%" for k, v in p["sparkmirror_lines"][:10])]
+    lat_runs = [r for r in result["runs"] if r["kind"] == "latency" and r["ok"] and r["detail"].get("per_second_max_ms")]
+    if lat_runs:
+        lines += ["", "## Latency over time", "",
+                  "Worst latency (ms) of the records produced in each second of the measured window, seconds "
+                  "counted from the contender's start (a recurring stall, e.g. at an epoch boundary, shows as a "
+                  "spike):", ""]
+        for r in lat_runs:
+            series = " ".join(f"{k}s:{v}" for k, v in r["detail"]["per_second_max_ms"].items())
+            lines.append(f"- {LABELS.get(r['contender'], r['contender'])} #{r['rep']}: {series}")
     probs = {n: s["problems"] for n, s in summ.items() if s["problems"]}
     if probs:
         lines += ["", "## Problems", ""]
