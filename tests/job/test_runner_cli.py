@@ -179,3 +179,22 @@ def test_two_way_identity_mirrors_do_not_loop(tmp_path, kafka_a, kafka_b) -> Non
                if int(r.value.split(b":")[1]) < 1000)
     assert all("sparkmirror-provenance" not in dict(r.headers or ()) for r in on_b
                if int(r.value.split(b":")[1]) >= 1000)
+
+
+@pytest.mark.spark
+def test_ctrl_c_stops_cleanly(tmp_path, kafka_a, kafka_b) -> None:
+    """Ctrl-C in a terminal sends SIGINT to the whole foreground process group: JVM and Python workers too."""
+    prefix = unique_name("ctrlc")
+    t = create_topic(kafka_a.bootstrap, f"{prefix}-t", 1)
+    produce_numbered(kafka_a.bootstrap, t, 1, 0, 20)
+    runner = Runner(tmp_path, write(tmp_path, resource(kafka_a.bootstrap, kafka_b.bootstrap, f"{prefix}.*")))
+    try:
+        wait_for(lambda: "caught up" in runner.output() or runner.proc.poll() is not None, 240, "caught up")
+        assert runner.proc.poll() is None, runner.output()[-3000:]
+        os.killpg(runner.proc.pid, signal.SIGINT)
+        rc = runner.proc.wait(150)
+        assert rc == 0, runner.output()[-3000:]
+        assert "SIGINT: stopping" in runner.output()
+        assert counts(kafka_b.bootstrap, f"a.{t}") == {0: 20}
+    finally:
+        runner.kill()

@@ -79,7 +79,14 @@ def run(args: argparse.Namespace) -> int:
     local = LocalRun(loaded.configs, args.master, args.checkpoint, extra)
     outcome = "stopped"
     try:
-        local.start()
+        try:
+            local.start()
+        except KeyboardInterrupt:  # Ctrl-C while Spark was starting (SparkContext's own SIGINT handler)
+            stop.set()
+        # SparkContext replaces the SIGINT handler with one that cancels jobs and raises KeyboardInterrupt;
+        # ours drains instead, so running epochs commit and the queries stop cleanly
+        for s in previous:
+            signal.signal(s, on_signal)
         outcome = wait(local, stop, on_tick=lambda r: progress.show(r.views(), r.failures()),
                        until=(lambda r: r.caught_up()) if args.until_caught_up else None,
                        interval=args.interval, timeout=args.timeout)
