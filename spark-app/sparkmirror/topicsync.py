@@ -98,7 +98,7 @@ class SyncPlan:
     create: list[CreateTopic] = field(default_factory=list)
     add_partitions: list[AddPartitions] = field(default_factory=list)
     alter_configs: list[AlterConfigs] = field(default_factory=list)
-    conflicts: list[str] = field(default_factory=list)  # e.g. two source topics mapping to one remote name
+    conflicts: list[tuple[str, str]] = field(default_factory=list)  # (source topic, why): not mirrored
 
 
 def compile_excludes(patterns: Iterable[str]) -> list[re.Pattern[str]]:
@@ -141,7 +141,8 @@ def plan_sync(mirror: Mirror, policy: ReplicationPolicy, tfilter: TopicFilter, s
         src = sources[name]
         remote = policy.format_remote_topic(mirror.source, name)
         if remote in owner:
-            plan.conflicts.append(f"source topics {owner[remote]!r} and {name!r} both map to remote topic {remote!r}")
+            plan.conflicts.append((name, f"mirrors[{mirror.name}]: source topics {owner[remote]!r} and {name!r} both "
+                                         f"map to remote topic {remote!r}; {name!r} is not mirrored"))
             continue
         owner[remote] = name
         plan.routes.append(TopicRoute(name, remote, src.partitions))
@@ -284,8 +285,9 @@ class TopicSync:
         sources = {t: SourceTopic(t, source_parts[t], src_cfgs.get(t)) for t in selected}
         targets = {r: TargetTopic(r, target_parts[r], tgt_cfgs.get(r)) for r in remote_names if r in target_parts}
         plan = plan_sync(self.mirror, self.policy, self.filter, sources, targets, self.exclude)
-        for c in plan.conflicts:
-            self._problem("conflict", c.split("'")[1], c, fail=False)
+        for topic, why in plan.conflicts:
+            if not any(p.kind == "conflict" and p.topic == topic for p in self.problems):
+                self._problem("conflict", topic, why, fail=False)
         self._apply(plan)
         if describe_configs:
             self._configs_synced_at = now

@@ -63,3 +63,4 @@ def test_identity_plan_keeps_names_but_prefixes_heartbeats() -> None:
                                                          "heartbeats": SourceTopic("heartbeats", 1, {})}, {})
     assert plan.routes == [TopicRoute("heartbeats", "A.heartbeats", 1), TopicRoute("t", "t", 2)]
     assert [c.name for c in plan.create] == ["A.heartbeats", "t"]
+
