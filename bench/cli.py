@@ -28,7 +28,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--contenders", default="all",
                    help="comma list of sparkmirror-eos, sparkmirror-alo, mm2, mm2-eos, ceiling, pipe (a bare "
                         "Python+librdkafka reference); 'all' = the first five that are available")
-    p.add_argument("--latency-seconds", type=float, default=20.0, help="0 skips latency runs")
+    p.add_argument("--latency-seconds", type=float, default=40.0,
+                   help="measured window; longer than sparkmirror's 30-s epochs so a boundary falls inside; 0 skips")
     p.add_argument("--latency-contenders", default="",
                    help="comma list of the mirror contenders whose latency is measured; default all of them")
     p.add_argument("--latency-rate", type=int, default=5000)
