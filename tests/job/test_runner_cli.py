@@ -114,7 +114,15 @@ def test_run_mirrors_new_topics_and_partitions_and_stops_on_sigterm(tmp_path, ka
     prefix = unique_name("run")
     t1 = create_topic(kafka_a.bootstrap, f"{prefix}-one", 2, {"retention.ms": "86400000"})
     produce_numbered(kafka_a.bootstrap, t1, 2, 0, 300)
-    runner = Runner(tmp_path, write(tmp_path, resource(kafka_a.bootstrap, kafka_b.bootstrap, f"{prefix}.*")))
+    group = unique_name("run-app")
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": kafka_a.bootstrap, "group.id": group, "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition(t1, 0, 120), TopicPartition(t1, 1, 300)], asynchronous=False)
+    c.close()
+    r = resource(kafka_a.bootstrap, kafka_b.bootstrap, f"{prefix}.*")
+    r["spec"]["mirrors"][0]["groupsPattern"] = group
+    r["spec"]["mirrors"][0]["checkpointConnector"] = {"config": {"emit.checkpoints.interval.seconds": 2}}
+    runner = Runner(tmp_path, write(tmp_path, r))
     try:
         has = lambda t, want: (t in AdminClient({"bootstrap.servers": kafka_b.bootstrap}).list_topics(timeout=10).topics  # noqa: E731
                                and counts(kafka_b.bootstrap, t) == want)
@@ -134,6 +142,24 @@ def test_run_mirrors_new_topics_and_partitions_and_stops_on_sigterm(tmp_path, ka
         assert p.flush(30) == 0
         wait_for(lambda: has(f"a.{t2}", {0: 50}) and has(f"a.{t1}", {0: 300, 1: 300, 2: 40}), 180,
                  "the new topic and the new partition mirrored")
+        # beside the copy: MM2 heartbeats and checkpoints on the target, in MM2's formats
+        from sparkmirror.mm2formats import Checkpoint, Heartbeat
+
+        def checkpoints() -> dict:
+            recs = read_topic(kafka_b.bootstrap, "a.checkpoints.internal")[0]
+            return {(cp.topic, cp.partition): (cp.upstream_offset, cp.downstream_offset)
+                    for cp in (Checkpoint.decode(x.key, x.value) for x in recs) if cp.group == group}
+        wait_for(lambda: {k: up for k, (up, _down) in checkpoints().items()} == {(f"a.{t1}", 0): 120,
+                                                                                (f"a.{t1}", 1): 300},
+                 60, "checkpoints of the group")
+        cps = checkpoints()
+        target = read_topic(kafka_b.bootstrap, f"a.{t1}")
+        # the group continues on the target with exactly the record it would have read next on the source
+        assert [r.value for r in target[0] if r.offset >= cps[(f"a.{t1}", 0)][1]][0] == b"0:120"
+        assert [r for r in target[1] if r.offset >= cps[(f"a.{t1}", 1)][1]] == []   # it had read everything
+        assert cps[(f"a.{t1}", 1)][1] > target[1][-1].offset
+        beats = [Heartbeat.decode(x.key, x.value) for x in read_topic(kafka_b.bootstrap, "heartbeats")[0]]
+        assert any(h.source_cluster_alias == "a" and h.target_cluster_alias == "b" for h in beats)
         assert runner.proc.poll() is None, runner.output()[-3000:]
         rc = runner.terminate()
         assert rc == 0, runner.output()[-3000:]
