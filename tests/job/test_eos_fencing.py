@@ -49,3 +49,35 @@ def test_second_copy_of_a_lane_fences_the_first(kafka_a, kafka_b, topic, flowgro
     latest = read_progress(cfg.cluster("b").client_config(), cfg.progressTopic, "a").latest
     assert {k[2]: r.next_offset for k, r in latest.items()} == {p: got[p][-1].offset + 1 - 0 for p in range(PARTS)} \
         or all(r.next_offset >= sent for r in latest.values())
+
+
+def test_two_jobs_of_one_flow_group_at_once(kafka_a, kafka_b, topic, flowgroup, job, tmp_path):
+    """Two whole applications of the same flow group (say, both worker generations during a handoff) run side
+    by side: each epoch start fences the other's lanes, and the target still holds every record once."""
+    from .test_eos_crash import _check, _target_count
+
+    src = topic(kafka_a, PARTS)
+    remote = f"a.{src}"
+    cfg = flowgroup(src, epochSeconds=4)
+    producer = NumberedProducer(kafka_a.bootstrap, src)
+    producer.start()
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    from .conftest import JobProcess
+
+    one = JobProcess(cfg, tmp_path / "one").start()
+    two = JobProcess(cfg, tmp_path / "two").start()
+    try:
+        wait_for(lambda: _target_count(kafka_b.bootstrap, remote) > 0, 300, "copying")
+        time.sleep(20)  # both running, fencing each other every epoch
+        assert one.proc.poll() is None and two.proc.poll() is None, (one.log()[-2000:], two.log()[-2000:])
+        sent = producer.stop()
+        wait_for(lambda: _target_count(kafka_b.bootstrap, remote) >= sent * PARTS, 300, "catch-up")
+        time.sleep(3)
+        _check(kafka_b.bootstrap, remote, sent, True)
+        assert "fenced by a newer copy" in one.log() + two.log(), "the two jobs never overlapped on a lane"
+        assert one.stop() == 0, one.log()[-3000:]
+        assert two.stop() == 0, two.log()[-3000:]
+    finally:
+        one.kill(9)
+        two.kill(9)
