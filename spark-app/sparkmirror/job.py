@@ -153,10 +153,21 @@ def start_queries(spark, config: FlowGroupConfig, checkpoint_root: str | None = 
                   .option("mirror", mirror.name))
         if drain_file:
             reader = reader.option("drainFile", drain_file)
-        q = (reader.load().writeStream.queryName(mirror.name).foreachBatch(sink)
+        q = (_observed(reader.load()).writeStream.queryName(mirror.name).foreachBatch(sink)
              .option("checkpointLocation", str(Path(root) / config.name / mirror.name)).start())
         queries.append(q)
     return queries
+
+
+def _observed(df):
+    """Per-epoch totals in the query's own progress: `query.lastProgress["observedMetrics"]["sparkmirror"]`
+    holds records, bytes, lag (records, summed over partitions), latency_ms_sum/max, partitions, fenced."""
+    from pyspark.sql import functions as F
+
+    return df.observe("sparkmirror", F.sum("records").alias("records"), F.sum("bytes").alias("bytes"),
+                      F.sum(F.greatest(F.col("lag"), F.lit(0))).alias("lag"),
+                      F.sum("latency_ms_sum").alias("latency_ms_sum"), F.max("latency_ms_max").alias("latency_ms_max"),
+                      F.count(F.lit(1)).alias("partitions"), F.sum(F.col("fenced").cast("int")).alias("fenced"))
 
 
 def drain(queries: list, drain_file: str | None, timeout: float) -> None:
