@@ -22,7 +22,7 @@ USER root
 COPY --from=wheel /wheels /wheels
 # Spark itself comes with the image: install the job's other dependencies, not the pyspark wheel
 RUN pip3 install --no-cache-dir confluent-kafka==2.16.1 pydantic==2.14.3 PyYAML==6.0.3 pyarrow==22.0.0 \
-        pandas==2.3.3 \
+        pandas==2.3.3 prometheus-client==0.26.0 \
     && pip3 install --no-cache-dir --no-deps /wheels/sparkmirror-*.whl && rm -rf /wheels \
     && mkdir -p /opt/sparkmirror \
     && printf 'from sparkmirror.job import main\nmain()\n' > /opt/sparkmirror/job.py
