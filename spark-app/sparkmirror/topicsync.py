@@ -10,7 +10,8 @@ Split as the design asks:
   and added partitions are picked up while running.
 
 Configs follow MM2 (`sync.topic.configs.enabled`, `config.properties.exclude`, `use.defaults.from=target`):
-only properties set explicitly on the source topic (`DYNAMIC_TOPIC_CONFIG`), neither read-only nor
+a remote topic is always created with the source's configs; `sync.topic.configs.enabled` only decides whether
+they are kept in sync afterwards. Only properties set explicitly on the source topic (`DYNAMIC_TOPIC_CONFIG`), neither read-only nor
 sensitive nor matched (whole name) by one of `configPropertiesExclude`, are copied; a property set on the
 remote topic but no longer on the source goes back to the target's default. Excluded properties on the
 remote topic are left alone. Partition counts only grow (Kafka cannot shrink them); a remote topic with
@@ -146,11 +147,14 @@ def plan_sync(mirror: Mirror, policy: ReplicationPolicy, tfilter: TopicFilter, s
             continue
         owner[remote] = name
         plan.routes.append(TopicRoute(name, remote, src.partitions))
-        want = replicable_configs(src.configs, rx) if src.configs is not None and mirror.syncTopicConfigs else None
+        # a new remote topic always gets the source's configs (MM2's createNewTopics); only keeping them in
+        # sync afterwards depends on sync.topic.configs.enabled
+        configs = replicable_configs(src.configs, rx) if src.configs is not None else None
         tgt = targets.get(remote)
         if tgt is None:
-            plan.create.append(CreateTopic(remote, src.partitions, want or {}))
+            plan.create.append(CreateTopic(remote, src.partitions, configs or {}))
             continue
+        want = configs if mirror.syncTopicConfigs else None
         if tgt.partitions < src.partitions:
             plan.add_partitions.append(AddPartitions(remote, src.partitions, tgt.partitions))
         if want is not None and tgt.configs is not None:
@@ -279,7 +283,7 @@ class TopicSync:
         remote_names = {self.policy.format_remote_topic(self.mirror.source, t): t for t in selected}
         new_remotes = [r for r in remote_names if r not in target_parts]
         src_cfg_names = selected if describe_configs else [remote_names[r] for r in new_remotes]
-        src_cfgs = self._describe_configs("source", src_cfg_names) if self.mirror.syncTopicConfigs else {}
+        src_cfgs = self._describe_configs("source", src_cfg_names)
         tgt_cfgs = self._describe_configs("target", [r for r in remote_names if r in target_parts]) \
             if describe_configs else {}
         sources = {t: SourceTopic(t, source_parts[t], src_cfgs.get(t)) for t in selected}
@@ -352,7 +356,7 @@ class TopicSync:
     def _problem(self, kind: str, topic: str, message: str, fail: bool) -> None:
         self.problems.append(Problem(kind, topic, message, time.time()))
         log.error("%s", message)
-        if fail and getattr(self.config, "sourceGapPolicy", "fail") == "fail":
+        if fail and self.config.sourceGapPolicy == "fail":
             raise TopicRecreated(message + " (sourceGapPolicy=fail; set it to 'skip' to continue past it)")
 
     def close(self) -> None:

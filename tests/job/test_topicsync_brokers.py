@@ -110,6 +110,18 @@ def test_identity_policy_keeps_names(kafka_a, kafka_b) -> None:
     assert topics_of(kafka_b)[t] == 2 and dynamic_configs(kafka_b, t) == {"retention.ms": "600000"}
 
 
+def test_created_with_configs_even_without_config_sync(kafka_a, kafka_b) -> None:
+    prefix = unique_name("ts-nosync")
+    t = create_topic(kafka_a.bootstrap, f"{prefix}-t", 2, {"cleanup.policy": "compact"})
+    cfg = flow(kafka_a, kafka_b, prefix, syncTopicConfigs=False)
+    sync = TopicSync(cfg, cfg.mirrors[0])
+    assert sync.sync() == [TopicRoute(t, f"A.{t}", 2)]
+    assert dynamic_configs(kafka_b, f"A.{t}") == {"cleanup.policy": "compact"}
+    alter(kafka_a, t, {"retention.ms": "600000"})
+    sync.sync()
+    assert dynamic_configs(kafka_b, f"A.{t}") == {"cleanup.policy": "compact"}  # not kept in sync afterwards
+
+
 def test_recreated_source_topic_is_reported(kafka_a, kafka_b) -> None:
     prefix = unique_name("ts-recreate")
     t = create_topic(kafka_a.bootstrap, f"{prefix}-t", 1)
@@ -137,10 +149,7 @@ def test_recreated_source_topic_is_reported(kafka_a, kafka_b) -> None:
 def test_offsets_going_backwards_are_reported_with_skip_policy(kafka_a, kafka_b) -> None:
     prefix = unique_name("ts-trunc")
     t = create_topic(kafka_a.bootstrap, f"{prefix}-t", 1)
-    cfg = flow(kafka_a, kafka_b, prefix)
-    if "sourceGapPolicy" not in FlowGroupConfig.model_fields:
-        pytest.skip("flowgroup has no sourceGapPolicy yet")
-    cfg = cfg.model_copy(update={"sourceGapPolicy": "skip"})
+    cfg = flow(kafka_a, kafka_b, prefix).model_copy(update={"sourceGapPolicy": "skip"})
     sync = TopicSync(cfg, cfg.mirrors[0])
     sync.sync()
     sync.end_offsets[(t, 0)] = 10  # as if the previous sync had seen 10 records; the topic is empty now

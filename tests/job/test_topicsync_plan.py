@@ -50,11 +50,15 @@ def test_plan_creates_raises_and_alters() -> None:
                                                ("segment.ms",))]
 
 
-def test_no_config_sync_when_disabled() -> None:
+def test_no_config_sync_when_disabled_but_created_with_configs() -> None:
     m = M.model_copy(update={"syncTopicConfigs": False})
-    plan = plan_sync(m, DefaultReplicationPolicy(), F, {"t": SourceTopic("t", 1, {"retention.ms": cv("1")})},
+    plan = plan_sync(m, DefaultReplicationPolicy(), F,
+                     {"t": SourceTopic("t", 1, {"retention.ms": cv("1")}),
+                      "u": SourceTopic("u", 2, {"cleanup.policy": cv("compact")})},
                      {"A.t": TargetTopic("A.t", 1, {"retention.ms": cv("2")})})
-    assert plan.alter_configs == [] and plan.create == []
+    assert plan.alter_configs == []
+    # MM2's createNewTopics copies the configs whatever sync.topic.configs.enabled says
+    assert plan.create == [CreateTopic("A.u", 2, {"cleanup.policy": "compact"})]
 
 
 def test_identity_plan_keeps_names_but_prefixes_heartbeats() -> None:
