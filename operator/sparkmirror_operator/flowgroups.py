@@ -158,8 +158,10 @@ CLUSTER_KEYS_NOT_APPLICABLE_PREFIXES = (
     "group.id", "exactly.once.source.support", "rest.", "listeners", "scheduled.rebalance.", "connect.",
     "worker.", "metrics.", "config.providers", "offset.storage", "consumer.", "producer.", "admin.",
 )
-# client keys sparkmirror sets itself from tls/authentication (Strimzi forbids them too)
-CLUSTER_KEYS_FORBIDDEN_PREFIXES = ("bootstrap.servers", "security.", "sasl.")
+# client keys sparkmirror sets itself from tls/authentication (Strimzi forbids them too): a password or key
+# (ssl.key.password, sasl.jaas.config, ...) must never travel as a config value into the rendered ConfigMap
+CLUSTER_KEYS_FORBIDDEN_PREFIXES = ("bootstrap.servers", "security.", "sasl.", "ssl.")
+CLUSTER_KEYS_ALLOWED_SSL = ("ssl.endpoint.identification.algorithm", "ssl.cipher.suites")
 
 
 def _connector_config(mirror: MirrorSpec, path: str, out: Plan) -> dict[str, Any]:
@@ -287,8 +289,7 @@ def _cluster(spec: ClusterSpec, path: str, secrets: _Secrets, out: Plan) -> Clus
         where = f"{path}.config[{key}]"
         if key.startswith(CLUSTER_KEYS_NOT_APPLICABLE_PREFIXES):
             out.not_applicable.append(where)
-        elif key.startswith(CLUSTER_KEYS_FORBIDDEN_PREFIXES) and key not in (
-                "ssl.endpoint.identification.algorithm", "ssl.cipher.suites"):
+        elif key.startswith(CLUSTER_KEYS_FORBIDDEN_PREFIXES) and key not in CLUSTER_KEYS_ALLOWED_SSL:
             out.errors.append(Problem(where, "set through tls/authentication, not config"))
         else:
             config[key] = str(raw).lower() if isinstance(raw, bool) else str(raw)

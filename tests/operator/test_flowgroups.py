@@ -135,3 +135,16 @@ def test_invalid_resources_name_the_field(spec_over: dict, field: str) -> None:
     with pytest.raises(ResourceInvalid) as e:
         flow_group_configs(resource(**spec_over))
     assert any(p.field == field for p in e.value.problems), e.value.problems
+
+
+def test_credentials_in_cluster_config_are_refused_not_rendered() -> None:
+    target = {"alias": "b", "bootstrapServers": "h", "config": {
+        "ssl.key.password": "hunter2", "ssl.keystore.password": "hunter3",
+        "ssl.endpoint.identification.algorithm": "none", "client.id": "x"}}
+    p = plan(resource(target=target))
+    assert sorted(e.field for e in p.errors) == ["spec.target.config[ssl.key.password]",
+                                                 "spec.target.config[ssl.keystore.password]"]
+    assert p.groups == [] and "hunter" not in str(p.errors)
+    target["config"] = {"ssl.endpoint.identification.algorithm": "none", "client.id": "x"}
+    (g,) = flow_group_configs(resource(target=target))
+    assert g.clusters[0].config == {"ssl.endpoint.identification.algorithm": "none", "client.id": "x"}
