@@ -151,9 +151,19 @@ def parse_properties(text: str) -> dict[str, str]:
     return props
 
 
-_SECRET_CLIENT_KEYS = ("sasl.jaas.config", "ssl.keystore.password", "ssl.key.password", "ssl.truststore.password",
-                       "sasl.password")
+_SECRET_KEY_PARTS = ("password", "jaas.config", "secret", "ssl.keystore.key", "ssl.keystore.certificate.chain",
+                     "ssl.truststore.certificates")
 _TLS_HINTS = ("security.protocol", "ssl.", "sasl.")
+
+
+def _is_credential(key: str) -> bool:
+    """A client property whose value is a credential (also behind consumer./producer./admin. prefixes)."""
+    return any(part in key for part in _SECRET_KEY_PARTS)
+
+
+def _credential_note(key: str) -> str:
+    return (f"{key}: a credential; not carried over: put it in a Secret and reference it from "
+            "authentication.passwordSecret / certificateAndKey")
 
 
 def import_mm2_properties(text: str, *, name: str = "mirror") -> Imported:
@@ -177,11 +187,10 @@ def import_mm2_properties(text: str, *, name: str = "mirror") -> Imported:
                 continue
             sub = k[len(alias) + 1:]
             used.add(k)
-            if sub.startswith(_SECRET_CLIENT_KEYS):
-                out.notes.append(f"{k}: a credential; not carried over: put it in a Secret and reference it from "
-                                 "authentication.passwordSecret / certificateAndKey")
-            elif sub.startswith(_TLS_HINTS):
-                out.notes.append(f"{k}={v}: security settings are not carried over: set tls/authentication")
+            if _is_credential(sub):
+                out.notes.append(_credential_note(k))
+            elif sub.startswith(_TLS_HINTS):  # no value in the note: an ssl./sasl. value may be key material
+                out.notes.append(f"{k}: security settings are not carried over: set tls/authentication")
             else:
                 conf[sub] = v
         if conf:
@@ -200,12 +209,19 @@ def import_mm2_properties(text: str, *, name: str = "mirror") -> Imported:
             for k, v in props.items():  # global mirror keys, then A->B keys override
                 if k in used or "->" in k or k.split(".", 1)[0] in aliases:
                     continue
+                if _is_credential(k):
+                    if _credential_note(k) not in out.notes:
+                        out.notes.append(_credential_note(k))
+                    continue
                 config[k] = v
             prefix = f"{a}->{b}."
             for k, v in props.items():
                 if k.startswith(prefix) and k != f"{a}->{b}.enabled":
-                    config[k[len(prefix):]] = v
                     used.add(k)
+                    if _is_credential(k):
+                        out.notes.append(_credential_note(k))
+                        continue
+                    config[k[len(prefix):]] = v
             for key, fld in (("topics", "topicsPattern"), ("topics.exclude", "topicsExcludePattern"),
                              ("groups", "groupsPattern"), ("groups.exclude", "groupsExcludePattern")):
                 if key in config:

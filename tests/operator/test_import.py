@@ -74,6 +74,9 @@ central.bootstrap.servers = central:9092
 central.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule required \\
     username="u" password="hunter2";
 central.client.id = mirror
+central.ssl.keystore.key = -----BEGIN PRIVATE KEY-----hunter3
+sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required password="hunter4";
+east->central.consumer.ssl.key.password = hunter5
 east->central.enabled = true
 east->central.topics = orders.*, payments
 west->central.enabled = true
@@ -100,6 +103,9 @@ def test_mm2_properties(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert p.errors == []
     east = p.groups[0].mirrors[0]
     assert east.topics == "(?:orders.*)|(?:payments)" and east.separator == "_" and east.syncGroupOffsets
-    assert "hunter2" not in out_file.read_text() and "hunter2" not in err
+    for secret in ("hunter2", "hunter3", "hunter4", "hunter5"):
+        assert secret not in out_file.read_text() and secret not in err, secret
+    assert "east->central.consumer.ssl.key.password: a credential" in err
+    assert err.count("sasl.jaas.config: a credential") == 2  # central's and the global one (once)
     assert "central.sasl.jaas.config: a credential; not carried over" in err
     assert "tasks.max]: Kafka Connect only" in err
