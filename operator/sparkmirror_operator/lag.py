@@ -18,8 +18,8 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from sparkmirror.flowgroup import Cluster, FlowGroupConfig
 from sparkmirror.naming import TopicFilter, policy_for
 
-SECRET_REF_ROOT = "secret:"
-RATE_WINDOW_MS = 30_000  # records/s: what the progress topic says was committed in the last 30 s  # plan(secret_root=...) prefix: "secret:/<name>/<key>"
+SECRET_REF_ROOT = "secret:"  # plan(secret_root=...) prefix: "secret:/<name>/<key>"
+RATE_WINDOW_MS = 30_000  # records/s: what the progress topic says was committed in the last 30 s
 
 SecretReader = Callable[[str, str], str]  # (secret name, key) -> value
 
@@ -91,12 +91,9 @@ def source_end_offsets(conf: dict[str, str], topic_filter, cluster: Cluster, tar
     from sparkmirror.naming import should_replicate_topic
 
     c = _consumer(conf)
+    what = "is unreachable"
     try:
-        try:
-            md = c.list_topics(timeout=timeout)
-        except KafkaException as e:
-            raise LagError(f"{where}cluster {cluster.alias!r} ({cluster.bootstrapServers}) is unreachable: "
-                           f"{e.args[0].str() if e.args else e}") from None
+        md = c.list_topics(timeout=timeout)
         out = {}
         for topic, tmd in md.topics.items():
             if tmd.error is not None or policy.is_heartbeats_topic(topic):
@@ -104,8 +101,12 @@ def source_end_offsets(conf: dict[str, str], topic_filter, cluster: Cluster, tar
             if not should_replicate_topic(policy, topic_filter, topic, target_alias):
                 continue
             for p in tmd.partitions:
+                what = f"did not give the end offsets of {topic}[{p}]"  # e.g. a partition without a leader
                 out[(topic, p)] = c.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
         return out
+    except KafkaException as e:
+        raise LagError(f"{where}cluster {cluster.alias!r} ({cluster.bootstrapServers}) {what}: "
+                       f"{e.args[0].str() if e.args else e}") from None
     finally:
         c.close()
 
