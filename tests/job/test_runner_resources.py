@@ -66,3 +66,18 @@ def test_progress_lines() -> None:
     assert "east -> central" in out[1] and "12.5k" in out[1] and "2.5 MB" in out[1] and out[1].endswith("caught up")
     assert out[2].endswith("error: CopyError: record too large")
     assert out[3].endswith("error: unreachable")
+
+
+def test_preflight_names_the_field_of_a_missing_certificate(tmp_path) -> None:
+    from sparkmirror.flowgroup import Cluster, FlowGroupConfig, Mirror, Tls
+    from sparkmirror.runner.local import Unreachable, preflight
+
+    cfg = FlowGroupConfig(name="g", clusters=[
+        Cluster(alias="b", bootstrapServers="127.0.0.1:2", tls=Tls(caFiles=[str(tmp_path / "none" / "*.crt")])),
+        Cluster(alias="a", bootstrapServers="127.0.0.1:1", tls=Tls(caFiles=[str(tmp_path / "ca.crt")]))],
+        mirrors=[Mirror(name="a", source="a", target="b")])
+    with pytest.raises(Unreachable) as e:
+        preflight([cfg], {"g": {"b": "spec.target.bootstrapServers"}}, timeout=1)
+    msg = str(e.value)
+    assert "spec.target.bootstrapServers: cluster 'b': tls.caFiles: no certificate file matches" in msg
+    assert "clusters[a].bootstrapServers: cluster 'a'" in msg and "ssl.ca.location" in msg  # librdkafka's word

@@ -40,6 +40,8 @@ def preflight(configs: list[FlowGroupConfig], fields: dict[str, dict[str, str]],
                                 f"({e.args[0].str() if e.args else e})")
             except KeyError as e:  # a secret named by environment variable is missing
                 problems.append(f"{where}: cluster {c.alias!r}: {e.args[0]}")
+            except OSError as e:  # a certificate or password file that is not there
+                problems.append(f"{where}: cluster {c.alias!r}: {e}")
     if problems:
         raise Unreachable("\n".join(problems))
 

@@ -44,19 +44,6 @@ def read_documents(path: str | Path) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
-def _bootstrap_fields(resource: dict[str, Any]) -> dict[str, str]:
-    spec = resource.get("spec") or {}
-    out = {}
-    target = spec.get("target") or {}
-    if "alias" in target:
-        out[target["alias"]] = "spec.target.bootstrapServers"
-    for i, m in enumerate(spec.get("mirrors") or []):
-        src = (m or {}).get("source") or {}
-        if "alias" in src:
-            out[src["alias"]] = f"spec.mirrors[{i}].source.bootstrapServers"
-    return out
-
-
 def load(paths: list[str]) -> Loaded:
     """Every flow group of every KafkaMirrorMaker2 resource in `paths` (secrets from environment variables)."""
     from sparkmirror_operator.flowgroups import plan
@@ -79,7 +66,7 @@ def load(paths: list[str]) -> Loaded:
                 continue
             out.warnings += [f"{label}: {w}: not applicable to sparkmirror, ignored" for w in p.not_applicable]
             out.warnings += [f"{label}: {w}" for w in p.unsupported]
-            fields = _bootstrap_fields(doc)
+            fields = {alias: f"{where}.bootstrapServers" for alias, where in p.cluster_fields.items()}
             for cfg in p.groups:
                 # no Kubernetes here: no Lease decides which worker generation mirrors
                 cfg = cfg.model_copy(update={"worker": cfg.worker.model_copy(update={"leaseName": None,
