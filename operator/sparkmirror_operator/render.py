@@ -109,12 +109,13 @@ def _volume_name(secret: str) -> str:
 def _secret_mounts(ctx: GroupContext) -> tuple[list[dict], list[dict], list[dict]]:
     """(volumes, volumeMounts, env) giving the job the Secrets the config refers to, by reference."""
     volumes, mounts, env = [], [], []
-    if ctx.settings.secrets == "env":
-        for ref in ctx.secrets:
-            if ref.key is not None and not ref.key.endswith((".crt", ".key", ".pem")) and \
-                    all(e["name"] != env_name(ref.secret, ref.key) for e in env):
-                env.append({"name": env_name(ref.secret, ref.key),
-                            "valueFrom": {"secretKeyRef": {"name": ref.secret, "key": ref.key}}})
+    # the environment variables the config names (secrets="env": passwords; certificates stay files)
+    wanted = {a.password.env for c in ctx.config.clusters if (a := c.authentication) is not None
+              and a.password is not None and a.password.env}
+    for ref in ctx.secrets:
+        name = env_name(ref.secret, ref.key) if ref.key is not None else None
+        if name in wanted and all(e["name"] != name for e in env):
+            env.append({"name": name, "valueFrom": {"secretKeyRef": {"name": ref.secret, "key": ref.key}}})
     for secret in sorted({r.secret for r in ctx.secrets}):
         vol = _volume_name(secret)
         volumes.append({"name": vol, "secret": {"secretName": secret, "defaultMode": 0o440}})
@@ -125,8 +126,7 @@ def _secret_mounts(ctx: GroupContext) -> tuple[list[dict], list[dict], list[dict
 def render_spark_application(ctx: GroupContext) -> list[dict[str, Any]]:
     """The Kubeflow Spark operator's SparkApplication for one flow group."""
     kmm2, spark = ctx.kmm2, ctx.kmm2.spec.spark
-    group = next(g for g in (kmm2.spec.flowGroups or []) if g.name == ctx.config.name) \
-        if any(g.name == ctx.config.name for g in (kmm2.spec.flowGroups or [])) else None
+    group = next((g for g in kmm2.spec.flowGroups or [] if g.name == ctx.config.name), None)
     executor = group.executor if group is not None and group.executor is not None else spark.executor
     name = application_name(kmm2.name, ctx.config.name)
     cm = config_map_name(kmm2.name, ctx.config.name)
@@ -245,15 +245,14 @@ def render(resource: dict[str, Any] | KafkaMirrorMaker2, settings: Settings | No
         leases.append(lease_name(kmm2.name, cfg.name))
         cms.append(cm_name)
         if kmm2.spec.state != "stopped":
-            secrets = _group_secrets(p, cfg)
+            secrets = _group_secrets(p, text)
             out.objects += render_application(GroupContext(kmm2, cfg, digest, secrets, settings, labels,
                                                            owner_reference(kmm2)))
     out.objects = copy.deepcopy(render_rbac(kmm2, leases, cms) + out.objects)  # no shared sub-dicts
     return out
 
 
-def _group_secrets(p: Plan, cfg: FlowGroupConfig) -> list[SecretRef]:
+def _group_secrets(p: Plan, config_text: str) -> list[SecretRef]:
     """The Secret references of the clusters this group talks to (a group mounts only what it uses)."""
-    text = cfg.to_yaml()
-    return [r for r in dict.fromkeys(p.secrets) if f"{SECRET_MOUNT_ROOT}/{r.secret}/" in text
-            or (r.key and env_name(r.secret, r.key) in text)]
+    return [r for r in dict.fromkeys(p.secrets) if f"{SECRET_MOUNT_ROOT}/{r.secret}/" in config_text
+            or (r.key and env_name(r.secret, r.key) in config_text)]

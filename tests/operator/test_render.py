@@ -91,6 +91,10 @@ def test_env_secrets_use_secret_key_refs() -> None:
     cm = next(o for o in objs if o["kind"] == "ConfigMap")
     cfg = FlowGroupConfig.from_yaml(cm["data"]["flowgroup.yaml"])
     assert cfg.cluster("central").authentication.password.env == "SPARKMIRROR_SECRET_MIRROR_USER_PASSWORD"
+    # only what the config reads from the environment: certificates and keys stay mounted files
+    for a in (o for o in objs if o["kind"] == "SparkApplication"):
+        for role in ("driver", "executor"):
+            assert [e["name"] for e in a["spec"][role]["env"]] == ["SPARKMIRROR_SECRET_MIRROR_USER_PASSWORD"]
 
 
 def test_long_names_are_shortened_stably() -> None:
@@ -99,3 +103,12 @@ def test_long_names_are_shortened_stably() -> None:
     src["spec"]["flowGroups"][0]["name"] = "b" * 30
     names = [o["metadata"]["name"] for o in render(src).objects]
     assert all(len(n) <= 52 for n in names) and names == [o["metadata"]["name"] for o in render(src).objects]
+
+
+def test_env_secret_whose_key_looks_like_a_file() -> None:
+    """A password kept under a key such as `sasl.key` is still a password: it goes to the environment."""
+    src = yaml.safe_load((DATA / "two-groups-scram.input.yaml").read_text())
+    src["spec"]["target"]["authentication"]["passwordSecret"]["password"] = "sasl.key"
+    app = next(o for o in render(src, Settings(secrets="env")).objects if o["kind"] == "SparkApplication")
+    assert {"name": "SPARKMIRROR_SECRET_MIRROR_USER_SASL_KEY",
+            "valueFrom": {"secretKeyRef": {"name": "mirror-user", "key": "sasl.key"}}} in app["spec"]["driver"]["env"]
