@@ -284,7 +284,9 @@ class SourceCounter:
 class CheckpointEmitter:
     """One mirror's checkpoints (and group offset sync); call `run_once()` every emitCheckpointsIntervalSeconds."""
 
-    def __init__(self, config: FlowGroupConfig, mirror: Mirror, timeout: float = 15.0) -> None:
+    def __init__(self, config: FlowGroupConfig, mirror: Mirror, timeout: float = 15.0,
+                 tail: ProgressTail | None = None) -> None:
+        """tail: a ProgressTail of this mirror to share (the driver's MirrorMonitor has one); else its own."""
         self.config, self.mirror, self.timeout = config, mirror, timeout
         self.policy = policy_for(mirror)
         self.groups = GroupFilter.of(mirror)
@@ -293,7 +295,8 @@ class CheckpointEmitter:
         self.source_admin = AdminClient(config.cluster(mirror.source).client_config())
         self.target_admin = AdminClient(target_conf)
         self.producer = Producer({**target_conf, "enable.idempotence": True, "linger.ms": 5})
-        self.tail = ProgressTail(target_conf, config.progressTopic, mirror.source)
+        self._own_tail = tail is None
+        self.tail = ProgressTail(target_conf, config.progressTopic, mirror.source) if tail is None else tail
         stamper = RecordStamper.of(self.policy, mirror.source, mirror.target)
         self.counter = SourceCounter(config.cluster(mirror.source).client_config(),
                                      stamper if stamper.uses_provenance else None, timeout)
@@ -395,5 +398,6 @@ class CheckpointEmitter:
 
     def close(self) -> None:
         self.producer.flush(self.timeout)
-        self.tail.close()
+        if self._own_tail:
+            self.tail.close()
         self.counter.close()

@@ -237,7 +237,7 @@ class DriverServices:
             self._httpd.shutdown()
             self._httpd.server_close()
         for m in self.mirrors.values():
-            for part in (m.monitor, m.heartbeats, m.checkpoints):
+            for part in (m.checkpoints, m.heartbeats, m.monitor):  # the monitor last: its tail may be shared
                 if part is not None:
                     try:
                         part.close()
@@ -277,7 +277,10 @@ class DriverServices:
             from .checkpoints import CheckpointEmitter
 
             if m.checkpoints is None:
-                self._guard(m, "checkpoints", lambda: setattr(m, "checkpoints", CheckpointEmitter(self.config, mirror)))
+                # one progress-topic reader per mirror on the driver: the monitor's, when it has one
+                tail = m.monitor.tail if m.monitor is not None else None
+                self._guard(m, "checkpoints", lambda: setattr(m, "checkpoints",
+                                                              CheckpointEmitter(self.config, mirror, tail=tail)))
             if m.checkpoints is not None:
                 def run() -> None:
                     cps = m.checkpoints.run_once()
