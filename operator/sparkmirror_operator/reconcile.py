@@ -42,10 +42,14 @@ class SecretCache:
     def __init__(self, api: KubeApi, namespace: str) -> None:
         self.api, self.namespace = api, namespace
         self._cache: dict[str, dict[str, Any] | None] = {}
+        self.errors: dict[str, str] = {}  # Secrets that could not be read (e.g. 403): name -> why
 
     def get(self, name: str) -> dict[str, Any] | None:
         if name not in self._cache:
-            self._cache[name] = self.api.get("Secret", self.namespace, name)
+            try:
+                self._cache[name] = self.api.get("Secret", self.namespace, name)
+            except client.ApiException as e:  # lands on the status (secret_problems), not in a handler crash
+                self._cache[name], self.errors[name] = None, f"{e.status} {e.reason}"
         return self._cache[name]
 
     def keys(self, name: str) -> list[str] | None:
@@ -81,7 +85,10 @@ class Reconciler:
         out = []
         for ref in dict.fromkeys(p.secrets):
             s = secrets.get(ref.secret)
-            if s is None:
+            if ref.secret in secrets.errors:
+                out.append(Problem("SecretUnreadable", f"Secret {secrets.namespace}/{ref.secret} referenced by "
+                                                       f"{ref.field} cannot be read: {secrets.errors[ref.secret]}"))
+            elif s is None:
                 out.append(Problem("SecretMissing", f"Secret {secrets.namespace}/{ref.secret} referenced by "
                                                     f"{ref.field} not found"))
             elif ref.key is not None and ref.key not in (s.get("data") or {}):
