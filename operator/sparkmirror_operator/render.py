@@ -66,9 +66,6 @@ class Rendered:
     plan: Plan
     objects: list[dict[str, Any]] = field(default_factory=list)
 
-    def of_kind(self, kind: str) -> list[dict[str, Any]]:
-        return [o for o in self.objects if o["kind"] == kind]
-
 
 @dataclass(frozen=True)
 class GroupContext:
