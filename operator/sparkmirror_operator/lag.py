@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from sparkmirror.flowgroup import Cluster, FlowGroupConfig
-from sparkmirror.naming import TopicFilter, policy_for
+from sparkmirror.naming import policy_for
+from sparkmirror.topicsync import topic_filter
 
 SECRET_REF_ROOT = "secret:"  # plan(secret_root=...) prefix: "secret:/<name>/<key>"
 RATE_WINDOW_MS = 30_000  # records/s: what the progress topic says was committed in the last 30 s
@@ -123,7 +124,7 @@ def group_lag(cfg: FlowGroupConfig, read: SecretReader, env_refs: dict[str, tupl
         ends: dict[tuple[str, str, int], tuple[int, int]] = {}
         for m in cfg.mirrors:
             src = cfg.cluster(m.source)
-            flt = TopicFilter(include=m.topics, exclude=m.topicsExclude, never=frozenset({cfg.progressTopic}))
+            flt = topic_filter(cfg, m)  # the job's own selection
             where = f"{fields[m.source]}.bootstrapServers: " if fields and m.source in fields else ""
             for (t, p), wm in source_end_offsets(kafka_config(src, read, env_refs), flt, src, target_alias,
                                                  policy_for(m), timeout, where).items():
