@@ -78,6 +78,7 @@ class PartitionSummary:
     epoch_end_ms: int = 0
     generation: int = 0
     fenced: bool = False
+    error: str | None = None  # set on the one row a lane yields when it stopped on a CopyError
 
     def row(self) -> tuple:
         return tuple(asdict(self).values())
@@ -87,7 +88,7 @@ SUMMARY_SCHEMA = ("mirror string, lane int, source_topic string, partition int, 
                   "records long, bytes long, source_first long, source_last long, target_first long, "
                   "target_last long, next_offset long, source_end long, lag long, transactions long, "
                   "latency_ms_sum long, latency_ms_max long, epoch_start_ms long, epoch_end_ms long, "
-                  "generation int, fenced boolean")
+                  "generation int, fenced boolean, error string")
 
 
 @dataclass

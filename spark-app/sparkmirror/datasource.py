@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
-from .copier import SUMMARY_SCHEMA, copy_lane
+from .copier import SUMMARY_SCHEMA, CopyError, LaneCopier, PartitionSummary
 from .flowgroup import FlowGroupConfig, Mirror
 from .lanes import LanePartition, plan_lanes
 
@@ -163,8 +163,18 @@ class MirrorStreamReader(DataSourceStreamReader):
         config = FlowGroupConfig.model_validate_json(partition.config_json)
         mirror = _mirror(config, partition.mirror)
         watch = RouteWatch(config, mirror, partition.routes)
-        for summary in copy_lane(config, mirror, partition.lane, list(partition.partitions),
-                                 should_stop=watch.changed):
+        copier = LaneCopier(config, mirror, partition.lane, list(partition.partitions), should_stop=watch.changed)
+        try:
+            summaries = copier.run()
+        except CopyError as e:
+            # Permanent (the target refuses a record, the source lost offsets): no point in Spark retrying the
+            # task. Report what was committed plus one error row; the driver fails the query with the message.
+            log.error("%s", e)
+            for summary in copier.summaries.values():
+                yield summary.row()
+            yield PartitionSummary(mirror.name, partition.lane, "", -1, "", error=str(e)).row()
+            return
+        for summary in summaries:
             yield summary.row()
 
 

@@ -61,6 +61,9 @@ class MirrorStats:
             self.epochs += 1
             for r in rows:
                 r = r.asDict() if hasattr(r, "asDict") else r
+                if r.get("error"):
+                    self.error = r["error"]
+                    continue
                 k = (r["source_topic"], r["partition"])
                 ps = self.partitions.setdefault(k, PartitionStats(r["source_topic"], r["partition"],
                                                                   r["target_topic"]))
@@ -91,6 +94,10 @@ class MirrorStats:
                 "bytes_per_s": sum(p["bytes_per_s"] for p in parts),
                 "records_total": sum(p["records_total"] for p in parts),
                 "last_epoch_end_ms": self.last_epoch_end_ms}
+
+
+class MirrorFailed(RuntimeError):
+    """A lane stopped on a permanent error (copier.CopyError); the query fails with its message."""
 
 
 STATS: dict[str, MirrorStats] = {}
@@ -145,6 +152,9 @@ def start_queries(spark, config: FlowGroupConfig, checkpoint_root: str | None = 
         def sink(batch_df, batch_id: int, stats: MirrorStats = stats) -> None:
             rows = batch_df.collect()
             stats.update(rows)
+            errors = [r["error"] for r in rows if r["error"]]
+            if errors:
+                raise MirrorFailed(errors[0])
             moved = sum(r["records"] for r in rows)
             log.info("mirror %s epoch %d: %d records, lag %s", stats.mirror, batch_id, moved,
                      sum(max(r["lag"], 0) for r in rows))
@@ -167,7 +177,7 @@ def _observed(df):
     return df.observe("sparkmirror", F.sum("records").alias("records"), F.sum("bytes").alias("bytes"),
                       F.sum(F.greatest(F.col("lag"), F.lit(0))).alias("lag"),
                       F.sum("latency_ms_sum").alias("latency_ms_sum"), F.max("latency_ms_max").alias("latency_ms_max"),
-                      F.count(F.lit(1)).alias("partitions"), F.sum(F.col("fenced").cast("int")).alias("fenced"))
+                      F.count(F.when(F.col("partition") >= 0, 1)).alias("partitions"), F.sum(F.col("fenced").cast("int")).alias("fenced"))
 
 
 def drain(queries: list, drain_file: str | None, timeout: float) -> None:
@@ -215,7 +225,7 @@ def run(config: FlowGroupConfig, master: str | None = None, extra_conf: dict[str
                 if not q.isActive:
                     exc = q.exception()
                     if exc is not None:
-                        STATS[q.name].error = str(exc)
+                        STATS[q.name].error = STATS[q.name].error or _root_message(str(exc))
                         log.error("mirror %s failed: %s", q.name, _root_message(str(exc)))
                         print(f"sparkmirror: mirror {q.name!r} failed: {_root_message(str(exc))}",
                               file=sys.stderr, flush=True)
@@ -234,7 +244,7 @@ def run(config: FlowGroupConfig, master: str | None = None, extra_conf: dict[str
 
 def _root_message(text: str) -> str:
     """The sparkmirror error inside a Spark/Py4J exception text, if there is one."""
-    for marker in ("sparkmirror.copier.SourceGapError: ", "sparkmirror.copier.CopyError: ",
+    for marker in ("MirrorFailed: ", "sparkmirror.copier.SourceGapError: ", "sparkmirror.copier.CopyError: ",
                    "sparkmirror.topicsync.TopicSyncError: ", "CopyError: ", "SourceGapError: "):
         if marker in text:
             return text.split(marker, 1)[1].splitlines()[0]
