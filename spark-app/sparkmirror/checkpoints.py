@@ -390,7 +390,8 @@ class CheckpointEmitter:
 
     def run_once(self, sync_offsets: bool | None = None) -> dict[str, list[Checkpoint]]:
         cps = self.translate_all()
-        self.emit(cps)
+        if self.mirror.emitCheckpoints:  # emit.checkpoints.enabled=false: translated for the offset sync only
+            self.emit(cps)
         if self.mirror.syncGroupOffsets if sync_offsets is None else sync_offsets:
             self.sync_group_offsets(cps)
         self.last = cps

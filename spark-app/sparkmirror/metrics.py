@@ -272,8 +272,9 @@ class DriverServices:
                 self._guard(m, "heartbeats", m.heartbeats.emit)
         wants_ckpt = mirror.emitCheckpoints or mirror.syncGroupOffsets
         if self._want_checkpoints and wants_ckpt and now >= m.next_checkpoint:
-            m.next_checkpoint = now + min(mirror.emitCheckpointsIntervalSeconds, mirror.syncGroupOffsetsIntervalSeconds
-                                          if mirror.syncGroupOffsets else float("inf"))
+            m.next_checkpoint = now + min(
+                [mirror.emitCheckpointsIntervalSeconds] * mirror.emitCheckpoints
+                + [mirror.syncGroupOffsetsIntervalSeconds] * mirror.syncGroupOffsets)
             from .checkpoints import CheckpointEmitter
 
             if m.checkpoints is None:

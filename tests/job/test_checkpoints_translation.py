@@ -13,6 +13,7 @@ from sparkmirror.mm2formats import Checkpoint
 from sparkmirror.progress import OffsetMap, ProgressRecord, ensure_progress_topic
 from sparkmirror.topicsync import TopicSync
 
+from .conftest import read_topic
 from .mm2java import run_java  # noqa: F401  (fixture)
 
 
@@ -174,6 +175,20 @@ def test_checkpoints_translate_exactly_and_sync_groups(kafka_a, kafka_b, topic, 
         res = admin_b.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(30)
         got = {(tp.topic, tp.partition): tp.offset for tp in res.topic_partitions}
         assert got == {(dst, cp.partition): cp.downstream_offset for cp in cps[group]}
+
+    # emit.checkpoints.enabled=false, sync.group.offsets.enabled=true: the group is synced, no checkpoint written
+    g3 = unique_name("ckpt-g3")
+    _commit(kafka_a.bootstrap, g3, {(src, 0): 17})
+    quiet = CheckpointEmitter(cfg, mirror.model_copy(update={"emitCheckpoints": False}))
+    try:
+        assert g3 in quiet.run_once()
+    finally:
+        quiet.close()
+    res = admin_b.list_consumer_group_offsets([ConsumerGroupTopicPartitions(g3)])[g3].result(30)
+    assert {(tp.topic, tp.partition): tp.offset for tp in res.topic_partitions} == \
+        {(dst, 0): g1cps[0].downstream_offset}
+    written = {Checkpoint.decode(r.key, r.value).group for r in read_topic(kafka_b.bootstrap, "a.checkpoints.internal")[0]}
+    assert g1 in written and g3 not in written
 
     # MM2's own client reads our checkpoints topic and agrees
     out = run_java("TranslateProbe", JAVA, kafka_b.bootstrap, "a", g1).splitlines()
