@@ -11,9 +11,10 @@ from typing import Any
 
 import kopf
 from kubernetes import client, config
+from kubernetes.client import ApiException
 
 from .kubeapi import KubeApi
-from .model import GROUP, PLURAL, VERSION
+from .model import GROUP, KIND, PLURAL, VERSION
 from .reconcile import Reconciler, Result
 from .status import transitions
 from .render import FIELD_MANAGER, LABEL_MANAGED_BY, LABEL_RESOURCE, Settings
@@ -72,12 +73,30 @@ def reconcile(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> 
     _finish(body, patch, memo.reconciler.reconcile(dict(body), apply=True))
 
 
+def _write_status(api: KubeApi, body: Any, status: dict[str, Any]) -> bool:
+    """Patch the status computed from `body`, unless the resource changed since `body` was read.
+
+    A refresh (timer, SparkApplication event) runs beside the create/update handler. Written unconditionally,
+    a refresh computed from an older view would put back the older observedGeneration after the handler had
+    acted on a newer spec, and later refreshes (which keep the generation last acted on) would keep it there.
+    False: skipped, the next refresh computes from a fresh view."""
+    meta = body["metadata"]
+    try:
+        api.patch_status(KIND, meta["namespace"], meta["name"], status, resource_version=meta["resourceVersion"])
+        return True
+    except ApiException as e:
+        if e.status == 409:
+            log.debug("%s/%s changed while its status was computed; skipped", meta["namespace"], meta["name"])
+            return False
+        raise
+
+
 @kopf.timer(GROUP, VERSION, PLURAL, interval=STATUS_INTERVAL, initial_delay=1.0, sharp=False)
-def refresh_status(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
+def refresh_status(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     """Periodic status: application states and lag from Kafka (no apply)."""
     result = memo.reconciler.reconcile(dict(body), apply=False, with_lag=True)
-    patch.status.update(result.status)
-    _announce(body, body.get("status"), result.status)
+    if _write_status(memo.reconciler.api, body, result.status):
+        _announce(body, body.get("status"), result.status)
 
 
 @kopf.on.event("sparkoperator.k8s.io", "v1beta2", "sparkapplications",
@@ -91,21 +110,26 @@ def application_changed(body: kopf.Body, event: dict[str, Any], memo: kopf.Memo,
     if not owner or not namespace or "reconciler" not in memo:
         return
     api: KubeApi = memo.reconciler.api
-    kmm2 = api.get("KafkaMirrorMaker2", namespace, owner)
-    if kmm2 is None or kmm2["metadata"].get("deletionTimestamp"):
-        return
-    old = kmm2.get("status") or {}
-    recreate = event.get("type") == "DELETED" and (kmm2.get("spec") or {}).get("state") != "stopped"
-    result = memo.reconciler.reconcile(kmm2, apply=recreate)
-    status = result.status
-    if recreate and result.applied:
-        kopf.event(kmm2, type="Warning", reason="Recreated",
-                   message=f"SparkApplication {meta.get('name')} was deleted; applied again: "
-                           + ", ".join(result.applied))
-    _announce(kmm2, old, status)
-    if {k: v for k, v in status.items() if k != "conditions"} != {k: old.get(k) for k in status if k != "conditions"} \
-            or _conds(status) != _conds(old):
-        api.patch_status("KafkaMirrorMaker2", namespace, owner, status)
+    recreate = event.get("type") == "DELETED"
+    for _attempt in range(3):  # the resource may change while its status is computed: read it again
+        kmm2 = api.get(KIND, namespace, owner)
+        if kmm2 is None or kmm2["metadata"].get("deletionTimestamp"):
+            return
+        old = kmm2.get("status") or {}
+        recreate = recreate and (kmm2.get("spec") or {}).get("state") != "stopped"
+        result = memo.reconciler.reconcile(kmm2, apply=recreate)
+        status = result.status
+        if recreate and result.applied:
+            kopf.event(kmm2, type="Warning", reason="Recreated",
+                       message=f"SparkApplication {meta.get('name')} was deleted; applied again: "
+                               + ", ".join(result.applied))
+            recreate = False  # done; a retry only refreshes the status
+        if {k: v for k, v in status.items() if k != "conditions"} == \
+                {k: old.get(k) for k in status if k != "conditions"} and _conds(status) == _conds(old):
+            return
+        if _write_status(api, kmm2, status):
+            _announce(kmm2, old, status)
+            return
 
 
 def _conds(status: dict[str, Any]) -> list[tuple]:

@@ -90,8 +90,14 @@ class KubeApi:
                 return False
             raise
 
-    def patch_status(self, kind: str, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
-        return self._call("PATCH", KINDS[kind].path(namespace, name) + "/status", [], {"status": status},
+    def patch_status(self, kind: str, namespace: str, name: str, status: dict[str, Any],
+                     resource_version: str | None = None) -> dict[str, Any]:
+        """Merge-patch the status; with resource_version, only if the object is still at that version (else
+        ApiException 409)."""
+        body: dict[str, Any] = {"status": status}
+        if resource_version is not None:
+            body["metadata"] = {"resourceVersion": resource_version}
+        return self._call("PATCH", KINDS[kind].path(namespace, name) + "/status", [], body,
                           "application/merge-patch+json")
 
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:

@@ -271,36 +271,3 @@ def test_strimzi_example_reports_not_applicable_and_unsupported(operator, kapi, 
     assert any(e.get("reason") == "UnsupportedConfig" for e in events)
 
 
-
-def test_unreadable_secret_is_a_condition_not_a_crash(kube, kmm2_crd, kapi, namespace) -> None:
-    """An operator whose RBAC cannot read a referenced Secret (403) says so on the status, naming the Secret."""
-    from kubernetes.client import ApiException
-
-    kapi.create(secret(namespace, "mirror-user", {"password": "pw"}))
-    everything_but_secrets = [
-        {"apiGroups": ["sparkmirror.io", "sparkoperator.k8s.io", "coordination.k8s.io"], "resources": ["*"],
-         "verbs": ["*"]},
-        {"apiGroups": [""], "resources": ["configmaps", "serviceaccounts", "services", "pods", "events"],
-         "verbs": ["*"]},
-        {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": ["*"]},
-    ]
-    meta = {"name": "no-secrets", "namespace": namespace}
-    kapi.create({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta})
-    kapi.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta,
-                 "rules": everything_but_secrets})
-    kapi.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
-                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "no-secrets"},
-                 "subjects": [{"kind": "ServiceAccount", "name": "no-secrets", "namespace": namespace}]})
-    created = kapi.create(resource("unreadable", namespace))
-    with kube.api_client() as api:
-        api.set_default_header("Impersonate-User", f"system:serviceaccount:{namespace}:no-secrets")
-        as_operator = KubeApi(api)
-        with pytest.raises(ApiException) as e:  # the premise: this identity cannot read Secrets
-            as_operator.get("Secret", namespace, "mirror-user")
-        assert e.value.status == 403
-        result = Reconciler(as_operator).reconcile(created, with_lag=True)
-    deg = next(c for c in result.status["conditions"] if c["type"] == "Degraded")
-    assert deg["status"] == "True" and deg["reason"] == "SecretUnreadable", deg
-    assert (f"Secret {namespace}/mirror-user referenced by spec.target.authentication.passwordSecret cannot be "
-            "read: 403 Forbidden") in deg["message"]
-    assert "SparkApplication/unreadable-a" in result.applied  # the rest of the reconcile still happened
