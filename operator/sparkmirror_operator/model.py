@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sparkmirror.flowgroup import Delivery  # one definition for the resource and the job's config
+
 GROUP = "sparkmirror.io"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -232,11 +234,6 @@ class FlowGroupSpec(_Model):
                                                       "spark.parallelism.", ge=1, le=1024)
     executor: ExecutorSpec | None = Field(None, description="Executor resources of this group; default "
                                                             "spark.executor.")
-
-
-class Delivery(str, Enum):
-    EXACTLY_ONCE = "exactly-once"
-    AT_LEAST_ONCE = "at-least-once"
 
 
 class State(str, Enum):
