@@ -119,6 +119,7 @@ class Env:
                 pass
         if self.source is not None:
             self.source.stop()
+            rmtree(self.source.home / "data")  # the preloaded data; logs stay
             self.source = None
 
 
