@@ -21,12 +21,12 @@ def test_job_mirrors_and_picks_up_new_topic(kafka_a, kafka_b, topic, flowgroup, 
     produce_numbered(kafka_a.bootstrap, first, 3, 0, 2000)
     cfg = flowgroup(f"{prefix}-.*", epochSeconds=4, mirror={"refreshTopicsIntervalSeconds": 2})
     jp = job(cfg)
-    wait_for(lambda: _mirrored(kafka_b.bootstrap, f"a.{first}", 2000, 3) or jp.proc.poll() is not None, 120,
+    wait_for(lambda: _mirrored(kafka_b.bootstrap, f"a.{first}", 2000, 3) or jp.proc.poll() is not None, 300,
              "first topic mirrored")
     assert jp.proc.poll() is None, jp.log()[-3000:]
     second = topic(kafka_a, 2, name=f"{prefix}-two")
     produce_numbered(kafka_a.bootstrap, second, 2, 0, 300)
-    wait_for(lambda: _mirrored(kafka_b.bootstrap, f"a.{second}", 300, 2), 60, "new topic mirrored")
+    wait_for(lambda: _mirrored(kafka_b.bootstrap, f"a.{second}", 300, 2), 180, "new topic mirrored")
     for name, parts, n in ((first, 3, 2000), (second, 2, 300)):
         got = read_topic(kafka_b.bootstrap, f"a.{name}")
         for p in range(parts):
