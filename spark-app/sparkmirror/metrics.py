@@ -31,12 +31,12 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from .flowgroup import FlowGroupConfig, Mirror
 from .naming import policy_for
-from .topicsync import select_topics, topic_filter
+from .topicsync import list_offsets, select_topics, topic_filter
 
 log = logging.getLogger(__name__)
 
@@ -84,17 +84,7 @@ class MirrorMonitor:
         self._counted: dict[tuple[str, int], tuple[int, int, int]] = {}  # tp -> (position, end, records)
 
     def _offsets(self, tps: list[tuple[str, int]], spec) -> dict[tuple[str, int], int]:
-        if not tps:
-            return {}
-        futs = self.source_admin.list_offsets({TopicPartition(t, p): spec for t, p in tps},
-                                              request_timeout=self.timeout)
-        out = {}
-        for tp, fut in futs.items():
-            try:
-                out[(tp.topic, tp.partition)] = fut.result(timeout=self.timeout).offset
-            except KafkaException:
-                continue
-        return out
+        return list_offsets(self.source_admin, tps, spec, self.timeout)
 
     def poll(self) -> dict[tuple[str, int], PartitionLive]:
         self.tail.poll(self.timeout)

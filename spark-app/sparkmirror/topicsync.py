@@ -168,6 +168,21 @@ def plan_sync(mirror: Mirror, policy: ReplicationPolicy, tfilter: TopicFilter, s
 
 # ---------------------------------------------------------------------------------------------- I/O
 
+def list_offsets(admin: AdminClient, tps: list[tuple[str, int]], spec: OffsetSpec,
+                 timeout: float) -> dict[tuple[str, int], int]:
+    """Offsets of (topic, partition) by `spec`; a partition that vanished since it was listed is left out."""
+    if not tps:
+        return {}
+    futs = admin.list_offsets({TopicPartition(t, p): spec for t, p in tps}, request_timeout=timeout)
+    out = {}
+    for tp, fut in futs.items():
+        try:
+            out[(tp.topic, tp.partition)] = fut.result(timeout=timeout).offset
+        except KafkaException:
+            continue
+    return out
+
+
 class TopicSyncError(RuntimeError):
     """Topic management cannot go on; the message names the config field or topic at fault."""
 
@@ -259,17 +274,8 @@ class TopicSync:
         return out
 
     def _end_offsets(self, routes: list[TopicRoute]) -> dict[tuple[str, int], int]:
-        req = {TopicPartition(r.source_topic, p): OffsetSpec.latest() for r in routes for p in range(r.partitions)}
-        if not req:
-            return {}
-        out = {}
-        futs = self._admin("source").list_offsets(req, request_timeout=self.timeout)
-        for tp, fut in futs.items():
-            try:
-                out[(tp.topic, tp.partition)] = fut.result(timeout=self.timeout).offset
-            except KafkaException:
-                continue
-        return out
+        tps = [(r.source_topic, p) for r in routes for p in range(r.partitions)]
+        return list_offsets(self._admin("source"), tps, OffsetSpec.latest(), self.timeout)
 
     # -- the sync
     def sync(self) -> list[TopicRoute]:
