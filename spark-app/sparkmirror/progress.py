@@ -175,20 +175,30 @@ def read_progress(target_conf: dict[str, str], topic: str, source_cluster: str |
         if tmd is None or tmd.error is not None:
             raise RuntimeError(f"progress topic {topic!r} not found on the target: "
                                f"{tmd.error if tmd is not None else 'missing'}")
-        todo: set[int] = set()
+        # Read up to the end offsets seen now. Not "until EOF": while other lanes keep committing small
+        # transactions, a read_committed consumer never gets PARTITION_EOF (the open transaction always sits
+        # at the end); everything below `ends` is decided once those transactions resolve, and this lane's
+        # own open transaction was already aborted by its init_transactions().
+        ends: dict[int, int] = {}
         assign = []
         for p in tmd.partitions:
             lo, hi = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
             if hi > lo:
-                todo.add(p)
+                ends[p] = hi
                 assign.append(TopicPartition(topic, p, lo))
         if not assign:
             return state
         consumer.assign(assign)
+        todo = set(ends)
         deadline = time.monotonic() + timeout
         while todo:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"reading progress topic {topic!r} did not reach its end in {timeout:.0f}s")
+            for tp in consumer.position([TopicPartition(topic, p) for p in todo]):
+                if tp.offset >= ends[tp.partition]:
+                    todo.discard(tp.partition)
+            if not todo:
+                break
             for msg in consumer.consume(num_messages=10000, timeout=0.5):
                 err = msg.error()
                 if err is not None:
@@ -196,6 +206,8 @@ def read_progress(target_conf: dict[str, str], topic: str, source_cluster: str |
                         todo.discard(msg.partition())
                         continue
                     raise KafkaException(err)
+                if msg.offset() >= ends.get(msg.partition(), 0):
+                    continue  # committed after this read began: the next read sees it
                 if msg.value() is None:  # a tombstone: progress deliberately reset for this key
                     c, t, part = json.loads(msg.key())
                     state.latest.pop((c, t, int(part)), None)

@@ -1,0 +1,52 @@
+"""Reading the progress topic while other lanes keep committing: read_committed never sees PARTITION_EOF
+then (an open transaction always sits at the end), so the read must stop at the end offsets it started from."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+from confluent_kafka import Producer
+
+from sparkmirror.devenv.testing import unique_name
+from sparkmirror.progress import ensure_progress_topic, read_progress
+
+
+def _value(i: int) -> bytes:
+    return json.dumps({"v": 1, "next": i + 1, "src": [i, i], "tgt": [i, i], "tgtTopic": "a.t", "count": 1,
+                       "commitMs": 0, "gen": 1, "fg": "g", "mirror": "m", "lane": 1}).encode()
+
+
+def test_read_finishes_while_another_lane_commits_continuously(kafka_b) -> None:
+    conf = {"bootstrap.servers": kafka_b.bootstrap}
+    topic = unique_name("progress-busy")
+    ensure_progress_topic(conf, topic)
+    stop = threading.Event()
+    committed: list[int] = []
+
+    def other_lane() -> None:
+        p = Producer({**conf, "transactional.id": unique_name("busy-lane")})
+        p.init_transactions(30)
+        i = 0
+        while not stop.is_set():
+            p.begin_transaction()
+            p.produce(topic, key=json.dumps(["a", "t", 0]).encode(), value=_value(i))
+            time.sleep(0.05)  # the transaction stays open most of the time, as a copying lane's does
+            p.commit_transaction(30)
+            committed.append(i + 1)
+            i += 1
+
+    t = threading.Thread(target=other_lane)
+    t.start()
+    try:
+        while len(committed) < 5:
+            time.sleep(0.1)
+        t0 = time.monotonic()
+        state = read_progress(conf, topic, "a", timeout=20)
+        took = time.monotonic() - t0
+    finally:
+        stop.set()
+        t.join(30)
+    nxt = state.latest[("a", "t", 0)].next_offset
+    assert 5 <= nxt <= committed[-1], (nxt, committed[-1])
+    assert took < 20
