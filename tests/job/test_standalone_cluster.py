@@ -115,7 +115,12 @@ def test_spark_submit_to_standalone_survives_a_worker_kill(kafka_a, kafka_b, top
     # hook and stop the SparkContext under the draining queries
     import psutil
 
-    driver = next(p for p in psutil.Process(jp.proc.pid).children(recursive=True)
-                  if str(JOB) in " ".join(p.cmdline()))
+    def cmdline(p: psutil.Process) -> str:
+        try:
+            return " ".join(p.cmdline())
+        except (psutil.ZombieProcess, psutil.NoSuchProcess):  # e.g. a finished helper not yet reaped
+            return ""
+
+    driver = next(p for p in psutil.Process(jp.proc.pid).children(recursive=True) if str(JOB) in cmdline(p))
     driver.terminate()
     assert jp.proc.wait(120) == 0, jp.log()[-3000:]
