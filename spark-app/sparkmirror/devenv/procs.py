@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,10 +24,40 @@ def log_tail(path: Path, lines: int = 25) -> str:
     return "\n".join(text[-lines:])
 
 
+_handed_out: set[int] = set()
+_port_lock = threading.Lock()
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    """A listenable port below the kernel's ephemeral range, never the same one twice in this process.
+
+    Ports from bind(0) come from the ephemeral range, where the kernel also picks the source port of every
+    outgoing connection (Kafka clients open many) and may hand the same port to two threads in a row; either
+    can take the port between choosing it and the server binding it.
+    """
+    high = _ephemeral_low()
+    low = max(1024, min(20000, high - 5000))
+    rng = random.Random(os.getpid() ^ time.monotonic_ns())
+    with _port_lock:
+        for _ in range(500):
+            port = rng.randrange(low, high)
+            if port in _handed_out:
+                continue
+            with socket.socket() as s:
+                try:
+                    s.bind((host, port))
+                except OSError:
+                    continue
+            _handed_out.add(port)
+            return port
+    raise DevEnvError(f"no free port on {host} in {low}-{high - 1}")
 
 
 def check_port_free(port: int, what: str, host: str = "127.0.0.1") -> None:
