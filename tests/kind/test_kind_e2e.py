@@ -118,7 +118,7 @@ def test_mirror_on_kind(kind_cluster: Path) -> None:
     while time.monotonic() < deadline:
         status = json.loads(_run(*kubectl, "-n", NS, "get", "kafkamirrormaker2/e2e", "-o", "json")).get("status", {})
         ready = any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions", []))
-        if ready and all(g.get("lag") == 0 for g in status.get("flowGroups", [])):
+        if ready and status.get("flowGroups") and all(g.get("lag") == 0 for g in status.get("flowGroups", [])):
             break
         time.sleep(10)
     else:
