@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 from confluent_kafka import (TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Producer,
                              TopicPartition)
@@ -99,7 +100,8 @@ class _Pending:
     src_last: int = -1
     count: int = 0
     nbytes: int = 0
-    ts: list[int] = field(default_factory=list)
+    ts_sum: int = 0
+    ts_min: int = -1
     tgt_first: int = -1
     tgt_last: int = -1
 
@@ -144,8 +146,14 @@ class LaneCopier:
     """Copies one lane's source partitions for one bounded epoch. Use `run()`; it returns the summaries."""
 
     def __init__(self, config: FlowGroupConfig, mirror: Mirror, lane: int, partitions: list[LanePartition],
-                 epoch_seconds: float | None = None, should_stop: Callable[[], bool] | None = None) -> None:
+                 epoch_seconds: float | None = None, should_stop: Callable[[], bool] | None = None,
+                 epoch: int | None = None, prev_epoch: int | None = None, attempt: int = 0) -> None:
+        """`epoch`/`prev_epoch` (Spark's epoch ids) let a lane keep its clients for its next epoch in this
+        process and resume them there; without them (tests, tools) every run starts and closes its own."""
         self.config = config
+        self.epoch, self.prev_epoch, self.attempt = epoch, prev_epoch, attempt
+        self._commits = 0
+        self.reused = False  # the lane's kept clients were resumed (see _LaneSession)
         self.mirror = mirror
         self.lane = lane
         self.partitions = list(partitions)
@@ -246,29 +254,98 @@ class LaneCopier:
             s.epoch_start_ms = start_ms
         if not self.partitions:
             return []
-        self.max_bytes = target_max_message_bytes(self.target_conf, set(self.route.values()))
-        self.producer = self._make_producer()
+        keep = False
         try:
-            if self.exactly_once:
-                self.producer.init_transactions(60)  # FIRST: aborts and fences older copies of this lane
-            self.consumer = Consumer({
-                **self.source_conf, "group.id": f"{self.tid}.source", "enable.auto.commit": False,
-                "enable.auto.offset.store": False, "isolation.level": "read_committed",
-                "auto.offset.reset": "error", "enable.partition.eof": False, "client.id": self.tid,
-                "fetch.wait.max.ms": 50, "queued.max.messages.kbytes": 65536})
-            positions = self._resume_positions()  # THEN: progress can no longer change under us
-            self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in positions.items()])
-            self._loop()
+            reused = self.reused = self._resume_session()
+            if not reused:
+                self._start()
+            try:
+                self._guarded(self._loop)
+            except LaneFenced:
+                if not reused or self._commits:
+                    raise
+                # another copy of this lane ran since our last epoch: start afresh (fencing it in turn)
+                log.info("lane %s: kept clients were fenced since the last epoch; starting afresh", self.tid)
+                self._close_clients()
+                self.reused = False
+                self._pending.clear()
+                self._delivery_errors.clear()
+                self._start()
+                self._guarded(self._loop)
+            keep = True
         except LaneFenced:
             self._fenced()
-        except (KafkaException, SystemError) as e:  # fatal errors surface from flush()/poll() as exceptions
-            err = _kafka_error(e)
+        finally:
+            self._finish(keep)
+        return list(self.summaries.values())
+
+    def _start(self) -> None:
+        """Fresh clients: producer, init_transactions (fences older copies), THEN progress, then assign."""
+        t0 = time.monotonic()
+        self.max_bytes = target_max_message_bytes(self.target_conf, set(self.route.values()))
+        self.producer = self._make_producer()
+        if self.exactly_once:
+            self._guarded(self.producer.init_transactions, 60)  # FIRST: aborts and fences older copies
+        self.consumer = Consumer({
+            **self.source_conf, "group.id": f"{self.tid}.source", "enable.auto.commit": False,
+            "enable.auto.offset.store": False, "isolation.level": "read_committed",
+            "auto.offset.reset": "error", "enable.partition.eof": False, "client.id": self.tid,
+            "fetch.wait.max.ms": 50, "queued.max.messages.kbytes": 65536})
+        positions = self._resume_positions()  # THEN: progress can no longer change under us
+        self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in positions.items()])
+        log.info("lane %s: started in %.0f ms (%d partitions)", self.tid, (time.monotonic() - t0) * 1000,
+                 len(positions))
+
+    def _guarded(self, op: Callable, *args) -> None:
+        """Fatal fencing errors surface from flush()/poll()/init as exceptions: map them to LaneFenced."""
+        try:
+            op(*args)
+        except (KafkaException, SystemError) as e:
+            err = _kafka_error(e) or self._fatal_error()
             if err is None or not _is_fenced(err):
                 raise
-            self._fenced()
-        finally:
-            self._finish()
-        return list(self.summaries.values())
+            raise LaneFenced() from e
+
+    def _fatal_error(self) -> KafkaError | None:
+        """The producer's fatal error, when the client raised a bare SystemError from flush() (it does when
+        the fatal error is raised while a delivery callback runs): any transactional call reports it."""
+        if not self.exactly_once or self.producer is None:
+            return None
+        try:
+            self.producer.abort_transaction(5)
+        except KafkaException as e:
+            err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+            return err if err is not None and err.fatal() else None
+        return None
+
+    def _session_key(self) -> tuple:
+        return (self.tid, self.config.model_dump_json(), tuple(sorted(self.route.items())))
+
+    def _resume_session(self) -> bool:
+        """Take this lane's clients kept by this worker process, if they ran exactly the previous epoch.
+
+        Only when no other copy can have run the lane since: the kept session ended at `prev_epoch` (the
+        start of this epoch) and this is the task's first attempt. Exactly-once adds fencing as the backstop:
+        if another copy did run, its init_transactions fenced the kept producer and `run` starts afresh.
+        """
+        if self.prev_epoch is None:
+            return False
+        with _SESSIONS_LOCK:
+            session = _SESSIONS.pop(self.tid, None)
+        if session is None:
+            return False
+        if session.key != self._session_key() or session.last_epoch != self.prev_epoch or self.attempt > 0:
+            session.close()
+            return False
+        self.producer, self.consumer = session.producer, session.consumer
+        self.max_bytes = session.max_bytes
+        self._committed_next = dict(session.committed_next)
+        self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in self._committed_next.items()])
+        return True
+
+    def _close_clients(self) -> None:
+        _close(self.producer, self.consumer)
+        self.producer = self.consumer = None
 
     def _fenced(self) -> None:
         log.warning("lane %s fenced by a newer copy; stopping", self.tid)
@@ -323,7 +400,9 @@ class LaneCopier:
                 h = self.stamper.headers_for(h)
             pend.count += 1
             pend.nbytes += (len(k) if k else 0) + (len(v) if v else 0)
-            pend.ts.append(ts)
+            pend.ts_sum += ts
+            if pend.ts_min < 0 or ts < pend.ts_min:
+                pend.ts_min = ts
             cb = functools.partial(self._on_delivery, key, off)
             while True:
                 try:
@@ -403,12 +482,12 @@ class LaneCopier:
             s.records += pend.count
             s.bytes += pend.nbytes
             s.transactions += 1
-            if pend.ts:
-                lat = [done_ms - t for t in pend.ts]
-                s.latency_ms_sum += sum(lat)
-                s.latency_ms_max = max(s.latency_ms_max, max(lat))
+            if pend.count:
+                s.latency_ms_sum += pend.count * done_ms - pend.ts_sum
+                s.latency_ms_max = max(s.latency_ms_max, done_ms - pend.ts_min)
             self._committed_next[key] = rec.next_offset
         self._pending.clear()
+        self._commits += 1
 
     def _check_delivery(self) -> None:
         if not self._delivery_errors:
@@ -442,7 +521,8 @@ class LaneCopier:
                 pass
         self._pending.clear()
 
-    def _finish(self) -> None:
+    def _finish(self, keep: bool = False) -> None:
+        """Summaries' end figures; then keep the clients for this lane's next epoch, or close them."""
         end_ms = _now_ms()
         if self.consumer is not None:
             for (topic, part), s in self.summaries.items():
@@ -454,14 +534,56 @@ class LaneCopier:
                 s.source_end = hi
                 s.next_offset = self._committed_next.get((topic, part), s.next_offset)
                 s.lag = max(hi - s.next_offset, 0) if hi >= 0 and s.next_offset >= 0 else -1
-            self.consumer.close()
         for s in self.summaries.values():
             s.epoch_end_ms = end_ms
-        if self.producer is not None:
-            try:
-                self.producer.flush(10)
-            except KafkaException:
-                pass  # fenced or fatal: nothing of ours is left uncommitted that matters
+        if keep and self.epoch is not None and self.consumer is not None and self.producer is not None:
+            self.consumer.unassign()  # stops fetching; the next epoch assigns the committed positions again
+            with _SESSIONS_LOCK:
+                old = _SESSIONS.pop(self.tid, None)
+                _SESSIONS[self.tid] = _LaneSession(self._session_key(), self.producer, self.consumer,
+                                                   dict(self._committed_next), dict(self.max_bytes), self.epoch)
+            if old is not None:
+                old.close()
+            return
+        self._close_clients()
+
+
+def _close(producer: Producer | None, consumer: Consumer | None) -> None:
+    if consumer is not None:
+        try:
+            consumer.close()
+        except (KafkaException, RuntimeError):
+            pass
+    if producer is not None:
+        try:
+            producer.flush(10)
+        except KafkaException:
+            pass  # fenced or fatal: nothing of ours is left uncommitted that matters
+
+
+@dataclass
+class _LaneSession:
+    """A lane's clients kept by a (reused) Python worker between epochs.
+
+    Creating them, init_transactions and reading the progress topic cost from a fraction of a second to
+    seconds per epoch; every record produced at the source during that gap waits for it. Keeping them makes
+    the epoch boundary cost one Spark scheduling round trip.
+    """
+
+    key: tuple
+    producer: Producer | None
+    consumer: Consumer | None
+    committed_next: dict[tuple[str, int], int]
+    max_bytes: dict[str, int]
+    last_epoch: int
+
+    def close(self) -> None:
+        _close(self.producer, self.consumer)
+
+
+_SESSIONS: dict[str, _LaneSession] = {}
+"""transactional.id -> the lane's kept clients, in this Python worker process."""
+_SESSIONS_LOCK = threading.Lock()
 
 
 class _Retry(Exception):

@@ -22,6 +22,7 @@ import os
 import time
 from collections.abc import Iterator, Sequence
 
+from pyspark import TaskContext
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
@@ -38,8 +39,9 @@ class LaneInputPartition(InputPartition):
     """What one lane task needs: the flow-group config (secrets stay references), its partitions, all routes."""
 
     def __init__(self, config_json: str, mirror: str, lane: int, partitions: tuple[LanePartition, ...],
-                 epoch: int, routes: tuple[tuple[str, str, int], ...]) -> None:
+                 epoch: int, routes: tuple[tuple[str, str, int], ...], prev_epoch: int | None = None) -> None:
         super().__init__((mirror, lane, epoch))
+        self.prev_epoch = prev_epoch
         self.config_json = config_json
         self.mirror = mirror
         self.lane = lane
@@ -54,6 +56,10 @@ def _mirror(config: FlowGroupConfig, name: str) -> Mirror:
             return m
     raise ValueError(f"mirror {name!r} is not in flow group {config.name!r}: "
                      f"{[m.name for m in config.mirrors]}")
+
+
+_ADMINS: dict[str, object] = {}
+"""Source AdminClients by client config, kept by the (reused) Python worker across epochs."""
 
 
 class RouteWatch:
@@ -72,7 +78,11 @@ class RouteWatch:
         self.known = {s: n for s, _t, n in routes}
         self.interval = mirror.refreshTopicsIntervalSeconds
         self.next_check = time.monotonic() + self.interval
-        self.admin = AdminClient(config.cluster(mirror.source).client_config())
+        conf = config.cluster(mirror.source).client_config()
+        key = repr(sorted(conf.items()))
+        if key not in _ADMINS:
+            _ADMINS[key] = AdminClient(conf)
+        self.admin = _ADMINS[key]
         self.policy, self.filter, self.target = policy_for(mirror), topic_filter(config, mirror), mirror.target
         self._should = should_replicate_topic
 
@@ -151,7 +161,7 @@ class MirrorStreamReader(DataSourceStreamReader):
         routes = tuple(self.refresh_routes())
         lanes = plan_lanes(mirror.name, config.lanes_of(mirror), routes)
         return [LaneInputPartition(self.config_json, mirror.name, lane.index, lane.partitions, int(end["epoch"]),
-                                   routes) for lane in lanes if lane.partitions]
+                                   routes, int(start["epoch"])) for lane in lanes if lane.partitions]
 
     def commit(self, end: dict) -> None:
         """Nothing to do: lanes committed to the target themselves; Spark's offsets are only epoch ids."""
@@ -163,7 +173,10 @@ class MirrorStreamReader(DataSourceStreamReader):
         config = FlowGroupConfig.model_validate_json(partition.config_json)
         mirror = _mirror(config, partition.mirror)
         watch = RouteWatch(config, mirror, partition.routes)
-        copier = LaneCopier(config, mirror, partition.lane, list(partition.partitions), should_stop=watch.changed)
+        ctx = TaskContext.get()
+        copier = LaneCopier(config, mirror, partition.lane, list(partition.partitions), should_stop=watch.changed,
+                            epoch=partition.epoch, prev_epoch=partition.prev_epoch,
+                            attempt=ctx.attemptNumber() if ctx is not None else 0)
         try:
             summaries = copier.run()
         except CopyError as e:
