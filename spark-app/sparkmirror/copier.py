@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -277,6 +278,9 @@ class LaneCopier:
             self._fenced()
         finally:
             self._finish(keep)
+            log.info("lane %s: epoch of %.1f s, %d records in %d transactions%s", self.tid,
+                     (_now_ms() - start_ms) / 1000, sum(s.records for s in self.summaries.values()), self._commits,
+                     " (kept clients)" if self.reused else "")
         return list(self.summaries.values())
 
     def _start(self) -> None:
@@ -333,8 +337,13 @@ class LaneCopier:
         with _SESSIONS_LOCK:
             session = _SESSIONS.pop(self.tid, None)
         if session is None:
+            log.info("lane %s: no kept clients in worker %d", self.tid, os.getpid())
             return False
         if session.key != self._session_key() or session.last_epoch != self.prev_epoch or self.attempt > 0:
+            log.info("lane %s: not resuming kept clients (%s)", self.tid,
+                     "plan changed" if session.key != self._session_key() else
+                     f"they ran epoch {session.last_epoch}, this one follows {self.prev_epoch}"
+                     if session.last_epoch != self.prev_epoch else f"task attempt {self.attempt}")
             session.close()
             return False
         self.producer, self.consumer = session.producer, session.consumer

@@ -58,6 +58,17 @@ def _mirror(config: FlowGroupConfig, name: str) -> Mirror:
                      f"{[m.name for m in config.mirrors]}")
 
 
+def _worker_logging() -> None:
+    """Lane logs (start-up time, fencing, gaps) at INFO on the executor's stderr, where Spark keeps them."""
+    lg = logging.getLogger("sparkmirror")
+    if not lg.handlers:
+        h = logging.StreamHandler()
+        h.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        lg.addHandler(h)
+        lg.setLevel(logging.INFO)
+        lg.propagate = False
+
+
 _ADMINS: dict[str, object] = {}
 """Source AdminClients by client config, kept by the (reused) Python worker across epochs."""
 
@@ -170,6 +181,7 @@ class MirrorStreamReader(DataSourceStreamReader):
 
     def read(self, partition: InputPartition) -> Iterator[tuple]:
         assert isinstance(partition, LaneInputPartition)
+        _worker_logging()
         config = FlowGroupConfig.model_validate_json(partition.config_json)
         mirror = _mirror(config, partition.mirror)
         watch = RouteWatch(config, mirror, partition.routes)

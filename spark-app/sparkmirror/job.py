@@ -52,6 +52,7 @@ class MirrorStats:
     partitions: dict[tuple[str, int], PartitionStats] = field(default_factory=dict)
     epochs: int = 0
     last_epoch_end_ms: int | None = None
+    prev_epoch_end_ms: int | None = None  # the sink's: the boundary gap it logs
     error: str | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -156,8 +157,12 @@ def start_queries(spark, config: FlowGroupConfig, checkpoint_root: str | None = 
             if errors:
                 raise MirrorFailed(errors[0])
             moved = sum(r["records"] for r in rows)
-            log.info("mirror %s epoch %d: %d records, lag %s", stats.mirror, batch_id, moved,
-                     sum(max(r["lag"], 0) for r in rows))
+            starts = [r["epoch_start_ms"] for r in rows if r["epoch_start_ms"]]
+            gap = (min(starts) - stats.prev_epoch_end_ms) if starts and stats.prev_epoch_end_ms else None
+            stats.prev_epoch_end_ms = max((r["epoch_end_ms"] for r in rows), default=None)
+            log.info("mirror %s epoch %d: %d records, lag %s%s", stats.mirror, batch_id, moved,
+                     sum(max(r["lag"], 0) for r in rows),
+                     f", {gap} ms without a lane running before it" if gap is not None else "")
 
         reader = (spark.readStream.format(FORMAT).option("config", config.model_dump_json())
                   .option("mirror", mirror.name))
