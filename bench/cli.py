@@ -1,4 +1,4 @@
-"""`python -m bench`: preload, alternate the contenders, repeat, check, report."""
+"""`python -m bench`: preload, then per repetition and record size alternate the contenders; check, report."""
 from __future__ import annotations
 
 import argparse
@@ -21,6 +21,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("-n", "--records", type=int, default=500_000,
                    help="records of each size (1 KiB and 100 B); default %(default)s")
     p.add_argument("--reps", type=int, default=3, help="repetitions of each contender; default %(default)s")
+    p.add_argument("--sizes", default="b1k,b100",
+                   help="comma list of the record sizes mirrored, each in its own runs: b1k (1 KiB), b100 (100 B); "
+                        "both are preloaded either way; default %(default)s")
     p.add_argument("--parallelism", type=int, default=min(4, os.cpu_count() or 2),
                    help="MM2 tasks.max and sparkmirror lanes; default min(4, cores) = %(default)s")
     p.add_argument("--partitions-per-topic", type=int, default=4)
@@ -65,6 +68,17 @@ def pick(spec: str) -> tuple[list[Contender], bool]:
     return [available[n] for n in names if n != "ceiling"], "ceiling" in names
 
 
+def pick_sizes(layout: data.Layout, spec: str) -> list[data.Layout]:
+    """One layout per record size asked for: a throughput run mirrors one size, so its figures are that size's."""
+    labels = [s.strip() for s in spec.split(",") if s.strip()]
+    if not labels:
+        raise SystemExit("--sizes: no record size given")
+    try:
+        return [layout.only(label) for label in dict.fromkeys(labels)]
+    except ValueError as e:
+        raise SystemExit(f"--sizes: {e}") from None
+
+
 def _terminate(signum, _frame):  # noqa: ANN001
     raise SystemExit(128 + signum)
 
@@ -77,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     MirrorMaker2.stock_clients = args.mm2_stock_clients
     signal.signal(signal.SIGTERM, _terminate)
     layout = data.Layout(args.records, args.partitions_per_topic, args.topics_per_size)
+    sizes = pick_sizes(layout, args.sizes)
     args.work.mkdir(parents=True, exist_ok=True)
     work = args.work / time.strftime("run-%Y%m%d-%H%M%S", time.gmtime())
     env = Env(work, broker_heap=args.broker_heap)
@@ -85,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     load_start = [round(x, 2) for x in os.getloadavg()]
     say = lambda *a: print(time.strftime("%H:%M:%S"), *a, flush=True)  # noqa: E731
     say(f"contenders: {[c.name for c in mirrors] + (['ceiling'] if with_ceiling else [])}; "
-        f"{layout.total_records:,} records; {args.reps} reps; work dir {work}")
+        f"{layout.total_records:,} records preloaded; sizes mirrored {[s.size_name for s in sizes]}; "
+        f"{args.reps} reps; work dir {work}")
 
     def record(r) -> None:  # noqa: ANN001
         d = r.to_json()
@@ -95,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
             say(f"  {r.contender} latency #{r.rep}: p50 {r.latency_ms.get('p50')} p99 {r.latency_ms.get('p99')} "
                 f"max {r.latency_ms.get('max')} ms, start-up {r.startup_s:.1f}s, {state}")
         else:
-            say(f"  {r.contender} #{r.rep}: {d['records_per_s']:,.0f} rec/s, {d['mib_per_s']:.1f} MiB/s, "
+            say(f"  {r.contender} {r.size} #{r.rep}: {d['records_per_s']:,.0f} rec/s, {d['mib_per_s']:.1f} MiB/s, "
                 f"copy {r.copy_s:.1f}s, start-up {r.startup_s:.1f}s, CPU {r.cpu_s:.1f}s, "
                 f"RSS {r.peak_rss / 2**20:.0f} MiB, other procs {r.foreign_cpu_s:.1f} CPU s, {state}")
         (work / "runs.json").write_text(json.dumps(runs, indent=2, default=str))
@@ -113,19 +129,21 @@ def main(argv: list[str] | None = None) -> int:
         order: list = [*mirrors, *(["ceiling"] if with_ceiling else [])]
         for rep in range(args.reps):
             k = rep % len(order) if order else 0
-            for c in order[k:] + order[:k]:
-                if c == "ceiling":
-                    say(f"ceiling #{rep} ...")
-                    record(run_ceiling(env, layout, rep, args.timeout))
-                else:
-                    say(f"{c.name} #{rep} ...")
-                    record(run_mirror_throughput(env, c, layout, source_scan, rep, args.parallelism,
-                                                 args.timeout, args.settle))
+            for size in sizes:
+                for c in order[k:] + order[:k]:
+                    if c == "ceiling":
+                        say(f"ceiling {size.size_name} #{rep} ...")
+                        record(run_ceiling(env, size, rep, args.timeout))
+                    else:
+                        say(f"{c.name} {size.size_name} #{rep} ...")
+                        record(run_mirror_throughput(env, c, size, source_scan, rep, args.parallelism,
+                                                     args.timeout, args.settle))
         if args.profile:
+            profiled = next((s for s in sizes if s.label == "b1k"), sizes[0])  # the size the goal is judged on
             for c in mirrors:
                 if c.family == "sparkmirror":
-                    say(f"{c.name} under py-spy ...")
-                    record(run_mirror_throughput(env, c, layout, source_scan, 0, args.parallelism,
+                    say(f"{c.name} {profiled.size_name} under py-spy ...")
+                    record(run_mirror_throughput(env, c, profiled, source_scan, 0, args.parallelism,
                                                  args.timeout, args.settle, profile=True))
         if args.latency_contenders:
             wanted = {s.strip() for s in args.latency_contenders.split(",")}
@@ -147,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
                 "command": " ".join([Path(sys.executable).name, "-m", "bench", *(argv if argv is not None else sys.argv[1:])]),
                 "config": {"records_per_size": args.records, "total_records": layout.total_records,
                            "payload_mib": layout.payload_bytes / 2**20, "topics": len(layout.topics),
+                           "sizes": {s.size_name: {"label": s.label, "records": s.total_records,
+                                                   "payload_mib": s.payload_bytes / 2**20, "topics": len(s.topics)}
+                                     for s in sizes},
                            "partitions_per_topic": args.partitions_per_topic, "parallelism": args.parallelism,
                            "reps": args.reps, "latency_rate": args.latency_rate,
                            "latency_seconds": args.latency_seconds, "latency_warmup": args.latency_warmup,
@@ -158,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
                 "load_end": [round(x, 2) for x in os.getloadavg()],
                 "note": args.note,
                 "summary": summary,
-                "ratios": report.ratios(summary),
+                "ratios": {size: report.ratios(by_contender) for size, by_contender in summary.items()},
                 "runs": runs,
             }
             md, js = report.write(result, args.results)

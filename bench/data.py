@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import time
 import zlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -33,9 +33,17 @@ class TopicSpec:
         return head + _FILLER[off:off + n]
 
 
+def size_name(value_size: int) -> str:
+    """How a record size is named in the report: "1 KiB", "100 B"."""
+    return f"{value_size // 1024} KiB" if value_size % 1024 == 0 else f"{value_size} B"
+
+
 @dataclass(frozen=True)
 class Layout:
-    """N records of 1 KiB and N of 100 B, each size spread over `topics_per_size` topics."""
+    """N records of 1 KiB and N of 100 B, each size spread over `topics_per_size` topics.
+
+    Topic names depend only on the size's label, so `only(label)` names the same topics as the full layout.
+    """
 
     records_per_size: int
     partitions_per_topic: int = 4
@@ -63,6 +71,23 @@ class Layout:
         hdr = len("seq") + len("origin") + len(ORIGIN)
         return sum(t.records * (t.value_size + 12 + hdr) + sum(len(str(i)) for i in range(t.records))
                    for t in self.topics)
+
+    @property
+    def label(self) -> str:
+        """Short id of the sizes this layout holds, for directory names: "b1k", "b1k+b100"."""
+        return "+".join(label for label, _ in self.sizes)
+
+    @property
+    def size_name(self) -> str:
+        """The sizes this layout holds as the report names them: "1 KiB", "1 KiB + 100 B"."""
+        return " + ".join(size_name(size) for _, size in self.sizes)
+
+    def only(self, label: str) -> "Layout":
+        """The topics of one record size (same names as in this layout), so a run can mirror just those."""
+        picked = tuple(s for s in self.sizes if s[0] == label)
+        if not picked:
+            raise ValueError(f"no record size {label!r}; known: {[lb for lb, _ in self.sizes]}")
+        return replace(self, sizes=picked)
 
     @property
     def pattern(self) -> str:
@@ -168,6 +193,11 @@ class ScanResult:
 
     def to_json(self) -> dict:
         return {k: asdict(v) for k, v in self.partitions.items()}
+
+    def only(self, topics: set[str]) -> "ScanResult":
+        """The partitions of `topics` alone: what a run that mirrors only those topics is compared with."""
+        return ScanResult({k: v for k, v in self.partitions.items() if k.rsplit("/", 1)[0] in topics},
+                          seconds=self.seconds)
 
 
 def scan(bootstrap: str, topics: dict[str, TopicSpec], *, with_timestamp: bool = True,

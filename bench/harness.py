@@ -32,6 +32,7 @@ class RunResult:
     contender: str
     kind: str                       # throughput | latency | ceiling
     rep: int
+    size: str = ""                  # record size mirrored: "1 KiB" or "100 B" (each size has its own runs)
     ok: bool = False
     problems: list[str] = field(default_factory=list)
     records: int = 0
@@ -223,12 +224,14 @@ def wait_mirrored(target: str, expected: dict[tuple[str, int], int], contender: 
 def run_mirror_throughput(env: Env, contender: Contender, layout: data.Layout, source_scan: data.ScanResult,
                           rep: int, parallelism: int, timeout: float, settle: float,
                           profile: bool = False) -> RunResult:
-    """One measured copy of the preloaded data; with `profile`, an extra run under py-spy (kind "profile",
-    left out of the medians because sampling slows the mirror down)."""
-    run = RunResult(contender.name, "profile" if profile else "throughput", rep, records=layout.total_records,
-                    bytes=layout.payload_bytes)
+    """One measured copy of `layout`'s topics (one record size, so a run's figures are for that size) out of
+    the preloaded source; with `profile`, an extra run under py-spy (kind "profile", left out of the medians
+    because sampling slows the mirror down)."""
+    run = RunResult(contender.name, "profile" if profile else "throughput", rep, size=layout.size_name,
+                    records=layout.total_records, bytes=layout.payload_bytes)
+    source_scan = source_scan.only({t.name for t in layout.topics})
     target = env.new_target()
-    rundir = env.work / "runs" / f"{contender.name}-tp-{rep}"
+    rundir = env.work / "runs" / f"{contender.name}-tp-{rep}-{layout.label}"
     rmtree(rundir)
     setup = MirrorSetup(env.source.bootstrap, target.bootstrap, layout.pattern, parallelism, rundir)
     rename = {t.name: remote_name(t.name) for t in layout.topics}
@@ -354,7 +357,7 @@ def percentile(xs: list[float], q: float) -> float:
 def run_mirror_latency(env: Env, contender: Contender, rep: int, parallelism: int, rate: int, seconds: float,
                        warmup: float, partitions: int, timeout: float, settle: float) -> RunResult:
     """Steady `rate` records/s into a fresh source topic; latency = target LogAppendTime - source timestamp."""
-    run = RunResult(contender.name, "latency", rep)
+    run = RunResult(contender.name, "latency", rep, size=data.size_name(1024))
     name = f"lat-{rep}-{contender.name}-{uuid.uuid4().hex[:6]}"
     data.create_topics(env.source.bootstrap, [(name, partitions)])
     target = env.new_target()
@@ -369,7 +372,7 @@ def run_mirror_latency(env: Env, contender: Contender, rep: int, parallelism: in
         pid = contender.start(setup)
         mon = ProcessTreeMonitor([pid]).start()
         t_start = time.time()
-        spec = data.TopicSpec(name, partitions, 1024, 10**9)
+        spec = data.TopicSpec(name, partitions, 1024, 10**9)  # 1 KiB, as `run.size` says
         producer = SteadyProducer(env.source.bootstrap, spec, 20)  # a trickle until the mirror is up
         producer.start()
         admin = AdminClient({"bootstrap.servers": target.bootstrap, "log_level": 2})
@@ -462,14 +465,15 @@ def _java(main: str, *args: str, log: Path) -> subprocess.Popen:
 
 
 def run_ceiling(env: Env, layout: data.Layout, rep: int, timeout: float) -> RunResult:
-    """The machine's ceiling with Kafka's own Java perf tools: a read phase (one ConsumerPerformance per
-    source topic, all at once) then a write phase (one ProducerPerformance per topic, same count and size,
+    """The machine's ceiling for `layout`'s topics with Kafka's own Java perf tools: a read phase (one
+    ConsumerPerformance per source topic, all at once) then a write phase (one ProducerPerformance per topic, same count and size,
     into a topic with as many partitions on the target, all at once). Each phase's time is its slowest tool's
     own elapsed time (JVM start-up excluded); ceiling = records / the slower phase. An upper bound: a mirror
     reads and writes at the same time on the same cores."""
-    run = RunResult("ceiling", "ceiling", rep, records=layout.total_records, bytes=layout.payload_bytes)
+    run = RunResult("ceiling", "ceiling", rep, size=layout.size_name, records=layout.total_records,
+                    bytes=layout.payload_bytes)
     target = env.new_target()
-    rundir = env.work / "runs" / f"ceiling-{rep}"
+    rundir = env.work / "runs" / f"ceiling-{rep}-{layout.label}"
     rmtree(rundir)
     rundir.mkdir(parents=True)
     data.create_topics(target.bootstrap, [(f"ceil.{t.name}", t.partitions) for t in layout.topics])

@@ -1,6 +1,6 @@
 """The benchmark end to end on tiny data: real brokers, MM2, the perf-tool ceiling and (once its job exists)
-sparkmirror; asserts every run's correctness check passed and the report files were written. Speed is
-measured by `make bench`, never asserted here."""
+sparkmirror; asserts every run's correctness check passed, that each record size was mirrored in runs of its
+own, and that the report files were written. Speed is measured by `make bench`, never asserted here."""
 from __future__ import annotations
 
 import json
@@ -31,13 +31,18 @@ def test_bench_runs_end_to_end_and_writes_its_report(tmp_path: Path) -> None:
                "--work", str(tmp_path / "work"), "--results", str(results), "--timeout", "180"])
 
     report = json.loads((results / "latest.json").read_text())
-    failed = {r["contender"]: r["problems"] for r in report["runs"] if not r["ok"]}
+    failed = {f"{r['contender']} {r['size']} {r['kind']}": r["problems"] for r in report["runs"] if not r["ok"]}
     assert not failed, failed
     assert rc == 0
-    assert {r["contender"] for r in report["runs"] if r["kind"] != "latency"} == set(contenders)
-    assert all(r["records"] == 2000 for r in report["runs"] if r["kind"] != "latency")
+    tp = [r for r in report["runs"] if r["kind"] != "latency"]
+    assert sorted((r["contender"], r["size"]) for r in tp) == sorted(
+        (c, size) for c in contenders for size in ("1 KiB", "100 B"))
+    assert all(r["records"] == 1000 for r in tp)  # one size's topics per run, not both
+    assert list(report["summary"]) == ["1 KiB", "100 B"] and set(report["ratios"]) == {"1 KiB", "100 B"}
     lat = [r for r in report["runs"] if r["kind"] == "latency"]
-    assert len(lat) == 1 and lat[0]["contender"] == latency and lat[0]["latency_ms"]["p99"] >= 0
+    assert len(lat) == 1 and lat[0]["contender"] == latency and lat[0]["latency_ms"]["p99"] >= 0 \
+        and lat[0]["size"] == "1 KiB"
     md = (results / "latest.md").read_text()
     assert "| contender | records/s |" in md and "## Machine" in md
+    assert md.index("## 1 KiB records") < md.index("## 100 B records") < md.index("## Machine")
     assert len(list(results.glob("*.md"))) == 2 and len(list(results.glob("*.json"))) == 2  # latest + dated
