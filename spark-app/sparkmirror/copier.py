@@ -19,7 +19,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from confluent_kafka import (TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Producer,
                              TopicPartition)
@@ -148,11 +148,14 @@ class LaneCopier:
 
     def __init__(self, config: FlowGroupConfig, mirror: Mirror, lane: int, partitions: list[LanePartition],
                  epoch_seconds: float | None = None, should_stop: Callable[[], bool] | None = None,
-                 epoch: int | None = None, prev_epoch: int | None = None, attempt: int = 0) -> None:
+                 epoch: int | None = None, prev_epoch: int | None = None, attempt: int = 0,
+                 carry_seconds: float = 0.0, stop_file: str | None = None) -> None:
         """`epoch`/`prev_epoch` (Spark's epoch ids) let a lane keep its clients for its next epoch in this
         process and resume them there; without them (tests, tools) every run starts and closes its own."""
         self.config = config
         self.epoch, self.prev_epoch, self.attempt = epoch, prev_epoch, attempt
+        self.carry_seconds, self.stop_file = carry_seconds, stop_file
+        self.result: list[PartitionSummary] = []
         self._commits = 0
         self.reused = False  # the lane's kept clients were resumed (see _LaneSession)
         self.mirror = mirror
@@ -279,9 +282,9 @@ class LaneCopier:
         finally:
             self._finish(keep)
             log.info("lane %s: epoch of %.1f s, %d records in %d transactions%s", self.tid,
-                     (_now_ms() - start_ms) / 1000, sum(s.records for s in self.summaries.values()), self._commits,
+                     (_now_ms() - start_ms) / 1000, sum(s.records for s in self.result), self._commits,
                      " (kept clients)" if self.reused else "")
-        return list(self.summaries.values())
+        return self.result
 
     def _start(self) -> None:
         """Fresh clients: producer, init_transactions (fences older copies), THEN progress, then assign."""
@@ -326,7 +329,7 @@ class LaneCopier:
         return (self.tid, self.config.model_dump_json(), tuple(sorted(self.route.items())))
 
     def _resume_session(self) -> bool:
-        """Take this lane's clients kept by this worker process, if they ran exactly the previous epoch.
+        """Take over this lane's clients kept by this worker process, if they ran exactly the previous epoch.
 
         Only when no other copy can have run the lane since: the kept session ended at `prev_epoch` (the
         start of this epoch) and this is the task's first attempt. Exactly-once adds fencing as the backstop:
@@ -339,16 +342,27 @@ class LaneCopier:
         if session is None:
             log.info("lane %s: no kept clients in worker %d", self.tid, os.getpid())
             return False
-        if session.key != self._session_key() or session.last_epoch != self.prev_epoch or self.attempt > 0:
-            log.info("lane %s: not resuming kept clients (%s)", self.tid,
-                     "plan changed" if session.key != self._session_key() else
-                     f"they ran epoch {session.last_epoch}, this one follows {self.prev_epoch}"
-                     if session.last_epoch != self.prev_epoch else f"task attempt {self.attempt}")
-            session.close()
+        kept = session.release()  # stops copying between epochs at a transaction boundary
+        why = ("they stopped" if kept is None else "plan changed" if session.key != self._session_key() else
+               f"they ran epoch {session.last_epoch}, this one follows {self.prev_epoch}"
+               if session.last_epoch != self.prev_epoch else f"task attempt {self.attempt}" if self.attempt else "")
+        if why:
+            log.info("lane %s: not resuming kept clients (%s)", self.tid, why)
+            if kept is not None:
+                kept._close_clients()
             return False
-        self.producer, self.consumer = session.producer, session.consumer
-        self.max_bytes = session.max_bytes
-        self._committed_next = dict(session.committed_next)
+        assert kept is not None
+        self.producer, self.consumer, self.max_bytes = kept.producer, kept.consumer, kept.max_bytes
+        self._committed_next = dict(kept._committed_next)
+        for k, carried in kept.summaries.items():  # records copied between the epochs count in this one
+            mine = self.summaries[k]
+            for f in ("records", "bytes", "transactions", "latency_ms_sum"):
+                setattr(mine, f, getattr(mine, f) + getattr(carried, f))
+            mine.latency_ms_max = max(mine.latency_ms_max, carried.latency_ms_max)
+            if carried.source_first >= 0:
+                mine.source_first, mine.target_first = carried.source_first, carried.target_first
+                mine.source_last, mine.target_last = carried.source_last, carried.target_last
+        kept.producer = kept.consumer = None
         self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in self._committed_next.items()])
         return True
 
@@ -545,14 +559,23 @@ class LaneCopier:
                 s.lag = max(hi - s.next_offset, 0) if hi >= 0 and s.next_offset >= 0 else -1
         for s in self.summaries.values():
             s.epoch_end_ms = end_ms
+        self.result = [replace(s) for s in self.summaries.values()]  # the task's rows, whatever happens next
         if keep and self.epoch is not None and self.consumer is not None and self.producer is not None:
-            self.consumer.unassign()  # stops fetching; the next epoch assigns the committed positions again
+            # from here on the counters are the next epoch's: what is copied between epochs counts there
+            self.summaries = {k: PartitionSummary(s.mirror, s.lane, s.source_topic, s.partition, s.target_topic,
+                                                  generation=s.generation) for k, s in self.summaries.items()}
+            session = _LaneSession(self._session_key(), self.epoch, self)
             with _SESSIONS_LOCK:
                 old = _SESSIONS.pop(self.tid, None)
-                _SESSIONS[self.tid] = _LaneSession(self._session_key(), self.producer, self.consumer,
-                                                   dict(self._committed_next), dict(self.max_bytes), self.epoch)
+                _SESSIONS[self.tid] = session
             if old is not None:
-                old.close()
+                stale = old.release()
+                if stale is not None:
+                    stale._close_clients()
+            if self.exactly_once and self.carry_seconds > 0:
+                session.carry_on(self.carry_seconds, self.stop_file)
+            else:
+                self.consumer.unassign()  # stops fetching; the next epoch assigns the committed positions again
             return
         self._close_clients()
 
@@ -570,24 +593,61 @@ def _close(producer: Producer | None, consumer: Consumer | None) -> None:
             pass  # fenced or fatal: nothing of ours is left uncommitted that matters
 
 
-@dataclass
 class _LaneSession:
     """A lane's clients kept by a (reused) Python worker between epochs.
 
     Creating them, init_transactions and reading the progress topic cost from a fraction of a second to
-    seconds per epoch; every record produced at the source during that gap waits for it. Keeping them makes
-    the epoch boundary cost one Spark scheduling round trip.
+    seconds per epoch; keeping them saves that when the lane's next task lands in this worker.
+
+    Exactly-once lanes also keep COPYING between epochs (`carry_on`): Spark's boundary between two epochs
+    (finish the batch, run the sink, write the checkpoint, plan, launch tasks) takes seconds, and every record
+    produced meanwhile would wait for it. The carrying thread is just one more copy of the lane: the lane's
+    next task either releases it here (it stops at a transaction boundary and hands over its clients) or, in
+    another worker, fences it with init_transactions and reads the progress it committed. It stops by itself
+    after `carry_seconds` or when the stop file (the driver's drain file) appears.
     """
 
-    key: tuple
-    producer: Producer | None
-    consumer: Consumer | None
-    committed_next: dict[tuple[str, int], int]
-    max_bytes: dict[str, int]
-    last_epoch: int
+    def __init__(self, key: tuple, last_epoch: int, copier: LaneCopier) -> None:
+        self.key, self.last_epoch, self.copier = key, last_epoch, copier
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._released = False
+        self._usable = True
 
-    def close(self) -> None:
-        _close(self.producer, self.consumer)
+    def carry_on(self, seconds: float, stop_file: str | None) -> None:
+        """Copy on for up to `seconds`, in a daemon thread."""
+        c = self.copier
+        c.should_stop = lambda: self._stop.is_set() or (bool(stop_file) and os.path.exists(stop_file))
+        c.epoch_seconds = seconds
+        self._thread = threading.Thread(target=self._carry, name=f"carry-{c.tid}", daemon=True)
+        self._thread.start()
+
+    def _carry(self) -> None:
+        c = self.copier
+        try:
+            c._guarded(c._loop)
+        except LaneFenced:
+            log.info("lane %s: copying between epochs ended: the lane's next copy took over", c.tid)
+            self._usable = False
+        except Exception as e:  # noqa: BLE001 - the next task meets it again and reports it
+            log.warning("lane %s: copying between epochs stopped: %s", c.tid, e)
+            self._usable = False
+            c._abort_quietly()
+        if not self._released:  # ended by itself (time, drain, fencing): nobody will take the clients
+            self._usable = False
+        if not self._usable:
+            c._close_clients()
+
+    def release(self) -> "LaneCopier | None":
+        """Stop copying between epochs (at a transaction boundary) and hand the copier over, if still usable."""
+        self._released = True
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(120)
+            if self._thread.is_alive():
+                log.warning("lane %s: copying between epochs did not stop; starting afresh", self.copier.tid)
+                return None
+        return self.copier if self._usable else None
 
 
 _SESSIONS: dict[str, _LaneSession] = {}

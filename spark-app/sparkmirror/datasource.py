@@ -33,6 +33,8 @@ from .lanes import LanePartition, plan_lanes
 log = logging.getLogger("sparkmirror.datasource")
 
 FORMAT = "sparkmirror"
+CARRY_SECONDS = 15.0
+"""Longest an exactly-once lane keeps copying after its epoch while its next task is being scheduled."""
 
 
 class LaneInputPartition(InputPartition):
@@ -188,7 +190,8 @@ class MirrorStreamReader(DataSourceStreamReader):
         ctx = TaskContext.get()
         copier = LaneCopier(config, mirror, partition.lane, list(partition.partitions), should_stop=watch.changed,
                             epoch=partition.epoch, prev_epoch=partition.prev_epoch,
-                            attempt=ctx.attemptNumber() if ctx is not None else 0)
+                            attempt=ctx.attemptNumber() if ctx is not None else 0,
+                            carry_seconds=min(float(config.epochSeconds), CARRY_SECONDS), stop_file=self.drain_file)
         try:
             summaries = copier.run()
         except CopyError as e:

@@ -194,6 +194,7 @@ def drain(queries: list, drain_file: str | None, timeout: float) -> None:
                 q.isActive and (q.status.get("isTriggerActive") or q.status.get("isDataAvailable"))
                 for q in queries):
             time.sleep(0.5)
+        time.sleep(1.0)  # exactly-once lanes copying between epochs see the drain file within a transaction
     for q in queries:
         try:
             if q.isActive:

@@ -3,6 +3,8 @@ exactly-once: a copy of the lane that ran elsewhere in between fences the kept p
 afresh from the progress topic."""
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from sparkmirror import copier
@@ -11,7 +13,7 @@ from sparkmirror.flowgroup import Delivery
 from sparkmirror.lanes import plan_lanes
 from sparkmirror.progress import ensure_progress_topic
 
-from .conftest import produce_numbered, read_topic
+from .conftest import produce_numbered, read_topic, wait_for
 
 
 @pytest.fixture
@@ -24,8 +26,9 @@ def lane(kafka_a, kafka_b, topic, flowgroup):
         ensure_progress_topic(cfg.cluster("b").client_config(), cfg.progressTopic)
         parts = list(plan_lanes(mirror.name, 1, [(src, dst, 2)])[0].partitions)
 
-        def run(epoch: int | None, prev: int | None, attempt: int = 0) -> LaneCopier:
-            c = LaneCopier(cfg, mirror, 0, parts, 2.0, epoch=epoch, prev_epoch=prev, attempt=attempt)
+        def run(epoch: int | None, prev: int | None, attempt: int = 0, carry: float = 0.0) -> LaneCopier:
+            c = LaneCopier(cfg, mirror, 0, parts, 2.0, epoch=epoch, prev_epoch=prev, attempt=attempt,
+                           carry_seconds=carry)
             c.run()
             return c
 
@@ -33,7 +36,9 @@ def lane(kafka_a, kafka_b, topic, flowgroup):
 
     yield make
     for s in list(copier._SESSIONS.values()):
-        s.close()
+        kept = s.release()
+        if kept is not None:
+            kept._close_clients()
     copier._SESSIONS.clear()
 
 
@@ -54,7 +59,7 @@ def test_consecutive_epochs_reuse_the_lane_clients(kafka_a, kafka_b, lane, deliv
     retried = run(50, 40, attempt=1)  # a retried task never trusts kept clients
 
     assert (first.reused, second.reused, stale.reused, retried.reused) == (False, True, False, False)
-    assert sorted(s.records for s in second.summaries.values()) == [300, 300]
+    assert sorted(s.records for s in second.result) == [300, 300]
     assert _seqs(kafka_b.bootstrap, dst) == {p: list(range(800)) for p in range(2)}
 
 
@@ -64,11 +69,43 @@ def test_kept_clients_fenced_by_another_copy_start_afresh(kafka_a, kafka_b, lane
     run(10, 0)  # keeps its clients, as if epoch 10 ran in this worker
     produce_numbered(kafka_a.bootstrap, src, 2, 200, 200)
     elsewhere = run(None, None)  # the same lane run by another worker: init_transactions fences ours
-    assert sorted(s.records for s in elsewhere.summaries.values()) == [200, 200]
+    assert sorted(s.records for s in elsewhere.result) == [200, 200]
     produce_numbered(kafka_a.bootstrap, src, 2, 400, 100)
     resumed = run(20, 10)  # looks like our next epoch, but the kept producer was fenced
 
     assert not resumed.reused, "the fenced clients should have been replaced"
-    assert not any(s.fenced for s in resumed.summaries.values())
-    assert sorted(s.records for s in resumed.summaries.values()) == [100, 100]
+    assert not any(s.fenced for s in resumed.result)
+    assert sorted(s.records for s in resumed.result) == [100, 100]
+    assert _seqs(kafka_b.bootstrap, dst) == {p: list(range(500)) for p in range(2)}
+
+
+def _carrying() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("carry-")]
+
+
+def test_exactly_once_lane_copies_between_epochs_until_its_next_task(kafka_a, kafka_b, lane):
+    src, dst, run = lane(Delivery.EXACTLY_ONCE)
+    produce_numbered(kafka_a.bootstrap, src, 2, 0, 100)
+    first = run(10, 0, carry=60.0)
+    assert sorted(s.records for s in first.result) == [100, 100]
+    produce_numbered(kafka_a.bootstrap, src, 2, 100, 100)  # while "Spark" is between epochs
+    wait_for(lambda: sum(len(v) for v in read_topic(kafka_b.bootstrap, dst).values()) == 400, 60,
+             "records produced between epochs mirrored before the next epoch's task")
+    nxt = run(20, 10)  # takes the carrying clients over, with what they copied
+    assert nxt.reused and not _carrying()
+    assert sorted(s.records for s in nxt.result) == [100, 100]
+    assert _seqs(kafka_b.bootstrap, dst) == {p: list(range(200)) for p in range(2)}
+
+
+def test_lane_copying_between_epochs_is_fenced_by_its_next_copy_elsewhere(kafka_a, kafka_b, lane):
+    src, dst, run = lane(Delivery.EXACTLY_ONCE)
+    produce_numbered(kafka_a.bootstrap, src, 2, 0, 100)
+    run(10, 0, carry=60.0)
+    assert _carrying()
+    produce_numbered(kafka_a.bootstrap, src, 2, 100, 300)
+    elsewhere = run(None, None)  # the next task in another worker: init_transactions fences the carrier
+    produce_numbered(kafka_a.bootstrap, src, 2, 400, 100)  # the carrier tries to copy these: it is fenced
+    wait_for(lambda: not _carrying(), 30, "the fenced carrier to stop")
+    run(None, None)
+    assert not any(s.fenced for s in elsewhere.result)
     assert _seqs(kafka_b.bootstrap, dst) == {p: list(range(500)) for p in range(2)}
