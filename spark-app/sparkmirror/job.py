@@ -162,7 +162,7 @@ def start_queries(spark, config: FlowGroupConfig, checkpoint_root: str | None = 
             stats.prev_epoch_end_ms = max((r["epoch_end_ms"] for r in rows), default=None)
             log.info("mirror %s epoch %d: %d records, lag %s%s", stats.mirror, batch_id, moved,
                      sum(max(r["lag"], 0) for r in rows),
-                     f", {gap} ms without a lane running before it" if gap is not None else "")
+                     f", {gap} ms between the epochs' tasks" if gap is not None else "")
 
         reader = (spark.readStream.format(FORMAT).option("config", config.model_dump_json())
                   .option("mirror", mirror.name))
