@@ -5,8 +5,11 @@ open transaction of an older copy of this lane and fences it), and only THEN is 
 the resume offsets cannot change any more under this copy. Every ~commitIntervalMs one transaction commits
 the copied records together with one progress record per source partition it touched.
 
-`at-least-once` uses an idempotent producer and no transactions: progress is written only after the records
-it covers were acknowledged, so a crash repeats records but never loses one.
+`at-least-once` copies the records with an idempotent, non-transactional producer and writes progress only
+after the records it covers were acknowledged, so a crash repeats records but never loses one. Its progress
+records go in small transactions of a second producer holding the lane's transactional.id: that producer is
+the lane's fencing token, so a newer copy of the lane stops an older one at its next progress write (the older
+one can then repeat at most one commit interval of records, and can never move progress backwards).
 
 A record the target refuses (too large, unknown topic, not authorised) aborts the transaction and raises a
 `CopyError` naming topic, partition, offset and reason: nothing is ever skipped silently.
@@ -179,16 +182,17 @@ class LaneCopier:
         self._pending: dict[tuple[str, int], _Pending] = {}
         self._committed_next: dict[tuple[str, int], int] = {}
         self.producer: Producer | None = None
+        self.fence: Producer | None = None  # the transactional producer: `producer` itself for exactly-once
         self.consumer: Consumer | None = None
 
     # ---- set-up -------------------------------------------------------------------------------------------
 
-    def _make_producer(self) -> Producer:
+    def _make_producer(self, transactional: bool) -> Producer:
         batch = min([1_000_000, *self.max_bytes.values()])
         conf = {**self.target_conf, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
                 "batch.size": max(batch - 512, 1024), "message.max.bytes": 100 * 1024 * 1024,
                 "partitioner": "murmur2_random", "client.id": self.tid}
-        if self.exactly_once:
+        if transactional:
             conf.update({"transactional.id": self.tid, "transaction.timeout.ms": self.config.transactionTimeoutMs,
                          "message.timeout.ms": min(self.config.transactionTimeoutMs, 300000)})
         return Producer(conf)
@@ -290,9 +294,9 @@ class LaneCopier:
         """Fresh clients: producer, init_transactions (fences older copies), THEN progress, then assign."""
         t0 = time.monotonic()
         self.max_bytes = target_max_message_bytes(self.target_conf, set(self.route.values()))
-        self.producer = self._make_producer()
-        if self.exactly_once:
-            self._guarded(self.producer.init_transactions, 60)  # FIRST: aborts and fences older copies
+        self.producer = self._make_producer(transactional=self.exactly_once)
+        self.fence = self.producer if self.exactly_once else self._make_producer(transactional=True)
+        self._guarded(self.fence.init_transactions, 60)  # FIRST: aborts and fences older copies
         self.consumer = Consumer({
             **self.source_conf, "group.id": f"{self.tid}.source", "enable.auto.commit": False,
             "enable.auto.offset.store": False, "isolation.level": "read_committed",
@@ -316,10 +320,10 @@ class LaneCopier:
     def _fatal_error(self) -> KafkaError | None:
         """The producer's fatal error, when the client raised a bare SystemError from flush() (it does when
         the fatal error is raised while a delivery callback runs): any transactional call reports it."""
-        if not self.exactly_once or self.producer is None:
+        if self.fence is None:
             return None
         try:
-            self.producer.abort_transaction(5)
+            self.fence.abort_transaction(5)
         except KafkaException as e:
             err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
             return err if err is not None and err.fatal() else None
@@ -352,7 +356,8 @@ class LaneCopier:
                 kept._close_clients()
             return False
         assert kept is not None
-        self.producer, self.consumer, self.max_bytes = kept.producer, kept.consumer, kept.max_bytes
+        self.producer, self.fence, self.consumer = kept.producer, kept.fence, kept.consumer
+        self.max_bytes = kept.max_bytes
         self._committed_next = dict(kept._committed_next)
         for k, carried in kept.summaries.items():  # records copied between the epochs count in this one
             mine = self.summaries[k]
@@ -362,13 +367,15 @@ class LaneCopier:
             if carried.source_first >= 0:
                 mine.source_first, mine.target_first = carried.source_first, carried.target_first
                 mine.source_last, mine.target_last = carried.source_last, carried.target_last
-        kept.producer = kept.consumer = None
+        kept.producer = kept.fence = kept.consumer = None
         self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in self._committed_next.items()])
         return True
 
     def _close_clients(self) -> None:
         _close(self.producer, self.consumer)
-        self.producer = self.consumer = None
+        if self.fence is not None and self.fence is not self.producer:
+            _close(self.fence, None)
+        self.producer = self.fence = self.consumer = None
 
     def _fenced(self) -> None:
         log.warning("lane %s fenced by a newer copy; stopping", self.tid)
@@ -486,13 +493,14 @@ class LaneCopier:
                                  self.route[(topic, part)], pend.tgt_first, pend.tgt_last, pend.count, commit_ms,
                                  self.config.worker.generation, self.config.name, self.mirror.name, self.lane)
             recs.append(rec)
-            producer.produce(self.config.progressTopic, key=rec.key(), value=rec.value(),
-                             on_delivery=functools.partial(self._on_delivery, ("<progress>", -1), -1))
-        if self.exactly_once:
-            self._txn(producer.commit_transaction, 60)
-        else:
-            while producer.flush(30) > 0:
-                pass
+        fence = self.fence
+        assert fence is not None
+        if not self.exactly_once:  # the records are acknowledged; their progress goes in a fencing transaction
+            self._txn(fence.begin_transaction)
+        for rec in recs:
+            fence.produce(self.config.progressTopic, key=rec.key(), value=rec.value(),
+                          on_delivery=functools.partial(self._on_delivery, ("<progress>", -1), -1))
+        self._txn(fence.commit_transaction, 60)
         self._check_delivery()
         done_ms = _now_ms()
         for rec in recs:
@@ -572,7 +580,7 @@ class LaneCopier:
                 stale = old.release()
                 if stale is not None:
                     stale._close_clients()
-            if self.exactly_once and self.carry_seconds > 0:
+            if self.carry_seconds > 0:
                 session.carry_on(self.carry_seconds, self.stop_file)
             else:
                 self.consumer.unassign()  # stops fetching; the next epoch assigns the committed positions again
@@ -599,11 +607,12 @@ class _LaneSession:
     Creating them, init_transactions and reading the progress topic cost from a fraction of a second to
     seconds per epoch; keeping them saves that when the lane's next task lands in this worker.
 
-    Exactly-once lanes also keep COPYING between epochs (`carry_on`): Spark's boundary between two epochs
+    Lanes also keep COPYING between epochs (`carry_on`): Spark's boundary between two epochs
     (finish the batch, run the sink, write the checkpoint, plan, launch tasks) takes seconds, and every record
     produced meanwhile would wait for it. The carrying thread is just one more copy of the lane: the lane's
     next task either releases it here (it stops at a transaction boundary and hands over its clients) or, in
-    another worker, fences it with init_transactions and reads the progress it committed. It stops by itself
+    another worker, fences it with init_transactions and reads the progress it committed (at-least-once: the
+    fenced carrier's next progress write fails, so it repeats at most one commit interval of records). It stops by itself
     after `carry_seconds` or when the stop file (the driver's drain file) appears.
     """
 

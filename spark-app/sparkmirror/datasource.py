@@ -34,7 +34,7 @@ log = logging.getLogger("sparkmirror.datasource")
 
 FORMAT = "sparkmirror"
 CARRY_SECONDS = 15.0
-"""Longest an exactly-once lane keeps copying after its epoch while its next task is being scheduled."""
+"""Longest a lane keeps copying after its epoch while its next task is being scheduled."""
 
 
 class LaneInputPartition(InputPartition):
