@@ -263,6 +263,8 @@ class LaneCopier:
         if not self.partitions:
             return []
         keep = False
+        if self.epoch is not None:
+            log.info("lane %s: epoch %d starts in worker %d", self.tid, self.epoch, os.getpid())
         try:
             reused = self.reused = self._resume_session()
             if not reused:
@@ -344,7 +346,7 @@ class LaneCopier:
         with _SESSIONS_LOCK:
             session = _SESSIONS.pop(self.tid, None)
         if session is None:
-            log.info("lane %s: no kept clients in worker %d", self.tid, os.getpid())
+            log.info("lane %s: no kept clients in this worker", self.tid)
             return False
         kept = session.release()  # stops copying between epochs at a transaction boundary
         why = ("they stopped" if kept is None else "plan changed" if session.key != self._session_key() else
@@ -597,7 +599,7 @@ def _close(producer: Producer | None, consumer: Consumer | None) -> None:
     if producer is not None:
         try:
             producer.flush(10)
-        except KafkaException:
+        except (KafkaException, SystemError):  # SystemError: see LaneCopier._fatal_error
             pass  # fenced or fatal: nothing of ours is left uncommitted that matters
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import shutil
 import signal
 import threading
@@ -134,12 +135,15 @@ def test_kill_one_python_worker(kafka_a, kafka_b, topic, flowgroup, job):
     wait_for(lambda: _target_count(kafka_b.bootstrap, remote) > 0 or jp.proc.poll() is not None, 360, "copying")
     killed = 0
     for _ in range(2):
-        wait_for(lambda: bool(_python_workers(jp.proc.pid)), 60, "a python worker")
-        time.sleep(1.5)
-        victim = _python_workers(jp.proc.pid)[0]
-        os.kill(victim.pid, signal.SIGKILL)
+        # a worker that just started a lane task (workers between tasks keep idle clients, or copy between
+        # epochs: killing one of those loses no task and tests less)
+        started = len(re.findall(r"starts in worker \d+", jp.log()))
+        wait_for(lambda: len(re.findall(r"starts in worker \d+", jp.log())) > started, 120, "a lane task starting")
+        busy = int(re.findall(r"starts in worker (\d+)", jp.log())[-1])
+        assert busy in {p.pid for p in _python_workers(jp.proc.pid)}, "the lane task runs outside pyspark.daemon"
+        time.sleep(1.0)
+        os.kill(busy, signal.SIGKILL)
         killed += 1
-        time.sleep(4)
     sent = producer.stop()
     wait_for(lambda: _target_count(kafka_b.bootstrap, remote) >= sent * PARTS or jp.proc.poll() is not None, 360,
              "catch-up after worker kills")
