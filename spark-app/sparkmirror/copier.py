@@ -445,9 +445,12 @@ class LaneCopier:
                     producer.poll(0.05)
                 except KafkaException as e:
                     self._abort_quietly()
-                    if e.args[0].code() in FENCED:
+                    err = e.args[0]
+                    if err.code() == KafkaError._FATAL:  # "Unable to produce message": the cause is behind it
+                        err = self._fatal_error() or err
+                    if _is_fenced(err):
                         raise LaneFenced() from e
-                    self._raise_refused(e.args[0], key[0], key[1], off)
+                    self._raise_refused(err, key[0], key[1], off)
 
     def _source_error(self, err: KafkaError, m) -> None:
         if err.code() == KafkaError._PARTITION_EOF:
@@ -528,6 +531,8 @@ class LaneCopier:
         err, topic, part, off = self._delivery_errors[0]
         self._delivery_errors.clear()
         self._abort_quietly()
+        if err.code() in (KafkaError._PURGE_QUEUE, KafkaError._FATAL) or err.fatal():
+            err = self._fatal_error() or err  # a fenced producer purges its queue: report the cause
         if _is_fenced(err):
             raise LaneFenced()
         if topic == "<progress>":
