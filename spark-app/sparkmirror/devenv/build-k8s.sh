@@ -58,6 +58,16 @@ if [[ $what == all || $what == k8s ]]; then
   build kubernetes kube-controller-manager k8s.io/kubernetes "$K8S_VERSION" "$sib" k8s.io/kubernetes/cmd/kube-controller-manager "$ver"
   build kubernetes kubectl k8s.io/kubernetes "$K8S_VERSION" "$sib" k8s.io/kubernetes/cmd/kubectl "$ver"
 fi
+# what a kind node runs besides the above: for the node image built by `sparkmirror dev images`
+if [[ $what == node ]]; then
+  sib="v0.${K8S_VERSION#v1.}"
+  minor=$(echo "$K8S_VERSION" | cut -d. -f2)
+  ver="-X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1"
+  ver="$ver -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION"
+  for b in kubelet kubeadm kube-scheduler kube-proxy; do
+    build kubernetes "$b" k8s.io/kubernetes "$K8S_VERSION" "$sib" "k8s.io/kubernetes/cmd/$b" "$ver"
+  done
+fi
 if [[ $what == all || $what == crd ]]; then
   crd="$CACHE/crds/sparkapplications-$SPARK_OPERATOR_VERSION.yaml"
   if [[ ! -f $crd ]]; then

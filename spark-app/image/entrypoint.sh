@@ -1,0 +1,37 @@
+#!/bin/bash
+# Entry point of the sparkmirror Spark image. Spark on Kubernetes starts its pods with the image's entry point
+# and `driver <spark-submit args>` or `executor` (the executor's settings come as SPARK_* variables); any other
+# command runs as given. Spark itself comes from the pyspark wheel, so the image carries this small launcher
+# instead of the one in Apache Spark's binary distribution.
+set -euo pipefail
+
+# Java refuses a user without a home; OpenShift-style arbitrary uids have no passwd entry
+export HOME="${HOME:-/home/spark}"
+classpath="${SPARK_CONF_DIR:-$SPARK_HOME/conf}:$SPARK_HOME/jars/*${SPARK_EXTRA_CLASSPATH:+:$SPARK_EXTRA_CLASSPATH}"
+
+case "${1:-}" in
+  driver)
+    shift
+    exec tini -s -- "$SPARK_HOME/bin/spark-submit" \
+      --conf "spark.driver.bindAddress=${SPARK_DRIVER_BIND_ADDRESS}" \
+      --conf "spark.executorEnv.SPARK_DRIVER_POD_IP=${SPARK_DRIVER_BIND_ADDRESS}" \
+      --deploy-mode client "$@"
+    ;;
+  executor)
+    shift
+    # Spark passes the executor's JVM options as SPARK_JAVA_OPT_0, _1, ... in order
+    java_opts=()
+    while IFS= read -r name; do
+      java_opts+=("${!name}")
+    done < <(compgen -e | grep '^SPARK_JAVA_OPT_' | sort -t_ -k4 -n)
+    exec tini -s -- java "${java_opts[@]}" \
+      "-Xms${SPARK_EXECUTOR_MEMORY}" "-Xmx${SPARK_EXECUTOR_MEMORY}" -cp "$classpath" \
+      org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend \
+      --driver-url "$SPARK_DRIVER_URL" --executor-id "$SPARK_EXECUTOR_ID" --cores "$SPARK_EXECUTOR_CORES" \
+      --app-id "$SPARK_APPLICATION_ID" --hostname "$SPARK_EXECUTOR_POD_IP" \
+      --resourceProfileId "${SPARK_RESOURCE_PROFILE_ID:-0}" --podName "${SPARK_EXECUTOR_POD_NAME:-}"
+    ;;
+  *)
+    exec tini -s -- "$@"
+    ;;
+esac
