@@ -182,8 +182,13 @@ class MirrorSpec(_Model):
 
 # ---- Spark-specific -------------------------------------------------------------------------------------
 
+QUANTITY = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|Ki|Mi|Gi)?$"
+
+
 class DriverSpec(_Model):
     cores: int = Field(1, description="CPU cores of the Spark driver.", ge=1, le=64)
+    coreRequest: str | None = Field(None, description="CPU request of the driver pod (Kubernetes quantity, e.g. "
+                                                      "250m); default: cores.", max_length=32, pattern=QUANTITY)
     coreLimit: str | None = Field(None, description="CPU limit of the driver pod (Kubernetes quantity).",
                                   max_length=32)
     memory: str = Field("1g", description="Spark driver memory (Spark size, e.g. 512m, 2g).", pattern=MEMORY)
@@ -192,6 +197,8 @@ class DriverSpec(_Model):
 class ExecutorSpec(_Model):
     instances: int = Field(1, description="Number of Spark executors.", ge=1, le=1000)
     cores: int = Field(1, description="CPU cores per executor.", ge=1, le=64)
+    coreRequest: str | None = Field(None, description="CPU request of executor pods (Kubernetes quantity, e.g. "
+                                                      "500m); default: cores.", max_length=32, pattern=QUANTITY)
     coreLimit: str | None = Field(None, description="CPU limit of executor pods (Kubernetes quantity).",
                                   max_length=32)
     memory: str = Field("1g", description="Memory per executor (Spark size, e.g. 512m, 2g).", pattern=MEMORY)
@@ -207,6 +214,12 @@ class SparkSpec(_Model):
     image: str | None = Field(None, description="Spark image carrying the mirror job; default the operator's.",
                               max_length=1024)
     imagePullPolicy: ImagePullPolicy | None = Field(None, description="Pull policy of the Spark image.")
+    imagePullSecrets: list[str] = Field(default_factory=list, description="Secrets (names) for pulling the Spark "
+                                                                          "image; added to the operator's default.",
+                                        max_length=16)
+    podSecurityContext: dict[str, Any] | None = Field(
+        None, description="Pod securityContext fields of the driver and executors, over the default (non-root "
+                          "uid 185, fsGroup 185 so mounted Secrets are readable, RuntimeDefault seccomp).")
     sparkVersion: str = Field("4.1.1", description="Spark version of the image.", max_length=32)
     driver: DriverSpec = Field(default_factory=DriverSpec, description="Spark driver resources.")
     executor: ExecutorSpec = Field(default_factory=ExecutorSpec, description="Spark executor resources.")

@@ -24,7 +24,7 @@ DEBIAN_MIRROR = os.environ.get("SPARKMIRROR_DEBIAN_MIRROR", "http://deb.debian.o
 EXTRA_CAS = Path("/usr/local/share/ca-certificates")
 
 
-def _log(name: str) -> Path:
+def log_path(name: str) -> Path:
     log = paths.cache_dir() / "logs" / f"image-{name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     return log
@@ -73,7 +73,7 @@ def base_image() -> str:
     t0 = time.monotonic()
     if shutil.which("debootstrap") is None:
         apt_install("debootstrap")
-    log = _log("base")
+    log = log_path("base")
     print(f"building {tag} with debootstrap (about a minute) ...", flush=True)
     with tempfile.TemporaryDirectory(dir=paths.cache_dir()) as tmp:
         root = Path(tmp) / "rootfs"
@@ -100,7 +100,7 @@ def base_image() -> str:
 
 
 def docker_build(context: Path, tag: str, name: str, *, dockerfile: Path | None = None, target: str | None = None,
-                 args: dict[str, str] | None = None) -> str:
+                 args: dict[str, str] | None = None, labels: dict[str, str] | None = None) -> str:
     """`docker build` on the host network (builds fetch Debian and PyPI packages) with the classic builder,
     which needs no BuildKit front-end image from a registry."""
     cmd: list[str | Path] = ["docker", "build", "--network", "host", "-t", tag]
@@ -110,8 +110,10 @@ def docker_build(context: Path, tag: str, name: str, *, dockerfile: Path | None 
         cmd += ["--target", target]
     for k, v in (args or {}).items():
         cmd += ["--build-arg", f"{k}={v}"]
+    for k, v in (labels or {}).items():
+        cmd += ["--label", f"{k}={v}"]
     t0 = time.monotonic()
-    run_logged([*cmd, context], f"building image {tag}", _log(name), env={"DOCKER_BUILDKIT": "0"})
+    run_logged([*cmd, context], f"building image {tag}", log_path(name), env={"DOCKER_BUILDKIT": "0"})
     _announce(tag, t0)
     return tag
 
@@ -139,4 +141,33 @@ def kafka_image() -> str:
         shutil.copytree(KAFKA_DIR, ctx, dirs_exist_ok=True)
         shutil.copytree(libs, ctx / "libs", ignore=shutil.ignore_patterns(".*"))
         docker_build(ctx, tag, "kafka", args={"BASE_IMAGE": base})
+    return tag
+
+
+SPARK_OPERATOR_DOCKERFILE = """\
+ARG SPARK_IMAGE
+FROM ${SPARK_IMAGE}
+USER root
+RUN mkdir -p /etc/k8s-webhook-server/serving-certs && chown -R 185:0 /etc/k8s-webhook-server
+COPY spark-operator /usr/bin/spark-operator
+USER 185
+ENTRYPOINT ["tini", "-s", "--", "/usr/bin/spark-operator"]
+"""
+
+
+def spark_operator_image(spark_image: str) -> str:
+    """The Kubeflow Spark operator built from its Go module, on the project's Spark image: the controller runs
+    spark-submit, so it needs the same Spark (and Java) as the applications it launches."""
+    binary = install.spark_operator_binary()
+    image_id = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", spark_image],
+                              capture_output=True, text=True, check=True).stdout
+    tag = (f"sparkmirror/spark-operator:{paths.SPARK_OPERATOR_VERSION}-"
+           f"{digest(image_id, SPARK_OPERATOR_DOCKERFILE, binary)}")
+    if exists(tag):
+        return tag
+    with tempfile.TemporaryDirectory(dir=paths.cache_dir()) as tmp:
+        ctx = Path(tmp)
+        shutil.copy2(binary, ctx / "spark-operator")
+        (ctx / "Dockerfile").write_text(SPARK_OPERATOR_DOCKERFILE)
+        docker_build(ctx, tag, "spark-operator", args={"SPARK_IMAGE": spark_image})
     return tag

@@ -13,7 +13,8 @@ from .procs import DevEnvError
 def _run(cmd: list[str], what: str, log: Path, env: dict[str, str] | None = None) -> None:
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "wb") as out:
-        rc = subprocess.call(cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
+        rc = subprocess.call(cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+                             cwd=(env or {}).get("PWD"))
     if rc != 0:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
         raise DevEnvError(f"{what} failed (exit {rc}); last lines of {log}:\n{tail}")
@@ -51,6 +52,25 @@ def kubernetes() -> Path:
     return paths.bin_dir()
 
 
+def node_binaries() -> Path:
+    """kubelet, kubeadm, kube-scheduler and kube-proxy: what a kind node adds to the control plane's binaries."""
+    needed = ["kubelet", "kubeadm", "kube-scheduler", "kube-proxy"]
+    if all((paths.bin_dir() / b).exists() and (paths.bin_dir() / f".{b}.{paths.K8S_VERSION}").exists()
+           for b in needed):
+        return paths.bin_dir()
+    t0 = time.monotonic()
+    print(f"building {', '.join(needed)} {paths.K8S_VERSION} from k8s.io/kubernetes ...", flush=True)
+    env = {"K8S_VERSION": paths.K8S_VERSION, "SPARKMIRROR_CACHE": str(paths.cache_dir())}
+    _run(["bash", str(paths.HERE / "build-k8s.sh"), "node"], "building the node's Kubernetes binaries",
+         paths.cache_dir() / "logs" / "build-k8s-node.log", env)
+    print(f"node binaries ready in {time.monotonic() - t0:.0f}s", flush=True)
+    return paths.bin_dir()
+
+
+def coredns() -> Path:
+    return go_tool("coredns", "github.com/coredns/coredns", paths.COREDNS_VERSION)
+
+
 def kubernetes_tools() -> Path:
     """What the Kubernetes tests use: the control plane and kubectl, plus helm for the chart."""
     kubernetes()
@@ -82,6 +102,32 @@ def helm() -> Path:
 
 def kind() -> Path:
     return go_tool("kind", "sigs.k8s.io/kind", paths.KIND_VERSION)
+
+
+def spark_operator_binary() -> Path:
+    """The Kubeflow Spark operator (controller and webhook in one binary) from its Go module. Its go.mod pins
+    Kubernetes libraries with `replace`, which `go install pkg@version` refuses, so it is built in a copy."""
+    target = paths.bin_dir() / "spark-operator"
+    stamp = paths.bin_dir() / f".spark-operator.{paths.SPARK_OPERATOR_VERSION}"
+    if target.exists() and stamp.exists():
+        return target
+    t0 = time.monotonic()
+    print(f"building the Spark operator {paths.SPARK_OPERATOR_VERSION} from its Go module ...", flush=True)
+    src = spark_operator_chart().parents[1]
+    work = paths.cache_dir() / "build" / f"spark-operator-{paths.SPARK_OPERATOR_VERSION}"
+    if not work.exists():
+        import shutil
+
+        shutil.copytree(src, work)
+        subprocess.check_call(["chmod", "-R", "u+w", str(work)])
+    _run(["go", "build", "-trimpath", "-ldflags=-s -w", "-o", str(target), "./cmd/operator"],
+         "building the Spark operator", paths.cache_dir() / "logs" / "build-spark-operator.log",
+         {"CGO_ENABLED": "0", "GOFLAGS": "-mod=mod -buildvcs=false", "PWD": str(work)})
+    for old in paths.bin_dir().glob(".spark-operator.*"):
+        old.unlink()
+    stamp.touch()
+    print(f"spark-operator ready in {time.monotonic() - t0:.0f}s", flush=True)
+    return target
 
 
 def spark_operator_chart() -> Path:

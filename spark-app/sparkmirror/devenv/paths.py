@@ -10,6 +10,7 @@ ETCD_VERSION = "v3.6.8"
 SPARK_OPERATOR_VERSION = "v2.4.0"
 HELM_VERSION = "v3.22.0"
 KIND_VERSION = "v0.33.0"
+COREDNS_VERSION = "v1.14.2"  # what kubeadm of K8S_VERSION deploys
 
 HERE = Path(__file__).resolve().parent
 
