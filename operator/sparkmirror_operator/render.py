@@ -49,6 +49,7 @@ class Settings:
     secrets: str = "files"  # or "env"
     metrics_port: int = 9090
     lease_duration_seconds: int = 15
+    image_pull_secrets: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> "Settings":
@@ -58,7 +59,9 @@ class Settings:
                    main_application_file=env.get("SPARKMIRROR_MAIN_APPLICATION_FILE", d.main_application_file),
                    launcher=env.get("SPARKMIRROR_LAUNCHER", d.launcher),
                    secrets=env.get("SPARKMIRROR_SECRETS", d.secrets),
-                   metrics_port=int(env.get("SPARKMIRROR_METRICS_PORT", d.metrics_port)))
+                   metrics_port=int(env.get("SPARKMIRROR_METRICS_PORT", d.metrics_port)),
+                   image_pull_secrets=tuple(s.strip() for s in env.get("SPARKMIRROR_IMAGE_PULL_SECRETS", "").split(",")
+                                            if s.strip()))
 
 
 @dataclass
@@ -120,6 +123,28 @@ def _secret_mounts(ctx: GroupContext) -> tuple[list[dict], list[dict], list[dict
     return volumes, mounts, env
 
 
+SPARK_UID = 185  # the Spark image's user
+DRIVER_CONTAINER = "spark-kubernetes-driver"
+EXECUTOR_CONTAINER = "spark-kubernetes-executor"
+# the `restricted` Pod Security Standard; fsGroup makes mounted Secrets (mode 0440) readable by the job's user
+POD_SECURITY = {"runAsNonRoot": True, "runAsUser": SPARK_UID, "fsGroup": SPARK_UID,
+                "seccompProfile": {"type": "RuntimeDefault"}}
+CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True}
+
+
+def pod_template(container: str, ctx: GroupContext, labels: dict[str, str], volumes: list[dict],
+                 mounts: list[dict], env: list[dict]) -> dict[str, Any]:
+    """A Spark pod template: Spark itself applies it to the driver or executor pods, so security context,
+    volumes and Secret-backed env need no mutating webhook (Kubeflow's is optional; without it those
+    SparkApplication fields are silently dropped)."""
+    c: dict[str, Any] = {"name": container, "securityContext": CONTAINER_SECURITY, "volumeMounts": mounts}
+    if env:
+        c["env"] = env
+    pod_security = {**POD_SECURITY, **(ctx.kmm2.spec.spark.podSecurityContext or {})}
+    return {"metadata": {"labels": labels},
+            "spec": {"securityContext": pod_security, "volumes": volumes, "containers": [c]}}
+
+
 def render_spark_application(ctx: GroupContext) -> list[dict[str, Any]]:
     """The Kubeflow Spark operator's SparkApplication for one flow group."""
     kmm2, spark = ctx.kmm2, ctx.kmm2.spec.spark
@@ -134,13 +159,14 @@ def render_spark_application(ctx: GroupContext) -> list[dict[str, Any]]:
     annotations = {ANNOTATION_CONFIG_HASH: ctx.config_hash}
     sa = rbac_name(kmm2.name)
 
-    def pod(cores: int, memory: str, core_limit: str | None) -> dict[str, Any]:
+    def pod(container: str, cores: int, memory: str, core_request: str | None,
+            core_limit: str | None) -> dict[str, Any]:
         p: dict[str, Any] = {"cores": cores, "memory": memory, "labels": pod_labels, "annotations": annotations,
-                             "serviceAccount": sa, "volumeMounts": mounts}
+                             "serviceAccount": sa, "template": pod_template(container, ctx, pod_labels, volumes, mounts, env)}
+        if core_request:
+            p["coreRequest"] = core_request
         if core_limit:
             p["coreLimit"] = core_limit
-        if env:
-            p["env"] = env
         return p
 
     spark_conf = {"spark.sql.streaming.stopGracefullyOnShutdown": "true", **spark.sparkConf}
@@ -159,16 +185,20 @@ def render_spark_application(ctx: GroupContext) -> list[dict[str, Any]]:
             "sparkConf": spark_conf,
             "restartPolicy": {"type": "Always", "onFailureRetryInterval": 10, "onSubmissionFailureRetryInterval": 20},
             "suspend": kmm2.spec.state == "paused",
-            "volumes": volumes,
-            "driver": {**pod(spark.driver.cores, spark.driver.memory, spark.driver.coreLimit),
+            "driver": {**pod(DRIVER_CONTAINER, spark.driver.cores, spark.driver.memory, spark.driver.coreRequest,
+                             spark.driver.coreLimit),
                        # the job's driver serves Prometheus metrics and its progress view here
                        "ports": [{"name": "metrics", "containerPort": ctx.settings.metrics_port,
                                   "protocol": "TCP"}]},
-            "executor": {**pod(executor.cores, executor.memory, executor.coreLimit), "instances": executor.instances},
+            "executor": {**pod(EXECUTOR_CONTAINER, executor.cores, executor.memory, executor.coreRequest,
+                               executor.coreLimit), "instances": executor.instances},
         },
     }
     if spark.imagePullPolicy:
         app["spec"]["imagePullPolicy"] = spark.imagePullPolicy
+    pull_secrets = list(dict.fromkeys([*ctx.settings.image_pull_secrets, *spark.imagePullSecrets]))
+    if pull_secrets:
+        app["spec"]["imagePullSecrets"] = pull_secrets
     return [app]
 
 

@@ -57,10 +57,11 @@ def test_two_groups_content() -> None:
     assert east["suspend"] is True and east["restartPolicy"]["type"] == "Always"
     assert east["executor"]["instances"] == 3 and apps["dc-mirror-west"]["spec"]["executor"]["instances"] == 2
     # each group mounts exactly the Secrets its clusters refer to
-    assert sorted(v["secret"]["secretName"] for v in east["volumes"] if "secret" in v) == \
+    assert sorted(v["secret"]["secretName"] for v in _template(east, "driver")["volumes"] if "secret" in v) == \
         ["central-ca", "east-user", "mirror-user"]
     west = apps["dc-mirror-west"]["spec"]
-    assert sorted(v["secret"]["secretName"] for v in west["volumes"] if "secret" in v) == ["central-ca", "mirror-user"]
+    assert sorted(v["secret"]["secretName"] for v in _template(west, "executor")["volumes"] if "secret" in v) == \
+        ["central-ca", "mirror-user"]
     cms = {o["metadata"]["name"]: o for o in objs if o["kind"] == "ConfigMap"}
     cfg = FlowGroupConfig.from_yaml(cms["dc-mirror-east-orders-config"]["data"]["flowgroup.yaml"])
     assert cfg.mirrors[0].lanes == 8 and cfg.lanes == 4
@@ -87,14 +88,14 @@ def test_env_secrets_use_secret_key_refs() -> None:
     objs = render(src, Settings(secrets="env")).objects
     app = next(o for o in objs if o["kind"] == "SparkApplication")
     assert {"name": "SPARKMIRROR_SECRET_MIRROR_USER_PASSWORD",
-            "valueFrom": {"secretKeyRef": {"name": "mirror-user", "key": "password"}}} in app["spec"]["driver"]["env"]
+            "valueFrom": {"secretKeyRef": {"name": "mirror-user", "key": "password"}}} in _container(app, "driver")["env"]
     cm = next(o for o in objs if o["kind"] == "ConfigMap")
     cfg = FlowGroupConfig.from_yaml(cm["data"]["flowgroup.yaml"])
     assert cfg.cluster("central").authentication.password.env == "SPARKMIRROR_SECRET_MIRROR_USER_PASSWORD"
     # only what the config reads from the environment: certificates and keys stay mounted files
     for a in (o for o in objs if o["kind"] == "SparkApplication"):
         for role in ("driver", "executor"):
-            assert [e["name"] for e in a["spec"][role]["env"]] == ["SPARKMIRROR_SECRET_MIRROR_USER_PASSWORD"]
+            assert [e["name"] for e in _container(a, role)["env"]] == ["SPARKMIRROR_SECRET_MIRROR_USER_PASSWORD"]
 
 
 def test_long_names_are_shortened_stably() -> None:
@@ -111,4 +112,51 @@ def test_env_secret_whose_key_looks_like_a_file() -> None:
     src["spec"]["target"]["authentication"]["passwordSecret"]["password"] = "sasl.key"
     app = next(o for o in render(src, Settings(secrets="env")).objects if o["kind"] == "SparkApplication")
     assert {"name": "SPARKMIRROR_SECRET_MIRROR_USER_SASL_KEY",
-            "valueFrom": {"secretKeyRef": {"name": "mirror-user", "key": "sasl.key"}}} in app["spec"]["driver"]["env"]
+            "valueFrom": {"secretKeyRef": {"name": "mirror-user", "key": "sasl.key"}}} in _container(app, "driver")["env"]
+
+
+def _template(spec: dict, role: str) -> dict:
+    """The pod template spec Spark applies to the driver or executor pods."""
+    return spec[role]["template"]["spec"]
+
+
+def _container(app: dict, role: str) -> dict:
+    return _template(app["spec"], role)["containers"][0]
+
+
+def test_pods_meet_the_restricted_pod_security_standard() -> None:
+    """Driver and executor pods: numeric non-root user, no privilege escalation, no capabilities, RuntimeDefault
+    seccomp (what a namespace enforcing `restricted` admits), and mounted Secrets readable by that user. They are
+    set through Spark pod templates, which Spark applies itself: the SparkApplication fields of the same name
+    need the Spark operator's optional webhook and are dropped without it."""
+    src = yaml.safe_load((DATA / "two-groups-scram.input.yaml").read_text())
+    for app in (o for o in render(src).objects if o["kind"] == "SparkApplication"):
+        assert "volumes" not in app["spec"]
+        for role, container in (("driver", "spark-kubernetes-driver"), ("executor", "spark-kubernetes-executor")):
+            pod, c = _template(app["spec"], role), _container(app, role)
+            sc = pod["securityContext"]
+            assert sc["runAsNonRoot"] is True and isinstance(sc["runAsUser"], int) and sc["runAsUser"] > 0
+            assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
+            assert c["name"] == container
+            assert c["securityContext"]["allowPrivilegeEscalation"] is False
+            assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+            secrets = [v for v in pod["volumes"] if "secret" in v]
+            assert secrets
+            for v in secrets:  # group-readable files, owned by the pod's fsGroup
+                assert v["secret"]["defaultMode"] & 0o040 and sc["fsGroup"] > 0
+            mounted = {m["name"] for m in c["volumeMounts"]}
+            assert {v["name"] for v in pod["volumes"]} <= mounted
+
+
+def test_pull_secrets_core_requests_and_security_overrides() -> None:
+    src = yaml.safe_load((DATA / "two-groups-scram.input.yaml").read_text())
+    src["spec"]["spark"].update({"imagePullSecrets": ["team-registry"], "podSecurityContext": {"runAsUser": 2000,
+                                                                                              "fsGroup": 2000},
+                                 "driver": {"coreRequest": "250m"}, "executor": {"coreRequest": "500m"}})
+    objs = render(src, Settings(image_pull_secrets=("org-registry",))).objects
+    app = next(o for o in objs if o["kind"] == "SparkApplication")
+    assert app["spec"]["imagePullSecrets"] == ["org-registry", "team-registry"]
+    assert app["spec"]["driver"]["coreRequest"] == "250m"
+    sc = _template(app["spec"], "executor")["securityContext"]
+    assert (sc["runAsUser"], sc["fsGroup"], sc["runAsNonRoot"]) == (2000, 2000, True)
+    assert Settings.from_env({"SPARKMIRROR_IMAGE_PULL_SECRETS": "a, b"}).image_pull_secrets == ("a", "b")

@@ -74,12 +74,19 @@ BRIDGE_CNI = {
     ],
 }
 
-# kind applies this after kubeadm; the network itself is the static bridge above
+# kind applies these after kubeadm. The network is the static bridge above; there is no storage provisioner
+# (nothing here uses volumes that need one). Each says so where an operator of the cluster would look.
 CNI_MANIFEST = """\
 apiVersion: v1
 kind: ConfigMap
 metadata: {name: sparkmirror-node-network, namespace: kube-system}
 data: {cni: "static bridge in /etc/cni/net.d/10-bridge.conflist (single-node cluster)"}
+"""
+STORAGE_MANIFEST = """\
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: sparkmirror-node-storage, namespace: kube-system}
+data: {storage: "no dynamic provisioner: emptyDir and hostPath volumes only"}
 """
 
 COMPONENT_DOCKERFILE = """\
@@ -189,10 +196,11 @@ def node_image() -> str:
         for b in binaries:
             run("docker", "cp", b, f"{name}:/usr/bin/{b.name}")
         run("docker", "exec", "-i", name, "bash", "-c",
-            "mkdir -p /kind/manifests && cat > /kind/manifests/default-cni.yaml && "
-            f"echo -n {paths.K8S_VERSION} > /kind/version && "
-            "printf 'apiVersion: v1\\nkind: List\\nitems: []\\n' > /kind/manifests/default-storage.yaml",
-            input=CNI_MANIFEST.encode())
+            f"mkdir -p /kind/manifests && echo -n {paths.K8S_VERSION} > /kind/version && "
+            "csplit -s -z -f /kind/manifests/part - '/^---$/' && "
+            "mv /kind/manifests/part00 /kind/manifests/default-cni.yaml && "
+            "sed 1d /kind/manifests/part01 > /kind/manifests/default-storage.yaml && rm /kind/manifests/part01",
+            input=f"{CNI_MANIFEST}---\n{STORAGE_MANIFEST}".encode())
         run("docker", "exec", name, "bash", "-c",
             "nohup containerd >/tmp/containerd.log 2>&1 & for i in $(seq 1 60); do "
             "[ -S /run/containerd/containerd.sock ] && ctr version >/dev/null 2>&1 && exit 0; sleep 0.5; done; "
