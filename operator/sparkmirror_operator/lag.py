@@ -78,12 +78,34 @@ _KAFKA_LOG = logging.getLogger("sparkmirror_operator.kafka")
 _KAFKA_LOG.setLevel(logging.CRITICAL)  # connection errors are reported on the status, not every 50 ms in the log
 
 
-def _consumer(conf: dict[str, str]) -> Consumer:
+def _consumer(conf: dict[str, str], errors: list[str] | None = None) -> Consumer:
     # librdkafka's own log goes to Python logging (DEBUG), not stderr: unreachable clusters are reported on
-    # the resource's status instead
+    # the resource's status instead. Its error callback keeps the cause (an authentication or TLS refusal)
+    # that a failed call reports only as a transport failure.
+    extra = {"error_cb": lambda err: errors.append(err.str())} if errors is not None else {}
     return Consumer({**conf, "group.id": f"sparkmirror-operator-lag-{uuid.uuid4().hex[:8]}",
                      "enable.auto.commit": False, "socket.timeout.ms": 5000,
-                     "isolation.level": "read_committed"}, logger=_KAFKA_LOG)
+                     "isolation.level": "read_committed", **extra}, logger=_KAFKA_LOG)
+
+
+def _cause(e: KafkaException, errors: list[str], c: Consumer | None = None) -> str:
+    """The refusal behind a failed call when the client saw one, else the call's own error."""
+    if c is not None:
+        c.poll(0.2)  # the error callback runs only while the client is polled
+    refusals = [x for x in errors if failure_reason(x) in ("AuthenticationFailed", "TlsFailed")]
+    return refusals[-1] if refusals else (e.args[0].str() if e.args else str(e))
+
+
+def check_cluster(conf: dict[str, str], timeout: float) -> None:
+    """Raises KafkaException naming why the cluster cannot be used (unreachable, refusing credentials or TLS)."""
+    errors: list[str] = []
+    c = _consumer(conf, errors)
+    try:
+        c.list_topics(timeout=timeout)
+    except KafkaException as e:
+        raise KafkaException(_cause(e, errors, c)) from None
+    finally:
+        c.close()
 
 
 def source_end_offsets(conf: dict[str, str], topic_filter, cluster: Cluster, target_alias: str, policy,
@@ -91,7 +113,8 @@ def source_end_offsets(conf: dict[str, str], topic_filter, cluster: Cluster, tar
     """(topic, partition) -> (low, high) watermarks of the source topics the mirror selects."""
     from sparkmirror.naming import should_replicate_topic
 
-    c = _consumer(conf)
+    errors: list[str] = []
+    c = _consumer(conf, errors)
     what = "is unreachable"
     try:
         md = c.list_topics(timeout=timeout)
@@ -107,7 +130,7 @@ def source_end_offsets(conf: dict[str, str], topic_filter, cluster: Cluster, tar
         return out
     except KafkaException as e:
         raise LagError(f"{where}cluster {cluster.alias!r} ({cluster.bootstrapServers}) {what}: "
-                       f"{e.args[0].str() if e.args else e}") from None
+                       f"{_cause(e, errors, c)}") from None
     finally:
         c.close()
 
@@ -131,19 +154,23 @@ def group_lag(cfg: FlowGroupConfig, read: SecretReader, env_refs: dict[str, tupl
                 ends[(m.source, t, p)] = wm
         out.partitions = len(ends)
         out.topics = sorted({t for (_, t, _) in ends})
-        if not ends:
-            out.lag, out.reason = None, "NoTopics"
-            out.error = (f"flow group {cfg.name!r}: no source topic matches its mirrors' topic patterns ("
-                         + ", ".join(f"{m.source}: {m.topics!r}" for m in cfg.mirrors) + ")")
-            return out
+        target = f"spec.target.bootstrapServers: target cluster {target_alias!r} " \
+                 f"({cfg.cluster(target_alias).bootstrapServers})"
+        try:  # also with no topics yet: a target that refuses the mirror is the more urgent news
+            check_cluster(target_conf, timeout)
+        except KafkaException as e:
+            raise LagError(f"{target}: {e.args[0] if e.args else e}") from None
         try:
             state = read_progress(target_conf, cfg.progressTopic, timeout=timeout)
         except RuntimeError:  # progress topic not created yet: nothing committed
             state = None
         except (KafkaException, TimeoutError) as e:
-            raise LagError(f"spec.target.bootstrapServers: target cluster {target_alias!r} "
-                           f"({cfg.cluster(target_alias).bootstrapServers}): "
-                           f"cannot read progress topic {cfg.progressTopic!r}: {e}") from None
+            raise LagError(f"{target}: cannot read progress topic {cfg.progressTopic!r}: {e}") from None
+        if not ends:
+            out.lag, out.reason = None, "NoTopics"
+            out.error = (f"flow group {cfg.name!r}: no source topic matches its mirrors' topic patterns ("
+                         + ", ".join(f"{m.source}: {m.topics!r}" for m in cfg.mirrors) + ")")
+            return out
         total, last, recent = 0, None, 0
         since = now_ms() - RATE_WINDOW_MS
         for (alias, t, p), (lo, hi) in ends.items():
@@ -157,10 +184,22 @@ def group_lag(cfg: FlowGroupConfig, read: SecretReader, env_refs: dict[str, tupl
         out.lag, out.last_commit_ms = total, last
         out.records_per_second = round(recent / (RATE_WINDOW_MS / 1000), 1) if state else 0.0
     except LagError as e:
-        out.lag, out.error, out.reason = None, str(e), "ClusterUnreachable"
+        out.lag, out.error, out.reason = None, str(e), failure_reason(str(e))
     except KeyError as e:  # a referenced Secret or key is missing
         out.lag, out.error, out.reason = None, f"secret {e.args[0]}", "SecretMissing"
     return out
+
+
+def failure_reason(message: str) -> str:
+    """The condition reason for a cluster the operator could not use: a refusal names itself."""
+    text = message.lower()
+    if "authentication" in text or "sasl" in text:
+        return "AuthenticationFailed"
+    if "ssl" in text or "certificate" in text:
+        return "TlsFailed"
+    if "authoriz" in text:
+        return "AuthorizationFailed"
+    return "ClusterUnreachable"
 
 
 def now_ms() -> int:

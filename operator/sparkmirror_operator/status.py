@@ -132,9 +132,10 @@ def build_status(*, name: str, generation: int | None, plan: Plan, apps: dict[st
             ready = _condition(old_conds, "Ready", ok, "Running" if ok else
                                ("Degraded" if all_problems else "Starting"),
                                f"{len(running)}/{len(groups)} flow groups running" +
-                               ("" if ok else ": waiting for " + ", ".join(
-                                   f"{g['application']} ({g.get('sparkState') or 'not created'})"
-                                   for g in starting + failed)), generation, now)
+                               ("" if ok else "; " + "; ".join(
+                                   [p.message for p in all_problems] if all_problems else
+                                   [f"waiting for {g['application']} ({g.get('sparkState') or 'not created'})"
+                                    for g in starting + failed])), generation, now)
             progressing = _condition(old_conds, "Progressing", bool(starting),
                                      "Starting" if starting else "Stable",
                                      ("starting " + ", ".join(g["name"] for g in starting)) if starting

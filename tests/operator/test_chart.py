@@ -123,3 +123,14 @@ def test_rendered_chart_is_valid_and_its_rbac_suffices(kube, kmm2_crd, namespace
         with pytest.raises(client.ApiException) as e:
             as_operator.list("Secret", namespace)
         assert e.value.status == 403
+
+
+def test_spark_pull_secrets_reach_the_operator() -> None:
+    """sparkImage.pullSecrets become the operator's default pull secrets for driver and executor pods."""
+    docs = _template("ops", "--set", "sparkImage.pullSecrets={reg-a,reg-b}")
+    dep = next(d for d in docs if d["kind"] == "Deployment")
+    env = {e["name"]: e.get("value") for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["SPARKMIRROR_IMAGE_PULL_SECRETS"] == "reg-a,reg-b"
+    plain = next(d for d in _template("ops") if d["kind"] == "Deployment")
+    assert "SPARKMIRROR_IMAGE_PULL_SECRETS" not in {e["name"] for e in
+                                                    plain["spec"]["template"]["spec"]["containers"][0]["env"]}

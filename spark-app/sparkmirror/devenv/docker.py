@@ -72,8 +72,12 @@ def ensure_engine(timeout: float = 60) -> DockerEngine:
     root = paths.cache_dir() / "docker"
     (root / "data").mkdir(parents=True, exist_ok=True)
     log = root / "dockerd.log"
+    # runc through the shim: kind's privileged node containers start even where this machine's capability
+    # bounding set lacks some capabilities (see runc-shim.py)
+    shim = Path(__file__).resolve().parent / "runc-shim.py"
     proc = spawn(["dockerd", "--data-root", str(root / "data"), "--exec-root", "/run/sparkmirror-docker",
-                  "-H", f"unix://{SOCKET}"], log)
+                  "-H", f"unix://{SOCKET}", "--add-runtime", f"sparkmirror-runc={shim}",
+                  "--default-runtime", "sparkmirror-runc"], log)
     deadline = time.monotonic() + timeout
     while (problem := engine_problem()) is not None:
         if proc.poll() is not None or time.monotonic() > deadline:

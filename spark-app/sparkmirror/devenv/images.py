@@ -119,11 +119,17 @@ def docker_build(context: Path, tag: str, name: str, *, dockerfile: Path | None 
 
 
 def product_images(tag: str = "dev") -> dict[str, str]:
-    """The operator and Spark images from the project's Dockerfile, on the local Debian base."""
+    """The operator and Spark images from the project's Dockerfile, on the local Debian base. Each is also
+    tagged by its content (`<tag>-<image id>`), so a changed image rolls the pods that run it."""
     base = base_image()
-    return {target: docker_build(REPO, f"sparkmirror-{target}:{tag}", target, target=target,
-                                 args={"BASE_IMAGE": base})
-            for target in ("operator", "spark")}
+    out = {}
+    for target in ("operator", "spark"):
+        image = docker_build(REPO, f"sparkmirror-{target}:{tag}", target, target=target, args={"BASE_IMAGE": base})
+        image_id = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", image], capture_output=True,
+                                  text=True, check=True).stdout.strip().removeprefix("sha256:")[:12]
+        out[target] = f"sparkmirror-{target}:{tag}-{image_id}"
+        run_logged(["docker", "tag", image, out[target]], f"tagging {image}", log_path(target))
+    return out
 
 
 KAFKA_DIR = Path(__file__).resolve().parent / "kafka-image"
