@@ -19,7 +19,8 @@ from confluent_kafka import Producer
 from sparkmirror.devenv.testing import create_topic, produce_numbered, read_topic
 from sparkmirror.devenv.kindground import MIRROR_NS, SCRAM_USER, KindGround
 
-pytestmark = pytest.mark.kind
+# the first test also builds the ground (cold: Go builds and images, about 15 minutes on 2 cores)
+pytestmark = [pytest.mark.kind, pytest.mark.timeout(3600)]
 SPARK = {"imagePullPolicy": "IfNotPresent", "parallelism": 2, "epochSeconds": 20,
          "driver": {"memory": "512m", "coreRequest": "100m"},
          "executor": {"instances": 1, "memory": "512m", "coreRequest": "100m"}}
@@ -165,8 +166,9 @@ def test_refused_mirror_says_why(kind_ground: KindGround) -> None:
     def says_why(status: dict) -> bool:
         conds = {c.get("type"): c for c in status.get("conditions") or []}
         ready, degraded = conds.get("Ready", {}), conds.get("Degraded", {})
-        text = f"{degraded.get('reason')} {degraded.get('message')}".lower()
-        return ready.get("status") == "False" and degraded.get("status") == "True" and "authentication" in text
+        return (ready.get("status") == "False" and degraded.get("status") == "True"
+                and degraded.get("reason") == "AuthenticationFailed"
+                and "authentication failed" in f"{ready.get('message')}".lower())
 
     status = _wait(g, "refused", says_why, 600, "reporting the refused authentication")
     print(f"refused mirror: {json.dumps([c for c in status['conditions'] if c['type'] != 'Progressing'])}")

@@ -45,25 +45,22 @@ build() { # name binary root rootv sibv pkg [ldflags]
 }
 
 what="${1:-all}"
+# Kubernetes binaries: sibling modules are v0.<minor>.<patch>; the real version is stamped in (a module build has
+# no git tree to read it from)
+sib="v0.${K8S_VERSION#v1.}"
+minor=$(echo "$K8S_VERSION" | cut -d. -f2)
+ver="-X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1"
+ver="$ver -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION"
 if [[ $what == all || $what == etcd ]]; then
   build etcd etcd go.etcd.io/etcd/v3 "$ETCD_VERSION" "$ETCD_VERSION" go.etcd.io/etcd/server/v3
 fi
 if [[ $what == all || $what == k8s ]]; then
-  sib="v0.${K8S_VERSION#v1.}"
-  minor=$(echo "$K8S_VERSION" | cut -d. -f2)
-  # stamp the real version (a module build has no git tree to read it from)
-  ver="-X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1"
-  ver="$ver -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION"
   build kubernetes kube-apiserver k8s.io/kubernetes "$K8S_VERSION" "$sib" k8s.io/kubernetes/cmd/kube-apiserver "$ver"
   build kubernetes kube-controller-manager k8s.io/kubernetes "$K8S_VERSION" "$sib" k8s.io/kubernetes/cmd/kube-controller-manager "$ver"
   build kubernetes kubectl k8s.io/kubernetes "$K8S_VERSION" "$sib" k8s.io/kubernetes/cmd/kubectl "$ver"
 fi
 # what a kind node runs besides the above: for the node image built by `sparkmirror dev images`
 if [[ $what == node ]]; then
-  sib="v0.${K8S_VERSION#v1.}"
-  minor=$(echo "$K8S_VERSION" | cut -d. -f2)
-  ver="-X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1"
-  ver="$ver -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION"
   for b in kubelet kubeadm kube-scheduler kube-proxy; do
     build kubernetes "$b" k8s.io/kubernetes "$K8S_VERSION" "$sib" "k8s.io/kubernetes/cmd/$b" "$ver"
   done
