@@ -12,7 +12,7 @@ export PYSPARK_DRIVER_PYTHON = $(abspath $(PY))
 
 help:
 	@echo "make demo   - start two local Kafka clusters and mirror between them on local Spark"
-	@echo "make test   - install what is missing, then run every test"
+	@echo "make test   - install what is missing, then run every test (the kind tests build their images here)"
 	@echo "make bench  - sparkmirror vs Apache Kafka MirrorMaker 2, side by side"
 	@echo "make crds   - regenerate crds/ from the pydantic model"
 

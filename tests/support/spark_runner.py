@@ -111,8 +111,11 @@ class LocalSparkRunner:
         name, spec = app["metadata"]["name"], app["spec"]
         args = list(spec.get("arguments") or [])
         config_path = args[args.index("--config") + 1]
-        volumes = {v["name"]: v for v in spec.get("volumes") or []}
-        mount = next(m for m in spec["driver"]["volumeMounts"] if config_path.startswith(m["mountPath"] + "/"))
+        # the driver pod as Spark makes it: from its pod template (volumes and the driver container's mounts)
+        pod = spec["driver"]["template"]["spec"]
+        volumes = {v["name"]: v for v in pod.get("volumes") or []}
+        container = next(c for c in pod["containers"] if c["name"] == "spark-kubernetes-driver")
+        mount = next(m for m in container["volumeMounts"] if config_path.startswith(m["mountPath"] + "/"))
         cm_name = volumes[mount["name"]]["configMap"]["name"]
         cm = self.api.get("ConfigMap", self.namespace, cm_name)
         if cm is None:

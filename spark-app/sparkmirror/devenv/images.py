@@ -59,6 +59,15 @@ def digest(*parts: str | bytes | Path) -> str:
     return h.hexdigest()[:12]
 
 
+def prune_older(image: str) -> None:
+    """Remove the other tags of `image`'s repository (earlier builds), so the cache does not grow per change."""
+    repo, tag = image.rsplit(":", 1)
+    out = subprocess.run(["docker", "image", "ls", repo, "--format", "{{.Tag}}"], capture_output=True, text=True)
+    old = [f"{repo}:{t}" for t in out.stdout.split() if t not in (tag, "<none>", "dev")]
+    if old:
+        subprocess.run(["docker", "image", "rm", *old], capture_output=True)
+
+
 def _announce(image: str, t0: float) -> None:
     print(f"image {image} built in {time.monotonic() - t0:.0f}s", flush=True)
 
@@ -129,6 +138,7 @@ def product_images(tag: str = "dev") -> dict[str, str]:
                                   text=True, check=True).stdout.strip().removeprefix("sha256:")[:12]
         out[target] = f"sparkmirror-{target}:{tag}-{image_id}"
         run_logged(["docker", "tag", image, out[target]], f"tagging {image}", log_path(target))
+        prune_older(out[target])
     return out
 
 
@@ -176,4 +186,5 @@ def spark_operator_image(spark_image: str) -> str:
         shutil.copy2(binary, ctx / "spark-operator")
         (ctx / "Dockerfile").write_text(SPARK_OPERATOR_DOCKERFILE)
         docker_build(ctx, tag, "spark-operator", args={"SPARK_IMAGE": spark_image})
+    prune_older(tag)
     return tag

@@ -224,5 +224,7 @@ def node_image() -> str:
             "--change", "CMD []", name, tag)
     finally:
         subprocess.run(["docker", "rm", "-f", "-v", name], capture_output=True)
+    images.prune_older(tag)
+    images.prune_older(base)
     print(f"image {tag} built in {time.monotonic() - t0:.0f}s", flush=True)
     return tag
