@@ -60,8 +60,8 @@ class Settings:
                    launcher=env.get("SPARKMIRROR_LAUNCHER", d.launcher),
                    secrets=env.get("SPARKMIRROR_SECRETS", d.secrets),
                    metrics_port=int(env.get("SPARKMIRROR_METRICS_PORT", d.metrics_port)),
-                   image_pull_secrets=tuple(s.strip() for s in env.get("SPARKMIRROR_IMAGE_PULL_SECRETS", "").split(",")
-                                            if s.strip()))
+                   image_pull_secrets=tuple(s.strip() for s in env.get("SPARKMIRROR_IMAGE_PULL_SECRETS",
+                                                                       "").split(",") if s.strip()))
 
 
 @dataclass
@@ -133,13 +133,15 @@ CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "capabilities": {"drop"
 
 
 def pod_template(container: str, ctx: GroupContext, labels: dict[str, str], volumes: list[dict],
-                 mounts: list[dict], env: list[dict]) -> dict[str, Any]:
+                 mounts: list[dict], env: list[dict], ports: list[dict] | None = None) -> dict[str, Any]:
     """A Spark pod template: Spark itself applies it to the driver or executor pods, so security context,
-    volumes and Secret-backed env need no mutating webhook (Kubeflow's is optional; without it those
+    volumes, Secret-backed env and ports need no mutating webhook (Kubeflow's is optional; without it those
     SparkApplication fields are silently dropped)."""
     c: dict[str, Any] = {"name": container, "securityContext": CONTAINER_SECURITY, "volumeMounts": mounts}
     if env:
         c["env"] = env
+    if ports:
+        c["ports"] = ports
     pod_security = {**POD_SECURITY, **(ctx.kmm2.spec.spark.podSecurityContext or {})}
     return {"metadata": {"labels": labels},
             "spec": {"securityContext": pod_security, "volumes": volumes, "containers": [c]}}
@@ -159,10 +161,11 @@ def render_spark_application(ctx: GroupContext) -> list[dict[str, Any]]:
     annotations = {ANNOTATION_CONFIG_HASH: ctx.config_hash}
     sa = rbac_name(kmm2.name)
 
-    def pod(container: str, cores: int, memory: str, core_request: str | None,
-            core_limit: str | None) -> dict[str, Any]:
+    def pod(container: str, cores: int, memory: str, core_request: str | None, core_limit: str | None,
+            ports: list[dict] | None = None) -> dict[str, Any]:
+        template = pod_template(container, ctx, pod_labels, volumes, mounts, env, ports)
         p: dict[str, Any] = {"cores": cores, "memory": memory, "labels": pod_labels, "annotations": annotations,
-                             "serviceAccount": sa, "template": pod_template(container, ctx, pod_labels, volumes, mounts, env)}
+                             "serviceAccount": sa, "template": template}
         if core_request:
             p["coreRequest"] = core_request
         if core_limit:
@@ -185,11 +188,10 @@ def render_spark_application(ctx: GroupContext) -> list[dict[str, Any]]:
             "sparkConf": spark_conf,
             "restartPolicy": {"type": "Always", "onFailureRetryInterval": 10, "onSubmissionFailureRetryInterval": 20},
             "suspend": kmm2.spec.state == "paused",
-            "driver": {**pod(DRIVER_CONTAINER, spark.driver.cores, spark.driver.memory, spark.driver.coreRequest,
-                             spark.driver.coreLimit),
-                       # the job's driver serves Prometheus metrics and its progress view here
-                       "ports": [{"name": "metrics", "containerPort": ctx.settings.metrics_port,
-                                  "protocol": "TCP"}]},
+            # the job's driver serves Prometheus metrics and its progress view on the metrics port
+            "driver": pod(DRIVER_CONTAINER, spark.driver.cores, spark.driver.memory, spark.driver.coreRequest,
+                          spark.driver.coreLimit, [{"name": "metrics", "containerPort": ctx.settings.metrics_port,
+                                                    "protocol": "TCP"}]),
             "executor": {**pod(EXECUTOR_CONTAINER, executor.cores, executor.memory, executor.coreRequest,
                                executor.coreLimit), "instances": executor.instances},
         },

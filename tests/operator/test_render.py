@@ -144,6 +144,8 @@ def test_pods_meet_the_restricted_pod_security_standard() -> None:
             assert secrets
             for v in secrets:  # group-readable files, owned by the pod's fsGroup
                 assert v["secret"]["defaultMode"] & 0o040 and sc["fsGroup"] > 0
+            if role == "driver":  # the metrics port, declared where Spark keeps it
+                assert {"name": "metrics", "containerPort": 9090, "protocol": "TCP"} in c["ports"]
             mounted = {m["name"] for m in c["volumeMounts"]}
             assert {v["name"] for v in pod["volumes"]} <= mounted
 
