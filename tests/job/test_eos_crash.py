@@ -55,8 +55,9 @@ class NumberedProducer(threading.Thread):
 
 
 def _target_count(bootstrap: str, topic: str) -> int:
+    """Distinct records on the target: under at-least-once a duplicate must not stand in for a missing one."""
     try:
-        return sum(len(v) for v in read_topic(bootstrap, topic, timeout=20).values())
+        return sum(len({r.value for r in v}) for v in read_topic(bootstrap, topic, timeout=20).values())
     except Exception:  # noqa: BLE001 - remote topic not there yet
         return 0
 
