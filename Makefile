@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml dev/pyproject.toml | sha1sum | cut -c1-12)
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON = $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON = $(abspath $(PY))
@@ -22,19 +22,19 @@ tools:
 	@command -v mvn >/dev/null || { echo "Maven is missing: installing maven (Debian)"; apt-get update -q && apt-get install -yq maven; }
 	@command -v go >/dev/null || { echo "Go (1.24+) is needed to build kube-apiserver and etcd: see https://go.dev/doc/install"; exit 1; }
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml dev/pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev]' -e ./dev
 	@rm -f $(VENV)/.installed-* && touch $@
 
 venv: tools $(STAMP)
 
 kafka: venv
-	@$(PY) -c 'from sparkmirror.devenv import install; install.kafka()'
+	@$(PY) -c 'from sparkmirror_dev import install; install.kafka()'
 
 kubernetes: venv
-	@$(PY) -c 'from sparkmirror.devenv import install; install.kubernetes_tools()'
+	@$(PY) -c 'from sparkmirror_dev import install; install.kubernetes_tools()'
 
 setup: venv kafka kubernetes
 
@@ -42,7 +42,7 @@ test: setup
 	$(VENV)/bin/pytest -q $(PYTEST_ARGS)
 
 demo: venv kafka
-	$(PY) -m sparkmirror.demo
+	$(PY) -m sparkmirror_dev.demo
 
 bench: setup
 	$(PY) -m bench $(BENCH_ARGS)

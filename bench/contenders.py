@@ -8,9 +8,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from sparkmirror.devenv import install
-from sparkmirror.devenv.kafka import java_cmd
-from sparkmirror.devenv.procs import spawn, stop_pid
+from sparkmirror_dev import install
+from sparkmirror_dev.kafka import java_cmd
+from sparkmirror_dev.procs import spawn, stop_pid
 
 SOURCE_ALIAS = "src"
 TARGET_ALIAS = "tgt"
@@ -150,7 +150,7 @@ class SparkMirror(Contender):
             return False
 
     def flowgroup(self, s: MirrorSetup):  # noqa: ANN201
-        from sparkmirror.flowgroup import FlowGroupConfig
+        from sparkmirror.resource.flowgroup import FlowGroupConfig
 
         return FlowGroupConfig.model_validate({
             "name": "bench",

@@ -14,9 +14,9 @@ import psutil
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from sparkmirror.devenv import install
-from sparkmirror.devenv.kafka import KafkaCluster, java_cmd
-from sparkmirror.devenv.procs import log_tail, spawn, stop_pid
+from sparkmirror_dev import install
+from sparkmirror_dev.kafka import KafkaCluster, java_cmd
+from sparkmirror_dev.procs import log_tail, spawn, stop_pid
 
 from . import data
 from .contenders import Contender, MirrorSetup, remote_name, rmtree
@@ -80,7 +80,7 @@ class Env:
 
     def _start(self, name: str, home: Path) -> KafkaCluster:
         """Start a cluster; retry on fresh ports when another process took ours between choice and bind."""
-        from sparkmirror.devenv.procs import DevEnvError
+        from sparkmirror_dev.procs import DevEnvError
 
         for attempt in range(4):
             rmtree(home)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 
-from sparkmirror.devenv import paths
+from sparkmirror_dev import paths
 
 LABELS = {
     "sparkmirror-eos": "sparkmirror exactly-once",

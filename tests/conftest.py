@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from sparkmirror.devenv.env import start_all
-from sparkmirror.devenv.kafka import KafkaCluster
-from sparkmirror.devenv.testing import create_topic, unique_name
+from sparkmirror_dev.env import start_all
+from sparkmirror_dev.kafka import KafkaCluster
+from sparkmirror_dev.testing import create_topic, unique_name
 
 # Spark must bind to loopback only (it would otherwise pick the machine's first interface).
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -26,7 +26,7 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from sparkmirror.devenv.kube import KubeApiServer
+    from sparkmirror_dev.kube import KubeApiServer
 
 
 class LocalKafka:
@@ -85,7 +85,7 @@ def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator["KubeApiServer"]:
     No kubelet, scheduler or Spark operator runs here: tests that need SparkApplications to run use the
     local runner in tests/support, which plays the Spark operator's part.
     """
-    from sparkmirror.devenv.kube import KubeApiServer
+    from sparkmirror_dev.kube import KubeApiServer
 
     server = KubeApiServer(tmp_path_factory.mktemp("kube")).start()
     try:

@@ -27,7 +27,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_import(args: argparse.Namespace) -> int:
-    from .importer import import_text
+    from sparkmirror.resource.importer import import_text
 
     text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
     result = import_text(text, name=args.name, namespace=args.namespace)

@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from .model import (
+from sparkmirror.resource.model import (
     CONNECT_ONLY,
     GROUP,
     KIND,

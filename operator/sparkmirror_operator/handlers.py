@@ -14,7 +14,7 @@ from kubernetes import client, config
 from kubernetes.client import ApiException
 
 from .kubeapi import KubeApi
-from .model import GROUP, KIND, PLURAL, VERSION
+from sparkmirror.resource.model import GROUP, KIND, PLURAL, VERSION
 from .reconcile import Reconciler, Result
 from .status import transitions
 from .render import FIELD_MANAGER, LABEL_MANAGED_BY, LABEL_RESOURCE, Settings

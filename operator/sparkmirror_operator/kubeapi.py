@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 from kubernetes import client
 
-from .model import GROUP, PLURAL, VERSION
+from sparkmirror.resource.model import GROUP, PLURAL, VERSION
 from .render import FIELD_MANAGER
 
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from sparkmirror.flowgroup import Cluster, FlowGroupConfig
-from sparkmirror.naming import policy_for
+from sparkmirror.resource.flowgroup import Cluster, FlowGroupConfig
+from sparkmirror.replication import policy_for
 from sparkmirror.topicsync import topic_filter
 
 SECRET_REF_ROOT = "secret:"  # plan(secret_root=...) prefix: "secret:/<name>/<key>"
@@ -111,7 +111,7 @@ def check_cluster(conf: dict[str, str], timeout: float) -> None:
 def source_end_offsets(conf: dict[str, str], topic_filter, cluster: Cluster, target_alias: str, policy,
                        timeout: float, where: str = "") -> dict[tuple[str, int], tuple[int, int]]:
     """(topic, partition) -> (low, high) watermarks of the source topics the mirror selects."""
-    from sparkmirror.naming import should_replicate_topic
+    from sparkmirror.replication import should_replicate_topic
 
     errors: list[str] = []
     c = _consumer(conf, errors)

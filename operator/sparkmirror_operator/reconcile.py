@@ -12,7 +12,7 @@ from typing import Any
 
 from kubernetes import client
 
-from .flowgroups import Plan, env_name, plan
+from sparkmirror.resource.plan import Plan, env_name, plan
 from .kubeapi import OWNED_KINDS, KubeApi
 from .lag import SECRET_REF_ROOT, GroupLag, group_lag
 from .render import LABEL_FLOW_GROUP, LABEL_RESOURCE, Settings, render

@@ -18,11 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkmirror.flowgroup import FlowGroupConfig
+from sparkmirror.resource.flowgroup import FlowGroupConfig
 
-from .flowgroups import SECRET_MOUNT_ROOT, Plan, SecretRef, env_name, plan
-from .model import API_VERSION, KIND, KafkaMirrorMaker2
-from .names import application_name, config_map_name, lease_name, rbac_name, short_name
+from sparkmirror.resource.plan import SECRET_MOUNT_ROOT, Plan, SecretRef, env_name, plan
+from sparkmirror.resource.model import API_VERSION, KIND, KafkaMirrorMaker2
+from sparkmirror.resource.names import application_name, config_map_name, lease_name, rbac_name, short_name
 
 CONFIG_MOUNT = "/etc/sparkmirror/flowgroup"
 CONFIG_KEY = "flowgroup.yaml"

@@ -10,10 +10,10 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from .flowgroups import Plan
+from sparkmirror.resource.plan import Plan
 from .lag import GroupLag
-from .model import KafkaMirrorMaker2Status
-from .names import application_name
+from sparkmirror.resource.model import KafkaMirrorMaker2Status
+from sparkmirror.resource.names import application_name
 
 RUNNING = {"RUNNING"}
 SUSPENDED = {"SUSPENDED", "SUSPENDING"}

@@ -32,9 +32,9 @@ from confluent_kafka import (Consumer, ConsumerGroupState, ConsumerGroupTopicPar
                              Producer, TopicPartition)
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from .flowgroup import FlowGroupConfig, Mirror
+from .resource.flowgroup import FlowGroupConfig, Mirror
 from .mm2formats import Checkpoint
-from .naming import RecordStamper, policy_for
+from .replication import RecordStamper, policy_for
 from .progress import OffsetMap, ProgressRecord, ProgressState
 
 log = logging.getLogger(__name__)

@@ -1,32 +1,29 @@
-"""The `sparkmirror` command: each subcommand lives beside what it drives and registers itself here.
+"""The `sparkmirror` command. Subcommands register through the `sparkmirror.commands` entry-point group, each
+beside what it drives: `run` and `operator` ship with the product, `dev` with the sparkmirror-dev tools.
 
-Imports are lazy so `sparkmirror dev` needs no pyspark and `sparkmirror operator` needs no pyspark either.
+Imports are lazy: a part that is not installed in an image (pyspark in the operator's, the dev tools in both)
+simply has no subcommand there.
 """
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
+from importlib.metadata import entry_points
 
-# subcommand module -> must define add_parser(subparsers); the parser's `func(args) -> int` runs it
-SUBCOMMANDS = [
-    "sparkmirror.devenv.cli",        # dev up / down / status
-    "sparkmirror.runner.cli",        # run -f FILE
-    "sparkmirror_operator.cli",      # operator, import
-]
+GROUP = "sparkmirror.commands"
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sparkmirror", description="Kafka mirroring on Spark, run by an operator.")
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in SUBCOMMANDS:
+    for ep in sorted(entry_points(group=GROUP), key=lambda e: e.name):
         try:
-            module = importlib.import_module(name)
+            add_parser = ep.load()  # must define add_parser(subparsers); the parser's `func(args) -> int` runs it
         except ModuleNotFoundError as e:
-            if e.name and (name.startswith(e.name) or e.name == name):
+            if e.name and (ep.module == e.name or ep.module.startswith(e.name + ".")):
                 continue  # that part is not installed in this image
             raise
-        module.add_parser(sub)
+        add_parser(sub)
     return parser
 
 

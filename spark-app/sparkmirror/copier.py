@@ -28,9 +28,9 @@ from confluent_kafka import (TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, Kafk
                              TopicPartition)
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from .flowgroup import Delivery, FlowGroupConfig, Mirror
+from .resource.flowgroup import Delivery, FlowGroupConfig, Mirror
 from .lanes import LanePartition, transactional_id
-from .naming import RecordStamper, policy_for
+from .replication import RecordStamper, policy_for
 from .progress import ProgressRecord, read_progress
 
 log = logging.getLogger("sparkmirror.copier")

@@ -27,7 +27,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.types import StructType
 
 from .copier import SUMMARY_SCHEMA, CopyError, LaneCopier, PartitionSummary
-from .flowgroup import FlowGroupConfig, Mirror
+from .resource.flowgroup import FlowGroupConfig, Mirror
 from .lanes import LanePartition, plan_lanes
 
 log = logging.getLogger("sparkmirror.datasource")
@@ -86,7 +86,7 @@ class RouteWatch:
         from confluent_kafka.admin import AdminClient
 
         from .topicsync import topic_filter
-        from .naming import policy_for, should_replicate_topic
+        from .replication import policy_for, should_replicate_topic
 
         self.known = {s: n for s, _t, n in routes}
         self.interval = mirror.refreshTopicsIntervalSeconds

@@ -13,9 +13,9 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from .checkpoints import MM2_INTERNAL_TOPIC_CONFIG, ensure_topic
-from .flowgroup import FlowGroupConfig, Mirror
+from .resource.flowgroup import FlowGroupConfig, Mirror
 from .mm2formats import Heartbeat
-from .naming import policy_for
+from .replication import policy_for
 
 
 class HeartbeatEmitter:

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sparkmirror.flowgroup import FlowGroupConfig
+from sparkmirror.resource.flowgroup import FlowGroupConfig
 
 log = logging.getLogger("sparkmirror.job")
 

@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from .flowgroup import FlowGroupConfig, Mirror
-from .naming import policy_for
+from .resource.flowgroup import FlowGroupConfig, Mirror
+from .replication import policy_for
 from .topicsync import list_offsets, select_topics, topic_filter
 
 log = logging.getLogger(__name__)

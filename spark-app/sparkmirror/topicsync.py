@@ -34,8 +34,8 @@ from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPa
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
                                    NewPartitions, NewTopic, OffsetSpec)
 
-from .flowgroup import Cluster, FlowGroupConfig, Mirror
-from .naming import ReplicationPolicy, TopicFilter, policy_for, should_replicate_topic
+from .resource.flowgroup import Cluster, FlowGroupConfig, Mirror
+from .replication import ReplicationPolicy, TopicFilter, policy_for, should_replicate_topic
 
 log = logging.getLogger(__name__)
 

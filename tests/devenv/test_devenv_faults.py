@@ -12,9 +12,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from sparkmirror.devenv import install, paths
-from sparkmirror.devenv.kafka import KafkaCluster
-from sparkmirror.devenv.procs import DevEnvError
+from sparkmirror_dev import install, paths
+from sparkmirror_dev.kafka import KafkaCluster
+from sparkmirror_dev.procs import DevEnvError
 
 
 def _java_children() -> set[int]:

@@ -5,7 +5,7 @@ import uuid
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from sparkmirror.devenv.kafka import KafkaCluster
+from sparkmirror_dev.kafka import KafkaCluster
 
 
 def _consume_all(bootstrap: str, topic: str, partitions: int, isolation: str = "read_committed") -> list:

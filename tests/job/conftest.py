@@ -7,8 +7,8 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from sparkmirror.devenv.testing import Rec, produce_numbered, read_topic, unique_name  # noqa: F401
-from sparkmirror.flowgroup import FlowGroupConfig
+from sparkmirror_dev.testing import Rec, produce_numbered, read_topic, unique_name  # noqa: F401
+from sparkmirror.resource.flowgroup import FlowGroupConfig
 
 
 def wait_for(pred: Callable[[], bool], timeout: float, what: str, interval: float = 0.5) -> None:

@@ -18,9 +18,9 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
-from sparkmirror.devenv.kafka import KafkaCluster
-from sparkmirror.devenv.testing import create_topic, unique_name
-from sparkmirror.flowgroup import FlowGroupConfig
+from sparkmirror_dev.kafka import KafkaCluster
+from sparkmirror_dev.testing import create_topic, unique_name
+from sparkmirror.resource.flowgroup import FlowGroupConfig
 
 PARTS = 4
 

@@ -17,7 +17,7 @@ def run_java(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., str]:
     """run_java(class_name, source, *args, stdin=None) compiles `source` with javac against the real Kafka
     jars (connect-mirror-client, kafka-clients, ...) into a temp dir, runs its main and returns stdout.
     `class_name` is fully qualified when the source declares a package."""
-    from sparkmirror.devenv import install
+    from sparkmirror_dev import install
 
     if shutil.which("javac") is None:
         pytest.skip("javac is not installed")

@@ -1,7 +1,7 @@
 """The whole job as a process: TopicSync creates the remote topic, lanes copy, a new topic is picked up."""
 from __future__ import annotations
 
-from sparkmirror.devenv.testing import unique_name
+from sparkmirror_dev.testing import unique_name
 
 from .conftest import end_offsets, produce_numbered, read_topic, wait_for
 

@@ -9,7 +9,7 @@ import pytest
 
 from sparkmirror import copier
 from sparkmirror.copier import LaneCopier
-from sparkmirror.flowgroup import Delivery
+from sparkmirror.resource.flowgroup import Delivery
 from sparkmirror.lanes import plan_lanes
 from sparkmirror.progress import ensure_progress_topic
 

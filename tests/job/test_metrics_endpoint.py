@@ -83,7 +83,7 @@ def test_lag_counts_records_not_transaction_markers(kafka_a, kafka_b, topic, flo
     """A source written transactionally (e.g. the target of the opposite mirror) ends with a commit marker."""
     from confluent_kafka import Producer
 
-    from sparkmirror.devenv.testing import unique_name
+    from sparkmirror_dev.testing import unique_name
     from sparkmirror.metrics import MirrorMonitor
 
     src = topic(kafka_a, 1)

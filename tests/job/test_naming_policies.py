@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from sparkmirror.flowgroup import Mirror
-from sparkmirror.naming import (PROVENANCE_HEADER, DefaultReplicationPolicy, IdentityReplicationPolicy,
+from sparkmirror.resource.flowgroup import Mirror
+from sparkmirror.replication import (PROVENANCE_HEADER, DefaultReplicationPolicy, IdentityReplicationPolicy,
                                 RecordStamper, TopicFilter, policy_for, provenance, should_copy_record,
                                 should_replicate_topic, stamp_provenance)
 

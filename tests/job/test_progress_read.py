@@ -8,7 +8,7 @@ import time
 
 from confluent_kafka import Producer
 
-from sparkmirror.devenv.testing import unique_name
+from sparkmirror_dev.testing import unique_name
 from sparkmirror.progress import ensure_progress_topic, read_progress
 
 

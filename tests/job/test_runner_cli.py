@@ -12,8 +12,8 @@ import pytest
 import yaml
 from confluent_kafka.admin import AdminClient, NewPartitions
 
-from sparkmirror.devenv.procs import free_port
-from sparkmirror.devenv.testing import create_topic, unique_name
+from sparkmirror_dev.procs import free_port
+from sparkmirror_dev.testing import create_topic, unique_name
 
 from .conftest import produce_numbered, read_topic, wait_for
 

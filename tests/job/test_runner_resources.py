@@ -69,7 +69,7 @@ def test_progress_lines() -> None:
 
 
 def test_preflight_names_the_field_of_a_missing_certificate(tmp_path) -> None:
-    from sparkmirror.flowgroup import Cluster, FlowGroupConfig, Mirror, Tls
+    from sparkmirror.resource.flowgroup import Cluster, FlowGroupConfig, Mirror, Tls
     from sparkmirror.runner.local import Unreachable, preflight
 
     cfg = FlowGroupConfig(name="g", clusters=[

@@ -14,7 +14,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from sparkmirror.devenv.procs import free_port
+from sparkmirror_dev.procs import free_port
 
 from .conftest import read_topic, wait_for
 from .test_eos_crash import PARTS, NumberedProducer, _check, _target_count

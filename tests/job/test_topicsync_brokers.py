@@ -9,9 +9,9 @@ import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewPartitions
 
-from sparkmirror.devenv.procs import free_port
-from sparkmirror.devenv.testing import create_topic, unique_name
-from sparkmirror.flowgroup import Cluster, FlowGroupConfig, Mirror
+from sparkmirror_dev.procs import free_port
+from sparkmirror_dev.testing import create_topic, unique_name
+from sparkmirror.resource.flowgroup import Cluster, FlowGroupConfig, Mirror
 from sparkmirror.topicsync import TopicRecreated, TopicRoute, TopicSync, TopicSyncError
 
 pytestmark = pytest.mark.kafka

@@ -1,8 +1,8 @@
 """Pure planning of topic sync: selection, creation, partitions, MM2's config filter."""
 from __future__ import annotations
 
-from sparkmirror.flowgroup import DEFAULT_CONFIG_PROPERTIES_EXCLUDE, Mirror
-from sparkmirror.naming import DefaultReplicationPolicy, IdentityReplicationPolicy, TopicFilter
+from sparkmirror.resource.flowgroup import DEFAULT_CONFIG_PROPERTIES_EXCLUDE, Mirror
+from sparkmirror.replication import DefaultReplicationPolicy, IdentityReplicationPolicy, TopicFilter
 from sparkmirror.topicsync import (AddPartitions, AlterConfigs, ConfigValue, CreateTopic, SourceTopic, TargetTopic,
                                    TopicRoute, plan_sync, replicable_configs)
 

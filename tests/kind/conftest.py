@@ -1,4 +1,4 @@
-"""The kind ground once per session (see sparkmirror.devenv.kindground): a Docker engine (started here when
+"""The kind ground once per session (see sparkmirror_dev.kindground): a Docker engine (started here when
 none answers), every image built on this machine, a kind cluster, both operators installed with Helm, and
 Kafka clusters as pods. Tests give their mirrors and topics names of their own."""
 from __future__ import annotations
@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from sparkmirror.devenv import docker, kindground
-from sparkmirror.devenv.kindground import KindGround
-from sparkmirror.devenv.procs import DevEnvError
+from sparkmirror_dev import docker, kindground
+from sparkmirror_dev.kindground import KindGround
+from sparkmirror_dev.procs import DevEnvError
 
 
 @pytest.fixture(scope="session")

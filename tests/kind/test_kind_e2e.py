@@ -16,8 +16,8 @@ import uuid
 import pytest
 from confluent_kafka import Producer
 
-from sparkmirror.devenv.testing import create_topic, produce_numbered, read_topic
-from sparkmirror.devenv.kindground import MIRROR_NS, SCRAM_USER, KindGround
+from sparkmirror_dev.testing import create_topic, produce_numbered, read_topic
+from sparkmirror_dev.kindground import MIRROR_NS, SCRAM_USER, KindGround
 
 # the first test also builds the ground (cold: Go builds and images, about 15 minutes on 2 cores)
 pytestmark = [pytest.mark.kind, pytest.mark.timeout(3600)]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sparkmirror.devenv import paths
+from sparkmirror_dev import paths
 from sparkmirror_operator import crdgen
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "sparkmirror"

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sparkmirror.flowgroup import FlowGroupConfig
-from sparkmirror_operator.flowgroups import ResourceInvalid, env_name, flow_group_configs, plan
+from sparkmirror.resource.flowgroup import FlowGroupConfig
+from sparkmirror.resource.plan import ResourceInvalid, env_name, flow_group_configs, plan
 
 STRIMZI = Path("/work/shared/reference/strimzi/examples")
 HERE = Path(__file__).parent / "data"

@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from sparkmirror.cli import main
-from sparkmirror_operator.flowgroups import plan
-from sparkmirror_operator.importer import import_text, parse_properties
+from sparkmirror.resource.plan import plan
+from sparkmirror.resource.importer import import_text, parse_properties
 
 STRIMZI = Path("/work/shared/reference/strimzi/examples")
 

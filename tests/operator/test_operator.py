@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from sparkmirror.flowgroup import FlowGroupConfig
+from sparkmirror.resource.flowgroup import FlowGroupConfig
 from sparkmirror_operator.kubeapi import KubeApi
 from sparkmirror_operator.reconcile import Reconciler
 

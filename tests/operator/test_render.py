@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sparkmirror.flowgroup import FlowGroupConfig
+from sparkmirror.resource.flowgroup import FlowGroupConfig
 from sparkmirror_operator.render import Settings, render
 
 DATA = Path(__file__).parent / "data" / "render"

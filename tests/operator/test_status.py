@@ -1,7 +1,7 @@
 """build_status: plan + observed applications + lag + problems -> the status (pure)."""
 from __future__ import annotations
 
-from sparkmirror_operator.flowgroups import plan
+from sparkmirror.resource.plan import plan
 from sparkmirror_operator.lag import GroupLag
 from sparkmirror_operator.status import Problem, build_status
 

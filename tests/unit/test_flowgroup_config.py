@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from sparkmirror.flowgroup import Cluster, FlowGroupConfig
+from sparkmirror.resource.flowgroup import Cluster, FlowGroupConfig
 
 
 def _pem(tmp_path: Path, name: str) -> Path:

@@ -88,7 +88,7 @@ def test_runc_shim_drops_only_what_the_machine_cannot_grant(tmp_path: Path) -> N
     import importlib.util
     import json
 
-    spec = importlib.util.spec_from_file_location("shim", REPO / "spark-app/sparkmirror/devenv/runc-shim.py")
+    spec = importlib.util.spec_from_file_location("shim", REPO / "dev/sparkmirror_dev/runc-shim.py")
     shim = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(shim)  # type: ignore[union-attr]
     bundle = tmp_path / "bundle"
@@ -103,4 +103,4 @@ def test_runc_shim_drops_only_what_the_machine_cannot_grant(tmp_path: Path) -> N
     with open("/proc/self/status") as f:
         bnd = int(next(x.split()[1] for x in f if x.startswith("CapBnd:")), 16)
     assert all(not bnd >> shim.CAP_NAMES.index(c.removeprefix("CAP_")) & 1 for c in missing)
-    assert os.access(REPO / "spark-app/sparkmirror/devenv/runc-shim.py", os.X_OK)
+    assert os.access(REPO / "dev/sparkmirror_dev/runc-shim.py", os.X_OK)

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..flowgroup import FlowGroupConfig
+from ..resource.flowgroup import FlowGroupConfig
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +121,7 @@ class LocalRun:
         Heartbeats topics are left out: MM2 replicates them like data, but they never stop growing (a mirror
         the other way writes one every second), so their lag is never 0 for long.
         """
-        from ..naming import policy_for
+        from ..replication import policy_for
 
         snaps = [(cfg, svc.snapshot()) for cfg, svc in zip(self.configs, self.services)]
         if not snaps:

@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from ..flowgroup import FlowGroupConfig
+from ..resource.flowgroup import FlowGroupConfig
 
 
 class InvalidResource(ValueError):
@@ -46,8 +46,8 @@ def read_documents(path: str | Path) -> list[tuple[str, dict[str, Any]]]:
 
 def load(paths: list[str]) -> Loaded:
     """Every flow group of every KafkaMirrorMaker2 resource in `paths` (secrets from environment variables)."""
-    from sparkmirror_operator.flowgroups import plan
-    from sparkmirror_operator.model import API_VERSION, KIND
+    from sparkmirror.resource.plan import plan
+    from sparkmirror.resource.model import API_VERSION, KIND
 
     out = Loaded()
     problems = []

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sparkmirror.flowgroup import Delivery  # one definition for the resource and the job's config
+from .flowgroup import Delivery  # one definition for the resource and the job's config
 
 GROUP = "sparkmirror.io"
 VERSION = "v1alpha1"

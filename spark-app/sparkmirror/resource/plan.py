@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from sparkmirror.flowgroup import (
+from .flowgroup import (
     Authentication,
     Cluster,
     FlowGroupConfig,

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from .flowgroups import plan
+from .plan import plan
 from .model import API_VERSION, KIND
 
 STRIMZI_GROUP = "kafka.strimzi.io"

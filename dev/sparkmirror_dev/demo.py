@@ -1,6 +1,6 @@
-"""`python -m sparkmirror.demo` (`make demo`): two local Kafka clusters, generated data, a mirror run to the end.
+"""`python -m sparkmirror_dev.demo` (`make demo`): two local Kafka clusters, generated data, a mirror run to the end.
 
-1. starts two single-node KRaft clusters, `east` and `central`, on free loopback ports (`sparkmirror.devenv`);
+1. starts two single-node KRaft clusters, `east` and `central`, on free loopback ports (`sparkmirror_dev`);
 2. creates a few topics on `east` and fills them with generated records (keys, headers, a few tombstones),
    with one consumer group committing part way;
 3. writes a KafkaMirrorMaker2 resource for east -> central and runs it with `sparkmirror run` in local Spark,
@@ -85,7 +85,7 @@ def commit_group(bootstrap: str, group: str, topic: str, parts: int, offset: int
 def read_checkpoints(bootstrap: str, source_alias: str, group: str) -> dict[tuple[str, int], tuple[int, int]]:
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-    from .mm2formats import Checkpoint
+    from sparkmirror.mm2formats import Checkpoint
 
     topic = f"{source_alias}.checkpoints.internal"
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"demo-ckpt-{uuid.uuid4().hex[:6]}",
@@ -119,12 +119,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="leave the clusters' data directory in place")
     args = parser.parse_args(argv)
 
-    from .devenv.env import start_all
-    from .devenv.kafka import KafkaCluster
-    from .devenv.testing import create_topic
-    from .runner import cli as runner_cli
+    from .env import start_all
+    from .kafka import KafkaCluster
+    from .testing import create_topic
+    from sparkmirror.runner import cli as runner_cli
 
-    from .devenv.procs import DevEnvError
+    from .procs import DevEnvError
 
     home = Path(tempfile.mkdtemp(prefix="sparkmirror-demo-"))
     print(f"== starting two Kafka clusters (data in {home}) ...", flush=True)

@@ -151,7 +151,7 @@ class IdentityReplicationPolicy(ReplicationPolicy):
         return super().upstream_topic(topic) if self._looks_like_heartbeat(topic) else topic
 
 
-def policy_for(mirror) -> ReplicationPolicy:  # mirror: sparkmirror.flowgroup.Mirror
+def policy_for(mirror) -> ReplicationPolicy:  # mirror: sparkmirror.resource.flowgroup.Mirror
     """The policy a flow-group `Mirror` asks for (`replicationPolicy`, `separator`)."""
     kind = getattr(mirror.replicationPolicy, "value", mirror.replicationPolicy)
     if kind == "identity":

@@ -18,7 +18,7 @@ from . import install, paths
 from .docker import apt_install
 from .procs import DevEnvError, log_tail
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 DEBIAN_SUITE = "bookworm"
 DEBIAN_MIRROR = os.environ.get("SPARKMIRROR_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 EXTRA_CAS = Path("/usr/local/share/ca-certificates")
