@@ -9,8 +9,8 @@
 - when `metricsPort` is set, Prometheus text on `http://<bind>:<metricsPort>/metrics` (prometheus_client).
 
 Bytes/s, records totals and replication latency (commit time minus record timestamp) come from the copy
-job's epoch summaries: pass `stats=sparkmirror.job.stats_snapshot` (the default when the job module is
-loaded). `snapshot()` merges both views; the runner draws its progress from it.
+job's epoch summaries, which the driver hands over as `stats` (`driver.Driver.stats_snapshot`); nothing here
+reaches for the driver. `snapshot()` merges both views; the runner draws its progress from it.
 
 Metric names (labels `flow_group`, `mirror`, `source`, `target`; per partition also `topic`, `partition`,
 `remote_topic`):
@@ -166,13 +166,6 @@ class MirrorMonitor:
             self._counter.close()
 
 
-def _job_stats() -> dict[str, dict]:
-    import sys
-
-    job = sys.modules.get("sparkmirror.job")
-    return job.stats_snapshot() if job is not None else {}
-
-
 @dataclass
 class _Mirror:
     mirror: Mirror
@@ -192,7 +185,7 @@ class DriverServices:
     def __init__(self, config: FlowGroupConfig, stats: Callable[[], dict[str, dict]] | None = None,
                  poll_interval: float = 2.0, bind: str | None = None, heartbeats: bool = True,
                  checkpoints: bool = True) -> None:
-        self.config, self.stats = config, stats or _job_stats
+        self.config, self.stats = config, stats or dict
         self.poll_interval = poll_interval
         self.bind = bind or os.environ.get("SPARKMIRROR_METRICS_BIND", "0.0.0.0")
         self._want_heartbeats, self._want_checkpoints = heartbeats, checkpoints

@@ -1,9 +1,9 @@
-"""What the metrics side reads: `job.stats_snapshot()` and the query's own progress (observedMetrics)."""
+"""What the metrics side reads: the driver's epoch stats and the query's own progress (observedMetrics)."""
 from __future__ import annotations
 
 import time
 
-from sparkmirror import job
+from sparkmirror import driver
 
 from .conftest import produce_numbered, wait_for
 
@@ -12,19 +12,20 @@ def test_stats_and_stream_progress(kafka_a, kafka_b, topic, flowgroup, tmp_path)
     src = topic(kafka_a, 2)
     produce_numbered(kafka_a.bootstrap, src, 2, 0, 1000)
     cfg = flowgroup(src, epochSeconds=3, mirror_name=f"stats-{src[-5:]}")
-    spark = job.spark_session(cfg, "local[2,4]", {"spark.driver.memory": "512m", "spark.ui.enabled": "false"})
+    spark = driver.spark_session(cfg, "local[2,4]", {"spark.driver.memory": "512m", "spark.ui.enabled": "false"})
     try:
-        queries = job.start_queries(spark, cfg, str(tmp_path / "ckpt"))
+        stats: dict = {}
+        queries = driver.start_queries(spark, cfg, stats, str(tmp_path / "ckpt"))
         name = cfg.mirrors[0].name
         assert [q.name for q in queries] == [name]
 
         def copied() -> bool:
-            snap = job.stats_snapshot().get(name)
+            snap = stats[name].snapshot() if name in stats else None
             return bool(snap) and snap["records_total"] == 2000
 
         wait_for(lambda: copied() or not queries[0].isActive, 240, "2000 records in the stats")
         assert queries[0].isActive, queries[0].exception()
-        snap = job.stats_snapshot()[name]
+        snap = stats[name].snapshot()
         assert snap["topics"] == 1 and snap["lag"] == 0 and snap["error"] is None
         parts = {p["partition"]: p for p in snap["partitions"]}
         assert sorted(parts) == [0, 1]
@@ -42,6 +43,6 @@ def test_stats_and_stream_progress(kafka_a, kafka_b, topic, flowgroup, tmp_path)
             time.sleep(1)
         assert sum(o["records"] or 0 for o in observed) == 2000, observed
         assert observed[-1]["partitions"] == 2 and observed[-1]["lag"] == 0
-        job.drain(queries, None, 10)
+        driver.drain(queries, None, 10)
     finally:
         spark.stop()

@@ -1,4 +1,4 @@
-"""Runs flow groups in one embedded local Spark session, with their driver services; no Kubernetes."""
+"""Runs flow groups in one embedded local Spark session (`driver.Driver`), with their services; no Kubernetes."""
 from __future__ import annotations
 
 import logging
@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..driver import Driver
 from ..resource.flowgroup import FlowGroupConfig
 
 log = logging.getLogger(__name__)
@@ -61,50 +62,23 @@ class MirrorView:
     errors: dict
 
 
-class LocalRun:
-    """Start: one SparkSession, one streaming query per mirror of every flow group, DriverServices per group."""
+class LocalRun(Driver):
+    """The driver in this process, with local defaults (2 cores, small memory, no UI, metrics on loopback) and
+    the views the `run` display shows."""
 
     def __init__(self, configs: list[FlowGroupConfig], master: str = "local[2,4]", checkpoint_root: str | None = None,
                  spark_conf: dict[str, str] | None = None, metrics_bind: str = "127.0.0.1") -> None:
-        self.configs, self.master = configs, master
-        self.checkpoint_root = checkpoint_root or tempfile.mkdtemp(prefix="sparkmirror-run-")
-        self.spark_conf = {"spark.driver.memory": "512m", "spark.ui.enabled": "false",
-                           "spark.sql.streaming.stopTimeout": "60s", **(spark_conf or {})}
-        self.metrics_bind = metrics_bind
-        self.spark = None
-        self.queries: list = []
-        self.services: list = []
-        self.started_at: float | None = None
-        # once this file exists no new epoch is planned: stop() lets running epochs commit instead of interrupting
-        self.drain_file = os.path.join(self.checkpoint_root, "drain")
+        super().__init__(configs, master,
+                         {"spark.driver.memory": "512m", "spark.ui.enabled": "false",
+                          "spark.sql.streaming.stopTimeout": "60s", **(spark_conf or {})},
+                         checkpoint_root or tempfile.mkdtemp(prefix="sparkmirror-run-"), metrics_bind)
 
     def start(self) -> "LocalRun":
-        from .. import job
-        from ..metrics import DriverServices
-
         # Python workers must run this interpreter (its venv holds sparkmirror), not whatever `python3` is on PATH
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-        self.started_at = time.monotonic()
-        # services first: they show lag while Spark starts, and their heartbeats begin at once
-        for cfg in self.configs:
-            self.services.append(DriverServices(cfg, stats=job.stats_snapshot, bind=self.metrics_bind).start())
-        self.spark = job.spark_session(self.configs[0], self.master, self.spark_conf)
-        for cfg in self.configs:
-            self.queries += job.start_queries(self.spark, cfg, self.checkpoint_root, self.drain_file)
+        super().start()
         return self
-
-    def failures(self) -> dict[str, str]:
-        """query (mirror) name -> error, for queries that stopped with an exception."""
-        from ..job import _root_message
-
-        out = {}
-        for q in self.queries:
-            if not q.isActive:
-                exc = q.exception()
-                if exc is not None:
-                    out[q.name] = _root_message(str(exc))
-        return out
 
     def views(self) -> list[MirrorView]:
         out = []
@@ -136,21 +110,6 @@ class LocalRun:
                 if len({p["topic"] for p in data}) < min_topics or any(p["lag"] != 0 for p in data):
                     return False
         return True
-
-    def stop(self) -> None:
-        """Drain (no new epochs, running ones commit; at most one epoch plus 30 s), then stop everything."""
-        from ..job import drain
-
-        # an epoch still interrupted at the deadline fails its foreachBatch with an InterruptedException that
-        # py4j logs as an error; expected then (its open transactions are aborted, nothing is lost)
-        logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
-        if self.queries:
-            drain(self.queries, self.drain_file, max(c.epochSeconds for c in self.configs) + 30)
-        for svc in self.services:
-            svc.stop()
-        if self.spark is not None:
-            self.spark.stop()
-            self.spark = None
 
 
 def wait(run: LocalRun, stop: threading.Event, on_tick: Callable[[LocalRun], None] | None = None,
