@@ -52,26 +52,9 @@ def generate(bootstrap: str, topics: dict[str, int], records: int, seed: int = 7
 
 def count(bootstrap: str, topic: str, timeout: float = 60.0) -> int:
     """Records a read_committed consumer reads from every partition, to the end."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    from .testing import count_records
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"demo-count-{uuid.uuid4().hex[:6]}",
-                  "isolation.level": "read_committed", "enable.partition.eof": True, "enable.auto.commit": False})
-    try:
-        md = c.list_topics(topic, timeout=10).topics.get(topic)
-        if md is None or md.error is not None:
-            return 0
-        c.assign([TopicPartition(topic, p, -2) for p in md.partitions])
-        todo, n, deadline = set(md.partitions), 0, time.monotonic() + timeout
-        while todo and time.monotonic() < deadline:
-            for m in c.consume(1000, 0.5):
-                if m.error():
-                    if m.error().code() == KafkaError._PARTITION_EOF:
-                        todo.discard(m.partition())
-                    continue
-                n += 1
-        return n
-    finally:
-        c.close()
+    return count_records(bootstrap, topic, timeout)
 
 
 def commit_group(bootstrap: str, group: str, topic: str, parts: int, offset: int) -> None:

@@ -40,15 +40,19 @@ class Rec:
     offset: int
 
 
-def read_topic(bootstrap: str, topic: str, timeout: float = 60.0, isolation: str = "read_committed"
-               ) -> dict[int, list[Rec]]:
-    """Every record of every partition, up to the end offsets as they were when called."""
+def iter_records(bootstrap: str, topic: str, timeout: float = 60.0, isolation: str = "read_committed",
+                 partitions: list[int] | None = None):
+    """Every message of every partition, up to the end offsets as they were when called (KeyError: no topic).
+    `partitions`, when given, receives the topic's partition numbers before the first message."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex[:8]}",
                   "enable.auto.commit": False, "isolation.level": isolation, "enable.partition.eof": True,
                   "auto.offset.reset": "earliest"})
     try:
         md = c.list_topics(topic, timeout=30).topics[topic]
-        out: dict[int, list[Rec]] = {p: [] for p in md.partitions}
+        if md.error is not None:
+            raise KeyError(topic)
+        if partitions is not None:
+            partitions.extend(md.partitions)
         todo = set()
         assign = []
         for p in md.partitions:
@@ -66,13 +70,33 @@ def read_topic(bootstrap: str, topic: str, timeout: float = 60.0, isolation: str
                         todo.discard(m.partition())
                         continue
                     raise KafkaException(m.error())
-                h = m.headers()
-                out[m.partition()].append(Rec(m.key(), m.value(), tuple(h) if h is not None else None,
-                                              m.timestamp()[1], m.offset()))
+                yield m
         assert not todo, f"reading {topic} did not reach the end of partitions {todo}"
-        return out
     finally:
         c.close()
+
+
+def read_topic(bootstrap: str, topic: str, timeout: float = 60.0, isolation: str = "read_committed"
+               ) -> dict[int, list[Rec]]:
+    """Every record of every partition, up to the end offsets as they were when called."""
+    parts: list[int] = []
+    out: dict[int, list[Rec]] = {}
+    try:
+        for m in iter_records(bootstrap, topic, timeout, isolation, parts):
+            h = m.headers()
+            out.setdefault(m.partition(), []).append(Rec(m.key(), m.value(), tuple(h) if h is not None else None,
+                                                         m.timestamp()[1], m.offset()))
+    except KeyError:
+        return {}  # no such topic (yet)
+    return {p: out.get(p, []) for p in sorted(parts)}
+
+
+def count_records(bootstrap: str, topic: str, timeout: float = 60.0) -> int:
+    """How many records a read_committed consumer reads to the end; 0 while the topic does not exist."""
+    try:
+        return sum(1 for _ in iter_records(bootstrap, topic, timeout))
+    except KeyError:
+        return 0
 
 
 def produce_numbered(bootstrap: str, topic: str, partitions: int, start: int, count: int,
