@@ -1,10 +1,9 @@
 """One lane's copy loop (executor side, all the I/O): source partitions -> same partitions of the remote topics.
 
 A fresh lane starts its commit protocol first (fencing older copies, see commit.py), then reads its resume
-offsets from the progress topic and checks them against what the source still holds (`sourceGapPolicy`).
-It then consumes for up to ~commitIntervalMs at a time, produces each record to the same partition (key,
-value, headers and timestamp kept) and hands the interval to the commit protocol once every record was
-acknowledged. A refused record raises a `CopyError` (errors.py); a transient delivery failure aborts the
+offsets from the progress topic and checks them against what the source still holds (start.py). It then
+consumes for up to ~commitIntervalMs at a time, produces each record to the same partition (key, value,
+headers and timestamp kept) and hands the interval to the commit protocol once every record was acknowledged. A refused record raises a `CopyError` (errors.py); a transient delivery failure aborts the
 interval and copies it again from the last commit. At the end of the epoch the lane's clients are closed, or
 kept for its next epoch in this worker (sessions.py).
 """
@@ -17,16 +16,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, TopicPartition
 
 from ..lanes import LanePartition, transactional_id
-from ..progress import ProgressRecord, read_progress
+from ..progress import ProgressRecord
 from ..replication import RecordStamper, policy_for
 from ..resource.flowgroup import FlowGroupConfig, Mirror
 from . import sessions
 from .commit import CommitProtocol, commit_protocol
 from .errors import REFUSED, CopyError, LaneFenced, SourceGapError, is_fenced, kafka_error
+from .start import close_consumer, new_consumer, new_producer, resume_positions, target_max_message_bytes
 from .summary import PartitionSummary
 
 log = logging.getLogger(__name__)
@@ -57,29 +56,6 @@ def _now_ms() -> int:
 def partition_lag(source_end: int, next_offset: int) -> int:
     """The lag figure of a summary: records the source holds from the next offset to copy on (-1: unknown)."""
     return max(source_end - next_offset, 0) if source_end >= 0 and next_offset >= 0 else -1
-
-
-def target_max_message_bytes(target_conf: dict[str, str], topics: set[str]) -> dict[str, int]:
-    """The target topics' max.message.bytes: the batch size must not exceed it, and errors quote it."""
-    if not topics:
-        return {}
-    admin = AdminClient(target_conf)
-    res = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in sorted(topics)]
-    out: dict[str, int] = {}
-    for r, fut in admin.describe_configs(res).items():
-        try:
-            out[r.name] = int(fut.result(timeout=30)["max.message.bytes"].value)
-        except KafkaException as e:
-            raise CopyError(f"target topic {r.name!r} cannot be described on the target cluster: "
-                            f"{e.args[0].str()}") from e
-    return out
-
-
-def _close_consumer(consumer: Consumer) -> None:
-    try:
-        consumer.close()
-    except (KafkaException, RuntimeError):
-        pass
 
 
 class LaneCopier:
@@ -158,14 +134,13 @@ class LaneCopier:
         """Fresh clients: producers, init_transactions (fences older copies), THEN progress, then assign."""
         t0 = time.monotonic()
         self.max_bytes = target_max_message_bytes(self.target_conf, set(self.route.values()))
-        self.protocol = self._protocol_class(self._make_producer, self.config.progressTopic)
+        make_producer = functools.partial(new_producer, self.config, self.target_conf, self.tid, self.max_bytes)
+        self.protocol = self._protocol_class(make_producer, self.config.progressTopic)
         self._guarded(self.protocol.start)  # FIRST: aborts and fences older copies
-        self.consumer = Consumer({
-            **self.source_conf, "group.id": f"{self.tid}.source", "enable.auto.commit": False,
-            "enable.auto.offset.store": False, "isolation.level": "read_committed",
-            "auto.offset.reset": "error", "enable.partition.eof": False, "client.id": self.tid,
-            "fetch.wait.max.ms": 50, "queued.max.messages.kbytes": 65536})
-        positions = self._resume_positions()  # THEN: progress can no longer change under us
+        self.consumer = new_consumer(self.source_conf, self.tid)
+        # THEN the progress topic: it can no longer change under us
+        positions = resume_positions(self.config, self.mirror, self.consumer, list(self.route))
+        self._committed_next = dict(positions)
         self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in positions.items()])
         log.info("lane %s: started in %.0f ms (%d partitions)", self.tid, (time.monotonic() - t0) * 1000,
                  len(positions))
@@ -189,47 +164,6 @@ class LaneCopier:
         kept.protocol = kept.consumer = None
         self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in self._committed_next.items()])
 
-    def _make_producer(self, transactional: bool) -> Producer:
-        batch = min([1_000_000, *self.max_bytes.values()])
-        conf = {**self.target_conf, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
-                "batch.size": max(batch - 512, 1024), "message.max.bytes": 100 * 1024 * 1024,
-                "partitioner": "murmur2_random", "client.id": self.tid}
-        if transactional:
-            conf.update({"transactional.id": self.tid, "transaction.timeout.ms": self.config.transactionTimeoutMs,
-                         "message.timeout.ms": min(self.config.transactionTimeoutMs, 300000)})
-        return Producer(conf)
-
-    def _resume_positions(self) -> dict[tuple[str, int], int]:
-        """Resume offsets from the progress topic, checked against what the source still holds."""
-        state = read_progress(self.target_conf, self.config.progressTopic, self.mirror.source,
-                              list(self.route))
-        resume = state.resume_offsets(self.mirror.source)
-        positions: dict[tuple[str, int], int] = {}
-        assert self.consumer is not None
-        for (topic, part) in self.route:
-            lo, hi = self.consumer.get_watermark_offsets(TopicPartition(topic, part), timeout=30)
-            nxt = resume.get((topic, part))
-            if nxt is None:
-                positions[(topic, part)] = lo  # never mirrored: from the beginning, as MM2 does
-            elif nxt < lo or nxt > hi:
-                why = (f"the source no longer holds offsets {nxt}..{lo - 1} (earliest held is {lo}): they were "
-                       f"deleted before being mirrored" if nxt < lo else
-                       f"the committed next offset {nxt} is beyond the source's end offset {hi}: the topic was "
-                       f"recreated or truncated")
-                positions[(topic, part)] = self._gap(topic, part, nxt, lo, why)
-            else:
-                positions[(topic, part)] = nxt
-        self._committed_next = dict(positions)
-        return positions
-
-    def _gap(self, topic: str, part: int, nxt: int, lo: int, why: str) -> int:
-        msg = (f"mirror {self.mirror.name!r}: source {self.mirror.source}/{topic} partition {part}: {why} "
-               f"(sourceGapPolicy={self.config.sourceGapPolicy})")
-        if self.config.sourceGapPolicy == "fail":
-            raise SourceGapError(msg)
-        log.error("%s; continuing from offset %d, the skipped range is LOST on the target", msg, lo)
-        return lo
-
     def _guarded(self, op: Callable, *args) -> None:
         """Fatal fencing errors surface from flush()/poll()/init as exceptions: map them to LaneFenced."""
         try:
@@ -245,7 +179,7 @@ class LaneCopier:
 
     def _close_clients(self) -> None:
         if self.consumer is not None:
-            _close_consumer(self.consumer)
+            close_consumer(self.consumer)
         if self.protocol is not None:
             self.protocol.close()
         self.protocol = self.consumer = None
