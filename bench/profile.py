@@ -92,7 +92,7 @@ def summarize(path: Path, top: int = 15) -> dict:
         if own:  # the innermost line of sparkmirror's own code on the stack (C calls count to their caller)
             by_line[own[-1]] += n
         for f in set(frames):
-            if "sparkmirror" in f or any(k in f for k in ("copier", "datasource", "progress", "lanes")) \
+            if "sparkmirror" in f or any(k in f for k in ("copying", "datasource", "progress", "lanes")) \
                     or f in {_frame(x) for x in own}:
                 incl[f] += n
     pct = (lambda c: [(k, round(100.0 * v / total, 1)) for k, v in c.most_common(top)]) if total else (lambda c: [])

@@ -4,7 +4,7 @@ Offsets are epoch numbers, not Kafka offsets. Each micro-batch is one *epoch*: `
 InputPartition per non-empty lane, and each lane task copies continuously for `epochSeconds`, committing a
 small transaction every ~`commitIntervalMs` (the bounded-epoch design; see README.md for the measurement
 that chose it over planned offset ranges per micro-batch). The rows a task yields are per-partition summaries
-(`copier.SUMMARY_SCHEMA`); records never enter the JVM.
+(`copying.SUMMARY_SCHEMA`); records never enter the JVM.
 
 Correctness never depends on Spark's offsets or checkpoint: a lane resumes from the progress topic on the
 target, so re-running an epoch (restart, task retry) repeats nothing and skips nothing. Epoch numbers only
@@ -26,7 +26,7 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
-from .copier import SUMMARY_SCHEMA, CopyError, LaneCopier, PartitionSummary
+from .copying import SUMMARY_SCHEMA, CopyError, LaneCopier, PartitionSummary
 from .resource.flowgroup import FlowGroupConfig, Mirror
 from .lanes import LanePartition, plan_lanes
 

@@ -54,7 +54,7 @@ def _fill(bootstrap: str, topic: str, n: int, size: int, rate: float | None = No
 
 
 def _lane(config_json: str, lane: int, parts: list, expected: int, q) -> None:
-    from sparkmirror.copier import LaneCopier
+    from sparkmirror.copying import LaneCopier
 
     cfg = FlowGroupConfig.model_validate_json(config_json)
     holder: dict = {}

@@ -6,7 +6,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from sparkmirror.checkpoints import CheckpointEmitter, GroupFilter, offsets_to_sync, translate
-from sparkmirror.copier import copy_lane
+from sparkmirror.copying import copy_lane
 from sparkmirror_dev.testing import unique_name
 from sparkmirror.lanes import plan_lanes
 from sparkmirror.mm2formats import Checkpoint

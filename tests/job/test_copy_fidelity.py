@@ -6,7 +6,7 @@ import os
 import pytest
 from confluent_kafka import Producer
 
-from sparkmirror.copier import copy_lane
+from sparkmirror.copying import copy_lane
 from sparkmirror.resource.flowgroup import Delivery
 from sparkmirror.lanes import plan_lanes
 from sparkmirror.progress import ensure_progress_topic, read_progress

@@ -7,7 +7,7 @@ import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from sparkmirror.copier import SourceGapError, copy_lane
+from sparkmirror.copying import SourceGapError, copy_lane
 from sparkmirror.lanes import plan_lanes
 from sparkmirror.progress import ensure_progress_topic
 
@@ -39,7 +39,7 @@ def test_gap_fails_by_default_naming_the_range(kafka_a, kafka_b, topic, flowgrou
 
 def test_gap_skip_policy_continues_and_says_so(kafka_a, kafka_b, topic, flowgroup, caplog):
     cfg, mirror, parts, dst = _setup(kafka_a, kafka_b, topic, flowgroup, "skip")
-    with caplog.at_level(logging.ERROR, logger="sparkmirror.copier"):
+    with caplog.at_level(logging.ERROR, logger="sparkmirror.copying"):
         assert sum(s.records for s in copy_lane(cfg, mirror, 0, parts, 2.0)) == 50
     assert "LOST" in caplog.text and "100..149" in caplog.text
     values = [r.value for r in read_topic(kafka_b.bootstrap, dst)[0]]

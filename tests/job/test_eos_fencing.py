@@ -4,7 +4,7 @@ from __future__ import annotations
 import threading
 import time
 
-from sparkmirror.copier import LaneCopier
+from sparkmirror.copying import LaneCopier
 from sparkmirror.lanes import plan_lanes
 from sparkmirror.progress import ensure_progress_topic, read_progress
 

@@ -7,8 +7,7 @@ import threading
 
 import pytest
 
-from sparkmirror import copier
-from sparkmirror.copier import LaneCopier
+from sparkmirror.copying import LaneCopier, sessions
 from sparkmirror.resource.flowgroup import Delivery
 from sparkmirror.lanes import plan_lanes
 from sparkmirror.progress import ensure_progress_topic
@@ -35,11 +34,11 @@ def lane(kafka_a, kafka_b, topic, flowgroup):
         return src, dst, run
 
     yield make
-    for s in list(copier._SESSIONS.values()):
+    for s in list(sessions._SESSIONS.values()):
         kept = s.release()
         if kept is not None:
             kept._close_clients()
-    copier._SESSIONS.clear()
+    sessions._SESSIONS.clear()
 
 
 def _seqs(bootstrap: str, topic: str) -> dict[int, list[int]]:

@@ -7,7 +7,7 @@ import urllib.request
 from confluent_kafka.admin import AdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from sparkmirror.copier import copy_lane
+from sparkmirror.copying import copy_lane
 from sparkmirror.lanes import plan_lanes
 from sparkmirror.metrics import DriverServices, prometheus_text
 from sparkmirror.progress import ensure_progress_topic

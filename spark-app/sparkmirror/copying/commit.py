@@ -1,0 +1,161 @@
+"""The commit protocol: how a lane's copied records and their progress records become durable together.
+
+Both delivery modes hold the lane's transactional.id in one producer, `fence`, the lane's fencing token.
+Order of start-up matters: that producer is initialised FIRST (`start()`: init_transactions aborts any open
+transaction of an older copy of this lane and fences it), and only THEN does the loop read the progress
+topic, so the resume offsets cannot change any more under this copy.
+
+`ExactlyOnce`: every ~commitIntervalMs one transaction commits the copied records together with one progress
+record per source partition it touched (`producer` and `fence` are the same transactional producer).
+
+`AtLeastOnce`: the records go through an idempotent, non-transactional `producer`, and progress is written
+only after the records it covers were acknowledged, so a crash repeats records but never loses one. The
+progress records go in small transactions of `fence`: a newer copy of the lane stops an older one at its next
+progress write (the older one can then repeat at most one commit interval of records, and can never move
+progress backwards).
+
+The loop calls `begin()` before the first record of a commit interval, `commit()` once all of the interval's
+records were acknowledged, `end_empty()` when the interval has nothing to commit and `abort()` when it gives
+the interval up.
+"""
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from ..progress import ProgressRecord
+from ..resource.flowgroup import Delivery
+from .errors import LaneFenced, is_fenced
+
+ProducerFactory = Callable[[bool], Producer]
+"""`make(transactional)`: a new producer for the target; a transactional one holds the lane's transactional.id."""
+OnDelivery = Callable[[KafkaError | None, object], None]
+
+
+def transact(op: Callable, *args) -> None:
+    """Run a transactional operation; retry retriable errors, map fencing to LaneFenced."""
+    for attempt in range(20):
+        try:
+            op(*args)
+            return
+        except KafkaException as e:
+            err = e.args[0]
+            if is_fenced(err):
+                raise LaneFenced() from e
+            if err.retriable() and attempt < 19:
+                time.sleep(0.1)
+                continue
+            raise
+
+
+def flush_quietly(producer: Producer) -> None:
+    """Last flush before a producer is dropped."""
+    try:
+        producer.flush(10)
+    except (KafkaException, SystemError):  # SystemError: see CommitProtocol.fatal_error
+        pass  # fenced or fatal: nothing of ours is left uncommitted that matters
+
+
+class CommitProtocol(ABC):
+    """One lane's producers and the order in which records and progress are committed."""
+
+    producer: Producer
+    """Produces the copied records."""
+    fence: Producer
+    """Holds the lane's transactional.id and writes the progress records."""
+
+    def __init__(self, progress_topic: str) -> None:
+        self.progress_topic = progress_topic
+
+    def start(self) -> None:
+        """The first call of a fresh lane: aborts the open transaction of any older copy and fences it."""
+        self.fence.init_transactions(60)
+
+    @abstractmethod
+    def begin(self) -> None:
+        """A commit interval is about to produce its first record."""
+
+    @abstractmethod
+    def commit(self, progress: Iterable[ProgressRecord], on_delivery: OnDelivery) -> None:
+        """Every record of the interval is acknowledged: write its progress and commit."""
+
+    def end_empty(self) -> None:
+        """The interval ends with nothing to commit."""
+
+    def abort(self) -> None:
+        """Give the interval up, quietly (the caller is failing or copying it again anyway)."""
+
+    def fatal_error(self) -> KafkaError | None:
+        """The producer's fatal error, when the client raised a bare SystemError from flush() (it does when
+        the fatal error is raised while a delivery callback runs): any transactional call reports it."""
+        try:
+            self.fence.abort_transaction(5)
+        except KafkaException as e:
+            err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+            return err if err is not None and err.fatal() else None
+        return None
+
+    def close(self) -> None:
+        flush_quietly(self.producer)
+
+    def _write_progress(self, progress: Iterable[ProgressRecord], on_delivery: OnDelivery) -> None:
+        for rec in progress:
+            self.fence.produce(self.progress_topic, key=rec.key(), value=rec.value(), on_delivery=on_delivery)
+        transact(self.fence.commit_transaction, 60)
+
+
+class ExactlyOnce(CommitProtocol):
+    """Records and their progress in one transaction of one producer."""
+
+    def __init__(self, make_producer: ProducerFactory, progress_topic: str) -> None:
+        super().__init__(progress_topic)
+        self.producer = self.fence = make_producer(True)
+        self._open = False  # a transaction was begun in this interval
+
+    def begin(self) -> None:
+        if not self._open:
+            transact(self.producer.begin_transaction)
+            self._open = True
+
+    def commit(self, progress: Iterable[ProgressRecord], on_delivery: OnDelivery) -> None:
+        self._write_progress(progress, on_delivery)
+        self._open = False
+
+    def end_empty(self) -> None:
+        if self._open:  # only source errors/markers arrived: close the empty transaction
+            transact(self.producer.commit_transaction, 60)
+            self._open = False
+
+    def abort(self) -> None:
+        self._open = False
+        try:
+            self.producer.abort_transaction(30)
+        except KafkaException:
+            pass
+
+
+class AtLeastOnce(CommitProtocol):
+    """Records acknowledged by an idempotent producer; then their progress in a transaction of the fence."""
+
+    def __init__(self, make_producer: ProducerFactory, progress_topic: str) -> None:
+        super().__init__(progress_topic)
+        self.producer = make_producer(False)
+        self.fence = make_producer(True)
+
+    def begin(self) -> None:
+        pass  # the records are not transactional
+
+    def commit(self, progress: Iterable[ProgressRecord], on_delivery: OnDelivery) -> None:
+        transact(self.fence.begin_transaction)
+        self._write_progress(progress, on_delivery)
+
+    def close(self) -> None:
+        super().close()
+        flush_quietly(self.fence)
+
+
+def commit_protocol(delivery: Delivery) -> type[CommitProtocol]:
+    return ExactlyOnce if delivery == Delivery.EXACTLY_ONCE else AtLeastOnce

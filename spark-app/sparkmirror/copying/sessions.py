@@ -1,0 +1,148 @@
+"""Lane sessions: a lane's clients kept by a (reused) Python worker between epochs, copying on meanwhile.
+
+Creating the clients, init_transactions and reading the progress topic cost from a fraction of a second to
+seconds per epoch; keeping them saves that when the lane's next task lands in this worker. A task resumes
+kept clients only when no other copy can have run the lane since (`resume`); exactly-once adds fencing as the
+backstop, and LaneCopier.run starts afresh when the kept producer turns out fenced.
+
+Lanes also keep COPYING between epochs (`LaneSession.carry_on`): Spark's boundary between two epochs (finish
+the batch, run the sink, write the checkpoint, plan, launch tasks) takes seconds, and every record produced
+meanwhile would wait for it. The carrying thread is just one more copy of the lane: the lane's next task
+either releases it here (it stops at a transaction boundary and hands over its clients) or, in another
+worker, fences it with init_transactions and reads the progress it committed (at-least-once: the fenced
+carrier's next progress write fails, so it repeats at most one commit interval of records). It stops by
+itself after `carry_seconds` or when the stop file (the driver's drain file) appears.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import TYPE_CHECKING
+
+from .errors import LaneFenced
+from .summary import PartitionSummary
+
+if TYPE_CHECKING:
+    from .loop import LaneCopier
+
+log = logging.getLogger(__name__)
+
+
+class LaneSession:
+    """A lane's copier with its clients, kept between epochs; optionally copying on in a daemon thread."""
+
+    def __init__(self, key: tuple, last_epoch: int, copier: LaneCopier) -> None:
+        self.key, self.last_epoch, self.copier = key, last_epoch, copier
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._released = False
+        self._usable = True
+
+    def carry_on(self, seconds: float, stop_file: str | None) -> None:
+        """Copy on for up to `seconds`, in a daemon thread."""
+        c = self.copier
+        c.should_stop = lambda: self._stop.is_set() or (bool(stop_file) and os.path.exists(stop_file))
+        c.epoch_seconds = seconds
+        self._thread = threading.Thread(target=self._carry, name=f"carry-{c.tid}", daemon=True)
+        self._thread.start()
+
+    def _carry(self) -> None:
+        c = self.copier
+        try:
+            c._guarded(c._loop)
+        except LaneFenced:
+            log.info("lane %s: copying between epochs ended: the lane's next copy took over", c.tid)
+            self._usable = False
+        except Exception as e:  # noqa: BLE001 - the next task meets it again and reports it
+            log.warning("lane %s: copying between epochs stopped: %s", c.tid, e)
+            self._usable = False
+            c._abort_quietly()
+        if not self._released:  # ended by itself (time, drain, fencing): nobody will take the clients
+            self._usable = False
+        if not self._usable:
+            c._close_clients()
+
+    def release(self) -> LaneCopier | None:
+        """Stop copying between epochs (at a transaction boundary) and hand the copier over, if still usable."""
+        self._released = True
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(120)
+            if self._thread.is_alive():
+                log.warning("lane %s: copying between epochs did not stop; starting afresh", self.copier.tid)
+                return None
+        return self.copier if self._usable else None
+
+
+_SESSIONS: dict[str, LaneSession] = {}
+"""transactional.id -> the lane's kept clients, in this Python worker process."""
+_SESSIONS_LOCK = threading.Lock()
+
+
+def _session_key(copier: LaneCopier) -> tuple:
+    """What must not have changed for kept clients to be resumed: the lane, the config, the plan."""
+    return (copier.tid, copier.config.model_dump_json(), tuple(sorted(copier.route.items())))
+
+
+def resume(copier: LaneCopier) -> bool:
+    """Hand `copier` this lane's clients kept by this worker process, if they ran exactly the previous epoch.
+
+    Only when no other copy can have run the lane since: the kept session ended at `prev_epoch` (the start of
+    this epoch) and this is the task's first attempt. Exactly-once adds fencing as the backstop: if another
+    copy did run, its init_transactions fenced the kept producer and `LaneCopier.run` starts afresh.
+    """
+    if copier.prev_epoch is None:
+        return False
+    with _SESSIONS_LOCK:
+        session = _SESSIONS.pop(copier.tid, None)
+    if session is None:
+        log.info("lane %s: no kept clients in this worker", copier.tid)
+        return False
+    kept = session.release()  # stops copying between epochs at a transaction boundary
+    why = ("they stopped" if kept is None else "plan changed" if session.key != _session_key(copier) else
+           f"they ran epoch {session.last_epoch}, this one follows {copier.prev_epoch}"
+           if session.last_epoch != copier.prev_epoch else f"task attempt {copier.attempt}" if copier.attempt
+           else "")
+    if why:
+        log.info("lane %s: not resuming kept clients (%s)", copier.tid, why)
+        if kept is not None:
+            kept._close_clients()
+        return False
+    assert kept is not None
+    copier.take_clients(kept)
+    _count_carried(copier.summaries, kept.summaries)
+    return True
+
+
+def _count_carried(mine: dict[tuple[str, int], PartitionSummary],
+                   carried: dict[tuple[str, int], PartitionSummary]) -> None:
+    """Records copied between the epochs count in the epoch that follows them."""
+    for k, c in carried.items():
+        m = mine[k]
+        for f in ("records", "bytes", "transactions", "latency_ms_sum"):
+            setattr(m, f, getattr(m, f) + getattr(c, f))
+        m.latency_ms_max = max(m.latency_ms_max, c.latency_ms_max)
+        if c.source_first >= 0:
+            m.source_first, m.target_first = c.source_first, c.target_first
+            m.source_last, m.target_last = c.source_last, c.target_last
+
+
+def keep(copier: LaneCopier) -> None:
+    """Keep the lane's clients in this worker for its next epoch, copying on until then (`carry_seconds`)."""
+    assert copier.epoch is not None and copier.consumer is not None
+    # from here on the counters are the next epoch's: what is copied between epochs counts there
+    copier.summaries = {k: PartitionSummary(s.mirror, s.lane, s.source_topic, s.partition, s.target_topic,
+                                            generation=s.generation) for k, s in copier.summaries.items()}
+    session = LaneSession(_session_key(copier), copier.epoch, copier)
+    with _SESSIONS_LOCK:
+        old = _SESSIONS.pop(copier.tid, None)
+        _SESSIONS[copier.tid] = session
+    if old is not None:
+        stale = old.release()
+        if stale is not None:
+            stale._close_clients()
+    if copier.carry_seconds > 0:
+        session.carry_on(copier.carry_seconds, copier.stop_file)
+    else:
+        copier.consumer.unassign()  # stops fetching; the next epoch assigns the committed positions again

@@ -1,0 +1,97 @@
+"""What a fresh lane starts from: its clients' settings, the target's record size limits, its resume offsets.
+
+Resume offsets come from the progress topic (read only after the commit protocol fenced older copies, see
+commit.py) and are checked against what the source still holds: below its earliest offset the records were
+deleted before being mirrored, beyond its end the topic was recreated. `sourceGapPolicy: fail` (default)
+raises `SourceGapError` naming the partition and range; `skip` logs the lost range loudly and continues at the
+earliest offset.
+"""
+from __future__ import annotations
+
+import logging
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource
+
+from ..progress import read_progress
+from ..resource.flowgroup import FlowGroupConfig, Mirror
+from .errors import CopyError, SourceGapError
+
+log = logging.getLogger(__name__)
+
+
+def target_max_message_bytes(target_conf: dict[str, str], topics: set[str]) -> dict[str, int]:
+    """The target topics' max.message.bytes: the batch size must not exceed it, and errors quote it."""
+    if not topics:
+        return {}
+    admin = AdminClient(target_conf)
+    res = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in sorted(topics)]
+    out: dict[str, int] = {}
+    for r, fut in admin.describe_configs(res).items():
+        try:
+            out[r.name] = int(fut.result(timeout=30)["max.message.bytes"].value)
+        except KafkaException as e:
+            raise CopyError(f"target topic {r.name!r} cannot be described on the target cluster: "
+                            f"{e.args[0].str()}") from e
+    return out
+
+
+def new_producer(config: FlowGroupConfig, target_conf: dict[str, str], tid: str, max_bytes: dict[str, int],
+                 transactional: bool) -> Producer:
+    """A producer for the lane's target; a transactional one holds the lane's transactional.id `tid`."""
+    batch = min([1_000_000, *max_bytes.values()])
+    conf = {**target_conf, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
+            "batch.size": max(batch - 512, 1024), "message.max.bytes": 100 * 1024 * 1024,
+            "partitioner": "murmur2_random", "client.id": tid}
+    if transactional:
+        conf.update({"transactional.id": tid, "transaction.timeout.ms": config.transactionTimeoutMs,
+                     "message.timeout.ms": min(config.transactionTimeoutMs, 300000)})
+    return Producer(conf)
+
+
+def new_consumer(source_conf: dict[str, str], tid: str) -> Consumer:
+    """The lane's source consumer: read_committed, assigned (no group, no commits), errors on lost offsets."""
+    return Consumer({
+        **source_conf, "group.id": f"{tid}.source", "enable.auto.commit": False,
+        "enable.auto.offset.store": False, "isolation.level": "read_committed",
+        "auto.offset.reset": "error", "enable.partition.eof": False, "client.id": tid,
+        "fetch.wait.max.ms": 50, "queued.max.messages.kbytes": 65536})
+
+
+def close_consumer(consumer: Consumer) -> None:
+    try:
+        consumer.close()
+    except (KafkaException, RuntimeError):
+        pass
+
+
+def resume_positions(config: FlowGroupConfig, mirror: Mirror, consumer: Consumer,
+                     partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    """Resume offsets from the progress topic, checked against what the source still holds."""
+    target_conf = config.cluster(mirror.target).client_config()
+    state = read_progress(target_conf, config.progressTopic, mirror.source, partitions)
+    resume = state.resume_offsets(mirror.source)
+    positions: dict[tuple[str, int], int] = {}
+    for (topic, part) in partitions:
+        lo, hi = consumer.get_watermark_offsets(TopicPartition(topic, part), timeout=30)
+        nxt = resume.get((topic, part))
+        if nxt is None:
+            positions[(topic, part)] = lo  # never mirrored: from the beginning, as MM2 does
+        elif nxt < lo or nxt > hi:
+            why = (f"the source no longer holds offsets {nxt}..{lo - 1} (earliest held is {lo}): they were "
+                   f"deleted before being mirrored" if nxt < lo else
+                   f"the committed next offset {nxt} is beyond the source's end offset {hi}: the topic was "
+                   f"recreated or truncated")
+            positions[(topic, part)] = _gap(config, mirror, topic, part, lo, why)
+        else:
+            positions[(topic, part)] = nxt
+    return positions
+
+
+def _gap(config: FlowGroupConfig, mirror: Mirror, topic: str, part: int, lo: int, why: str) -> int:
+    msg = (f"mirror {mirror.name!r}: source {mirror.source}/{topic} partition {part}: {why} "
+           f"(sourceGapPolicy={config.sourceGapPolicy})")
+    if config.sourceGapPolicy == "fail":
+        raise SourceGapError(msg)
+    log.error("%s; continuing from offset %d, the skipped range is LOST on the target", msg, lo)
+    return lo

@@ -1,0 +1,42 @@
+"""The row a lane task yields per source partition and epoch: all that leaves the executor (records never do)."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass
+class PartitionSummary:
+    """What one lane did for one source partition during one epoch: the row the Spark task yields."""
+
+    mirror: str
+    lane: int
+    source_topic: str
+    partition: int
+    target_topic: str
+    records: int = 0
+    bytes: int = 0
+    source_first: int = -1
+    source_last: int = -1
+    target_first: int = -1
+    target_last: int = -1
+    next_offset: int = -1
+    source_end: int = -1
+    lag: int = -1
+    transactions: int = 0
+    latency_ms_sum: int = 0
+    latency_ms_max: int = -1
+    epoch_start_ms: int = 0
+    epoch_end_ms: int = 0
+    generation: int = 0
+    fenced: bool = False
+    error: str | None = None  # set on the one row a lane yields when it stopped on a CopyError
+
+    def row(self) -> tuple:
+        return tuple(asdict(self).values())
+
+
+SUMMARY_SCHEMA = ("mirror string, lane int, source_topic string, partition int, target_topic string, "
+                  "records long, bytes long, source_first long, source_last long, target_first long, "
+                  "target_last long, next_offset long, source_end long, lag long, transactions long, "
+                  "latency_ms_sum long, latency_ms_max long, epoch_start_ms long, epoch_end_ms long, "
+                  "generation int, fenced boolean, error string")
