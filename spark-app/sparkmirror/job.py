@@ -4,13 +4,18 @@ Imports are absolute because spark-submit runs this file as a script.
 """
 from __future__ import annotations
 
-import argparse
-import logging
 import sys
 from pathlib import Path
 
-from sparkmirror.driver import Driver
-from sparkmirror.resource.flowgroup import FlowGroupConfig
+if __name__ == "__main__" and sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
+    # run as a script from inside the package: its folder must not shadow the standard library (`resource`)
+    sys.path.pop(0)
+
+import argparse  # noqa: E402
+import logging  # noqa: E402
+
+from sparkmirror.driver import Driver  # noqa: E402
+from sparkmirror.resource.flowgroup import FlowGroupConfig  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

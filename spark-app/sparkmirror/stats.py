@@ -41,7 +41,7 @@ class MirrorStats:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def update(self, rows: list) -> None:
-        """Fold one epoch's rows (dicts or Rows with the copier.SUMMARY_SCHEMA fields) into the stats."""
+        """Fold one epoch's rows (dicts or Rows with the copying.SUMMARY_SCHEMA fields) into the stats."""
         with self._lock:
             self.epochs += 1
             for r in rows:
