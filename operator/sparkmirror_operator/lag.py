@@ -1,7 +1,9 @@
 """Lag in records per flow group, from Kafka: source end offsets against the progress topic on the target.
 
 For every source partition a group's mirrors select, lag = high watermark - the next offset the progress
-topic says is committed (or - the low watermark when nothing is committed yet). The operator's own Kafka
+topic says is committed (or - the low watermark when nothing is committed yet), small lags counted in records
+so that transaction markers on a transactional source do not count (`progress.partition_lag`, the figure
+the driver's metrics and the run display show too). The operator's own Kafka
 clients get credentials from the referenced Secrets in memory (PEM and password properties), never from or
 into a log, status or file.
 """
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from sparkmirror.progress import LagCounter, lag_needs_count, partition_lag
 from sparkmirror.resource.flowgroup import Cluster, FlowGroupConfig
 from sparkmirror.replication import policy_for
 from sparkmirror.topicsync import topic_filter
@@ -47,31 +50,11 @@ def _secret(path: str, read: SecretReader) -> str:
 
 
 def kafka_config(cluster: Cluster, read: SecretReader, env_refs: dict[str, tuple[str, str]]) -> dict[str, str]:
-    """librdkafka config for the operator's own clients: secrets resolved in memory as *.pem / sasl.password.
+    """librdkafka config for the operator's own clients (`Cluster.client_config`), secrets read in memory.
 
-    The cluster comes from plan(secrets="env", secret_root=SECRET_REF_ROOT); env_refs maps env var names back
-    to (secret, key)."""
-    conf: dict[str, str] = {"bootstrap.servers": cluster.bootstrapServers, **cluster.config}
-    if cluster.tls is not None:
-        conf["security.protocol"] = "SSL"
-        if cluster.tls.caFiles:
-            conf["ssl.ca.pem"] = "\n".join(_secret(f, read) for f in cluster.tls.caFiles)
-    auth = cluster.authentication
-    if auth is not None:
-        if auth.type == "tls":
-            conf["security.protocol"] = "SSL"
-            if auth.certificateFile:
-                conf["ssl.certificate.pem"] = _secret(auth.certificateFile, read)
-            if auth.keyFile:
-                conf["ssl.key.pem"] = _secret(auth.keyFile, read)
-        else:
-            conf["security.protocol"] = "SASL_SSL" if cluster.tls is not None else "SASL_PLAINTEXT"
-            conf["sasl.mechanism"] = {"plain": "PLAIN", "scram-sha-256": "SCRAM-SHA-256",
-                                      "scram-sha-512": "SCRAM-SHA-512"}[auth.type]
-            conf["sasl.username"] = auth.username or ""
-            if auth.password is not None and auth.password.env:
-                conf["sasl.password"] = read(*env_refs[auth.password.env])
-    return conf
+    The cluster comes from plan(secrets="env", secret_root=SECRET_REF_ROOT): files are "secret:/<name>/<key>"
+    and env_refs maps env var names back to (secret, key)."""
+    return cluster.client_config(files=lambda path: _secret(path, read), env=lambda name: read(*env_refs[name]))
 
 
 _KAFKA_LOG = logging.getLogger("sparkmirror_operator.kafka")
@@ -171,12 +154,12 @@ def group_lag(cfg: FlowGroupConfig, read: SecretReader, env_refs: dict[str, tupl
             out.error = (f"flow group {cfg.name!r}: no source topic matches its mirrors' topic patterns ("
                          + ", ".join(f"{m.source}: {m.topics!r}" for m in cfg.mirrors) + ")")
             return out
+        counted = _count_small_lags(cfg, ends, state, read, env_refs, timeout)
         total, last, recent = 0, None, 0
         since = now_ms() - RATE_WINDOW_MS
         for (alias, t, p), (lo, hi) in ends.items():
             rec = state.latest.get((alias, t, p)) if state else None
-            done = rec.next_offset if rec else lo
-            total += max(0, hi - max(done, lo))
+            total += partition_lag(hi, rec.next_offset if rec else None, lo, counted.get((alias, t, p)))
             if rec:
                 last = max(last or 0, rec.commit_ms)
                 history = state.maps.get((alias, t, p))
@@ -187,6 +170,30 @@ def group_lag(cfg: FlowGroupConfig, read: SecretReader, env_refs: dict[str, tupl
         out.lag, out.error, out.reason = None, str(e), failure_reason(str(e))
     except KeyError as e:  # a referenced Secret or key is missing
         out.lag, out.error, out.reason = None, f"secret {e.args[0]}", "SecretMissing"
+    return out
+
+
+def _count_small_lags(cfg: FlowGroupConfig, ends: dict[tuple[str, str, int], tuple[int, int]], state,
+                      read: SecretReader, env_refs: dict[str, tuple[str, str]], timeout: float
+                      ) -> dict[tuple[str, str, int], int]:
+    """Small offset lags counted in records (transaction markers are not records: `progress.partition_lag`)."""
+    out: dict[tuple[str, str, int], int] = {}
+    for alias in sorted({a for (a, _, _) in ends}):
+        todo = {}
+        for (a, t, p), (lo, hi) in ends.items():
+            rec = state.latest.get((a, t, p)) if state else None
+            nxt = rec.next_offset if rec else None
+            if a == alias and lag_needs_count(hi, nxt, lo):
+                todo[(t, p)] = (lo if nxt is None else max(nxt, lo), hi)
+        if not todo:
+            continue
+        counter = LagCounter(kafka_config(cfg.cluster(alias), read, env_refs), timeout)
+        try:
+            out.update({(alias, t, p): n for (t, p), n in counter.count(todo).items()})
+        except KafkaException:
+            pass  # the offsets' figure stands; reachability is reported by the calls above
+        finally:
+            counter.close()
     return out
 
 

@@ -2,7 +2,7 @@
 
 For every consumer group of the source that the mirror's `groups`/`groupsExclude` select, the committed
 source offsets of mirrored partitions are translated into target offsets with the progress topic's dense
-offset map (`translate_offset`): a group committed at source offset `o` continues at the target offset of
+offset map (`progress.OffsetMap.translate`): a group committed at source offset `o` continues at the target offset of
 the record that was `o`, or just past the end of the mapped range when `o` is past what has been mirrored
 so far. This is exact, not MM2's approximate offset-syncs: a consumer that fails over to the target repeats
 nothing and skips nothing. Inside a range whose source side has gaps (aborted records, transaction markers,
@@ -15,8 +15,8 @@ works against our mirror. With `syncGroupOffsets`, translated offsets are also c
 on the target, like MM2's `sync.group.offsets.enabled`: only for groups with no active members on the
 target, and never moving a group's committed offset backwards.
 
-Pure parts: `GroupFilter`, `translate()`, `offsets_to_sync()`. I/O: `ProgressTail` (incremental
-read_committed reader of the progress topic), `CheckpointEmitter`.
+Pure parts: `GroupFilter`, `translate()`, `offsets_to_sync()`. I/O: `SourceCounter`, `CheckpointEmitter` (the
+progress topic is read by `progress.ProgressTail`).
 """
 from __future__ import annotations
 
@@ -24,8 +24,7 @@ import logging
 import re
 import time
 import uuid
-from bisect import bisect_right
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from confluent_kafka import (Consumer, ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaError, KafkaException,
@@ -35,12 +34,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from .resource.flowgroup import FlowGroupConfig, Mirror
 from .mm2formats import Checkpoint
 from .replication import RecordStamper, policy_for
-from .progress import OffsetMap, ProgressRecord, ProgressState
+from .progress import Inside, OffsetMap, ProgressRecord, ProgressTail
 
 log = logging.getLogger(__name__)
 
 MM2_INTERNAL_TOPIC_CONFIG = {"cleanup.policy": "compact"}
-MAX_HISTORY = 200_000  # progress records kept per source partition for translation (oldest dropped first)
 
 
 # ------------------------------------------------------------------------------------------------- pure
@@ -70,48 +68,6 @@ class GroupFilter:
         return re.fullmatch(self.include or ".*", group) is not None
 
 
-Inside = Callable[[ProgressRecord, int], "int | None"]
-"""inside(range, o): how many records of `range` the copier wrote for source offsets below `o` (None: unknown)."""
-
-
-def translate_offset(m: OffsetMap, offset: int, inside: Inside | None = None) -> int | None:
-    """The target offset a consumer at source `offset` (next to read) continues from, exactly.
-
-    At range boundaries and in gap-free ranges this is arithmetic. In a range with gaps on the source side
-    (aborted records, transaction markers, records filtered as loops) the position inside the range is
-    `target_first + inside(range, offset)`; the copier writes each range in one transaction, so its target
-    offsets are consecutive. Without `inside`, or if it cannot tell, the range's first target offset (a few
-    records repeated, none skipped). None when `offset` is older than the history held.
-    """
-    if not m.records:
-        return None
-    firsts = [r.source_first for r in m.records]
-    i = bisect_right(firsts, offset) - 1
-    if i < 0:
-        return None
-    r = m.records[i]
-    if offset > r.source_last or r.count == 0:
-        # past the range, or a range that wrote nothing (all skipped): the next record the target gets
-        return _target_next(m, i)
-    if offset == r.source_first:
-        return r.target_first
-    if r.source_last - r.source_first + 1 == r.count == r.target_last - r.target_first + 1:
-        return r.target_first + (offset - r.source_first)
-    if inside is not None and r.target_last - r.target_first + 1 == r.count:
-        n = inside(r, offset)
-        if n is not None and 0 <= n <= r.count:
-            return r.target_first + n
-    return r.target_first
-
-
-def _target_next(m: OffsetMap, i: int) -> int | None:
-    """The target offset after the last record written by ranges up to `i` (None: none wrote any yet)."""
-    for r in reversed(m.records[: i + 1]):
-        if r.count > 0 and r.target_last >= 0:
-            return r.target_last + 1
-    return None
-
-
 def translate(group: str, committed: Mapping[tuple[str, int], tuple[int, str]],
               maps: Mapping[tuple[str, int], OffsetMap], inside: Inside | None = None) -> list[Checkpoint]:
     """Checkpoints for one group: committed[(source topic, partition)] = (offset, metadata).
@@ -126,7 +82,7 @@ def translate(group: str, committed: Mapping[tuple[str, int], tuple[int, str]],
         m = maps.get((topic, partition))
         if m is None or not m.records:
             continue
-        downstream = translate_offset(m, offset, inside)
+        downstream = m.translate(offset, inside)
         if downstream is None:
             continue
         out.append(Checkpoint(group, m.records[-1].target_topic, partition, offset, downstream, metadata or ""))
@@ -144,80 +100,6 @@ def offsets_to_sync(checkpoints: Iterable[Checkpoint], target_committed: Mapping
 
 
 # ------------------------------------------------------------------------------------------------- I/O
-
-class ProgressTail:
-    """Follows the progress topic on the target (read_committed) and keeps the offset maps of one source."""
-
-    def __init__(self, target_conf: dict[str, str], topic: str, source_cluster: str) -> None:
-        self.topic, self.source_cluster = topic, source_cluster
-        self.state = ProgressState()
-        self.totals: dict[tuple[str, int], int] = {}  # records mirrored per source partition, as read so far
-        self.consumer = Consumer({**target_conf, "group.id": f"sparkmirror-progress-tail-{uuid.uuid4().hex[:8]}",
-                                  "enable.auto.commit": False, "isolation.level": "read_committed",
-                                  "enable.partition.eof": True, "auto.offset.reset": "earliest"})
-        self._assigned: set[int] = set()
-
-    def _assign_new_partitions(self, timeout: float) -> bool:
-        md = self.consumer.list_topics(self.topic, timeout=timeout)
-        t = md.topics.get(self.topic)
-        if t is None or t.error is not None:
-            return False  # not created yet: the first lane creates it
-        new = [TopicPartition(self.topic, p, -2) for p in t.partitions if p not in self._assigned]  # -2: beginning
-        if new:
-            self.consumer.incremental_assign(new)
-            self._assigned.update(tp.partition for tp in new)
-        return bool(new)
-
-    def poll(self, timeout: float = 10.0) -> int:
-        """Read what was committed since the last call until the topic goes quiet; returns records read."""
-        fresh = self._assign_new_partitions(timeout)
-        if not self._assigned:
-            return 0
-        n, eof, deadline = 0, set(), time.monotonic() + timeout
-        while time.monotonic() < deadline and eof != self._assigned:
-            msgs = self.consumer.consume(num_messages=10000, timeout=2.0 if fresh else 0.3)
-            fresh = False
-            if not msgs:
-                break  # caught up: nothing more committed right now
-            for msg in msgs:
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        eof.add(msg.partition())
-                        continue
-                    raise KafkaException(err)
-                eof.discard(msg.partition())
-                if msg.value() is None:
-                    continue
-                rec = ProgressRecord.decode(msg.key(), msg.value())
-                if rec.source_cluster == self.source_cluster:
-                    self._add(rec)
-                    n += 1
-        return n
-
-    def _add(self, rec: ProgressRecord) -> None:
-        k = (rec.source_cluster, rec.source_topic, rec.partition)
-        m = self.state.maps.get(k)
-        if m is not None and m.records and rec.source_first < m.records[-1].source_first:
-            # progress reset (e.g. the topic was recreated and mirroring restarted): keep the new history only
-            m.records.clear()
-            self.totals[(rec.source_topic, rec.partition)] = 0
-        self.state.add(rec)
-        tp = (rec.source_topic, rec.partition)
-        self.totals[tp] = self.totals.get(tp, 0) + rec.count
-        m = self.state.maps[k]
-        if len(m.records) > MAX_HISTORY:
-            del m.records[: len(m.records) - MAX_HISTORY]
-
-    def maps(self) -> dict[tuple[str, int], OffsetMap]:
-        return {(t, p): m for (c, t, p), m in self.state.maps.items() if c == self.source_cluster}
-
-    def latest(self) -> dict[tuple[str, int], ProgressRecord]:
-        return {(t, p): r for (c, t, p), r in self.state.latest.items() if c == self.source_cluster}
-
-    def close(self) -> None:
-        self.consumer.close()
-
 
 def ensure_topic(admin: AdminClient, topic: str, config: dict[str, str], replication_factor: int = -1,
                  timeout: float = 15.0) -> None:

@@ -31,17 +31,16 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from .resource.flowgroup import FlowGroupConfig, Mirror
 from .replication import policy_for
+from .progress import LagCounter, ProgressTail, lag_needs_count, partition_lag
 from .topicsync import list_offsets, select_topics, topic_filter
 
 log = logging.getLogger(__name__)
 
 RATE_WINDOW_S = 10.0
-EXACT_LAG_BELOW = 1000  # lags this small are counted record by record (see MirrorMonitor._count_committed)
 
 
 @dataclass
@@ -63,25 +62,20 @@ class PartitionLive:
 
     @property
     def lag(self) -> int:
-        if self.counted_lag is not None:
-            return self.counted_lag
-        return max(0, self.end_offset - self.position)
+        return partition_lag(self.end_offset, self.next_offset, self.start_offset, self.counted_lag)
 
 
 class MirrorMonitor:
     """Live per-partition position of one mirror, from the progress topic and the source's offsets."""
 
     def __init__(self, config: FlowGroupConfig, mirror: Mirror, timeout: float = 10.0) -> None:
-        from .checkpoints import ProgressTail
-
         self.config, self.mirror, self.timeout = config, mirror, timeout
         self.policy, self.filter = policy_for(mirror), topic_filter(config, mirror)
         self.source_admin = AdminClient(config.cluster(mirror.source).client_config())
         self.tail = ProgressTail(config.cluster(mirror.target).client_config(), config.progressTopic, mirror.source)
         self.partitions: dict[tuple[str, int], PartitionLive] = {}
         self.updated: float | None = None
-        self._counter = None
-        self._counted: dict[tuple[str, int], tuple[int, int, int]] = {}  # tp -> (position, end, records)
+        self._counter = LagCounter(config.cluster(mirror.source).client_config(), min(timeout, 5.0))
 
     def _offsets(self, tps: list[tuple[str, int]], spec) -> dict[tuple[str, int], int]:
         return list_offsets(self.source_admin, tps, spec, self.timeout)
@@ -116,54 +110,15 @@ class MirrorMonitor:
         return out
 
     def _count_small_lags(self, parts: dict[tuple[str, int], PartitionLive]) -> None:
-        """Offsets count transaction markers and aborted records too: a source that is itself a transactional
-        target (A->B and B->A) ends with a commit marker, so `end - next` stays >= 1 with nothing left to
-        copy. Small lags are therefore counted: the read_committed records from the position to the end."""
+        """Small lags are counted record by record (`progress.partition_lag` says why)."""
         todo = {tp: (pl.position, pl.end_offset) for tp, pl in parts.items()
-                if 0 < pl.end_offset - pl.position <= EXACT_LAG_BELOW}
-        for tp, (pos, end) in todo.items():
-            cached = self._counted.get(tp)
-            if cached is not None and cached[:2] == (pos, end):
-                parts[tp].counted_lag = cached[2]
-        todo = {tp: v for tp, v in todo.items() if parts[tp].counted_lag is None}
-        if not todo:
-            return
-        from confluent_kafka import Consumer, KafkaError
-
-        if self._counter is None:
-            import uuid
-
-            self._counter = Consumer({**self.config.cluster(self.mirror.source).client_config(),
-                                      "group.id": f"sparkmirror-lag-{uuid.uuid4().hex[:8]}",
-                                      "enable.auto.commit": False, "isolation.level": "read_committed",
-                                      "enable.partition.eof": True})
-        c = self._counter
-        c.assign([TopicPartition(t, p, pos) for (t, p), (pos, _end) in todo.items()])
-        counts = {tp: 0 for tp in todo}
-        open_ = set(todo)
-        deadline = time.monotonic() + min(self.timeout, 5.0)
-        try:
-            while open_ and time.monotonic() < deadline:
-                for m in c.consume(num_messages=EXACT_LAG_BELOW, timeout=0.5):
-                    tp = (m.topic(), m.partition())
-                    if m.error() is not None:
-                        if m.error().code() == KafkaError._PARTITION_EOF:
-                            open_.discard(tp)
-                        continue
-                    if tp in open_ and m.offset() < todo[tp][1]:
-                        counts[tp] += 1
-                    if m.offset() >= todo[tp][1] - 1:
-                        open_.discard(tp)
-        finally:
-            c.unassign()
-        for tp in set(todo) - open_:   # only partitions read to their end are exact
-            parts[tp].counted_lag = counts[tp]
-            self._counted[tp] = (*todo[tp], counts[tp])
+                if lag_needs_count(pl.end_offset, pl.next_offset, pl.start_offset)}
+        for tp, n in self._counter.count(todo).items():
+            parts[tp].counted_lag = n
 
     def close(self) -> None:
         self.tail.close()
-        if self._counter is not None:
-            self._counter.close()
+        self._counter.close()
 
 
 @dataclass

@@ -47,3 +47,19 @@ def test_references_are_checked_and_errors_name_the_field() -> None:
                                                              "topics": "(["}]})
     ok = FlowGroupConfig.model_validate({**base, "mirrors": [{"name": "m", "source": "a", "target": "b"}]})
     assert FlowGroupConfig.from_yaml(ok.to_yaml()) == ok
+
+
+def test_secrets_read_in_memory_become_pem_text_and_passwords() -> None:
+    """The operator's own clients: the same config, with secrets read through its readers (never from disk)."""
+    held = {"/s/ca.crt": "CA", "/s/user.crt": "CERT", "/s/user.key": "KEY"}
+    mtls = Cluster(alias="x", bootstrapServers="127.0.0.1:1", tls={"caFiles": ["/s/ca.crt"]},
+                   authentication={"type": "tls", "certificateFile": "/s/user.crt", "keyFile": "/s/user.key"})
+    conf = mtls.client_config(files=held.__getitem__, env={}.__getitem__)
+    assert conf == {"bootstrap.servers": "127.0.0.1:1", "security.protocol": "SSL", "ssl.ca.pem": "CA",
+                    "ssl.certificate.pem": "CERT", "ssl.key.pem": "KEY"}
+    assert mtls.client_config()["ssl.certificate.location"] == "/s/user.crt"  # the job: mounted files
+    scram = Cluster(alias="x", bootstrapServers="127.0.0.1:1",
+                    authentication={"type": "scram-sha-512", "username": "u", "password": {"env": "PW"}})
+    assert scram.client_config(files=held.__getitem__, env={"PW": "secret"}.__getitem__)["sasl.password"] == "secret"
+    with pytest.raises(KeyError):
+        scram.client_config(files=held.__getitem__, env={}.__getitem__)

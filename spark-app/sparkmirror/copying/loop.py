@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, TopicPartition
 
 from ..lanes import LanePartition, transactional_id
-from ..progress import ProgressRecord
+from ..progress import ProgressRecord, partition_lag
 from ..replication import RecordStamper, policy_for
 from ..resource.flowgroup import FlowGroupConfig, Mirror
 from . import sessions
@@ -51,11 +51,6 @@ class _Retry(Exception):
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def partition_lag(source_end: int, next_offset: int) -> int:
-    """The lag figure of a summary: records the source holds from the next offset to copy on (-1: unknown)."""
-    return max(source_end - next_offset, 0) if source_end >= 0 and next_offset >= 0 else -1
 
 
 class LaneCopier:
@@ -382,13 +377,14 @@ class LaneCopier:
         assert self.consumer is not None
         for (topic, part), s in self.summaries.items():
             try:
-                _lo, hi = self.consumer.get_watermark_offsets(TopicPartition(topic, part), timeout=5,
-                                                              cached=False)
+                lo, hi = self.consumer.get_watermark_offsets(TopicPartition(topic, part), timeout=5,
+                                                             cached=False)
             except KafkaException:
-                hi = -1
+                lo, hi = 0, -1
             s.source_end = hi
             s.next_offset = self._committed_next.get((topic, part), s.next_offset)
-            s.lag = partition_lag(hi, s.next_offset)
+            # in offsets (-1: unknown); the driver's live monitor counts the small ones exactly
+            s.lag = partition_lag(hi, s.next_offset, lo) if hi >= 0 and s.next_offset >= 0 else -1
 
 
 def copy_lane(config: FlowGroupConfig, mirror: Mirror, lane: int, partitions: list[LanePartition],

@@ -7,6 +7,7 @@ paths of files (mounted Secrets) or names of environment variables the job reads
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Literal
@@ -33,6 +34,9 @@ class ReplicationPolicy(str, Enum):
     IDENTITY = "identity"
 
 
+Reader = Callable[[str], str]  # a secret's file path or variable name -> its value
+
+
 class SecretValue(_Model):
     """Where the job finds a secret at run time: a mounted file or an environment variable, never a literal."""
 
@@ -45,11 +49,14 @@ class SecretValue(_Model):
             raise ValueError("exactly one of file or env must be set")
         return self
 
-    def read(self) -> str:
+    def read(self, files: "Reader | None" = None, env: "Reader | None" = None) -> str:
+        """The value, from this process's files and environment unless other readers are given."""
         import os
 
         if self.file is not None:
-            return Path(self.file).read_text().strip()
+            return files(self.file) if files is not None else Path(self.file).read_text().strip()
+        if env is not None:
+            return env(self.env or "")
         value = os.environ.get(self.env or "")
         if value is None:
             raise KeyError(f"environment variable {self.env} is not set")
@@ -75,27 +82,35 @@ class Cluster(_Model):
     authentication: Authentication | None = None
     config: dict[str, str] = Field(default_factory=dict, description="Extra librdkafka client properties.")
 
-    def client_config(self) -> dict[str, str]:
-        """librdkafka properties for this cluster, secrets resolved now (at run time, on the worker)."""
+    def client_config(self, files: Reader | None = None, env: Reader | None = None) -> dict[str, str]:
+        """librdkafka properties for this cluster, secrets resolved now (at run time, on the worker).
+
+        `files` / `env`: read secret files and variables some other way than from this process (the operator
+        reads the referenced Secrets in memory); certificates and keys are then passed as PEM text, so they
+        are never written anywhere."""
         conf: dict[str, str] = {"bootstrap.servers": self.bootstrapServers, **self.config}
         auth = self.authentication
         if self.tls is not None:
             conf["security.protocol"] = "SSL"
-            conf.update(_ca_config(self.tls.caFiles))
+            if files is None:
+                conf.update(_ca_config(self.tls.caFiles))
+            elif self.tls.caFiles:
+                conf["ssl.ca.pem"] = "\n".join(files(f) for f in self.tls.caFiles)
         if auth is not None:
             if auth.type == "tls":
                 conf["security.protocol"] = "SSL"
-                if auth.certificateFile:
-                    conf["ssl.certificate.location"] = auth.certificateFile
-                if auth.keyFile:
-                    conf["ssl.key.location"] = auth.keyFile
+                for path, prop in ((auth.certificateFile, "ssl.certificate"), (auth.keyFile, "ssl.key")):
+                    if path and files is None:
+                        conf[f"{prop}.location"] = path
+                    elif path:
+                        conf[f"{prop}.pem"] = files(path)
             else:
                 conf["security.protocol"] = "SASL_SSL" if self.tls is not None else "SASL_PLAINTEXT"
                 conf["sasl.mechanism"] = {"plain": "PLAIN", "scram-sha-256": "SCRAM-SHA-256",
                                           "scram-sha-512": "SCRAM-SHA-512"}[auth.type]
                 conf["sasl.username"] = auth.username or ""
                 if auth.password is not None:
-                    conf["sasl.password"] = auth.password.read()
+                    conf["sasl.password"] = auth.password.read(files, env)
         return conf
 
 
