@@ -124,6 +124,7 @@ def _secret_mounts(ctx: GroupContext) -> tuple[list[dict], list[dict], list[dict
 
 
 SPARK_UID = 185  # the Spark image's user
+DRAIN_MARGIN_SECONDS = 60  # beyond one epoch: the drain's own 30 s and Spark's stop
 DRIVER_CONTAINER = "spark-kubernetes-driver"
 EXECUTOR_CONTAINER = "spark-kubernetes-executor"
 # the `restricted` Pod Security Standard; fsGroup makes mounted Secrets (mode 0440) readable by the job's user
@@ -196,6 +197,9 @@ def render_spark_application(ctx: GroupContext) -> list[dict[str, Any]]:
                                executor.coreLimit), "instances": executor.instances},
         },
     }
+    # a stopping driver drains (the running epoch commits, at most one epoch plus 30 s; see driver.Driver.stop)
+    app["spec"]["driver"]["template"]["spec"]["terminationGracePeriodSeconds"] = \
+        int(ctx.config.epochSeconds) + DRAIN_MARGIN_SECONDS
     if spark.imagePullPolicy:
         app["spec"]["imagePullPolicy"] = spark.imagePullPolicy
     pull_secrets = list(dict.fromkeys([*ctx.settings.image_pull_secrets, *spark.imagePullSecrets]))

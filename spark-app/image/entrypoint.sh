@@ -9,13 +9,45 @@ set -euo pipefail
 export HOME="${HOME:-/home/spark}"
 classpath="${SPARK_CONF_DIR:-$SPARK_HOME/conf}:$SPARK_HOME/jars/*${SPARK_EXTRA_CLASSPATH:+:$SPARK_EXTRA_CLASSPATH}"
 
+python_driver() {
+  # the Python driver: the child of spark-submit's JVM (spark-submit execs into it) that runs the application,
+  # not one of the `python -m pyspark...` workers the JVM starts for Python data sources
+  local status pid
+  for status in /proc/[0-9]*/status; do
+    grep -qx "PPid:[[:space:]]*$1" "$status" 2>/dev/null || continue
+    pid=$(basename "$(dirname "$status")")
+    if ! tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q -- ' -m pyspark'; then
+      echo "$pid"
+      return
+    fi
+  done
+}
+
 case "${1:-}" in
   driver)
     shift
-    exec tini -s -- "$SPARK_HOME/bin/spark-submit" \
+    # under tini (PID 1 reaps zombies); this script stays in between to route the stop signal
+    if [ "$$" = 1 ]; then exec tini -s -- "$0" driver "$@"; fi
+    set +e  # from here on every status is looked at: the signal trap must never end this script early
+    "$SPARK_HOME/bin/spark-submit" \
       --conf "spark.driver.bindAddress=${SPARK_DRIVER_BIND_ADDRESS}" \
       --conf "spark.executorEnv.SPARK_DRIVER_POD_IP=${SPARK_DRIVER_BIND_ADDRESS}" \
-      --deploy-mode client "$@"
+      --deploy-mode client "$@" &
+    submit=$!
+    # A pod's SIGTERM goes to the Python driver, which drains: no new epoch, the running one commits, then
+    # Spark stops, so no transaction is left open to stall read_committed consumers. Sent to spark-submit's
+    # JVM it would run its shutdown hook and stop Spark under the running lanes instead.
+    stop() {
+      local py
+      py=$(python_driver "$submit")
+      kill -TERM "${py:-$submit}" 2>/dev/null
+    }
+    trap stop TERM INT
+    while kill -0 "$submit" 2>/dev/null; do
+      wait "$submit"  # also returns when a signal arrives
+    done
+    wait "$submit"
+    exit $?
     ;;
   executor)
     shift

@@ -103,8 +103,9 @@ def _observed(df):
                       F.sum(F.col("fenced").cast("int")).alias("fenced"))
 
 
-def drain(queries: list, drain_file: str | None, timeout: float) -> None:
-    """Stop cleanly: no new epochs, wait (up to `timeout`) for running epochs to commit, then stop."""
+def drain(queries: list, drain_file: str | None, timeout: float, settle: float = 1.0) -> None:
+    """Stop cleanly: no new epochs, wait (up to `timeout`) for running epochs to commit, then `settle` seconds
+    for lanes copying between epochs to end their transactions, then stop."""
     if drain_file:
         Path(drain_file).touch()
         deadline = time.monotonic() + timeout
@@ -112,7 +113,7 @@ def drain(queries: list, drain_file: str | None, timeout: float) -> None:
                 q.isActive and (q.status.get("isTriggerActive") or q.status.get("isDataAvailable"))
                 for q in queries):
             time.sleep(0.5)
-        time.sleep(1.0)  # exactly-once lanes copying between epochs see the drain file within a transaction
+        time.sleep(settle)
     for q in queries:
         try:
             if q.isActive:
@@ -184,7 +185,8 @@ class Driver:
         # py4j logs as an error; expected then (its open transactions are aborted, nothing is lost)
         logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
         if self.queries:
-            drain(self.queries, self.drain_file, max(c.epochSeconds for c in self.configs) + 30)
+            epoch = max(c.epochSeconds for c in self.configs)
+            drain(self.queries, self.drain_file, epoch + 30, self._settle_seconds(epoch))
         for svc in self.services:
             svc.stop()
         self.services = []
@@ -194,6 +196,17 @@ class Driver:
             except Exception as e:  # noqa: BLE001
                 log.warning("stopping Spark: %s", e)
             self.spark = None
+
+    def _settle_seconds(self, epoch_seconds: float) -> float:
+        """How long lanes may go on copying between epochs after the last one: in local mode they see the drain
+        file within a transaction; executors elsewhere cannot, and stop on their own after the carry window."""
+        from .datasource import CARRY_SECONDS
+
+        try:
+            local = self.spark is None or self.spark.sparkContext.master.startswith("local")
+        except Exception:  # noqa: BLE001 - a session already going away: no executors to wait for
+            local = True
+        return 1.0 if local else min(epoch_seconds, CARRY_SECONDS) + 2.0
 
     def run(self) -> int:
         """Run until stopped (SIGTERM/SIGINT: 0) or a mirror fails (1)."""

@@ -81,6 +81,23 @@ def _count(bootstrap: str, topic: str, produced: dict[int, int]) -> tuple[int, i
     return missing, duplicated
 
 
+def _open_transactions(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    """partition -> offsets between the last stable offset and the end: >0 while a transaction is open there
+    (read_committed consumers of that partition are held back until it ends)."""
+    from confluent_kafka import IsolationLevel, TopicPartition as TP
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+
+    def ends(level) -> dict[int, int]:
+        res = admin.list_offsets({TP(topic, p): OffsetSpec.latest() for p in range(partitions)},
+                                 isolation_level=level, request_timeout=30)
+        return {tp.partition: f.result(timeout=30).offset for tp, f in res.items()}
+
+    hw, lso = ends(IsolationLevel.READ_UNCOMMITTED), ends(IsolationLevel.READ_COMMITTED)
+    return {p: hw[p] - lso[p] for p in range(partitions) if hw[p] != lso[p]}
+
+
 class SteadyProducer:
     """Sequence-numbered records to every partition at a steady rate until stopped (idempotent producer)."""
 
@@ -146,8 +163,14 @@ def test_mirror_on_kind(kind_ground: KindGround) -> None:
         time.sleep(15)
         g.kubectl("-n", MIRROR_NS, "delete", "pod", _pod(g, app, "executor"), "--wait=false")
         time.sleep(30)
-        g.kubectl("-n", MIRROR_NS, "delete", "pod", _pod(g, app, "driver"), "--wait=false")
-        time.sleep(30)
+        # deleted like a rollout would: SIGTERM, the driver drains, so it leaves no transaction open
+        t_del = time.monotonic()
+        g.kubectl("-n", MIRROR_NS, "delete", "pod", _pod(g, app, "driver"), "--wait=true", "--timeout=180s")
+        left_open = _open_transactions(g.west.external_bootstrap, f"east.{orders}", 4)
+        print(f"driver pod deleted in {time.monotonic() - t_del:.0f}s; transactions left open: {left_open}",
+              flush=True)
+        assert left_open == {}, "the stopped driver left transactions open on the target"
+        time.sleep(15)
     finally:
         produced = steady.stop()
     t1 = time.monotonic()

@@ -53,6 +53,46 @@ def test_launcher_driver(tmp_path: Path) -> None:
     assert out[-1] == "local:///opt/sparkmirror/job.py"
 
 
+def test_launcher_sends_the_pods_stop_signal_to_the_python_driver(tmp_path: Path) -> None:
+    """SIGTERM (a pod being deleted or rolled) reaches the Python driver, which drains, and not spark-submit's
+    JVM, whose shutdown hook would stop Spark under the running lanes; the driver's exit code is passed on."""
+    import signal
+    import time
+
+    bin_dir = _fake_bin(tmp_path)
+    log = tmp_path / "log"
+    # plays spark-submit's JVM: its children are the application's Python driver and a pyspark worker
+    (tmp_path / "spark" / "bin" / "spark-submit").write_text(f"""#!/bin/bash
+trap 'echo jvm-got-term >> {log}; exit 143' TERM
+(exec -a "python3 -m pyspark.daemon" sleep 60) &
+decoy=$!
+{sys.executable} -c '
+import signal, sys, time
+def drain(*_):
+    open("{log}", "a").write("driver-drained\\n")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, drain)
+open("{log}", "a").write("driver-up\\n")
+time.sleep(60)
+' &
+app=$!
+wait $app; rc=$?
+kill $decoy
+exit $rc
+""")
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "SPARK_HOME": str(tmp_path / "spark"),
+           "SPARK_DRIVER_BIND_ADDRESS": "10.0.0.7"}
+    proc = subprocess.Popen(["bash", str(IMAGE / "entrypoint.sh"), "driver", "local:///opt/sparkmirror/job.py"],
+                            env=env)
+    deadline = time.monotonic() + 20
+    while not (log.exists() and "driver-up" in log.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    rc = proc.wait(20)
+    assert log.read_text().split() == ["driver-up", "driver-drained"]
+    assert rc == 0
+
+
 def test_launcher_executor_keeps_spark_java_options_in_order(tmp_path: Path) -> None:
     """Spark hands the executor's JVM options (Java 17's --add-opens among them) as SPARK_JAVA_OPT_<n>."""
     env = {"SPARK_JAVA_OPT_10": "-Dten", "SPARK_JAVA_OPT_2": "-Dtwo", "SPARK_JAVA_OPT_0": "--add-opens=x",
