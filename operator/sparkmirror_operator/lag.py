@@ -1,11 +1,11 @@
 """Lag in records per flow group, from Kafka: source end offsets against the progress topic on the target.
 
-For every source partition a group's mirrors select, lag = high watermark - the next offset the progress
-topic says is committed (or - the low watermark when nothing is committed yet), small lags counted in records
-so that transaction markers on a transactional source do not count (`progress.partition_lag`, the figure
-the driver's metrics and the run display show too). The operator's own Kafka
-clients get credentials from the referenced Secrets in memory (PEM and password properties), never from or
-into a log, status or file.
+For every source partition a group's mirrors select, lag is `sparkmirror.progress.partition_lag`: high
+watermark - the next offset the progress topic says is committed (or - the low watermark when nothing is
+committed yet), small ones counted record by record (transaction markers are offsets, not records). The
+operator's own Kafka clients get credentials from the referenced Secrets in memory through
+`Cluster.client_config(secret_resolver(...))` (PEM and password properties), never from or into a log, status
+or file.
 """
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from sparkmirror.progress import LagCounter, lag_needs_count, partition_lag
-from sparkmirror.resource.flowgroup import Cluster, FlowGroupConfig
+from sparkmirror.progress import CommittedCounter, partition_lags, read_progress
+from sparkmirror.resource.flowgroup import Cluster, FlowGroupConfig, SecretResolver, SecretValue
 from sparkmirror.replication import policy_for
 from sparkmirror.topicsync import topic_filter
 
@@ -43,18 +43,18 @@ class GroupLag:
     reason: str | None = None
 
 
-def _secret(path: str, read: SecretReader) -> str:
-    _, _, rest = path.partition(SECRET_REF_ROOT)
-    name, _, key = rest.strip("/").partition("/")
-    return read(name, key)
-
-
-def kafka_config(cluster: Cluster, read: SecretReader, env_refs: dict[str, tuple[str, str]]) -> dict[str, str]:
-    """librdkafka config for the operator's own clients (`Cluster.client_config`), secrets read in memory.
-
-    The cluster comes from plan(secrets="env", secret_root=SECRET_REF_ROOT): files are "secret:/<name>/<key>"
-    and env_refs maps env var names back to (secret, key)."""
-    return cluster.client_config(files=lambda path: _secret(path, read), env=lambda name: read(*env_refs[name]))
+def secret_resolver(read: SecretReader, env_refs: dict[str, tuple[str, str]]) -> SecretResolver:
+    """What `Cluster.client_config(resolve)` needs for the operator's own clients: the references of
+    plan(secrets="env", secret_root=SECRET_REF_ROOT) resolved from Secrets in memory. A file is
+    "secret:/<name>/<key>"; env_refs maps an environment variable name back to (secret, key). A missing Secret
+    or key raises KeyError."""
+    def resolve(ref: SecretValue) -> str:
+        if ref.env is not None:
+            return read(*env_refs[ref.env])
+        _, _, rest = (ref.file or "").partition(SECRET_REF_ROOT)
+        name, _, key = rest.strip("/").partition("/")
+        return read(name, key)
+    return resolve
 
 
 _KAFKA_LOG = logging.getLogger("sparkmirror_operator.kafka")
@@ -120,23 +120,26 @@ def source_end_offsets(conf: dict[str, str], topic_filter, cluster: Cluster, tar
 
 def group_lag(cfg: FlowGroupConfig, read: SecretReader, env_refs: dict[str, tuple[str, str]],
               timeout: float = 5.0, fields: dict[str, str] | None = None) -> GroupLag:
-    """Lag of one flow group; a failure is returned as .error/.reason naming the cluster, never raised."""
-    from sparkmirror.progress import read_progress
+    """Lag of one flow group; a failure is returned as .error/.reason naming the cluster, never raised.
 
+    Per partition `progress.partition_lag`: small offset lags are counted read_committed on the source, so a
+    transactional source (its commit markers) shows 0 once everything is mirrored."""
     out = GroupLag(lag=0)
     target_alias = cfg.mirrors[0].target
+    resolve = secret_resolver(read, env_refs)
     try:
-        target_conf = kafka_config(cfg.cluster(target_alias), read, env_refs)
-        ends: dict[tuple[str, str, int], tuple[int, int]] = {}
+        target_conf = cfg.cluster(target_alias).client_config(resolve)
+        ends: dict[str, dict[tuple[str, int], tuple[int, int]]] = {}  # source alias -> (topic, p) -> watermarks
+        source_confs: dict[str, dict[str, str]] = {}
         for m in cfg.mirrors:
             src = cfg.cluster(m.source)
+            source_confs[m.source] = src.client_config(resolve)
             flt = topic_filter(cfg, m)  # the job's own selection
             where = f"{fields[m.source]}.bootstrapServers: " if fields and m.source in fields else ""
-            for (t, p), wm in source_end_offsets(kafka_config(src, read, env_refs), flt, src, target_alias,
-                                                 policy_for(m), timeout, where).items():
-                ends[(m.source, t, p)] = wm
-        out.partitions = len(ends)
-        out.topics = sorted({t for (_, t, _) in ends})
+            ends.setdefault(m.source, {}).update(source_end_offsets(source_confs[m.source], flt, src, target_alias,
+                                                                    policy_for(m), timeout, where))
+        out.partitions = sum(len(e) for e in ends.values())
+        out.topics = sorted({t for e in ends.values() for (t, _) in e})
         target = f"spec.target.bootstrapServers: target cluster {target_alias!r} " \
                  f"({cfg.cluster(target_alias).bootstrapServers})"
         try:  # also with no topics yet: a target that refuses the mirror is the more urgent news
@@ -149,51 +152,39 @@ def group_lag(cfg: FlowGroupConfig, read: SecretReader, env_refs: dict[str, tupl
             state = None
         except (KafkaException, TimeoutError) as e:
             raise LagError(f"{target}: cannot read progress topic {cfg.progressTopic!r}: {e}") from None
-        if not ends:
+        if not out.partitions:
             out.lag, out.reason = None, "NoTopics"
             out.error = (f"flow group {cfg.name!r}: no source topic matches its mirrors' topic patterns ("
                          + ", ".join(f"{m.source}: {m.topics!r}" for m in cfg.mirrors) + ")")
             return out
-        counted = _count_small_lags(cfg, ends, state, read, env_refs, timeout)
         total, last, recent = 0, None, 0
         since = now_ms() - RATE_WINDOW_MS
-        for (alias, t, p), (lo, hi) in ends.items():
-            rec = state.latest.get((alias, t, p)) if state else None
-            total += partition_lag(hi, rec.next_offset if rec else None, lo, counted.get((alias, t, p)))
-            if rec:
-                last = max(last or 0, rec.commit_ms)
-                history = state.maps.get((alias, t, p))
-                recent += sum(r.count for r in (history.records if history else []) if r.commit_ms >= since)
+        for alias, marks in ends.items():
+            latest = {(t, p): state.latest.get((alias, t, p)) if state else None for (t, p) in marks}
+            counter = None
+
+            def count(spans: dict[tuple[str, int], tuple[int, int]]) -> dict[tuple[str, int], int]:
+                nonlocal counter
+                counter = CommittedCounter(source_confs[alias], min(timeout, 5.0), logger=_KAFKA_LOG)
+                return counter.count(spans)
+
+            try:
+                lags = partition_lags(marks, {k: r.next_offset if r else None for k, r in latest.items()}, count)
+            finally:
+                if counter is not None:
+                    counter.close()
+            total += sum(lags.values())
+            for (t, p), rec in latest.items():
+                if rec:
+                    last = max(last or 0, rec.commit_ms)
+                    history = state.maps.get((alias, t, p))
+                    recent += sum(r.count for r in (history.records if history else []) if r.commit_ms >= since)
         out.lag, out.last_commit_ms = total, last
         out.records_per_second = round(recent / (RATE_WINDOW_MS / 1000), 1) if state else 0.0
     except LagError as e:
         out.lag, out.error, out.reason = None, str(e), failure_reason(str(e))
     except KeyError as e:  # a referenced Secret or key is missing
         out.lag, out.error, out.reason = None, f"secret {e.args[0]}", "SecretMissing"
-    return out
-
-
-def _count_small_lags(cfg: FlowGroupConfig, ends: dict[tuple[str, str, int], tuple[int, int]], state,
-                      read: SecretReader, env_refs: dict[str, tuple[str, str]], timeout: float
-                      ) -> dict[tuple[str, str, int], int]:
-    """Small offset lags counted in records (transaction markers are not records: `progress.partition_lag`)."""
-    out: dict[tuple[str, str, int], int] = {}
-    for alias in sorted({a for (a, _, _) in ends}):
-        todo = {}
-        for (a, t, p), (lo, hi) in ends.items():
-            rec = state.latest.get((a, t, p)) if state else None
-            nxt = rec.next_offset if rec else None
-            if a == alias and lag_needs_count(hi, nxt, lo):
-                todo[(t, p)] = (lo if nxt is None else max(nxt, lo), hi)
-        if not todo:
-            continue
-        counter = LagCounter(kafka_config(cfg.cluster(alias), read, env_refs), timeout)
-        try:
-            out.update({(alias, t, p): n for (t, p), n in counter.count(todo).items()})
-        except KafkaException:
-            pass  # the offsets' figure stands; reachability is reported by the calls above
-        finally:
-            counter.close()
     return out
 
 

@@ -15,8 +15,8 @@ works against our mirror. With `syncGroupOffsets`, translated offsets are also c
 on the target, like MM2's `sync.group.offsets.enabled`: only for groups with no active members on the
 target, and never moving a group's committed offset backwards.
 
-Pure parts: `GroupFilter`, `translate()`, `offsets_to_sync()`. I/O: `SourceCounter`, `CheckpointEmitter` (the
-progress topic is read by `progress.ProgressTail`).
+Pure parts: `GroupFilter`, `translate()`, `offsets_to_sync()`. I/O: `SourceCounter`, `CheckpointEmitter` (reads
+the progress topic through `progress.ProgressTail`).
 """
 from __future__ import annotations
 

@@ -2,8 +2,9 @@
 
 `DriverServices(config).start()` runs, in one daemon thread per flow group:
 - per mirror a `MirrorMonitor`: follows the progress topic on the target (what is committed there is what is
-  mirrored) and the source's end offsets, giving per-partition lag in records (source end offset minus next
-  offset to mirror) and records/s live, independent of Spark's epoch length;
+  mirrored) and the source's end offsets, giving per-partition lag in records (`progress.partition_lag`: end
+  offset minus next offset to mirror, small ones counted read_committed so transaction markers do not count)
+  and records/s live, independent of Spark's epoch length;
 - heartbeats every `emitHeartbeatsIntervalSeconds` and checkpoints / group offset sync every
   `emitCheckpointsIntervalSeconds` (`heartbeats.py`, `checkpoints.py`);
 - when `metricsPort` is set, Prometheus text on `http://<bind>:<metricsPort>/metrics` (prometheus_client).
@@ -33,9 +34,9 @@ from dataclasses import dataclass, field
 
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from .progress import CommittedCounter, ProgressTail, lag_position, partition_lag, should_count
 from .resource.flowgroup import FlowGroupConfig, Mirror
 from .replication import policy_for
-from .progress import LagCounter, ProgressTail, lag_needs_count, partition_lag
 from .topicsync import list_offsets, select_topics, topic_filter
 
 log = logging.getLogger(__name__)
@@ -58,11 +59,11 @@ class PartitionLive:
 
     @property
     def position(self) -> int:
-        return self.start_offset if self.next_offset is None else max(self.next_offset, self.start_offset)
+        return lag_position(self.start_offset, self.next_offset)
 
     @property
     def lag(self) -> int:
-        return partition_lag(self.end_offset, self.next_offset, self.start_offset, self.counted_lag)
+        return partition_lag(self.start_offset, self.end_offset, self.next_offset, self.counted_lag)
 
 
 class MirrorMonitor:
@@ -75,7 +76,7 @@ class MirrorMonitor:
         self.tail = ProgressTail(config.cluster(mirror.target).client_config(), config.progressTopic, mirror.source)
         self.partitions: dict[tuple[str, int], PartitionLive] = {}
         self.updated: float | None = None
-        self._counter = LagCounter(config.cluster(mirror.source).client_config(), min(timeout, 5.0))
+        self._counter: CommittedCounter | None = None
 
     def _offsets(self, tps: list[tuple[str, int]], spec) -> dict[tuple[str, int], int]:
         return list_offsets(self.source_admin, tps, spec, self.timeout)
@@ -87,7 +88,7 @@ class MirrorMonitor:
         tps = [(t, p) for t in select_topics(self.policy, self.filter, counts, self.mirror.target)
                for p in range(counts[t])]
         ends, starts = self._offsets(tps, OffsetSpec.latest()), self._offsets(tps, OffsetSpec.earliest())
-        latest, maps = self.tail.latest(), self.tail.maps()
+        latest, maps, totals = self.tail.latest(), self.tail.maps(), self.tail.totals()
         now_ms = time.time() * 1000
         out = {}
         for tp in tps:
@@ -101,7 +102,7 @@ class MirrorMonitor:
                         break
                     n += r.count
                 pl.records_per_s = n / RATE_WINDOW_S
-                pl.mirrored = self.tail.totals.get(tp, 0)
+                pl.mirrored = totals.get(tp, 0)
             else:
                 pl.remote_topic = self.policy.format_remote_topic(self.mirror.source, tp[0])
             out[tp] = pl
@@ -110,15 +111,30 @@ class MirrorMonitor:
         return out
 
     def _count_small_lags(self, parts: dict[tuple[str, int], PartitionLive]) -> None:
-        """Small lags are counted record by record (`progress.partition_lag` says why)."""
+        """Small lags are counted record by record (see `progress.lag`): offsets include transaction markers."""
         todo = {tp: (pl.position, pl.end_offset) for tp, pl in parts.items()
-                if lag_needs_count(pl.end_offset, pl.next_offset, pl.start_offset)}
+                if should_count(pl.start_offset, pl.end_offset, pl.next_offset)}
+        if not todo:
+            return
+        if self._counter is None:
+            self._counter = CommittedCounter(self.config.cluster(self.mirror.source).client_config(),
+                                             min(self.timeout, 5.0))
         for tp, n in self._counter.count(todo).items():
             parts[tp].counted_lag = n
 
     def close(self) -> None:
         self.tail.close()
-        self._counter.close()
+        if self._counter is not None:
+            self._counter.close()
+
+
+def _summary_lag(jp: dict) -> int | None:
+    """Lag of a partition the monitor has not seen yet, from the job's epoch summary (by offsets: the summary
+    has neither the low watermark nor a count; the monitor's figure replaces it on its next poll)."""
+    end, nxt = jp.get("source_end", -1), jp.get("next_offset", -1)
+    if end is None or nxt is None or end < 0 or nxt < 0:
+        return None
+    return partition_lag(nxt, end, nxt)
 
 
 @dataclass
@@ -250,7 +266,7 @@ class DriverServices:
                 parts.append({
                     "topic": tp[0], "partition": tp[1],
                     "remote_topic": (lv.remote_topic if lv else None) or jp.get("target_topic"),
-                    "lag": lv.lag if lv else (jp.get("lag") if jp.get("lag", -1) >= 0 else None),
+                    "lag": lv.lag if lv else _summary_lag(jp),
                     "end_offset": lv.end_offset if lv else jp.get("source_end"),
                     "next_offset": lv.next_offset if lv else jp.get("next_offset"),
                     "records_per_s": lv.records_per_s if lv else jp.get("records_per_s", 0.0),

@@ -62,3 +62,33 @@ def test_offset_translation_is_exact_at_boundaries_and_never_skips():
     assert m.translate(20) == 22 and m.translate(24) == 22
     assert m.translate(30) == 28                      # the committed end
     assert OffsetMap().translate(3) is None
+
+
+def test_progress_state_one_tombstone_and_reset_rule_and_bounded_history():
+    from sparkmirror.progress import ProgressState
+
+    s = ProgressState(max_history=3)
+    for first in range(0, 50, 10):
+        s.add(_rec((first, first + 9), (first, first + 9), 10))
+    k = ("a", "t", 0)
+    assert [r.source_first for r in s.maps[k].records] == [20, 30, 40]      # bounded: oldest dropped
+    assert s.latest[k].next_offset == 50 and s.totals[k] == 50               # totals count everything read
+    assert s.maps[k].translate(45) == 45 and s.maps[k].translate(10) is None  # older than the history held
+    s.add(_rec((0, 4), (100, 104), 5))                                       # went backwards: started over
+    assert [r.source_first for r in s.maps[k].records] == [0] and s.totals[k] == 5
+    s.reset(k)                                                               # a tombstone: all of it gone
+    assert k not in s.latest and k not in s.maps and k not in s.totals
+    assert s.resume_offsets("a") == {}
+
+
+def test_partition_lag_counts_records_when_known():
+    from sparkmirror.progress import EXACT_LAG_BELOW, partition_lag, partition_lags, should_count
+
+    assert partition_lag(0, 11, None) == 11 and partition_lag(0, 11, None, counted=10) == 10
+    assert partition_lag(5, 11, 3) == 6                                      # below the low watermark: from it
+    assert partition_lag(0, 11, 12) == 0                                     # never negative
+    assert should_count(0, 11, 10) and not should_count(0, 11, 11) and not should_count(0, EXACT_LAG_BELOW + 1, 0)
+    spans = []
+    lags = partition_lags({"x": (0, 11), "y": (0, 5000), "z": (0, 7)}, {"x": 10, "z": 7},
+                          lambda s: spans.append(s) or {"x": 0})
+    assert lags == {"x": 0, "y": 5000, "z": 0} and spans == [{"x": (10, 11)}]

@@ -49,17 +49,23 @@ def test_references_are_checked_and_errors_name_the_field() -> None:
     assert FlowGroupConfig.from_yaml(ok.to_yaml()) == ok
 
 
-def test_secrets_read_in_memory_become_pem_text_and_passwords() -> None:
-    """The operator's own clients: the same config, with secrets read through its readers (never from disk)."""
-    held = {"/s/ca.crt": "CA", "/s/user.crt": "CERT", "/s/user.key": "KEY"}
-    mtls = Cluster(alias="x", bootstrapServers="127.0.0.1:1", tls={"caFiles": ["/s/ca.crt"]},
-                   authentication={"type": "tls", "certificateFile": "/s/user.crt", "keyFile": "/s/user.key"})
-    conf = mtls.client_config(files=held.__getitem__, env={}.__getitem__)
-    assert conf == {"bootstrap.servers": "127.0.0.1:1", "security.protocol": "SSL", "ssl.ca.pem": "CA",
-                    "ssl.certificate.pem": "CERT", "ssl.key.pem": "KEY"}
-    assert mtls.client_config()["ssl.certificate.location"] == "/s/user.crt"  # the job: mounted files
-    scram = Cluster(alias="x", bootstrapServers="127.0.0.1:1",
-                    authentication={"type": "scram-sha-512", "username": "u", "password": {"env": "PW"}})
-    assert scram.client_config(files=held.__getitem__, env={"PW": "secret"}.__getitem__)["sasl.password"] == "secret"
-    with pytest.raises(KeyError):
-        scram.client_config(files=held.__getitem__, env={}.__getitem__)
+def test_secrets_resolved_in_memory_through_a_reader(tmp_path: Path) -> None:
+    """The operator's clients: every reference goes through the reader and lands as text; no file is read."""
+    seen = []
+
+    def resolve(ref) -> str:
+        seen.append(ref)
+        return f"<{ref.file or ref.env}>"
+
+    tls = Cluster(alias="x", bootstrapServers="127.0.0.1:1", tls={"caFiles": ["secret:/ca/a.crt", "secret:/ca/b.crt"]},
+                  authentication={"type": "tls", "certificateFile": "secret:/u/user.crt", "keyFile": "secret:/u/user.key"})
+    conf = tls.client_config(resolve)
+    assert conf["ssl.ca.pem"] == "<secret:/ca/a.crt>\n<secret:/ca/b.crt>" and conf["security.protocol"] == "SSL"
+    assert (conf["ssl.certificate.pem"], conf["ssl.key.pem"]) == ("<secret:/u/user.crt>", "<secret:/u/user.key>")
+    assert not any(k.endswith(".location") for k in conf)
+    sasl = Cluster(alias="x", bootstrapServers="127.0.0.1:1",
+                   authentication={"type": "scram-sha-256", "username": "u", "password": {"env": "PW_VAR"}})
+    conf = sasl.client_config(resolve)
+    assert conf["sasl.password"] == "<PW_VAR>" and conf["security.protocol"] == "SASL_PLAINTEXT"
+    assert [r.file or r.env for r in seen] == ["secret:/ca/a.crt", "secret:/ca/b.crt", "secret:/u/user.crt",
+                                              "secret:/u/user.key", "PW_VAR"]

@@ -384,7 +384,7 @@ class LaneCopier:
             s.source_end = hi
             s.next_offset = self._committed_next.get((topic, part), s.next_offset)
             # in offsets (-1: unknown); the driver's live monitor counts the small ones exactly
-            s.lag = partition_lag(hi, s.next_offset, lo) if hi >= 0 and s.next_offset >= 0 else -1
+            s.lag = partition_lag(lo, hi, s.next_offset) if hi >= 0 and s.next_offset >= 0 else -1
 
 
 def copy_lane(config: FlowGroupConfig, mirror: Mirror, lane: int, partitions: list[LanePartition],

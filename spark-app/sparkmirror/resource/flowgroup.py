@@ -34,9 +34,6 @@ class ReplicationPolicy(str, Enum):
     IDENTITY = "identity"
 
 
-Reader = Callable[[str], str]  # a secret's file path or variable name -> its value
-
-
 class SecretValue(_Model):
     """Where the job finds a secret at run time: a mounted file or an environment variable, never a literal."""
 
@@ -49,18 +46,20 @@ class SecretValue(_Model):
             raise ValueError("exactly one of file or env must be set")
         return self
 
-    def read(self, files: "Reader | None" = None, env: "Reader | None" = None) -> str:
-        """The value, from this process's files and environment unless other readers are given."""
+    def read(self) -> str:
         import os
 
         if self.file is not None:
-            return files(self.file) if files is not None else Path(self.file).read_text().strip()
-        if env is not None:
-            return env(self.env or "")
+            return Path(self.file).read_text().strip()
         value = os.environ.get(self.env or "")
         if value is None:
             raise KeyError(f"environment variable {self.env} is not set")
         return value
+
+
+SecretResolver = Callable[[SecretValue], str]
+"""Reads a referenced secret in memory: SecretValue(file=...) for CA, certificate and key files (and a password
+given as a file), SecretValue(env=...) for a password given as an environment variable."""
 
 
 class Authentication(_Model):
@@ -82,35 +81,40 @@ class Cluster(_Model):
     authentication: Authentication | None = None
     config: dict[str, str] = Field(default_factory=dict, description="Extra librdkafka client properties.")
 
-    def client_config(self, files: Reader | None = None, env: Reader | None = None) -> dict[str, str]:
-        """librdkafka properties for this cluster, secrets resolved now (at run time, on the worker).
+    def client_config(self, resolve: SecretResolver | None = None) -> dict[str, str]:
+        """librdkafka properties for this cluster, secrets resolved now.
 
-        `files` / `env`: read secret files and variables some other way than from this process (the operator
-        reads the referenced Secrets in memory); certificates and keys are then passed as PEM text, so they
-        are never written anywhere."""
+        Without `resolve` (the job, at run time on the worker): certificate and key files go to librdkafka by
+        path (several CA files become one PEM text), the password is read from its file or variable. With
+        `resolve` (the operator, which holds Secrets in memory): every reference goes through it and lands in
+        the properties as text (ssl.ca.pem, ssl.certificate.pem, ssl.key.pem, sasl.password); nothing is read
+        from files or the environment.
+        """
         conf: dict[str, str] = {"bootstrap.servers": self.bootstrapServers, **self.config}
         auth = self.authentication
         if self.tls is not None:
             conf["security.protocol"] = "SSL"
-            if files is None:
+            if resolve is None:
                 conf.update(_ca_config(self.tls.caFiles))
             elif self.tls.caFiles:
-                conf["ssl.ca.pem"] = "\n".join(files(f) for f in self.tls.caFiles)
+                conf["ssl.ca.pem"] = "\n".join(resolve(SecretValue(file=f)) for f in self.tls.caFiles)
         if auth is not None:
             if auth.type == "tls":
                 conf["security.protocol"] = "SSL"
-                for path, prop in ((auth.certificateFile, "ssl.certificate"), (auth.keyFile, "ssl.key")):
-                    if path and files is None:
-                        conf[f"{prop}.location"] = path
-                    elif path:
-                        conf[f"{prop}.pem"] = files(path)
+                for what, path in (("certificate", auth.certificateFile), ("key", auth.keyFile)):
+                    if not path:
+                        continue
+                    if resolve is None:
+                        conf[f"ssl.{what}.location"] = path
+                    else:
+                        conf[f"ssl.{what}.pem"] = resolve(SecretValue(file=path))
             else:
                 conf["security.protocol"] = "SASL_SSL" if self.tls is not None else "SASL_PLAINTEXT"
                 conf["sasl.mechanism"] = {"plain": "PLAIN", "scram-sha-256": "SCRAM-SHA-256",
                                           "scram-sha-512": "SCRAM-SHA-512"}[auth.type]
                 conf["sasl.username"] = auth.username or ""
                 if auth.password is not None:
-                    conf["sasl.password"] = auth.password.read(files, env)
+                    conf["sasl.password"] = auth.password.read() if resolve is None else resolve(auth.password)
         return conf
 
 

@@ -1,0 +1,199 @@
+"""The progress topic on the target: created compacted, and read back read_committed by ONE reader.
+
+`ProgressReader` fills a `ProgressState` (tombstones and resets as `state.py` says) in two ways:
+- `read_to_end()`: bounded, up to the end offsets seen when it starts (`read_progress`: a lane's resume map,
+  the operator's lag);
+- `poll()`: incremental, what was committed since the last call, until the topic goes quiet (`ProgressTail`:
+  the driver's live lag and checkpoints).
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+from .record import PROGRESS_TOPIC_CONFIG, ProgressRecord, decode_key
+from .state import OffsetMap, ProgressState
+
+
+def ensure_progress_topic(target_conf: dict[str, str], topic: str, partitions: int = 1,
+                          replication_factor: int = -1, timeout: float = 30.0) -> None:
+    """Create the compacted progress topic if missing; refuse one that exists but is not compacted."""
+    admin = AdminClient(target_conf)
+    md = admin.list_topics(timeout=timeout)
+    if topic not in md.topics:
+        fut = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor,
+                                            config=PROGRESS_TOPIC_CONFIG)], operation_timeout=timeout)[topic]
+        try:
+            fut.result(timeout=timeout)
+        except KafkaException as e:
+            if e.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+        return
+    res = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    cfg = admin.describe_configs([res])[res].result(timeout=timeout)
+    policy = cfg["cleanup.policy"].value or ""
+    if "compact" not in policy:
+        raise RuntimeError(f"progress topic {topic!r} exists with cleanup.policy={policy}; it must be compacted "
+                           "(cleanup.policy=compact) or progress would be deleted by retention")
+
+
+class ProgressReader:
+    """Reads the progress topic read_committed into `self.state`, for one source cluster (or all) and, if given,
+    only some (topic, partition)s of it."""
+
+    def __init__(self, target_conf: dict[str, str], topic: str, source_cluster: str | None = None,
+                 source_partitions: Iterable[tuple[str, int]] | None = None, purpose: str = "reader") -> None:
+        self.topic, self.source_cluster = topic, source_cluster
+        self.wanted = set(source_partitions) if source_partitions is not None else None
+        self.state = ProgressState()
+        self.consumer = Consumer({**target_conf, "group.id": f"sparkmirror-progress-{purpose}-{uuid.uuid4().hex[:8]}",
+                                  "enable.auto.commit": False, "isolation.level": "read_committed",
+                                  "enable.partition.eof": True, "auto.offset.reset": "earliest",
+                                  "fetch.max.bytes": 16 * 1024 * 1024})
+        self._assigned: set[int] = set()
+        self._missing = ""
+
+    # -- the one core: assignment, consuming, and what a message does to the state
+    def _partitions(self, timeout: float) -> list[int] | None:
+        """The topic's partitions, None while it does not exist (the first lane creates it)."""
+        t = self.consumer.list_topics(self.topic, timeout=timeout).topics.get(self.topic)
+        if t is None or t.error is not None:
+            self._missing = str(t.error) if t is not None else "missing"
+            return None
+        return sorted(t.partitions)
+
+    def _assign(self, partitions: Iterable[int]) -> bool:
+        new = [TopicPartition(self.topic, p, -2) for p in partitions if p not in self._assigned]  # -2: beginning
+        if new:
+            self.consumer.incremental_assign(new)
+            self._assigned.update(tp.partition for tp in new)
+        return bool(new)
+
+    def _apply(self, msg: Message) -> bool:
+        """One committed message into the state; True when it concerns a selected partition."""
+        if msg.value() is None:  # a tombstone: progress deliberately reset for this key
+            k = decode_key(msg.key())
+            if not self._selected(*k):
+                return False
+            self.state.reset(k)
+            return True
+        rec = ProgressRecord.decode(msg.key(), msg.value())
+        if not self._selected(*rec.source_partition):
+            return False
+        self.state.add(rec)
+        return True
+
+    def _selected(self, cluster: str, topic: str, partition: int) -> bool:
+        return (self.source_cluster is None or cluster == self.source_cluster) and \
+            (self.wanted is None or (topic, partition) in self.wanted)
+
+    def _consume(self, ends: dict[int, int] | None, timeout: float, first_wait: float) -> int:
+        """Apply committed messages; returns how many concerned selected partitions.
+
+        Bounded (`ends`): until every partition's position reached its end offset; messages at or past it are
+        left for the next read; TimeoutError after `timeout`. Following (no `ends`): until the topic goes quiet
+        (a consume brings nothing, or every partition is at its end) or `timeout` passes.
+        """
+        bounded = ends is not None
+        todo = set(ends) if bounded else set(self._assigned)  # partitions not known to be at their end
+        n, wait, deadline = 0, first_wait, time.monotonic() + timeout
+        while todo:
+            if time.monotonic() > deadline:
+                if not bounded:
+                    break
+                raise TimeoutError(f"reading progress topic {self.topic!r} did not reach its end in {timeout:.0f}s")
+            if bounded:
+                for tp in self.consumer.position([TopicPartition(self.topic, p) for p in todo]):
+                    if tp.offset >= ends[tp.partition]:
+                        todo.discard(tp.partition)
+                if not todo:
+                    break
+            msgs = self.consumer.consume(num_messages=10000, timeout=wait)
+            wait = 0.5 if bounded else 0.3
+            if not msgs and not bounded:
+                break  # caught up: nothing more committed right now
+            for msg in msgs:
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        todo.discard(msg.partition())
+                        continue
+                    raise KafkaException(err)
+                if bounded:
+                    if msg.offset() >= ends.get(msg.partition(), 0):
+                        continue  # committed after this read began: the next read sees it
+                else:
+                    todo.add(msg.partition())
+                n += self._apply(msg)
+        return n
+
+    # -- the two ways to read
+    def read_to_end(self, timeout: float = 60.0) -> ProgressState:
+        """Everything committed up to the end offsets seen now. Not "until EOF": while other lanes keep
+        committing small transactions, a read_committed consumer never gets PARTITION_EOF (the open transaction
+        always sits at the end); everything below the end offsets is decided once those transactions resolve.
+
+        RuntimeError when the topic does not exist (after waiting up to 15 s for a just-created one to appear).
+        """
+        deadline = time.monotonic() + min(timeout, 15.0)
+        while (parts := self._partitions(timeout)) is None and time.monotonic() <= deadline:
+            time.sleep(0.2)  # a just-created topic takes a moment to appear in metadata
+        if parts is None:
+            raise RuntimeError(f"progress topic {self.topic!r} not found on the target: {self._missing}")
+        ends = {}
+        for p in parts:
+            lo, hi = self.consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=timeout)
+            if hi > lo:
+                ends[p] = hi
+        if ends:
+            self._assign(ends)
+            self._consume(ends, timeout, 0.5)
+        return self.state
+
+    def poll(self, timeout: float = 10.0) -> int:
+        """Read what was committed since the last call until the topic goes quiet; returns records read."""
+        parts = self._partitions(timeout)
+        fresh = self._assign(parts or [])
+        if not self._assigned:
+            return 0
+        return self._consume(None, timeout, 2.0 if fresh else 0.3)
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def read_progress(target_conf: dict[str, str], topic: str, source_cluster: str | None = None,
+                  source_partitions: Iterable[tuple[str, int]] | None = None,
+                  timeout: float = 60.0) -> ProgressState:
+    """Read the progress topic read_committed up to its end into a ProgressState.
+
+    Call it only after `init_transactions()` of the lane that will use the result: that aborts the lane's own
+    open transaction, so what is read here cannot change under the lane any more. Filters by source cluster
+    and, if given, by (topic, partition).
+    """
+    reader = ProgressReader(target_conf, topic, source_cluster, source_partitions)
+    try:
+        return reader.read_to_end(timeout)
+    finally:
+        reader.close()
+
+
+class ProgressTail(ProgressReader):
+    """Follows the progress topic on the target and keeps the offset maps of one source (driver side)."""
+
+    def __init__(self, target_conf: dict[str, str], topic: str, source_cluster: str) -> None:
+        super().__init__(target_conf, topic, source_cluster, purpose="tail")
+
+    def maps(self) -> dict[tuple[str, int], OffsetMap]:
+        return {(t, p): m for (_c, t, p), m in self.state.maps.items()}
+
+    def latest(self) -> dict[tuple[str, int], ProgressRecord]:
+        return {(t, p): r for (_c, t, p), r in self.state.latest.items()}
+
+    def totals(self) -> dict[tuple[str, int], int]:
+        """Records mirrored per source partition, as read so far (since the partition's last reset)."""
+        return {(t, p): n for (_c, t, p), n in self.state.totals.items()}

@@ -1,0 +1,86 @@
+"""The progress record: one source partition's range committed by one transaction, and its topic's config.
+
+Format (versioned, JSON):
+  key   = JSON ["<source cluster alias>", "<source topic>", <partition>]    (compaction keeps the latest)
+  value = {"v": 1, "next": n, "src": [first, last], "tgt": [first, last], "tgtTopic": "...", "count": k,
+           "commitMs": t, "gen": worker generation, "fg": flow group, "mirror": "...", "lane": i}
+  a tombstone (null value) resets the key: the partition's progress starts over.
+Ranges are inclusive offsets; `count` is how many records the range held (ranges can contain gaps: source
+transaction markers, aborted records; target transaction markers). A range that wrote nothing (every record
+skipped) has count 0 and target range [-1, -1].
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+PROGRESS_FORMAT_VERSION = 1
+
+# Compacted, and compacted soon enough that reading it back at lane start stays cheap.
+PROGRESS_TOPIC_CONFIG = {
+    "cleanup.policy": "compact",
+    "segment.ms": str(10 * 60 * 1000),
+    "min.cleanable.dirty.ratio": "0.1",
+    "min.compaction.lag.ms": "0",
+    "delete.retention.ms": str(24 * 3600 * 1000),
+}
+
+SourcePartition = tuple[str, str, int]
+"""(source cluster alias, source topic, partition): what a progress key names."""
+
+
+def progress_key(source_cluster: str, topic: str, partition: int) -> bytes:
+    """Deterministic bytes, so compaction keeps exactly one latest value per source partition."""
+    return json.dumps([source_cluster, topic, partition], separators=(",", ":")).encode()
+
+
+def decode_key(key: bytes) -> SourcePartition:
+    cluster, topic, partition = json.loads(key)
+    return cluster, topic, int(partition)
+
+
+@dataclass(frozen=True)
+class ProgressRecord:
+    """What one transaction committed for one source partition."""
+
+    source_cluster: str
+    source_topic: str
+    partition: int
+    next_offset: int
+    source_first: int
+    source_last: int
+    target_topic: str
+    target_first: int
+    target_last: int
+    count: int
+    commit_ms: int
+    generation: int
+    flow_group: str = ""
+    mirror: str = ""
+    lane: int = -1
+
+    @property
+    def source_partition(self) -> SourcePartition:
+        return self.source_cluster, self.source_topic, self.partition
+
+    def key(self) -> bytes:
+        return progress_key(self.source_cluster, self.source_topic, self.partition)
+
+    def value(self) -> bytes:
+        return json.dumps({
+            "v": PROGRESS_FORMAT_VERSION, "next": self.next_offset,
+            "src": [self.source_first, self.source_last], "tgt": [self.target_first, self.target_last],
+            "tgtTopic": self.target_topic, "count": self.count, "commitMs": self.commit_ms,
+            "gen": self.generation, "fg": self.flow_group, "mirror": self.mirror, "lane": self.lane,
+        }, separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, key: bytes, value: bytes) -> "ProgressRecord":
+        cluster, topic, partition = decode_key(key)
+        v = json.loads(value)
+        if v.get("v") != PROGRESS_FORMAT_VERSION:
+            raise ValueError(f"progress record for {cluster}/{topic}/{partition} has format version "
+                             f"{v.get('v')!r}; this job reads version {PROGRESS_FORMAT_VERSION}")
+        return cls(cluster, topic, partition, int(v["next"]), int(v["src"][0]), int(v["src"][1]),
+                   v["tgtTopic"], int(v["tgt"][0]), int(v["tgt"][1]), int(v["count"]), int(v["commitMs"]),
+                   int(v["gen"]), v.get("fg", ""), v.get("mirror", ""), int(v.get("lane", -1)))

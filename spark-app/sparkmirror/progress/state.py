@@ -1,0 +1,98 @@
+"""Progress read back: the latest record and the dense offset map of each source partition.
+
+`ProgressState` is what both readers (`reader.py`) fill, by the same two rules:
+- a tombstone resets its key: latest record, history and total are dropped;
+- a record whose source range starts *before* the last one held for its key also resets it first (the
+  progress topic or the source topic was recreated and mirroring started over): only the new history counts.
+History is bounded: at most `MAX_HISTORY` records per source partition, the oldest dropped first (compaction
+drops old values on the broker too).
+
+`OffsetMap.translate` is the one offset translation (consumer-group checkpoints use it).
+"""
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .record import ProgressRecord, SourcePartition
+
+MAX_HISTORY = 200_000  # progress records kept per source partition (oldest dropped first)
+
+Inside = Callable[[ProgressRecord, int], "int | None"]
+"""inside(range, o): how many records of `range` the copier wrote for source offsets below `o` (None: unknown)."""
+
+
+@dataclass
+class OffsetMap:
+    """Source range -> target range history of one source partition, in commit order."""
+
+    records: list[ProgressRecord] = field(default_factory=list)
+
+    def translate(self, offset: int, inside: Inside | None = None) -> int | None:
+        """The target offset a consumer at source `offset` (next to read) continues from, exactly.
+
+        At range boundaries and in gap-free ranges this is arithmetic. Past a range, or in a range that wrote
+        nothing (every record skipped, e.g. loops filtered by the identity policy), it is the offset after the
+        last record the target got. In a range with gaps on the source side (aborted records, transaction
+        markers, records filtered as loops) the position inside the range is `target_first + inside(range,
+        offset)`; the copier writes each range in one transaction, so its target offsets are consecutive.
+        Without `inside`, or if it cannot tell, the range's first target offset (a few records repeated, none
+        skipped). None when `offset` is older than the history held, or nothing was written yet.
+        """
+        i = bisect_right(self.records, offset, key=lambda r: r.source_first) - 1
+        if i < 0:
+            return None
+        r = self.records[i]
+        if offset > r.source_last or r.count == 0:
+            return self._target_next(i)
+        if offset == r.source_first:
+            return r.target_first
+        if r.source_last - r.source_first + 1 == r.count == r.target_last - r.target_first + 1:
+            return r.target_first + (offset - r.source_first)
+        if inside is not None and r.target_last - r.target_first + 1 == r.count:
+            n = inside(r, offset)
+            if n is not None and 0 <= n <= r.count:
+                return r.target_first + n
+        return r.target_first
+
+    def _target_next(self, i: int) -> int | None:
+        """The target offset after the last record written by ranges up to `i` (None: none wrote any yet)."""
+        for r in reversed(self.records[: i + 1]):
+            if r.count > 0 and r.target_last >= 0:
+                return r.target_last + 1
+        return None
+
+
+@dataclass
+class ProgressState:
+    """The progress topic read back: latest record, offset map and records mirrored per source partition."""
+
+    latest: dict[SourcePartition, ProgressRecord] = field(default_factory=dict)
+    maps: dict[SourcePartition, OffsetMap] = field(default_factory=dict)
+    totals: dict[SourcePartition, int] = field(default_factory=dict)  # records mirrored since the last reset
+    max_history: int = MAX_HISTORY
+
+    def add(self, rec: ProgressRecord) -> None:
+        k = rec.source_partition
+        m = self.maps.get(k)
+        if m is not None and m.records and rec.source_first < m.records[-1].source_first:
+            self.reset(k)  # progress went backwards: mirroring started over, keep the new history only
+            m = None
+        if m is None:
+            m = self.maps[k] = OffsetMap()
+        m.records.append(rec)
+        if len(m.records) > self.max_history:
+            del m.records[: len(m.records) - self.max_history]
+        self.latest[k] = rec
+        self.totals[k] = self.totals.get(k, 0) + rec.count
+
+    def reset(self, k: SourcePartition) -> None:
+        """A tombstone (progress deliberately reset) or a restart: forget everything about the partition."""
+        self.latest.pop(k, None)
+        self.maps.pop(k, None)
+        self.totals.pop(k, None)
+
+    def resume_offsets(self, source_cluster: str) -> dict[tuple[str, int], int]:
+        """(topic, partition) -> next source offset to copy, for one source cluster."""
+        return {(t, p): r.next_offset for (c, t, p), r in self.latest.items() if c == source_cluster}
