@@ -147,7 +147,6 @@ class Driver:
         self.spark = None
         self.queries: list = []
         self.services: list = []
-        self.started_at: float | None = None
         # once this file exists no new epoch is planned: stop() lets running epochs commit instead of interrupting
         self.drain_file = str(Path(tempfile.mkdtemp(prefix="sparkmirror-drain-")) / "drain")
 
@@ -158,7 +157,6 @@ class Driver:
     def start(self) -> "Driver":
         from .metrics import DriverServices
 
-        self.started_at = time.monotonic()
         for cfg in self.configs:
             self.services.append(DriverServices(cfg, stats=self.stats_snapshot, bind=self.metrics_bind).start())
         self.spark = spark_session(self.configs[0], self.master, self.spark_conf)
