@@ -4,6 +4,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -92,11 +93,16 @@ def read_topic(bootstrap: str, topic: str, timeout: float = 60.0, isolation: str
 
 
 def count_records(bootstrap: str, topic: str, timeout: float = 60.0) -> int:
-    """How many records a read_committed consumer reads to the end; 0 while the topic does not exist."""
+    """How many records a read_committed consumer reads to the end; 0 while the topic does not exist or has no
+    leader yet."""
     try:
         return sum(1 for _ in iter_records(bootstrap, topic, timeout))
     except KeyError:
         return 0
+    except KafkaException as e:  # a just-created topic without a leader yet: nothing readable so far
+        if e.args and e.args[0].retriable() or e.args[0].code() == KafkaError.NOT_LEADER_FOR_PARTITION:
+            return 0
+        raise
 
 
 def produce_numbered(bootstrap: str, topic: str, partitions: int, start: int, count: int,
@@ -109,3 +115,64 @@ def produce_numbered(bootstrap: str, topic: str, partitions: int, start: int, co
         if seq % 1000 == 0:
             p.poll(0)
     assert p.flush(60) == 0
+
+
+class NumberedProducer(threading.Thread):
+    """Writes b'<partition>:<seq>' to every partition of `topic` (`partitions` of them), `rate` sequences per
+    second, until stopped; `sent` is then the number of sequences every partition got."""
+
+    def __init__(self, bootstrap: str, topic: str, rate: float = 200.0, partitions: int = 3) -> None:
+        super().__init__(daemon=True)
+        self.bootstrap, self.topic, self.rate, self.partitions = bootstrap, topic, rate, partitions
+        self.sent = 0
+        self.errors: list = []
+        self._stop_evt = threading.Event()
+
+    def run(self) -> None:
+        p = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "linger.ms": 5,
+                      "compression.type": "lz4"})
+        seq = 0
+        while not self._stop_evt.is_set():
+            for part in range(self.partitions):
+                p.produce(self.topic, key=str(seq).encode(), value=f"{part}:{seq}".encode(), partition=part,
+                          on_delivery=lambda err, _m: err and self.errors.append(err))
+            seq += 1
+            if seq % 20 == 0:
+                p.poll(0)
+                time.sleep(20 / self.rate)
+        assert p.flush(60) == 0
+        self.sent = seq
+
+    def stop(self) -> int:
+        self._stop_evt.set()
+        self.join(90)
+        assert not self.errors, self.errors[:3]
+        return self.sent
+
+
+def numbered_counts(bootstrap: str, topic: str, partitions: int, sent: int) -> tuple[int, int]:
+    """(missing, duplicated) sequence numbers over every partition of a topic written by NumberedProducer."""
+    got = read_topic(bootstrap, topic)
+    missing = dup = 0
+    for part in range(partitions):
+        seqs = [int(r.value.decode().split(":")[1]) for r in got.get(part, [])]
+        missing += len(set(range(sent)) - set(seqs))
+        dup += len(seqs) - len(set(seqs))
+    return missing, dup
+
+
+def check_numbered(bootstrap: str, topic: str, partitions: int, sent: int, exactly_once: bool = True) -> None:
+    """Every sequence 0..sent-1 on every partition, in order; exactly once (or, at-least-once, none missing)."""
+    got = read_topic(bootstrap, topic)
+    for part in range(partitions):
+        recs = got.get(part, [])
+        seqs = [int(r.value.decode().split(":")[1]) for r in recs]
+        assert all(r.value.decode().startswith(f"{part}:") for r in recs), f"partition {part} mixed up"
+        if exactly_once:
+            dupes = len(seqs) - len(set(seqs))
+            assert seqs == list(range(sent)), (f"{topic} partition {part}: {len(seqs)} records for {sent} sequences, "
+                                              f"{dupes} duplicates, missing {sorted(set(range(sent)) - set(seqs))[:10]}")
+        else:
+            assert set(seqs) == set(range(sent)), f"partition {part}: missing {sorted(set(range(sent)) - set(seqs))[:10]}"
+            first_seen = list(dict.fromkeys(seqs))
+            assert first_seen == list(range(sent)), f"partition {part}: out of order"

@@ -91,12 +91,43 @@ def _write_status(api: KubeApi, body: Any, status: dict[str, Any]) -> bool:
         raise
 
 
+def _upgrading(status: dict[str, Any] | None) -> bool:
+    return any(c.get("type") == "Upgrading" and c.get("status") == "True"
+               for c in (status or {}).get("conditions") or [])
+
+
 @kopf.timer(GROUP, VERSION, PLURAL, interval=STATUS_INTERVAL, initial_delay=1.0, sharp=False)
 def refresh_status(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    """Periodic status: application states and lag from Kafka (no apply)."""
-    result = memo.reconciler.reconcile(dict(body), apply=False, with_lag=True)
+    """Periodic status: application states and lag from Kafka. Applies only while a handoff is under way (its
+    timeouts are decided here when no Lease or application event comes)."""
+    upgrading = _upgrading(body.get("status"))
+    result = memo.reconciler.reconcile(dict(body), apply=upgrading, with_lag=True)
     if _write_status(memo.reconciler.api, body, result.status):
+        if upgrading:
+            for ev in result.events:
+                kopf.event(body, type=ev.type, reason=ev.reason, message=ev.message[:1000])
         _announce(body, body.get("status"), result.status)
+
+
+@kopf.on.event("coordination.k8s.io", "v1", "leases", labels={LABEL_MANAGED_BY: FIELD_MANAGER})
+def lease_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    """A worker generation reported on its flow group's Lease (ready, took over): the handoff moves on now."""
+    meta = body.get("metadata", {})
+    owner = (meta.get("labels") or {}).get(LABEL_RESOURCE)
+    namespace = meta.get("namespace")
+    if not owner or not namespace or "reconciler" not in memo:
+        return
+    api: KubeApi = memo.reconciler.api
+    for _attempt in range(3):
+        kmm2 = api.get(KIND, namespace, owner)
+        if kmm2 is None or kmm2["metadata"].get("deletionTimestamp") or not _upgrading(kmm2.get("status")):
+            return
+        result = memo.reconciler.reconcile(kmm2, apply=True)
+        if _write_status(api, kmm2, result.status):
+            for ev in result.events:
+                kopf.event(kmm2, type=ev.type, reason=ev.reason, message=ev.message[:1000])
+            _announce(kmm2, kmm2.get("status"), result.status)
+            return
 
 
 @kopf.on.event("sparkoperator.k8s.io", "v1beta2", "sparkapplications",

@@ -147,7 +147,7 @@ def group_lag(cfg: FlowGroupConfig, read: SecretReader, env_refs: dict[str, tupl
         except KafkaException as e:
             raise LagError(f"{target}: {e.args[0] if e.args else e}") from None
         try:
-            state = read_progress(target_conf, cfg.progressTopic, timeout=timeout)
+            state = read_progress(target_conf, cfg.progressTopic, timeout=timeout, resource=cfg.resource)
         except RuntimeError:  # progress topic not created yet: nothing committed
             state = None
         except (KafkaException, TimeoutError) as e:

@@ -15,7 +15,8 @@ from kubernetes import client
 from sparkmirror.resource.plan import Plan, env_name, plan
 from .kubeapi import OWNED_KINDS, KubeApi
 from .lag import SECRET_REF_ROOT, GroupLag, group_lag
-from .render import LABEL_FLOW_GROUP, LABEL_RESOURCE, Settings, render
+from .render import CONFIG_KEY, LABEL_COMPONENT, LABEL_FLOW_GROUP, LABEL_GENERATION, LABEL_RESOURCE, Settings, render
+from .rollout import Observed, Worker
 from .status import Problem, build_status
 
 log = logging.getLogger(__name__)
@@ -77,9 +78,28 @@ class Reconciler:
         self.lag_timeout = lag_timeout
 
     # ---- observing ------------------------------------------------------------------------------------
-    def applications(self, namespace: str, name: str) -> dict[str, dict[str, Any]]:
-        apps = self.api.list("SparkApplication", namespace, f"{LABEL_RESOURCE}={name}")
-        return {a["metadata"]["labels"].get(LABEL_FLOW_GROUP, ""): a for a in apps}
+    def observe(self, namespace: str, name: str) -> Observed:
+        """The worker generations of a resource: one ConfigMap per generation (what it runs), its application,
+        and each flow group's Lease (which generation copies)."""
+        from sparkmirror.resource.flowgroup import FlowGroupConfig
+
+        obs = Observed()
+        for cm in self.api.list("ConfigMap", namespace, f"{LABEL_RESOURCE}={name},{LABEL_COMPONENT}=flow-group"):
+            try:
+                cfg = FlowGroupConfig.from_yaml((cm.get("data") or {})[CONFIG_KEY])
+            except (KeyError, ValueError) as e:  # not ours to run; the next apply rewrites it
+                log.warning("%s/%s: ConfigMap %s is not a flow-group config: %s", namespace, name,
+                            cm["metadata"]["name"], str(e).splitlines()[0])
+                continue
+            obs.workers.setdefault(cfg.name, {})[cfg.worker.generation] = Worker(cfg)
+        for app in self.api.list("SparkApplication", namespace, f"{LABEL_RESOURCE}={name}"):
+            labels = app["metadata"].get("labels") or {}
+            worker = obs.workers.get(labels.get(LABEL_FLOW_GROUP, ""), {}).get(int(labels.get(LABEL_GENERATION, 1)))
+            if worker is not None:
+                worker.app = app
+        for lease in self.api.list("Lease", namespace, f"{LABEL_RESOURCE}={name}"):
+            obs.leases[(lease["metadata"].get("labels") or {}).get(LABEL_FLOW_GROUP, "")] = lease
+        return obs
 
     def secret_problems(self, p: Plan, secrets: SecretCache) -> list[Problem]:
         out = []
@@ -110,7 +130,10 @@ class Reconciler:
         meta = body["metadata"]
         namespace, name = meta["namespace"], meta["name"]
         secrets = SecretCache(self.api, namespace)
-        rendered = render(body, self.settings, secret_keys=secrets.keys)
+        observed = self.observe(namespace, name)
+        old_status = body.get("status") or {}
+        rendered = render(body, self.settings, secret_keys=secrets.keys, observed=observed,
+                          rolled_back=old_status.get("rollback"))
         p = rendered.plan
         result = Result(status={})
         problems: list[Problem] = []
@@ -132,12 +155,24 @@ class Reconciler:
             for g, lag in lags.items():
                 if lag.error and lag.reason != "SecretMissing":
                     problems.append(Problem(lag.reason or "LagUnknown", lag.error))
-        apps = self.applications(namespace, name) if not p.errors else {}
+        rollout = rendered.rollout
+        if apply and rollout is not None:
+            for h in rollout.handoffs:
+                result.events.append(Event("Normal", "HandedOver", f"generation {h['toGeneration']} "
+                                           f"({', '.join(h['toFlowGroups'])}) took over from generation "
+                                           f"{h['fromGeneration']} in {h['takeoverMs']} ms"))
+            if rollout.rollback and rollout.rollback != old_status.get("rollback"):
+                result.events.append(Event("Warning", "RolledBack", rollout.rollback["reason"]))
+        apps: dict[str, dict[str, Any] | None] = {}
+        if rollout is not None:
+            for g, cfg in rollout.running.items():
+                worker = observed.workers.get(g, {}).get(cfg.worker.generation)
+                apps[g] = worker.app if worker is not None else None
         # a refresh without apply has not acted on a newer spec yet: it keeps the generation last acted on
         old_generation = (body.get("status") or {}).get("observedGeneration")
         generation = meta.get("generation") if apply or old_generation is None else old_generation
         result.status = build_status(name=name, generation=generation, plan=p, apps=apps, lags=lags,
-                                     problems=problems, old=body.get("status"))
+                                     problems=problems, old=body.get("status"), rollout=rollout)
         return result
 
     def _apply(self, body: dict[str, Any], objects: list[dict[str, Any]], result: Result) -> None:

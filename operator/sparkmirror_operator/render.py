@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,7 +23,10 @@ from sparkmirror.resource.flowgroup import FlowGroupConfig
 
 from sparkmirror.resource.plan import SECRET_MOUNT_ROOT, Plan, SecretRef, env_name, plan
 from sparkmirror.resource.model import API_VERSION, KIND, KafkaMirrorMaker2
-from sparkmirror.resource.names import application_name, config_map_name, lease_name, rbac_name, short_name
+from sparkmirror.resource.names import (LEASE_HOLDER, LEASE_TRANSACTIONAL_IDS, application_name, config_map_name,
+                                        lease_name, rbac_name, short_name, transactional_ids)
+
+from .rollout import ANNOTATION_MOVED_AT, ANNOTATION_RESTART, Observed, Plan as Rollout, plan_rollout
 
 CONFIG_MOUNT = "/etc/sparkmirror/flowgroup"
 CONFIG_KEY = "flowgroup.yaml"
@@ -68,6 +72,7 @@ class Settings:
 class Rendered:
     plan: Plan
     objects: list[dict[str, Any]] = field(default_factory=list)
+    rollout: Rollout | None = None
 
 
 @dataclass(frozen=True)
@@ -153,8 +158,9 @@ def render_spark_application(ctx: GroupContext) -> list[dict[str, Any]]:
     kmm2, spark = ctx.kmm2, ctx.kmm2.spec.spark
     group = next((g for g in kmm2.spec.flowGroups or [] if g.name == ctx.config.name), None)
     executor = group.executor if group is not None and group.executor is not None else spark.executor
-    name = application_name(kmm2.name, ctx.config.name)
-    cm = config_map_name(kmm2.name, ctx.config.name)
+    gen = ctx.config.worker.generation
+    name = application_name(kmm2.name, ctx.config.name, gen)
+    cm = config_map_name(kmm2.name, ctx.config.name, gen)
     volumes, secret_mounts, env = _secret_mounts(ctx)
     volumes = [{"name": "flowgroup", "configMap": {"name": cm}}, *volumes]
     mounts = [{"name": "flowgroup", "mountPath": CONFIG_MOUNT, "readOnly": True}, *secret_mounts]
@@ -246,41 +252,73 @@ def render_rbac(kmm2: KafkaMirrorMaker2, leases: list[str], config_maps: list[st
     ]
 
 
-def render_lease(kmm2: KafkaMirrorMaker2, cfg: FlowGroupConfig, holder: str, settings: Settings) -> dict[str, Any]:
+def render_lease(kmm2: KafkaMirrorMaker2, group: str, holder: FlowGroupConfig | None, moved_at: str | None,
+                 settings: Settings) -> dict[str, Any]:
+    """The flow group's Lease: which worker generation may copy (none yet: a standby waits), since when, and the
+    transactional ids that generation's lanes hold (what a later generation fences)."""
+    annotations: dict[str, str] = {}
+    spec: dict[str, Any] = {"leaseDurationSeconds": settings.lease_duration_seconds}
+    if holder is not None:
+        gen = holder.worker.generation
+        annotations[LEASE_HOLDER] = str(gen)
+        annotations[LEASE_TRANSACTIONAL_IDS] = json.dumps(
+            transactional_ids(holder.resource, holder.name, holder.lane_routes()), separators=(",", ":"))
+        spec["holderIdentity"] = application_name(kmm2.name, holder.name, gen)
+    if moved_at:
+        annotations[ANNOTATION_MOVED_AT] = moved_at
     return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-            "metadata": _meta(kmm2, lease_name(kmm2.name, cfg.name), _labels(kmm2, "lease", cfg.name)),
-            "spec": {"holderIdentity": holder, "leaseDurationSeconds": settings.lease_duration_seconds}}
+            "metadata": _meta(kmm2, lease_name(kmm2.name, group), _labels(kmm2, "lease", group),
+                              annotations=annotations),
+            "spec": spec}
 
 
 def render(resource: dict[str, Any] | KafkaMirrorMaker2, settings: Settings | None = None, *,
-           secret_keys: Callable[[str], list[str] | None] | None = None) -> Rendered:
+           secret_keys: Callable[[str], list[str] | None] | None = None, observed: Observed | None = None,
+           now_ms: int | None = None, rolled_back: dict[str, Any] | None = None) -> Rendered:
     """All desired objects of a resource. With errors in `rendered.plan.errors`, no objects are rendered;
-    with `spec.state: stopped`, no applications are (ConfigMaps, Leases and RBAC stay, so a restart resumes)."""
+    with `spec.state: stopped`, no applications are (ConfigMaps, Leases and RBAC stay, so a restart resumes).
+
+    `observed` (the resource's ConfigMaps, applications and Leases): which worker generations run, and the
+    handoff in progress (rollout.py). Without it, every flow group renders as a first generation."""
+    import time
+
     settings = settings or Settings()
     p = plan(resource, secrets=settings.secrets, secret_root=SECRET_MOUNT_ROOT, secret_keys=secret_keys)
     out = Rendered(plan=p)
     if p.errors or p.resource is None:
         return out
     kmm2 = p.resource
+    desired = [cfg.model_copy(update={"metricsPort": settings.metrics_port}) for cfg in p.groups]
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    rollout = plan_rollout(desired, observed or Observed(), kmm2.spec.upgrade, now_ms=now_ms,
+                           restart=kmm2.metadata.annotations.get(ANNOTATION_RESTART, ""), rolled_back=rolled_back,
+                           state=kmm2.spec.state)
+    out.rollout = rollout
     leases, cms = [], []
-    for cfg in p.groups:
-        cfg = cfg.model_copy(update={"metricsPort": settings.metrics_port})
+    for cfg in rollout.workers:
         text = cfg.to_yaml()
         digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-        labels = _labels(kmm2, "flow-group", cfg.name)
-        cm_name = config_map_name(kmm2.name, cfg.name)
+        labels = {**_labels(kmm2, "flow-group", cfg.name), LABEL_GENERATION: str(cfg.worker.generation)}
+        cm_name = config_map_name(kmm2.name, cfg.name, cfg.worker.generation)
         out.objects.append({"apiVersion": "v1", "kind": "ConfigMap",
                             "metadata": _meta(kmm2, cm_name, labels,
                                               annotations={ANNOTATION_CONFIG_HASH: digest}),
                             "data": {CONFIG_KEY: text}})
-        app = application_name(kmm2.name, cfg.name)
-        out.objects.append(render_lease(kmm2, cfg, f"{app}/{cfg.worker.generation}", settings))
-        leases.append(lease_name(kmm2.name, cfg.name))
         cms.append(cm_name)
         if kmm2.spec.state != "stopped":
             secrets = _group_secrets(p, text)
-            out.objects += render_application(GroupContext(kmm2, cfg, digest, secrets, settings, labels,
+            out.objects += render_application(GroupContext(kmm2, cfg, digest, secrets, settings,
+                                                           _labels(kmm2, "flow-group", cfg.name),
                                                            owner_reference(kmm2)))
+    by_gen = {(c.name, c.worker.generation): c for c in rollout.workers}
+    for group, gen in sorted(rollout.holders.items()):
+        holder = None if gen is None else by_gen.get((group, gen)) or next(
+            (c for c in rollout.workers if c.worker.generation == gen), None)
+        moved_at = str(now_ms) if group in rollout.moved else \
+            (observed.annotation(group, ANNOTATION_MOVED_AT) if observed is not None else None)
+        # a group a split or merge superseded: its Lease names the later generation (of another group)
+        out.objects.append(render_lease(kmm2, group, holder, moved_at, settings))
+        leases.append(lease_name(kmm2.name, group))
     out.objects = copy.deepcopy(render_rbac(kmm2, leases, cms) + out.objects)  # no shared sub-dicts
     return out
 

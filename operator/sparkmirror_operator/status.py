@@ -2,7 +2,8 @@
 
 Conditions: Ready (mirroring as specified), Progressing (applications starting or changing), Degraded
 (something is wrong: invalid spec, missing Secret, unreachable cluster, no topics, failed application),
-each with a reason and a message naming the field or object.
+Upgrading (a worker-generation handoff in progress, or the last one rolled back), each with a reason and a
+message naming the field or object.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 
 from sparkmirror.resource.plan import Plan
 from .lag import GroupLag
+from .rollout import MAX_HANDOFFS, Plan as Rollout
 from sparkmirror.resource.model import KafkaMirrorMaker2Status
 from sparkmirror.resource.names import application_name
 
@@ -46,9 +48,14 @@ def _condition(old: dict[str, dict], type_: str, status: bool, reason: str, mess
             "observedGeneration": generation}
 
 
+def shown_version(version: str) -> str:
+    """The version a user set (a restart token rides behind `+restart.`)."""
+    return version.split("+restart.", 1)[0]
+
+
 def build_status(*, name: str, generation: int | None, plan: Plan, apps: dict[str, dict[str, Any] | None],
                  lags: dict[str, GroupLag] | None, problems: list[Problem], old: dict[str, Any] | None,
-                 now: str | None = None) -> dict[str, Any]:
+                 now: str | None = None, rollout: Rollout | None = None) -> dict[str, Any]:
     """The whole status. lags None keeps the lag figures of the old status (a refresh without Kafka)."""
     now = now or now_rfc3339()
     old = old or {}
@@ -61,10 +68,12 @@ def build_status(*, name: str, generation: int | None, plan: Plan, apps: dict[st
     for cfg in plan.groups:
         app = apps.get(cfg.name)
         state = spark_state(app)
+        runs = rollout.running.get(cfg.name) if rollout is not None else None
+        worker = (runs or cfg).worker
         g: dict[str, Any] = {"name": cfg.name, "mirrors": plan.group_mirrors.get(cfg.name, []),
-                             "workerGeneration": cfg.worker.generation, "version": cfg.worker.version}
+                             "workerGeneration": worker.generation, "version": shown_version(worker.version)}
         if desired != "stopped":
-            g["application"] = application_name(name, cfg.name)
+            g["application"] = application_name(name, cfg.name, worker.generation)
         if state:
             g["sparkState"] = state
         lag = lags.get(cfg.name) if lags is not None else None
@@ -96,8 +105,15 @@ def build_status(*, name: str, generation: int | None, plan: Plan, apps: dict[st
     status: dict[str, Any] = {"observedGeneration": generation, "flowGroups": groups,
                               "flowGroupsReady": f"{len(running)}/{len(plan.groups)}",
                               "notApplicable": plan.not_applicable, "unsupported": plan.unsupported}
-    if spec is not None and spec.version:
+    versions = sorted({g["version"] for g in groups if g.get("version")})
+    if rollout is not None and versions:
+        status["version"] = ", ".join(versions)  # what runs; two while a handoff is under way
+    elif spec is not None and spec.version:
         status["version"] = spec.version
+    if rollout is not None:
+        status["handoffs"] = ([*(old.get("handoffs") or []), *rollout.handoffs])[-MAX_HANDOFFS:]
+        if rollout.rollback:
+            status["rollback"] = rollout.rollback
     lag_values = [g["lag"] for g in groups if "lag" in g]
     status["lag"] = sum(lag_values) if groups and len(lag_values) == len(groups) else None
 
@@ -110,6 +126,8 @@ def build_status(*, name: str, generation: int | None, plan: Plan, apps: dict[st
         status["flowGroupsReady"] = None
     else:
         all_problems = list(problems) + [Problem("ApplicationFailed", g["message"]) for g in failed]
+        if rollout is not None:
+            all_problems += [Problem("HandoffStalled", m) for m in rollout.problems]
         if all_problems:
             reasons = sorted({p.reason for p in all_problems})
             degraded = _condition(old_conds, "Degraded", True, reasons[0] if len(reasons) == 1 else "Multiple",
@@ -141,10 +159,21 @@ def build_status(*, name: str, generation: int | None, plan: Plan, apps: dict[st
                                      ("starting " + ", ".join(g["name"] for g in starting)) if starting
                                      else "all flow groups applied", generation, now)
         conds += [ready, progressing, degraded]
+        if rollout is not None:
+            conds.append(_upgrading(old_conds, rollout, generation, now))
     status["conditions"] = conds
     # the status model is the schema: validate what we write
     KafkaMirrorMaker2Status.model_validate({k: v for k, v in status.items() if v is not None})
     return status
+
+
+def _upgrading(old_conds: dict[str, dict], rollout: Rollout, generation: int | None, now: str) -> dict[str, Any]:
+    if rollout.upgrading:
+        return _condition(old_conds, "Upgrading", True, "HandingOver", "; ".join(rollout.upgrading), generation, now)
+    if rollout.rollback and rollout.held_back:
+        return _condition(old_conds, "Upgrading", False, "RolledBack", rollout.rollback["reason"], generation, now)
+    return _condition(old_conds, "Upgrading", False, "UpToDate", "every flow group runs its latest generation",
+                      generation, now)
 
 
 def transitions(old: dict[str, Any] | None, new: dict[str, Any]) -> list[tuple[str, str, str]]:

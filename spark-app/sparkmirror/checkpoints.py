@@ -178,7 +178,8 @@ class CheckpointEmitter:
         self.target_admin = AdminClient(target_conf)
         self.producer = Producer({**target_conf, "enable.idempotence": True, "linger.ms": 5})
         self._own_tail = tail is None
-        self.tail = ProgressTail(target_conf, config.progressTopic, mirror.source) if tail is None else tail
+        self.tail = ProgressTail(target_conf, config.progressTopic, mirror.source, resource=config.resource) \
+            if tail is None else tail
         stamper = RecordStamper.of(self.policy, mirror.source, mirror.target)
         self.counter = SourceCounter(config.cluster(mirror.source).client_config(),
                                      stamper if stamper.uses_provenance else None, timeout)

@@ -124,6 +124,7 @@ class MirrorStreamReader(DataSourceStreamReader):
         self.config_json = options["config"]
         self.mirror_name = options["mirror"]
         self.drain_file = options.get("drainFile") or ""
+        self.go_file = options.get("goFile") or ""
         self._sync = None
         self._routes: list[tuple[str, str, int]] | None = None
         self._synced_at = float("-inf")
@@ -131,6 +132,7 @@ class MirrorStreamReader(DataSourceStreamReader):
 
     def __getstate__(self) -> dict:
         return {"config_json": self.config_json, "mirror_name": self.mirror_name, "drain_file": self.drain_file,
+                "go_file": self.go_file,
                 "_sync": None,
                 "_routes": self._routes, "_synced_at": float("-inf"), "_last_epoch": self._last_epoch}
 
@@ -162,6 +164,10 @@ class MirrorStreamReader(DataSourceStreamReader):
     def latestOffset(self) -> dict:
         if self.drain_file and os.path.exists(self.drain_file):
             # draining for a clean stop: plan no new epoch, so the running one ends and commits normally
+            return {"epoch": self._last_epoch}
+        if self.go_file and not os.path.exists(self.go_file):
+            # standby (a worker generation that has not taken over yet): topics synced, no epoch planned
+            self.refresh_routes()
             return {"epoch": self._last_epoch}
         self.refresh_routes()
         self._last_epoch = max(self._last_epoch + 1, int(time.time() * 1000))

@@ -15,6 +15,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .resource.flowgroup import FlowGroupConfig
@@ -54,15 +55,18 @@ def spark_session(config: FlowGroupConfig, master: str | None = None, extra: dic
 
 
 def start_queries(spark, config: FlowGroupConfig, stats: dict[str, MirrorStats], checkpoint_root: str | None = None,
-                  drain_file: str | None = None) -> list:
-    """One streaming query per mirror, named after it; their summaries feed `stats[mirror name]`.
+                  drain_file: str | None = None, go_file: str | None = None) -> list:
+    """One streaming query per mirror, named `<flow group>/<mirror>` (and `@g<generation>` after the first);
+    their summaries feed `stats[mirror name]`, so a mirror's figures carry on across worker generations.
 
     `drain_file`: once that file exists no new epoch is planned, so `drain()` can stop the queries after the
-    running epoch committed instead of interrupting lanes inside a transaction.
+    running epoch committed instead of interrupting lanes inside a transaction. `go_file`: no epoch is planned
+    before that file exists (a standby generation: queries up, topics synced, not copying).
     """
     from .datasource import FORMAT
 
     root = checkpoint_root or config.checkpointDir or tempfile.mkdtemp(prefix=f"sparkmirror-{config.name}-")
+    gen = config.worker.generation
     queries = []
     for mirror in config.mirrors:
         mstats = stats.setdefault(mirror.name, MirrorStats(mirror.name))
@@ -85,10 +89,23 @@ def start_queries(spark, config: FlowGroupConfig, stats: dict[str, MirrorStats],
                   .option("mirror", mirror.name))
         if drain_file:
             reader = reader.option("drainFile", drain_file)
-        q = (_observed(reader.load()).writeStream.queryName(mirror.name).foreachBatch(sink)
-             .option("checkpointLocation", str(Path(root) / config.name / mirror.name)).start())
+        if go_file:
+            reader = reader.option("goFile", go_file)
+        checkpoint = Path(root) / config.name / (mirror.name if gen == 1 else f"{mirror.name}@g{gen}")
+        q = (_observed(reader.load()).writeStream.queryName(query_name(config.name, mirror.name, gen))
+             .foreachBatch(sink)
+             .option("checkpointLocation", str(checkpoint)).start())
         queries.append(q)
     return queries
+
+
+def query_name(flow_group: str, mirror: str, generation: int) -> str:
+    """Unique among a session's active queries, also while two generations or split flow groups run a mirror."""
+    return f"{flow_group}/{mirror}" + (f"@g{generation}" if generation > 1 else "")
+
+
+def mirror_of(query_name: str) -> str:
+    return query_name.split("/", 1)[-1].rsplit("@g", 1)[0]
 
 
 def _observed(df):
@@ -103,11 +120,12 @@ def _observed(df):
                       F.sum(F.col("fenced").cast("int")).alias("fenced"))
 
 
-def drain(queries: list, drain_file: str | None, timeout: float, settle: float = 1.0) -> None:
+def drain(queries: list, drain_files: list[str], timeout: float, settle: float = 1.0) -> None:
     """Stop cleanly: no new epochs, wait (up to `timeout`) for running epochs to commit, then `settle` seconds
     for lanes copying between epochs to end their transactions, then stop."""
-    if drain_file:
-        Path(drain_file).touch()
+    if drain_files:
+        for f in drain_files:
+            Path(f).touch()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and any(
                 q.isActive and (q.status.get("isTriggerActive") or q.status.get("isDataAvailable"))
@@ -115,11 +133,7 @@ def drain(queries: list, drain_file: str | None, timeout: float, settle: float =
             time.sleep(0.5)
         time.sleep(settle)
     for q in queries:
-        try:
-            if q.isActive:
-                q.stop()
-        except Exception as e:  # noqa: BLE001 - stopping anyway; lanes resume from the progress topic
-            log.warning("stopping query %s: %s", q.name, str(e).splitlines()[0] if str(e) else e)
+        _stop_query(q)
 
 
 def root_message(text: str) -> str:
@@ -130,48 +144,176 @@ def root_message(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else text
 
 
+@dataclass
+class FlowGroupRun:
+    """One flow group's worker generation in this driver: its config, services and queries, and the two files
+    its queries' planning looks at (see `start_queries`): go (taken over) and drain (stop planning)."""
+
+    config: FlowGroupConfig
+    services: object
+    queries: list = field(default_factory=list)
+    files: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="sparkmirror-gen-")))
+
+    @property
+    def go_file(self) -> str:
+        return str(self.files / "go")
+
+    @property
+    def drain_file(self) -> str:
+        return str(self.files / "drain")
+
+    def go(self) -> None:
+        Path(self.go_file).touch()
+
+    def stop_planning(self) -> None:
+        Path(self.drain_file).touch()
+
+
 class Driver:
     """One driver process: a Spark session running every mirror of `configs`, with each flow group's services.
 
     `start()` then `stop()` (or `run()`, which also handles SIGTERM/SIGINT and reports failures). Services start
     before Spark: they show lag while Spark starts, and heartbeats begin at once.
+
+    A flow group whose config names a Lease (`worker.leaseName`, the operator's) starts in standby: Spark up,
+    Python workers warm, clusters answered, and it copies only once the Lease names its generation; it then
+    takes over (handoff/takeover.py) and, when the Lease moves on to a later generation, drains and exits.
+    `handoff()` hands flow groups over to new configs inside this driver (`sparkmirror run` on a changed file).
     """
 
     def __init__(self, configs: list[FlowGroupConfig], master: str | None = None,
                  spark_conf: dict[str, str] | None = None, checkpoint_root: str | None = None,
                  metrics_bind: str | None = None) -> None:
-        self.configs, self.master, self.spark_conf = configs, master, spark_conf or {}
+        self.initial = list(configs)
+        self.master, self.spark_conf = master, spark_conf or {}
         self.checkpoint_root = checkpoint_root
         self.metrics_bind = metrics_bind
         self.stats: dict[str, MirrorStats] = {}
         self.spark = None
-        self.queries: list = []
-        self.services: list = []
-        # once this file exists no new epoch is planned: stop() lets running epochs commit instead of interrupting
-        self.drain_file = str(Path(tempfile.mkdtemp(prefix="sparkmirror-drain-")) / "drain")
+        self.groups: dict[str, FlowGroupRun] = {}
+        self.handoffs: list[dict] = []  # what each handoff did: from, to, generation, took_ms
+        self.lease = None  # handoff.lease.LeaseGate while the operator's Lease decides who copies
+        self.lost = threading.Event()  # the Lease moved on: drain and exit
+
+    # what runs now, in flow-group order
+    @property
+    def configs(self) -> list[FlowGroupConfig]:
+        return [g.config for g in self.groups.values()] if self.groups else self.initial
+
+    @property
+    def services(self) -> list:
+        return [g.services for g in self.groups.values()]
+
+    @property
+    def queries(self) -> list:
+        return [q for g in self.groups.values() for q in g.queries]
 
     def stats_snapshot(self) -> dict[str, dict]:
         """{mirror name: MirrorStats.snapshot()}: what the services and the runner read of the epochs."""
         return {name: s.snapshot() for name, s in list(self.stats.items())}
 
-    def start(self) -> "Driver":
+    def _services(self, cfg: FlowGroupConfig):
         from .metrics import DriverServices
 
-        for cfg in self.configs:
-            self.services.append(DriverServices(cfg, stats=self.stats_snapshot, bind=self.metrics_bind).start())
-        self.spark = spark_session(self.configs[0], self.master, self.spark_conf)
-        for cfg in self.configs:
-            self.queries += start_queries(self.spark, cfg, self.stats, self.checkpoint_root, self.drain_file)
+        return DriverServices(cfg, stats=self.stats_snapshot, bind=self.metrics_bind).start()
+
+    def start(self) -> "Driver":
+        self.initial = [c if c.worker.leaseName else _after_marked(c) for c in self.initial]
+        for cfg in self.initial:
+            self.groups[cfg.name] = FlowGroupRun(cfg, self._services(cfg))
+        self.spark = spark_session(self.initial[0], self.master, self.spark_conf)
+        for run in self.groups.values():  # in standby until taken over
+            self._standby_run(run)
+        leased = [c for c in self.initial if c.worker.leaseName]
+        if leased:
+            from .handoff.lease import LeaseGate
+
+            self.lease = LeaseGate.for_configs(leased)
+            self._standby()
+            self.lease.wait_until_held(self.lost)
+            if self.lost.is_set():
+                return self
+        for run in self.groups.values():
+            took = self._take_over(run.config)
+            run.go()
+            if self.lease is not None:
+                self.lease.report_took_over(took)
+        if self.lease is not None:
+            self.lease.watch(self.lost)
         return self
 
+    def _standby_run(self, run: FlowGroupRun) -> None:
+        """Refuse a generation that a later one superseded; start its queries, which plan nothing before `go`."""
+        from .handoff.takeover import check_not_superseded
+
+        check_not_superseded(run.config)
+        run.queries = start_queries(self.spark, run.config, self.stats, self.checkpoint_root, run.drain_file,
+                                    run.go_file)
+
+    def _standby(self) -> None:
+        """Spark up, executors' Python workers warm, every cluster answering, remote topics in place: then
+        report ready, so that the copy starts within a moment of the Lease naming this generation."""
+        from .handoff.warmup import warm_up
+
+        warm_up(self.spark, self.configs)
+        assert self.lease is not None
+        self.lease.report_ready()
+
+    def _take_over(self, cfg: FlowGroupConfig):
+        from .handoff.takeover import take_over
+
+        took = take_over(cfg)
+        self.handoffs.append({"flowGroup": cfg.name, "generation": took.generation, "groups": took.groups,
+                              "fenced": len(took.fenced), "tookMs": took.took_ms, "atMs": took.at_ms})
+        return took
+
+    def handoff(self, configs: list[FlowGroupConfig]) -> list[dict]:
+        """Hand the flow groups that changed over to `configs` inside this driver, one handoff unit at a time:
+        the new generation takes over (marks, fences the old lanes), its queries start, the old ones stop.
+        Returns what each handoff did (also kept in `self.handoffs`)."""
+        from .resource.rollout import handoff_units, next_generation, predecessors
+
+        running = {name: g.config for name, g in self.groups.items()}
+        desired = {c.name: c for c in configs}
+        done = []
+        for unit in handoff_units(running, desired):
+            generation = max(c.worker.generation for c in running.values()) + 1
+            preds = predecessors(unit, running)
+            new = [FlowGroupRun(next_generation(desired[g], generation, preds), None) for g in unit.new]
+            for run in new:  # standby: queries up, topics synced, no epoch planned
+                self._standby_run(run)
+            old = [self.groups.pop(g) for g in unit.old]
+            t0 = time.monotonic()
+            for run in old:
+                run.stop_planning()  # the old queries start no new epoch; their running lanes are fenced next
+            for run in new:
+                self._take_over(run.config)  # from here on the old lanes cannot commit
+                run.go()
+            took_ms = int((time.monotonic() - t0) * 1000)
+            for run in old:
+                run.services.stop()  # frees its metrics port for the new generation's
+            for run in new:
+                run.services = self._services(run.config)
+                self.groups[run.config.name] = run
+            for run in old:
+                for q in run.queries:
+                    _stop_query(q)
+            record = {"from": sorted(unit.old), "to": sorted(unit.new), "generation": generation,
+                      "tookOverMs": took_ms, "stoppedMs": int((time.monotonic() - t0) * 1000)}
+            log.info("handoff %s -> %s as generation %d: taken over in %d ms, old queries stopped after %d ms",
+                     record["from"], record["to"], generation, took_ms, record["stoppedMs"])
+            done.append(record)
+        self.groups = dict(sorted(self.groups.items()))
+        return done
+
     def failures(self) -> dict[str, str]:
-        """query (mirror) name -> error, for queries that stopped with an exception."""
+        """mirror name -> error, for queries that stopped with an exception."""
         out = {}
         for q in self.queries:
             if not q.isActive:
                 exc = q.exception()
                 if exc is not None:
-                    out[q.name] = root_message(str(exc))
+                    out[mirror_of(q.name)] = root_message(str(exc))
         return out
 
     def stopped(self) -> bool:
@@ -182,12 +324,14 @@ class Driver:
         # an epoch still interrupted at the deadline fails its foreachBatch with an InterruptedException that
         # py4j logs as an error; expected then (its open transactions are aborted, nothing is lost)
         logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
+        if self.lease is not None:
+            self.lease.close()
         if self.queries:
             epoch = max(c.epochSeconds for c in self.configs)
-            drain(self.queries, self.drain_file, epoch + 30, self._settle_seconds(epoch))
+            drain(self.queries, [g.drain_file for g in self.groups.values()], epoch + 30, self._settle_seconds(epoch))
         for svc in self.services:
             svc.stop()
-        self.services = []
+        self.groups = {}
         if self.spark is not None:
             try:
                 self.spark.stop()
@@ -207,20 +351,34 @@ class Driver:
         return 1.0 if local else min(epoch_seconds, CARRY_SECONDS) + 2.0
 
     def run(self) -> int:
-        """Run until stopped (SIGTERM/SIGINT: 0) or a mirror fails (1)."""
+        """Run until stopped (SIGTERM/SIGINT: 0), the Lease moved to a later generation (0) or a mirror fails (1)."""
         stopping = threading.Event()
 
         def on_signal(signum, _frame) -> None:
             log.info("signal %d: draining and stopping", signum)
             stopping.set()
+            self.lost.set()  # also ends a standby wait
 
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, on_signal)
             signal.signal(signal.SIGINT, on_signal)
-        self.start()
+        from .handoff.takeover import HandoffError
+
         rc = 0
         try:
+            try:
+                self.start()
+            except HandoffError as e:
+                log.error("%s", e)
+                print(f"sparkmirror: {e}", file=sys.stderr, flush=True)
+                return 1
             while not stopping.is_set():
+                if self.lost.is_set():
+                    if self.lease is not None and self.lease.successor is not None:
+                        log.info("the Lease names worker generation %d now: draining and exiting",
+                                 self.lease.successor)
+                    stopping.set()
+                    break
                 if self.stopped():
                     for name, error in self.failures().items():
                         self.stats[name].error = self.stats[name].error or error
@@ -232,3 +390,23 @@ class Driver:
         finally:
             self.stop()
         return rc
+
+
+def _after_marked(cfg: FlowGroupConfig) -> FlowGroupConfig:
+    """Without a Lease nobody else decides: this driver continues as the generation after the last one that
+    took the flow group over (recorded on the progress topic), fencing the lanes that one held."""
+    from .handoff.takeover import marked
+    from .resource.rollout import next_generation
+
+    last = marked(cfg)
+    if last is None or last.generation < cfg.worker.generation:
+        return cfg
+    return next_generation(cfg, last.generation + 1, [last, *cfg.worker.predecessors])
+
+
+def _stop_query(q) -> None:
+    try:
+        if q.isActive:
+            q.stop()
+    except Exception as e:  # noqa: BLE001 - its lanes were fenced; nothing of theirs can commit any more
+        log.warning("stopping query %s: %s", q.name, str(e).splitlines()[0] if str(e) else e)

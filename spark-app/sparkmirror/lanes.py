@@ -8,7 +8,6 @@ existing partition to another lane: the lane that owned it keeps owning it, and 
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -60,15 +59,3 @@ def plan_lanes(mirror: str, lanes: int, routes: Iterable[tuple[str, str, int]]) 
         for p in range(partitions):
             owned[lane_of(source_topic, p, lanes)].append(LanePartition(source_topic, p, target_topic))
     return [Lane(mirror, i, lanes, tuple(sorted(ps))) for i, ps in enumerate(owned)]
-
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
-
-
-def transactional_id(flow_group: str, mirror: str, lane: int) -> str:
-    """The lane's stable `transactional.id`: the same for every worker generation of this flow group.
-
-    Stability is the point: a retried task, a lost executor's zombie or the previous worker generation
-    uses the same id, so `init_transactions()` in the new copy aborts their open transaction and fences them.
-    """
-    return f"sparkmirror.{_UNSAFE.sub('_', flow_group)}.{_UNSAFE.sub('_', mirror)}.lane-{lane}"

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from sparkmirror.lanes import lane_of, plan_lanes, transactional_id
+from sparkmirror.lanes import lane_of, plan_lanes
+from sparkmirror.resource.names import transactional_id
 from sparkmirror.progress import OffsetMap, ProgressRecord, progress_key
 
 
@@ -37,8 +38,10 @@ def test_plan_is_deterministic_and_complete():
 
 
 def test_transactional_id_is_stable_and_safe():
-    assert transactional_id("fg", "a-to-b", 3) == "sparkmirror.fg.a-to-b.lane-3"
-    assert transactional_id("fg one", "a/b", 0) == "sparkmirror.fg_one.a_b.lane-0"
+    assert transactional_id("ns/res", "fg", "a-to-b", 3) == "sparkmirror.ns.res.fg.a-to-b.lane-3"
+    assert transactional_id("ns/res", "fg one", "a/b", 0) == "sparkmirror.ns.res.fg_one.a_b.lane-0"
+    # two resources with the same flow groups and aliases never share (and fence) a lane's id
+    assert transactional_id("ns/one", "fg", "m", 0) != transactional_id("ns/two", "fg", "m", 0)
 
 
 def _rec(src: tuple[int, int], tgt: tuple[int, int], count: int) -> ProgressRecord:
@@ -48,7 +51,7 @@ def _rec(src: tuple[int, int], tgt: tuple[int, int], count: int) -> ProgressReco
 def test_progress_record_round_trip_and_version():
     r = _rec((10, 19), (31, 40), 10)
     assert ProgressRecord.decode(r.key(), r.value()) == r
-    assert r.key() == progress_key("a", "t", 0) == b'["a","t",0]'
+    assert r.key() == progress_key("a", "t", 0) == b'["a","t",0]'  # written before resources were named
     with pytest.raises(ValueError, match="format version"):
         ProgressRecord.decode(r.key(), r.value().replace(b'"v":1', b'"v":99'))
 

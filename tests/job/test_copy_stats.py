@@ -17,7 +17,7 @@ def test_stats_and_stream_progress(kafka_a, kafka_b, topic, flowgroup, tmp_path)
         stats: dict = {}
         queries = driver.start_queries(spark, cfg, stats, str(tmp_path / "ckpt"))
         name = cfg.mirrors[0].name
-        assert [q.name for q in queries] == [name]
+        assert [q.name for q in queries] == [f"{cfg.name}/{name}"]
 
         def copied() -> bool:
             snap = stats[name].snapshot() if name in stats else None
@@ -43,6 +43,6 @@ def test_stats_and_stream_progress(kafka_a, kafka_b, topic, flowgroup, tmp_path)
             time.sleep(1)
         assert sum(o["records"] or 0 for o in observed) == 2000, observed
         assert observed[-1]["partitions"] == 2 and observed[-1]["lag"] == 0
-        driver.drain(queries, None, 10)
+        driver.drain(queries, [], 10)
     finally:
         spark.stop()

@@ -10,48 +10,16 @@ import random
 import re
 import shutil
 import signal
-import threading
 import time
 
 import psutil
 import pytest
-from confluent_kafka import Producer
+
+from sparkmirror_dev.testing import NumberedProducer, check_numbered
 
 from .conftest import read_topic, wait_for
 
 PARTS = 3
-
-
-class NumberedProducer(threading.Thread):
-    """Writes b'<partition>:<seq>' to every partition, `rate` sequences per second, until stopped."""
-
-    def __init__(self, bootstrap: str, topic: str, rate: float = 200.0) -> None:
-        super().__init__(daemon=True)
-        self.bootstrap, self.topic, self.rate = bootstrap, topic, rate
-        self.sent = 0
-        self.errors: list = []
-        self._stop_evt = threading.Event()
-
-    def run(self) -> None:
-        p = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "linger.ms": 5,
-                      "compression.type": "lz4"})
-        seq = 0
-        while not self._stop_evt.is_set():
-            for part in range(PARTS):
-                p.produce(self.topic, key=str(seq).encode(), value=f"{part}:{seq}".encode(), partition=part,
-                          on_delivery=lambda err, _m: err and self.errors.append(err))
-            seq += 1
-            if seq % 20 == 0:
-                p.poll(0)
-                time.sleep(20 / self.rate)
-        assert p.flush(60) == 0
-        self.sent = seq
-
-    def stop(self) -> int:
-        self._stop_evt.set()
-        self.join(90)
-        assert not self.errors, self.errors[:3]
-        return self.sent
 
 
 def _target_count(bootstrap: str, topic: str) -> int:
@@ -63,18 +31,7 @@ def _target_count(bootstrap: str, topic: str) -> int:
 
 
 def _check(bootstrap: str, topic: str, sent: int, exactly_once: bool) -> None:
-    got = read_topic(bootstrap, topic)
-    for part in range(PARTS):
-        seqs = [int(r.value.decode().split(":")[1]) for r in got[part]]
-        assert all(r.value.decode().startswith(f"{part}:") for r in got[part]), f"partition {part} mixed up"
-        if exactly_once:
-            dupes = len(seqs) - len(set(seqs))
-            assert seqs == list(range(sent)), (f"partition {part}: {len(seqs)} records for {sent} sequences, "
-                                              f"{dupes} duplicates, missing {sorted(set(range(sent)) - set(seqs))[:10]}")
-        else:
-            assert set(seqs) == set(range(sent)), f"partition {part}: missing {sorted(set(range(sent)) - set(seqs))[:10]}"
-            first_seen = list(dict.fromkeys(seqs))
-            assert first_seen == list(range(sent)), f"partition {part}: out of order"
+    check_numbered(bootstrap, topic, PARTS, sent, exactly_once)
 
 
 def _catch_up(job, cfg, bootstrap: str, remote: str, sent: int) -> None:

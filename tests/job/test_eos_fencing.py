@@ -9,7 +9,9 @@ from sparkmirror.lanes import plan_lanes
 from sparkmirror.progress import ensure_progress_topic, read_progress
 
 from .conftest import read_topic, wait_for
-from .test_eos_crash import PARTS, NumberedProducer
+from sparkmirror_dev.testing import NumberedProducer
+
+from .test_eos_crash import PARTS
 
 
 def test_second_copy_of_a_lane_fences_the_first(kafka_a, kafka_b, topic, flowgroup):

@@ -48,10 +48,9 @@ def test_two_groups_content() -> None:
     kinds = [(o["kind"], o["metadata"]["name"]) for o in objs]
     assert kinds == [("ServiceAccount", "dc-mirror-spark"), ("Role", "dc-mirror-spark"),
                      ("RoleBinding", "dc-mirror-spark"),
-                     ("ConfigMap", "dc-mirror-east-orders-config"), ("Lease", "dc-mirror-east-orders"),
-                     ("SparkApplication", "dc-mirror-east-orders"),
-                     ("ConfigMap", "dc-mirror-west-config"), ("Lease", "dc-mirror-west"),
-                     ("SparkApplication", "dc-mirror-west")]
+                     ("ConfigMap", "dc-mirror-east-orders-config"), ("SparkApplication", "dc-mirror-east-orders"),
+                     ("ConfigMap", "dc-mirror-west-config"), ("SparkApplication", "dc-mirror-west"),
+                     ("Lease", "dc-mirror-east-orders"), ("Lease", "dc-mirror-west")]
     apps = {o["metadata"]["name"]: o for o in objs if o["kind"] == "SparkApplication"}
     east = apps["dc-mirror-east-orders"]["spec"]
     assert east["suspend"] is True and east["restartPolicy"]["type"] == "Always"

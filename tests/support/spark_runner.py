@@ -100,7 +100,10 @@ class LocalSparkRunner:
             rc = job.proc.poll()
             if rc is not None:
                 tail = job.log_path.read_text(errors="replace").strip().splitlines()[-3:]
-                self._state(app, "FAILED", f"driver exited with code {rc}: {' | '.join(tail)}"[:1000])
+                if rc == 0:  # e.g. a worker generation that handed over and drained
+                    self._state(app, "COMPLETED")
+                else:
+                    self._state(app, "FAILED", f"driver exited with code {rc}: {' | '.join(tail)}"[:1000])
                 # restartPolicy Always: resubmit on the next pass
                 if spec.get("restartPolicy", {}).get("type") == "Always":
                     del self.jobs[name]

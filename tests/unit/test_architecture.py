@@ -31,6 +31,8 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
                                *DEV_ONLY)),
     # the CLI front door only dispatches to entry points
     ("sparkmirror.cli", ("sparkmirror_operator", "sparkmirror_dev", *THIRD_PARTY_K8S, *THIRD_PARTY_SPARK)),
+    # the one place of the job that reads the operator's Lease (the Kubernetes client, never kopf)
+    ("sparkmirror.handoff.lease", ("sparkmirror_operator", "kopf", *DEV_ONLY)),
     # the job and the local runner: never the operator, never Kubernetes
     ("sparkmirror", ("sparkmirror_operator", *THIRD_PARTY_K8S, *DEV_ONLY)),
     # the operator: its image has no pyspark, so nothing of the Spark side

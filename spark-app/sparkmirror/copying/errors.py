@@ -31,6 +31,11 @@ class LaneFenced(Exception):
     """A newer copy of this lane took over (same transactional.id); this copy must stop."""
 
 
+class Superseded(LaneFenced):
+    """A later worker generation took this lane's flow group over (its generation mark is on the progress
+    topic); this lane must not copy, whatever its transactional id."""
+
+
 def kafka_error(exc: BaseException | None) -> KafkaError | None:
     """The KafkaError behind an exception; librdkafka's fatal errors can surface as a SystemError whose
     cause is the KafkaException (raised inside a delivery callback during flush/poll)."""

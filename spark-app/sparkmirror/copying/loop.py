@@ -18,7 +18,8 @@ from dataclasses import dataclass, replace
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, TopicPartition
 
-from ..lanes import LanePartition, transactional_id
+from ..lanes import LanePartition
+from ..resource.names import transactional_id
 from ..progress import ProgressRecord, partition_lag
 from ..replication import RecordStamper, policy_for
 from ..resource.flowgroup import FlowGroupConfig, Mirror
@@ -77,7 +78,7 @@ class LaneCopier:
         self._protocol_class = commit_protocol(config.delivery)  # exactly-once or at-least-once
         self.source_conf = config.cluster(mirror.source).client_config()
         self.target_conf = config.cluster(mirror.target).client_config()
-        self.tid = transactional_id(config.name, mirror.name, lane)
+        self.tid = transactional_id(config.resource, config.name, mirror.name, lane)
         self.route = {(p.source_topic, p.partition): p.target_topic for p in self.partitions}
         self.summaries = {(p.source_topic, p.partition): PartitionSummary(
             mirror.name, lane, p.source_topic, p.partition, p.target_topic, generation=config.worker.generation)
@@ -279,7 +280,8 @@ class LaneCopier:
         commit_ms = _now_ms()
         recs = [ProgressRecord(self.mirror.source, topic, part, pend.src_last + 1, pend.src_first, pend.src_last,
                                self.route[(topic, part)], pend.tgt_first, pend.tgt_last, pend.count, commit_ms,
-                               self.config.worker.generation, self.config.name, self.mirror.name, self.lane)
+                               self.config.worker.generation, self.config.name, self.mirror.name, self.lane,
+                               self.config.resource)
                 for (topic, part), pend in self._pending.items()]
         self.protocol.commit(recs, functools.partial(self._on_delivery, ("<progress>", -1), -1))
         self._check_delivery()

@@ -15,7 +15,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 
 from ..progress import read_progress
 from ..resource.flowgroup import FlowGroupConfig, Mirror
-from .errors import CopyError, SourceGapError
+from .errors import CopyError, SourceGapError, Superseded
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,11 @@ def resume_positions(config: FlowGroupConfig, mirror: Mirror, consumer: Consumer
                      partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
     """Resume offsets from the progress topic, checked against what the source still holds."""
     target_conf = config.cluster(mirror.target).client_config()
-    state = read_progress(target_conf, config.progressTopic, mirror.source, partitions)
+    state = read_progress(target_conf, config.progressTopic, mirror.source, partitions, resource=config.resource)
+    marked = state.generation(config.resource, config.resourceUid, config.name)
+    if marked > config.worker.generation:  # read after this lane's fencing: see handoff/takeover.py
+        raise Superseded(f"flow group {config.name!r} was taken over by worker generation {marked}; "
+                         f"this is generation {config.worker.generation}")
     resume = state.resume_offsets(mirror.source)
     positions: dict[tuple[str, int], int] = {}
     for (topic, part) in partitions:

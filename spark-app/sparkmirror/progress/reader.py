@@ -15,7 +15,9 @@ from collections.abc import Iterable
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from .record import PROGRESS_TOPIC_CONFIG, ProgressRecord, decode_key
+import json
+
+from .record import PROGRESS_TOPIC_CONFIG, ProgressRecord, decode_generation_key, decode_key
 from .state import OffsetMap, ProgressState
 
 
@@ -43,11 +45,13 @@ def ensure_progress_topic(target_conf: dict[str, str], topic: str, partitions: i
 
 class ProgressReader:
     """Reads the progress topic read_committed into `self.state`, for one source cluster (or all) and, if given,
-    only some (topic, partition)s of it."""
+    only some (topic, partition)s of it; with `resource`, only that resource's progress (and keys written before
+    resources were named). Generation marks are read whatever the selection."""
 
     def __init__(self, target_conf: dict[str, str], topic: str, source_cluster: str | None = None,
-                 source_partitions: Iterable[tuple[str, int]] | None = None, purpose: str = "reader") -> None:
-        self.topic, self.source_cluster = topic, source_cluster
+                 source_partitions: Iterable[tuple[str, int]] | None = None, purpose: str = "reader",
+                 resource: str | None = None) -> None:
+        self.topic, self.source_cluster, self.resource = topic, source_cluster, resource
         self.wanted = set(source_partitions) if source_partitions is not None else None
         self.state = ProgressState()
         self.consumer = Consumer({**target_conf, "group.id": f"sparkmirror-progress-{purpose}-{uuid.uuid4().hex[:8]}",
@@ -75,21 +79,29 @@ class ProgressReader:
 
     def _apply(self, msg: Message) -> bool:
         """One committed message into the state; True when it concerns a selected partition."""
+        of = decode_generation_key(msg.key())
+        if of is not None:
+            if msg.value() is not None and (self.resource is None or of[0] == self.resource):
+                v = json.loads(msg.value())
+                self.state.mark_generation(of, int(v["gen"]), v.get("ids"))
+            return False
         if msg.value() is None:  # a tombstone: progress deliberately reset for this key
-            k = decode_key(msg.key())
-            if not self._selected(*k):
+            k, resource = decode_key(msg.key())
+            if not self._selected(k, resource):
                 return False
             self.state.reset(k)
             return True
         rec = ProgressRecord.decode(msg.key(), msg.value())
-        if not self._selected(*rec.source_partition):
+        if not self._selected(rec.source_partition, rec.resource):
             return False
         self.state.add(rec)
         return True
 
-    def _selected(self, cluster: str, topic: str, partition: int) -> bool:
+    def _selected(self, k: tuple[str, str, int], resource: str | None) -> bool:
+        cluster, topic, partition = k
         return (self.source_cluster is None or cluster == self.source_cluster) and \
-            (self.wanted is None or (topic, partition) in self.wanted)
+            (self.wanted is None or (topic, partition) in self.wanted) and \
+            (self.resource is None or resource is None or resource == self.resource)
 
     def _consume(self, ends: dict[int, int] | None, timeout: float, first_wait: float) -> int:
         """Apply committed messages; returns how many concerned selected partitions.
@@ -168,14 +180,14 @@ class ProgressReader:
 
 def read_progress(target_conf: dict[str, str], topic: str, source_cluster: str | None = None,
                   source_partitions: Iterable[tuple[str, int]] | None = None,
-                  timeout: float = 60.0) -> ProgressState:
+                  timeout: float = 60.0, resource: str | None = None) -> ProgressState:
     """Read the progress topic read_committed up to its end into a ProgressState.
 
     Call it only after `init_transactions()` of the lane that will use the result: that aborts the lane's own
     open transaction, so what is read here cannot change under the lane any more. Filters by source cluster
     and, if given, by (topic, partition).
     """
-    reader = ProgressReader(target_conf, topic, source_cluster, source_partitions)
+    reader = ProgressReader(target_conf, topic, source_cluster, source_partitions, resource=resource)
     try:
         return reader.read_to_end(timeout)
     finally:
@@ -185,8 +197,9 @@ def read_progress(target_conf: dict[str, str], topic: str, source_cluster: str |
 class ProgressTail(ProgressReader):
     """Follows the progress topic on the target and keeps the offset maps of one source (driver side)."""
 
-    def __init__(self, target_conf: dict[str, str], topic: str, source_cluster: str) -> None:
-        super().__init__(target_conf, topic, source_cluster, purpose="tail")
+    def __init__(self, target_conf: dict[str, str], topic: str, source_cluster: str,
+                 resource: str | None = None) -> None:
+        super().__init__(target_conf, topic, source_cluster, purpose="tail", resource=resource)
 
     def maps(self) -> dict[tuple[str, int], OffsetMap]:
         return {(t, p): m for (_c, t, p), m in self.state.maps.items()}

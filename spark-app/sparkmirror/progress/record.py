@@ -1,10 +1,18 @@
 """The progress record: one source partition's range committed by one transaction, and its topic's config.
 
 Format (versioned, JSON):
-  key   = JSON ["<source cluster alias>", "<source topic>", <partition>]    (compaction keeps the latest)
+  key   = JSON ["<source cluster alias>", "<source topic>", <partition>, "<namespace/name of the resource>"]
+          (compaction keeps the latest; keys written before the resource was named have 3 elements and are
+          read as belonging to whichever resource reads them)
   value = {"v": 1, "next": n, "src": [first, last], "tgt": [first, last], "tgtTopic": "...", "count": k,
            "commitMs": t, "gen": worker generation, "fg": flow group, "mirror": "...", "lane": i}
   a tombstone (null value) resets the key: the partition's progress starts over.
+
+Generation marks share the topic (they must be read in the same read_committed pass as the progress, see
+`handoff/takeover.py`):
+  key   = JSON {"generationOf": ["<namespace/name>", "<resource uid>", "<flow group>"]}
+  value = {"v": 1, "gen": n, "by": "<flow group that took over>", "atMs": t,
+           "ids": {"<target alias>": [transactional ids of generation n's lanes]}}
 Ranges are inclusive offsets; `count` is how many records the range held (ranges can contain gaps: source
 transaction markers, aborted records; target transaction markers). A range that wrote nothing (every record
 skipped) has count 0 and target range [-1, -1].
@@ -29,14 +37,39 @@ SourcePartition = tuple[str, str, int]
 """(source cluster alias, source topic, partition): what a progress key names."""
 
 
-def progress_key(source_cluster: str, topic: str, partition: int) -> bytes:
-    """Deterministic bytes, so compaction keeps exactly one latest value per source partition."""
-    return json.dumps([source_cluster, topic, partition], separators=(",", ":")).encode()
+def progress_key(source_cluster: str, topic: str, partition: int, resource: str | None = None) -> bytes:
+    """Deterministic bytes, so compaction keeps exactly one latest value per source partition and resource."""
+    parts: list = [source_cluster, topic, partition] + ([resource] if resource else [])
+    return json.dumps(parts, separators=(",", ":")).encode()
 
 
-def decode_key(key: bytes) -> SourcePartition:
-    cluster, topic, partition = json.loads(key)
-    return cluster, topic, int(partition)
+def decode_key(key: bytes) -> tuple[SourcePartition, str | None]:
+    """(source partition, resource or None for a key written before resources were named)."""
+    k = json.loads(key)
+    if not isinstance(k, list) or len(k) not in (3, 4):
+        raise ValueError(f"not a progress key: {key[:200]!r}")
+    return (k[0], k[1], int(k[2])), (k[3] if len(k) == 4 else None)
+
+
+GenerationOf = tuple[str, str, str]
+"""(resource namespace/name, resource uid, flow group): whose worker generation a generation mark names."""
+
+
+def generation_key(resource: str, uid: str, flow_group: str) -> bytes:
+    return json.dumps({"generationOf": [resource, uid, flow_group]}, separators=(",", ":")).encode()
+
+
+def decode_generation_key(key: bytes | None) -> GenerationOf | None:
+    """The flow group a generation mark is about, or None when `key` is a progress key."""
+    if not key or not key.startswith(b"{"):
+        return None
+    resource, uid, group = json.loads(key)["generationOf"]
+    return resource, uid, group
+
+
+def generation_value(generation: int, by: str, at_ms: int, ids: dict[str, list[str]]) -> bytes:
+    return json.dumps({"v": PROGRESS_FORMAT_VERSION, "gen": generation, "by": by, "atMs": at_ms, "ids": ids},
+                      separators=(",", ":")).encode()
 
 
 @dataclass(frozen=True)
@@ -58,13 +91,14 @@ class ProgressRecord:
     flow_group: str = ""
     mirror: str = ""
     lane: int = -1
+    resource: str | None = None
 
     @property
     def source_partition(self) -> SourcePartition:
         return self.source_cluster, self.source_topic, self.partition
 
     def key(self) -> bytes:
-        return progress_key(self.source_cluster, self.source_topic, self.partition)
+        return progress_key(self.source_cluster, self.source_topic, self.partition, self.resource)
 
     def value(self) -> bytes:
         return json.dumps({
@@ -76,11 +110,11 @@ class ProgressRecord:
 
     @classmethod
     def decode(cls, key: bytes, value: bytes) -> "ProgressRecord":
-        cluster, topic, partition = decode_key(key)
+        (cluster, topic, partition), resource = decode_key(key)
         v = json.loads(value)
         if v.get("v") != PROGRESS_FORMAT_VERSION:
             raise ValueError(f"progress record for {cluster}/{topic}/{partition} has format version "
                              f"{v.get('v')!r}; this job reads version {PROGRESS_FORMAT_VERSION}")
         return cls(cluster, topic, partition, int(v["next"]), int(v["src"][0]), int(v["src"][1]),
                    v["tgtTopic"], int(v["tgt"][0]), int(v["tgt"][1]), int(v["count"]), int(v["commitMs"]),
-                   int(v["gen"]), v.get("fg", ""), v.get("mirror", ""), int(v.get("lane", -1)))
+                   int(v["gen"]), v.get("fg", ""), v.get("mirror", ""), int(v.get("lane", -1)), resource)

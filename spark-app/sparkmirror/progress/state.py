@@ -15,7 +15,7 @@ from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .record import ProgressRecord, SourcePartition
+from .record import GenerationOf, ProgressRecord, SourcePartition
 
 MAX_HISTORY = 200_000  # progress records kept per source partition (oldest dropped first)
 
@@ -72,6 +72,17 @@ class ProgressState:
     maps: dict[SourcePartition, OffsetMap] = field(default_factory=dict)
     totals: dict[SourcePartition, int] = field(default_factory=dict)  # records mirrored since the last reset
     max_history: int = MAX_HISTORY
+    generations: dict[GenerationOf, int] = field(default_factory=dict)  # highest worker generation marked
+    generation_ids: dict[GenerationOf, dict[str, list[str]]] = field(default_factory=dict)  # and its lanes' ids
+
+    def mark_generation(self, of: GenerationOf, generation: int, ids: dict[str, list[str]] | None = None) -> None:
+        if generation >= self.generations.get(of, 0):
+            self.generations[of] = generation
+            self.generation_ids[of] = ids or {}
+
+    def generation(self, resource: str, uid: str, flow_group: str) -> int:
+        """The highest worker generation that took `flow_group` over (0: none marked)."""
+        return self.generations.get((resource, uid, flow_group), 0)
 
     def add(self, rec: ProgressRecord) -> None:
         k = rec.source_partition

@@ -190,19 +190,35 @@ class Mirror(_Model):
         return v
 
 
+class Predecessor(_Model):
+    """A flow group's worker generation that this one takes over from (see DESIGN.md section 5)."""
+
+    flowGroup: str
+    generation: int = Field(ge=1)
+    transactionalIds: dict[str, list[str]] = Field(
+        default_factory=dict, description="Target cluster alias -> the transactional ids its lanes held: fenced "
+        "before this generation copies, whatever the lane count or flow-group split was.")
+
+
 class Worker(_Model):
     """Which worker generation this is, for fencing and the upgrade handoff."""
 
     generation: int = Field(1, ge=1)
     version: str = "dev"
-    leaseName: str | None = Field(None, description="coordination.k8s.io Lease that says which generation mirrors.")
+    leaseName: str | None = Field(None, description="coordination.k8s.io Lease that says which generation mirrors; "
+                                  "without it the generation copies at once.")
     leaseNamespace: str | None = None
+    predecessors: list[Predecessor] = Field(
+        default_factory=list, description="Generations whose lanes this one fences, and whose flow groups it marks "
+        "as taken over, before it copies.")
 
 
 class FlowGroupConfig(_Model):
     apiVersion: Literal["sparkmirror.io/flowgroup/v1"] = FLOWGROUP_API_VERSION
     name: str = Field(description="Flow-group name; part of transactional ids, so keep it stable.")
     resource: str = Field("local/mirror", description="namespace/name of the owning KafkaMirrorMaker2.")
+    resourceUid: str = Field("", description="uid of the owning resource: a recreated resource starts its "
+                             "worker generations afresh.")
     clusters: list[Cluster]
     mirrors: list[Mirror] = Field(min_length=1)
     delivery: Delivery = Delivery.EXACTLY_ONCE
@@ -245,6 +261,15 @@ class FlowGroupConfig(_Model):
 
     def lanes_of(self, mirror: Mirror) -> int:
         return mirror.lanes or self.lanes
+
+    def lane_routes(self) -> list[tuple[str, str, int]]:
+        """(mirror, target alias, lanes) of every mirror: what its transactional ids are made of."""
+        return [(m.name, m.target, self.lanes_of(m)) for m in self.mirrors]
+
+    def runs_like(self, other: "FlowGroupConfig") -> bool:
+        """Whether a worker of `other` runs exactly this (the worker's own generation set aside)."""
+        return self.model_dump(exclude={"worker"}) == other.model_dump(exclude={"worker"}) and \
+            self.worker.version == other.worker.version
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json", exclude_none=True), sort_keys=False)

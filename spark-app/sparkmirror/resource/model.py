@@ -345,6 +345,30 @@ class FlowGroupStatus(_Model):
     message: str | None = Field(None, description="Why the group is not running, if it is not.")
 
 
+class HandoffRecord(_Model):
+    """One completed worker-generation handoff."""
+
+    fromGeneration: int = Field(description="The generation that copied before.")
+    toGeneration: int = Field(description="The generation that copies now.")
+    fromFlowGroups: list[str] = Field(default_factory=list, description="Flow groups handed over.")
+    toFlowGroups: list[str] = Field(default_factory=list, description="Flow groups that took over.")
+    version: str | None = Field(None, description="Version of the new generation.")
+    time: str | None = Field(None, description="When the new generation took over (RFC 3339).")
+    takeoverMs: int | None = Field(None, description="Time the new generation took to mark its flow groups "
+                                                     "and fence the old lanes.")
+    leaseToTakeoverMs: int | None = Field(None, description="From the Lease moving to the takeover done.")
+    fencedTransactionalIds: int | None = Field(None, description="Transactional ids of the old lanes fenced.")
+
+
+class RollbackRecord(_Model):
+    """A worker generation that did not become ready and was removed; the one before keeps copying."""
+
+    generation: int = Field(description="The generation rolled back.")
+    flowGroups: list[str] = Field(default_factory=list, description="Its flow groups.")
+    specHash: str = Field(description="What it would have run; the same spec is not tried again.")
+    reason: str = Field(description="Why it was rolled back.")
+
+
 class KafkaMirrorMaker2Status(_Model):
     observedGeneration: int | None = Field(None, description="The generation the operator last reconciled.")
     conditions: list[Condition] = Field(default_factory=list, description="Ready, Progressing, Degraded, "
@@ -352,7 +376,10 @@ class KafkaMirrorMaker2Status(_Model):
     flowGroups: list[FlowGroupStatus] = Field(default_factory=list, description="Per flow group.")
     flowGroupsReady: str | None = Field(None, description="Running flow groups / all flow groups, e.g. 2/3.")
     lag: int | None = Field(None, description="Total lag in records over all flow groups.")
-    version: str | None = Field(None, description="Version running.")
+    version: str | None = Field(None, description="Version running (of the generation that copies).")
+    handoffs: list[HandoffRecord] = Field(default_factory=list, description="The latest worker-generation "
+                                                                            "handoffs, oldest first.")
+    rollback: RollbackRecord | None = Field(None, description="The last generation rolled back, if any.")
     notApplicable: list[str] = Field(default_factory=list, description="Fields and keys set on the resource "
                                                                        "that only apply to Kafka Connect.")
     unsupported: list[str] = Field(default_factory=list, description="MirrorMaker 2 config keys or values set "

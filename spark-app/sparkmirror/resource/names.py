@@ -1,7 +1,10 @@
-"""Names of derived objects: stable, within Kubernetes' limits (leaving room for Spark's pod-name suffixes)."""
+"""Names of derived objects: Kubernetes objects (stable, within Kubernetes' limits, leaving room for Spark's pod-name
+suffixes) and the lanes' Kafka transactional ids."""
 from __future__ import annotations
 
 import hashlib
+import re
+from collections.abc import Iterable
 
 
 def short_name(*parts: str, limit: int = 52) -> str:
@@ -17,13 +20,58 @@ def rbac_name(resource: str) -> str:
     return short_name(resource, "spark")
 
 
-def config_map_name(resource: str, group: str) -> str:
-    return short_name(resource, group, "config")
+def _gen(generation: int) -> str:
+    return "" if generation <= 1 else f"g{generation}"
 
 
-def application_name(resource: str, group: str) -> str:
-    return short_name(resource, group)
+def config_map_name(resource: str, group: str, generation: int = 1) -> str:
+    """The flow-group config a worker generation runs (one per generation: two may run at once)."""
+    return short_name(resource, group, _gen(generation), "config")
+
+
+def application_name(resource: str, group: str, generation: int = 1) -> str:
+    """The application of one worker generation of a flow group: `<resource>-<group>` first, then `-g<N>`."""
+    return short_name(resource, group, _gen(generation))
 
 
 def lease_name(resource: str, group: str) -> str:
     return short_name(resource, group)
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def transactional_id(resource: str, flow_group: str, mirror: str, lane: int) -> str:
+    """The lane's stable `transactional.id`: the same for every worker generation of this flow group.
+
+    Stability is the point: a retried task, a lost executor's zombie or the previous worker generation
+    uses the same id, so `init_transactions()` in the new copy aborts their open transaction and fences them.
+    The resource (namespace/name) is part of it, so two resources writing to one target never fence each other.
+    """
+    safe = [_UNSAFE.sub("_", s) for s in (*resource.split("/", 1), flow_group, mirror)]
+    return "sparkmirror." + ".".join(safe) + f".lane-{lane}"
+
+
+def transactional_ids(resource: str, flow_group: str, mirrors: Iterable[tuple[str, str, int]]) -> dict[str, list[str]]:
+    """Every transactional id a flow group's lanes hold, per target cluster alias, from (mirror, target, lanes):
+    what a later worker generation must fence when its own ids differ (other lane counts or flow groups)."""
+    out: dict[str, list[str]] = {}
+    for mirror, target, lanes in mirrors:
+        out.setdefault(target, []).extend(transactional_id(resource, flow_group, mirror, i) for i in range(lanes))
+    return out
+
+
+# The Lease of a flow group (coordination.k8s.io/v1): the operator names the generation that may copy, each
+# generation's driver reports on it. The contract between the operator and the job.
+LEASE_HOLDER = "sparkmirror.io/holder-generation"
+LEASE_TRANSACTIONAL_IDS = "sparkmirror.io/transactional-ids"
+
+
+def lease_ready_key(generation: int) -> str:
+    """Annotation a standby generation sets (epoch ms) once it is warm and could take over at once."""
+    return f"sparkmirror.io/ready.g{generation}"
+
+
+def lease_took_over_key(generation: int) -> str:
+    """Annotation a generation sets (JSON: atMs, tookMs, fenced) once it took the flow group over."""
+    return f"sparkmirror.io/took-over.g{generation}"

@@ -435,6 +435,7 @@ def plan(resource: dict[str, Any] | KafkaMirrorMaker2, *, secrets: str = "files"
         cfg = FlowGroupConfig(
             name=name,
             resource=f"{kmm2.namespace}/{kmm2.name}",
+            resourceUid=kmm2.metadata.uid or "",
             clusters=clusters,
             mirrors=group_mirrors,
             delivery=spec.delivery,

@@ -17,7 +17,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-f", "--file", action="append", required=True, metavar="FILE",
                    help="KafkaMirrorMaker2 resource file (YAML, several documents allowed); repeat for more")
-    p.add_argument("--master", default="local[2,4]", help="Spark master (default local[2,4])")
+    p.add_argument("--master", help="Spark master (default local threads: two per lane, at least 4)")
     p.add_argument("--checkpoint", help="Spark checkpoint root (an optimisation; default a temp dir)")
     p.add_argument("--conf", action="append", default=[], metavar="K=V", help="extra Spark configuration")
     p.add_argument("--check", action="store_true", help="validate, print the flow groups and exit")
@@ -25,6 +25,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="exit 0 once every mirror has mirrored everything (lag 0)")
     p.add_argument("--timeout", type=float, help="give up (exit 1) after this many seconds")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between progress updates")
+    p.add_argument("--no-watch", dest="watch", action="store_false",
+                   help="do not hand running flow groups over to a changed resource file")
     p.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
     p.set_defaults(func=run)
     return p
@@ -34,8 +36,25 @@ def _err(msg: str) -> None:
     print(f"sparkmirror run: {msg}", file=sys.stderr, flush=True)
 
 
+def follow_changes(local, watch) -> None:
+    """A changed resource file: hand the flow groups that changed over to a new worker generation (no stop)."""
+    from .resources import InvalidResource
+
+    try:
+        loaded = watch.changed()
+    except InvalidResource as e:
+        _err(f"the changed resource does not validate; still running the previous one:\n{e}")
+        return
+    if loaded is None:
+        return
+    for record in local.handoff(loaded.configs):
+        print(f"sparkmirror run: handed {', '.join(record['from']) or '-'} over to {', '.join(record['to']) or '-'}"
+              f" (worker generation {record['generation']}): taken over in {record['tookOverMs']} ms",
+              file=sys.stderr, flush=True)
+
+
 def run(args: argparse.Namespace) -> int:
-    from .resources import InvalidResource, load
+    from .resources import InvalidResource, ResourceWatch, load
 
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -77,6 +96,13 @@ def run(args: argparse.Namespace) -> int:
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     progress = Progress(every=max(args.interval, 5.0))
     local = LocalRun(loaded.configs, args.master, args.checkpoint, extra)
+    watch = ResourceWatch(args.file) if args.watch else None
+
+    def tick(r: LocalRun) -> None:
+        progress.show(r.views(), r.failures())
+        if watch is not None:
+            follow_changes(r, watch)
+
     outcome = "stopped"
     try:
         try:
@@ -87,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         # ours drains instead, so running epochs commit and the queries stop cleanly
         for s in previous:
             signal.signal(s, on_signal)
-        outcome = wait(local, stop, on_tick=lambda r: progress.show(r.views(), r.failures()),
+        outcome = wait(local, stop, on_tick=tick,
                        until=(lambda r: r.caught_up()) if args.until_caught_up else None,
                        interval=args.interval, timeout=args.timeout)
         progress.final(local.views(), local.failures())

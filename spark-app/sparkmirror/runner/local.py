@@ -62,13 +62,21 @@ class MirrorView:
     errors: dict
 
 
+def default_master(configs: list[FlowGroupConfig]) -> str:
+    """Local Spark with a task thread for every lane twice over: lanes copy for a whole epoch, so a lane without a
+    thread would wait an epoch, and during a handoff the old generation's lanes still hold theirs. Threads, not
+    cores: lanes mostly wait on the network."""
+    lanes = sum(c.lanes_of(m) for c in configs for m in c.mirrors)
+    return f"local[{max(4, 2 * lanes + 2)},4]"
+
+
 class LocalRun(Driver):
     """The driver in this process, with local defaults (2 cores, small memory, no UI, metrics on loopback) and
     the views the `run` display shows."""
 
-    def __init__(self, configs: list[FlowGroupConfig], master: str = "local[2,4]", checkpoint_root: str | None = None,
+    def __init__(self, configs: list[FlowGroupConfig], master: str | None = None, checkpoint_root: str | None = None,
                  spark_conf: dict[str, str] | None = None, metrics_bind: str = "127.0.0.1") -> None:
-        super().__init__(configs, master,
+        super().__init__(configs, master or default_master(configs),
                          {"spark.driver.memory": "512m", "spark.ui.enabled": "false",
                           "spark.sql.streaming.stopTimeout": "60s", **(spark_conf or {})},
                          checkpoint_root or tempfile.mkdtemp(prefix="sparkmirror-run-"), metrics_bind)

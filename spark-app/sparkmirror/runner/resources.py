@@ -81,3 +81,31 @@ def load(paths: list[str]) -> Loaded:
     if problems:
         raise InvalidResource("\n".join(problems))
     return out
+
+
+class ResourceWatch:
+    """Notices when the resource files change (content, not mtime), so a running mirror can hand over to them."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self.paths = list(paths)
+        self.seen = self._digest()
+
+    def _digest(self) -> str:
+        import hashlib
+
+        h = hashlib.sha256()
+        for p in self.paths:
+            try:
+                h.update(Path(p).read_bytes())
+            except OSError as e:
+                h.update(f"unreadable: {e}".encode())
+        return h.hexdigest()
+
+    def changed(self) -> Loaded | None:
+        """The files' new flow groups once they changed (None: unchanged). InvalidResource when the change does
+        not validate; it is reported once, and the running mirror carries on with what it runs."""
+        now = self._digest()
+        if now == self.seen:
+            return None
+        self.seen = now
+        return load(self.paths)

@@ -1,0 +1,276 @@
+"""Rolling upgrades by worker-group handoff (DESIGN.md section 5), decided from what is observed: pure.
+
+Every change that needs a new application (version, image, resources, parallelism, flow-group split, the
+`sparkmirror.io/restart` annotation) makes a new worker generation of the flow groups it touches (a handoff
+unit, see `sparkmirror.resource.rollout`), beside the one running:
+
+1. standby: the new generation's applications are created; their drivers warm up and report `ready.g<N>` on
+   the flow groups' Leases, not copying;
+2. move: once every new group reported ready, the Leases name the new generation (the old groups' Leases too,
+   so their drivers see it and drain);
+3. took over: every new group reported `took-over.g<N>` (it marked the groups and fenced the old lanes): the
+   old applications are removed and the handoff is recorded on the status.
+
+A standby generation not ready within `spec.upgrade.readyTimeoutSeconds` is removed and the old one keeps
+copying; the resource says why, and the same spec is not tried again until it changes. What the operator
+knows lives in the cluster (application labels, the ConfigMap of each generation, the Leases), so an operator
+restarted mid-handoff continues where it was.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkmirror.resource.flowgroup import FlowGroupConfig
+from sparkmirror.resource.model import UpgradeSpec
+from sparkmirror.resource.names import LEASE_HOLDER, lease_ready_key, lease_took_over_key
+from sparkmirror.resource.rollout import HandoffUnit, handoff_units, next_generation, predecessors
+
+ANNOTATION_RESTART = "sparkmirror.io/restart"
+ANNOTATION_MOVED_AT = "sparkmirror.io/moved-at"  # on a Lease: when the operator moved it (epoch ms)
+MAX_HANDOFFS = 10
+
+
+@dataclass
+class Worker:
+    """One worker generation of one flow group as observed: its config and its application (if any)."""
+
+    config: FlowGroupConfig
+    app: dict[str, Any] | None = None
+
+    @property
+    def generation(self) -> int:
+        return self.config.worker.generation
+
+    def created_ms(self) -> int | None:
+        ts = ((self.app or {}).get("metadata") or {}).get("creationTimestamp")
+        return None if not ts else int(dt.datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp() * 1000)
+
+    def error(self) -> str | None:
+        state = ((self.app or {}).get("status") or {}).get("applicationState") or {}
+        if state.get("state") in ("FAILED", "SUBMISSION_FAILED", "FAILING"):
+            return f"{state.get('state')}: {state.get('errorMessage') or 'no message'}"
+        return None
+
+
+@dataclass
+class Observed:
+    workers: dict[str, dict[int, Worker]] = field(default_factory=dict)  # group -> generation -> worker
+    leases: dict[str, dict[str, Any]] = field(default_factory=dict)      # group -> Lease
+
+    def holder(self, group: str) -> int | None:
+        value = ((self.leases.get(group) or {}).get("metadata", {}).get("annotations") or {}).get(LEASE_HOLDER)
+        return int(value) if value else None
+
+    def annotation(self, group: str, key: str) -> str | None:
+        return ((self.leases.get(group) or {}).get("metadata", {}).get("annotations") or {}).get(key)
+
+    def max_generation(self) -> int:
+        gens = [g for ws in self.workers.values() for g in ws] + \
+            [h for g in self.leases if (h := self.holder(g)) is not None]
+        return max(gens, default=0)
+
+
+@dataclass
+class Plan:
+    """What to run: every worker generation to keep or create (with an application unless `stopped`), the
+    generation each Lease names, and what the status says about it."""
+
+    workers: list[FlowGroupConfig] = field(default_factory=list)
+    holders: dict[str, int | None] = field(default_factory=dict)
+    moved: set[str] = field(default_factory=set)      # Leases moved by this plan (stamp moved-at)
+    handoffs: list[dict[str, Any]] = field(default_factory=list)  # completed now
+    upgrading: list[str] = field(default_factory=list)  # what is in progress, for the Upgrading condition
+    rollback: dict[str, Any] | None = None
+    held_back: bool = False  # a unit stays on its old generation because its spec was rolled back
+    problems: list[str] = field(default_factory=list)
+    running: dict[str, FlowGroupConfig] = field(default_factory=dict)  # group -> the generation that copies
+
+
+def spec_hash(configs: list[FlowGroupConfig], restart: str) -> str:
+    """What a set of flow groups runs (their generation aside), with the restart annotation's value."""
+    body = [c.model_dump(mode="json", exclude={"worker"}) | {"version": c.worker.version} for c in configs]
+    return hashlib.sha256(json.dumps([body, restart], sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _restart_of(cfg: FlowGroupConfig, restart: str) -> FlowGroupConfig:
+    """The restart token rides in the worker's version label, so a changed token changes what runs."""
+    if not restart:
+        return cfg
+    return cfg.model_copy(update={"worker": cfg.worker.model_copy(
+        update={"version": f"{cfg.worker.version}+restart.{restart}"})})
+
+
+def plan_rollout(desired: list[FlowGroupConfig], observed: Observed, upgrade: UpgradeSpec, *, now_ms: int,
+                 restart: str = "", rolled_back: dict[str, Any] | None = None, state: str = "running") -> Plan:
+    """Decide the worker generations (see the module docstring). `rolled_back`: the previous status' rollback
+    record; a unit whose desired spec hash is the one rolled back is not tried again."""
+    out = Plan(rollback=rolled_back)
+    want = {c.name: _restart_of(c, restart) for c in desired}
+    running: dict[str, FlowGroupConfig] = {}
+    for group, gens in observed.workers.items():
+        holder = observed.holder(group)
+        if holder is not None and holder in gens:
+            running[group] = gens[holder].config
+    next_gen = observed.max_generation() + 1
+    if not running:  # nothing ever ran (or everything was forgotten): the first generation starts at once
+        for cfg in want.values():
+            out.workers.append(next_generation(cfg, next_gen, []))
+            out.holders[cfg.name] = next_gen
+        out.running = {c.name: c for c in out.workers}
+        return out
+    units = handoff_units(running, want)
+    in_unit = {g for u in units for g in (*u.old, *u.new)}
+    for g, cfg in running.items():
+        if g not in in_unit:  # unchanged: the generation that copies keeps copying
+            out.workers.append(cfg)
+            out.holders[g] = cfg.worker.generation
+            out.running[g] = cfg
+    if state != "running":  # paused or stopped: no handoffs, what last ran stays as it is
+        for u in units:
+            for g in u.old:
+                out.workers.append(running[g])
+                out.holders[g] = running[g].worker.generation
+                out.running[g] = running[g]
+        return out
+    active = 0
+    for unit in units:
+        started = _standby_of(unit, want, observed, running)
+        if started is None and active >= upgrade.maxConcurrentGroups:
+            _keep_old(unit, running, observed, out)
+            out.upgrading.append(f"{', '.join(unit.new)} waits for another flow group's handoff")
+            continue
+        active += 1
+        _advance(unit, want, observed, running, upgrade, now_ms, next_gen, started, out)
+        next_gen = max(next_gen, max((c.worker.generation for c in out.workers), default=0) + 1)
+    return out
+
+
+def _standby_of(unit: HandoffUnit, want: dict[str, FlowGroupConfig], observed: Observed,
+                running: dict[str, FlowGroupConfig]) -> int | None:
+    """The newest generation already created for this unit that runs what is wanted, if any."""
+    floor = max((running[g].worker.generation for g in unit.old), default=0)
+    candidates = None
+    for g in unit.new:
+        gens = {n for n, w in observed.workers.get(g, {}).items() if n > floor and w.config.runs_like(want[g])}
+        candidates = gens if candidates is None else candidates & gens
+    return max(candidates) if candidates else None
+
+
+def _keep_old(unit: HandoffUnit, running: dict[str, FlowGroupConfig], observed: Observed, out: Plan) -> None:
+    for g in unit.old:
+        out.workers.append(running[g])
+        out.holders[g] = running[g].worker.generation
+        out.running[g] = running[g]
+
+
+def _advance(unit: HandoffUnit, want: dict[str, FlowGroupConfig], observed: Observed,
+             running: dict[str, FlowGroupConfig], upgrade: UpgradeSpec, now_ms: int, next_gen: int,
+             standby: int | None, out: Plan) -> None:
+    new_names = ", ".join(unit.new) or "-"
+    unit_hash = spec_hash([want[g] for g in unit.new], "")
+    old_running = [g for g in unit.old if g in observed.workers and running[g].worker.generation in
+                   observed.workers[g] and observed.workers[g][running[g].worker.generation].app is not None]
+    if standby is None:
+        if out.rollback and out.rollback.get("specHash") == unit_hash:
+            _keep_old(unit, running, observed, out)
+            out.held_back = True
+            return
+        gen = next_gen
+        preds = predecessors(unit, running)
+        new = [next_generation(want[g], gen, preds) for g in unit.new]
+        out.workers += new
+        if not old_running:  # nothing copies now (e.g. it was stopped): the new generation starts at once
+            for g in (*unit.new, *unit.old):
+                out.holders[g] = gen
+            out.running.update({c.name: c for c in new})
+            return
+        _keep_old(unit, running, observed, out)
+        for g in unit.new:
+            out.holders.setdefault(g, observed.holder(g))
+        out.upgrading.append(f"generation {gen} of {new_names} created in standby")
+        return
+    gen = standby
+    new = [observed.workers[g][gen].config for g in unit.new]
+    out.workers += new
+    moved = all(observed.holder(g) == gen for g in unit.new)
+    if moved:
+        took = [g for g in unit.new if observed.annotation(g, lease_took_over_key(gen))]
+        if len(took) == len(unit.new):
+            out.handoffs.append(_record(unit, running, observed, gen))
+            for g in unit.new:
+                out.holders[g] = gen
+            for g in unit.old:
+                if g in want:
+                    out.holders[g] = gen
+            out.running.update({c.name: c for c in new})
+            return
+        # handing over: the old generation drains; its applications stay until the new one took over
+        for g in unit.old:
+            out.workers.append(running[g])
+        for g in (*unit.new, *unit.old):
+            out.holders[g] = gen
+        out.running.update({g: running[g] for g in unit.old})
+        moved_at = min(int(observed.annotation(g, ANNOTATION_MOVED_AT) or now_ms) for g in unit.new)
+        waited = (now_ms - moved_at) / 1000
+        out.upgrading.append(f"handing {', '.join(unit.old) or '-'} over to generation {gen} ({new_names}): "
+                             f"{len(took)}/{len(unit.new)} took over")
+        if waited > upgrade.handoffTimeoutSeconds:
+            out.problems.append(f"the handoff to generation {gen} of {new_names} has not completed after "
+                                f"{waited:.0f} s (spec.upgrade.handoffTimeoutSeconds "
+                                f"{upgrade.handoffTimeoutSeconds}): waiting for {sorted(set(unit.new) - set(took))}")
+        return
+    ready = [g for g in unit.new if observed.annotation(g, lease_ready_key(gen))]
+    if len(ready) == len(unit.new):  # every new group is warm: the Leases move now
+        for g in (*unit.new, *unit.old):
+            out.holders[g] = gen
+            out.moved.add(g)
+        for g in unit.old:
+            out.workers.append(running[g])
+        out.running.update({g: running[g] for g in unit.old})
+        out.upgrading.append(f"Leases of {', '.join(sorted({*unit.new, *unit.old}))} moved to generation {gen}")
+        return
+    created = [w.created_ms() for g in unit.new if (w := observed.workers[g][gen]).created_ms() is not None]
+    waited = (now_ms - min(created)) / 1000 if created else 0.0
+    errors = [f"{g}: {e}" for g in unit.new if (e := observed.workers[g][gen].error())]
+    if waited > upgrade.readyTimeoutSeconds:
+        out.workers = [c for c in out.workers if not (c.name in unit.new and c.worker.generation == gen)]
+        out.rollback = {"generation": gen, "flowGroups": list(unit.new), "specHash": unit_hash,
+                        "reason": (f"generation {gen} of {new_names} was not ready within "
+                                   f"spec.upgrade.readyTimeoutSeconds ({upgrade.readyTimeoutSeconds} s)"
+                                   + (f": {'; '.join(errors)}" if errors else "")
+                                   + f"; generation {', '.join(str(running[g].worker.generation) for g in unit.old)}"
+                                     " keeps copying")}
+        out.held_back = True
+        _keep_old(unit, running, observed, out)
+        for g in unit.new:
+            out.holders.setdefault(g, observed.holder(g))
+        return
+    _keep_old(unit, running, observed, out)
+    for g in unit.new:
+        out.holders.setdefault(g, observed.holder(g))
+    out.upgrading.append(f"generation {gen} of {new_names} in standby: {len(ready)}/{len(unit.new)} ready"
+                         + (f" ({'; '.join(errors)})" if errors else ""))
+
+
+def _record(unit: HandoffUnit, running: dict[str, FlowGroupConfig], observed: Observed, gen: int) -> dict[str, Any]:
+    """The handoff as the status records it: from, to, when, how long the takeover took."""
+    took = [json.loads(observed.annotation(g, lease_took_over_key(gen)) or "{}") for g in unit.new]
+    moved = [int(v) for g in unit.new if (v := observed.annotation(g, ANNOTATION_MOVED_AT))]
+    at = max((t.get("atMs", 0) for t in took), default=0)
+    rec: dict[str, Any] = {
+        "fromGeneration": max((running[g].worker.generation for g in unit.old), default=0),
+        "toGeneration": gen, "fromFlowGroups": list(unit.old), "toFlowGroups": list(unit.new),
+        "version": observed.workers[unit.new[0]][gen].config.worker.version if unit.new else None,
+        "takeoverMs": max((t.get("tookMs", 0) for t in took), default=0),
+        "fencedTransactionalIds": sum(t.get("fenced", 0) for t in took),
+    }
+    if moved and at:
+        rec["leaseToTakeoverMs"] = max(0, at - min(moved))
+    if at:
+        rec["time"] = dt.datetime.fromtimestamp(at / 1000, dt.timezone.utc).replace(microsecond=0) \
+            .isoformat().replace("+00:00", "Z")
+    return rec

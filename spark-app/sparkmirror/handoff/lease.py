@@ -1,0 +1,144 @@
+"""The operator's Lease, seen from a worker generation's driver: wait for it, report on it, notice it move on.
+
+The operator alone moves the Lease (annotation `sparkmirror.io/holder-generation`); a driver only reads it and
+writes its own reports (ready, took over) as annotations, so two generations never race for it. Correctness
+does not hang on the Lease (the generation marks and fencing of takeover.py do that); it decides *when*.
+The one place in the job that talks to Kubernetes: in a pod through its service account, elsewhere through
+$KUBECONFIG (the tests' stand-in for the Spark operator).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+
+from ..resource.flowgroup import FlowGroupConfig
+from ..resource.names import LEASE_HOLDER, lease_ready_key, lease_took_over_key
+from .takeover import HandoffError, Takeover
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LeaseRef:
+    namespace: str
+    name: str
+    generation: int  # this driver's generation of the Lease's flow group
+
+
+def _coordination_api():
+    from kubernetes import client, config
+
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        config.load_incluster_config()
+        return client.CoordinationV1Api()
+    path = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+    return client.CoordinationV1Api(config.new_client_from_config(config_file=path.split(os.pathsep)[0]))
+
+
+class LeaseGate:
+    """Whether this driver's generation holds its flow groups' Leases, polled every `poll` seconds."""
+
+    def __init__(self, leases: list[LeaseRef], api=None, poll: float = 0.5) -> None:
+        self.leases, self.poll = leases, poll
+        try:
+            self.api = api or _coordination_api()
+        except Exception as e:  # noqa: BLE001 - no Kubernetes API: this generation cannot know when to copy
+            raise HandoffError(f"worker.leaseName is set but the Kubernetes API is not reachable: {e}") from None
+        self.successor: int | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._trouble = ""
+
+    @classmethod
+    def for_configs(cls, configs: list[FlowGroupConfig], **kw) -> "LeaseGate":
+        return cls([LeaseRef(c.worker.leaseNamespace or "default", c.worker.leaseName or "", c.worker.generation)
+                    for c in configs], **kw)
+
+    def holders(self) -> dict[LeaseRef, int | None]:
+        """The generation each Lease names (None: not named yet, or the Lease cannot be read now)."""
+        out: dict[LeaseRef, int | None] = {}
+        for ref in self.leases:
+            try:
+                lease = self.api.read_namespaced_lease(ref.name, ref.namespace)
+                value = (lease.metadata.annotations or {}).get(LEASE_HOLDER)
+                out[ref] = int(value) if value else None
+                self._ok()
+            except Exception as e:  # noqa: BLE001 - the API server restarts too: say so once, keep asking
+                self._problem(f"Lease {ref.namespace}/{ref.name} cannot be read: {_reason(e)}")
+                out[ref] = None
+        return out
+
+    def _problem(self, what: str) -> None:
+        if what != self._trouble:
+            log.warning("%s; asking again", what)
+            self._trouble = what
+
+    def _ok(self) -> None:
+        if self._trouble:
+            log.info("the Lease can be read again")
+            self._trouble = ""
+
+    def _annotate(self, values: dict[LeaseRef, dict[str, str]]) -> None:
+        for ref, annotations in values.items():
+            for attempt in range(5):
+                try:
+                    self.api.patch_namespaced_lease(ref.name, ref.namespace, {"metadata": {"annotations": annotations}})
+                    break
+                except Exception as e:  # noqa: BLE001 - a report is worth retrying; the copy does not hang on it
+                    if attempt == 4:
+                        log.warning("cannot report %s on Lease %s/%s: %s", sorted(annotations), ref.namespace,
+                                    ref.name, _reason(e))
+                    time.sleep(0.5)
+
+    def report_ready(self) -> None:
+        now = str(int(time.time() * 1000))
+        self._annotate({ref: {lease_ready_key(ref.generation): now} for ref in self.leases})
+        log.info("standby: generation(s) %s ready; waiting for the Lease", sorted({r.generation for r in self.leases}))
+
+    def report_took_over(self, took: Takeover) -> None:
+        value = json.dumps({"atMs": took.at_ms, "tookMs": took.took_ms, "fenced": len(took.fenced)})
+        self._annotate({ref: {lease_took_over_key(ref.generation): value} for ref in self.leases
+                        if ref.generation == took.generation})
+
+    def wait_until_held(self, stop: threading.Event) -> bool:
+        """Block until every Lease names this driver's generation (True) or `stop` is set (False)."""
+        said = False
+        while not stop.is_set():
+            holders = self.holders()
+            if all(holders[r] == r.generation for r in self.leases):
+                log.info("the Lease names this generation: taking over")
+                return True
+            later = [h for r in self.leases if (h := holders[r]) is not None and h > r.generation]
+            if later and not said:
+                log.warning("a later worker generation (%d) holds the Lease: this one stays in standby until it "
+                            "is removed", max(later))
+                said = True
+            stop.wait(self.poll)
+        return False
+
+    def watch(self, lost: threading.Event, every: float = 1.0) -> None:
+        """In a daemon thread: set `lost` once any Lease names a later generation."""
+
+        def loop() -> None:
+            while not self._stop.wait(every):
+                holders = self.holders()
+                later = [h for r in self.leases if (h := holders[r]) is not None and h > r.generation]
+                if later:
+                    self.successor = max(later)
+                    lost.set()
+                    return
+
+        self._thread = threading.Thread(target=loop, name="sparkmirror-lease", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+
+
+def _reason(e: Exception) -> str:
+    status = getattr(e, "status", None)
+    return f"{status} {getattr(e, 'reason', '')}".strip() if status else (str(e).splitlines()[0] if str(e) else repr(e))

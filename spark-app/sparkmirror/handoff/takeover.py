@@ -1,0 +1,129 @@
+"""Taking a flow group over: what a worker generation does on the target clusters before its lanes copy.
+
+1. Generation marks: on each target's progress topic, "flow group G belongs to generation N" for its own group
+   and every predecessor's group (a split or merge supersedes the old groups).
+2. Fencing: `init_transactions` on every transactional id the predecessors' lanes held, which aborts their open
+   transactions and fences them, whatever the lane count or flow-group split was (ids are recorded, not guessed).
+
+Why both: fencing stops every predecessor lane that had initialised its producer *before* step 2. A predecessor
+lane that initialises *after* step 2 (its driver planned one more epoch before it saw the handoff) reads the
+progress topic after its own init, so it reads the mark written in step 1 and stops without copying
+(`copying.start.resume_positions`). Either way no record is copied by two generations, and the new generation's
+lanes resume from the progress topic read after their own fencing.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from confluent_kafka import KafkaError, Producer
+
+from ..progress import ensure_progress_topic, read_progress
+from ..progress.record import generation_key, generation_value
+from ..resource.flowgroup import FlowGroupConfig, Predecessor
+from ..resource.names import transactional_ids
+
+log = logging.getLogger(__name__)
+
+
+class HandoffError(RuntimeError):
+    """This generation must not copy (a later one took the flow group over), or the takeover failed."""
+
+
+@dataclass
+class Takeover:
+    """What one takeover did and how long it took (reported on the Lease / the run display)."""
+
+    generation: int
+    groups: list[str]
+    fenced: list[str] = field(default_factory=list)
+    at_ms: int = 0
+    took_ms: int = 0
+
+
+def marked(config: FlowGroupConfig, timeout: float = 60.0) -> Predecessor | None:
+    """The highest generation marked for this flow group on any of its targets, with the ids its lanes held
+    (None: no generation took the group over yet)."""
+    best: Predecessor | None = None
+    of = (config.resource, config.resourceUid, config.name)
+    for alias in sorted({m.target for m in config.mirrors}):
+        conf = config.cluster(alias).client_config()
+        ensure_progress_topic(conf, config.progressTopic)
+        state = read_progress(conf, config.progressTopic, timeout=timeout, resource=config.resource)
+        gen = state.generation(*of)
+        if gen and (best is None or gen > best.generation):
+            best = Predecessor(flowGroup=config.name, generation=gen, transactionalIds=state.generation_ids[of])
+    return best
+
+
+def marked_generation(config: FlowGroupConfig, timeout: float = 60.0) -> int:
+    m = marked(config, timeout)
+    return m.generation if m is not None else 0
+
+
+def check_not_superseded(config: FlowGroupConfig, timeout: float = 60.0) -> None:
+    """HandoffError when a later generation already took the flow group over (run it while in standby: it reads
+    the whole progress topic, which the handoff itself should not wait for)."""
+    marked = marked_generation(config, timeout)
+    if marked > config.worker.generation:
+        raise HandoffError(f"flow group {config.name!r} of {config.resource} was taken over by worker generation "
+                           f"{marked}; this is generation {config.worker.generation}: it must not copy")
+
+
+def take_over(config: FlowGroupConfig, timeout: float = 60.0) -> Takeover:
+    """Mark, then fence (see the module docstring)."""
+    t0 = time.monotonic()
+    gen = config.worker.generation
+    preds = config.worker.predecessors
+    groups = sorted({config.name, *(p.flowGroup for p in preds)})
+    at_ms = int(time.time() * 1000)
+    for alias in sorted({m.target for m in config.mirrors}):
+        _mark(config, alias, groups, at_ms, timeout)
+    t_mark = time.monotonic()
+    known = {c.alias for c in config.clusters}
+    ids = sorted({(alias, tid) for p in preds for alias, tids in p.transactionalIds.items() if alias in known
+                  for tid in tids})
+    skipped = sorted({alias for p in preds for alias in p.transactionalIds if alias not in known})
+    if skipped:  # a mirror to that target was removed: nothing of this generation writes there
+        log.info("flow group %s: not fencing lanes on targets %s that this generation no longer writes to",
+                 config.name, skipped)
+    if ids:
+        with ThreadPoolExecutor(max_workers=min(8, len(ids))) as pool:
+            list(pool.map(lambda a: _fence(config, a[0], a[1], timeout), ids))
+    took = int((time.monotonic() - t0) * 1000)
+    log.info("flow group %s: generation %d took over %s in %d ms (marks written in %d ms, %d transactional ids "
+             "fenced in %d ms)", config.name, gen, groups, took, (t_mark - t0) * 1000, len(ids),
+             (time.monotonic() - t_mark) * 1000)
+    return Takeover(gen, groups, [tid for _a, tid in ids], at_ms, took)
+
+
+def _mark(config: FlowGroupConfig, alias: str, groups: list[str], at_ms: int, timeout: float) -> None:
+    ensure_progress_topic(config.cluster(alias).client_config(), config.progressTopic)
+    errors: list[KafkaError] = []
+    producer = Producer({**config.cluster(alias).client_config(), "enable.idempotence": True, "acks": "all",
+                         "client.id": f"sparkmirror-takeover-{config.name}"})
+    ids = transactional_ids(config.resource, config.name, config.lane_routes())
+    for g in groups:
+        producer.produce(config.progressTopic, key=generation_key(config.resource, config.resourceUid, g),
+                         value=generation_value(config.worker.generation, config.name, at_ms, ids),
+                         on_delivery=lambda err, _m: errors.append(err) if err is not None else None)
+    left = producer.flush(timeout)
+    if left or errors:
+        why = errors[0].str() if errors else f"{left} not acknowledged in {timeout:.0f} s"
+        raise HandoffError(f"flow group {config.name!r}: cannot write its generation mark to the progress topic "
+                           f"{config.progressTopic!r} on target {alias!r}: {why}")
+
+
+def _fence(config: FlowGroupConfig, alias: str, tid: str, timeout: float) -> None:
+    """init_transactions as `tid`: aborts its open transaction, bumps its epoch so its holder is fenced."""
+    producer = Producer({**config.cluster(alias).client_config(), "transactional.id": tid,
+                         "transaction.timeout.ms": config.transactionTimeoutMs, "client.id": f"{tid}.fence"})
+    try:
+        producer.init_transactions(timeout)
+    except Exception as e:  # noqa: BLE001 - reported with the id and the target, the takeover fails
+        raise HandoffError(f"flow group {config.name!r}: cannot fence transactional id {tid!r} on target "
+                           f"{alias!r}: {e}") from None
+    finally:
+        producer.flush(1)
