@@ -322,9 +322,10 @@ def default_group_name(alias: str) -> str:
 def parse(resource: dict[str, Any]) -> KafkaMirrorMaker2:
     """Validate a resource dict (status and unknown metadata ignored) against the model."""
     body = {k: v for k, v in resource.items() if k in ("apiVersion", "kind", "metadata", "spec")}
-    meta = dict(body.get("metadata") or {})
-    body["metadata"] = {k: meta[k] for k in ("name", "namespace", "uid", "generation", "labels", "annotations")
-                        if k in meta and meta[k] is not None}
+    meta = body.get("metadata") or {}
+    if isinstance(meta, dict):  # anything else is left for the model to refuse, naming the field
+        body["metadata"] = {k: meta[k] for k in ("name", "namespace", "uid", "generation", "labels", "annotations")
+                            if k in meta and meta[k] is not None}
     return KafkaMirrorMaker2.model_validate(body)
 
 

@@ -35,6 +35,7 @@ def _err(msg: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..inputs import USAGE_EXIT, InputError, key_values
     from .resources import InvalidResource, load
 
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
@@ -42,8 +43,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         loaded = load(args.file)
     except InvalidResource as e:
-        _err(f"invalid resource:\n{e}")
-        return 2
+        for problem in str(e).splitlines():  # one line per problem, each naming the file and the field
+            _err(problem)
+        return USAGE_EXIT
     for w in loaded.warnings:
         _err(f"warning: {w}")
     if args.check:
@@ -52,10 +54,10 @@ def run(args: argparse.Namespace) -> int:
                                                          for m in cfg.mirrors))
         return 0
     try:
-        extra = dict(kv.split("=", 1) for kv in args.conf)
-    except ValueError:
-        _err(f"--conf: expected K=V, got {args.conf}")
-        return 2
+        extra = key_values(args.conf, "--conf")
+    except InputError as e:
+        _err(str(e))
+        return USAGE_EXIT
 
     from .local import LocalRun, Unreachable, preflight, wait
     from .display import Progress

@@ -5,8 +5,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from ..inputs import InputError, mapping_documents
 from ..resource.flowgroup import FlowGroupConfig
 
 
@@ -23,25 +22,12 @@ class Loaded:
 
 
 def read_documents(path: str | Path) -> list[tuple[str, dict[str, Any]]]:
-    """(label, document) of every non-empty YAML document of a file."""
-    p = Path(path)
+    """(label, document) of every non-empty YAML document of a file; InvalidResource names the file (missing,
+    a directory, not UTF-8, broken YAML, empty, a document that is not a mapping)."""
     try:
-        text = p.read_text()
-    except OSError as e:
-        raise InvalidResource(f"{path}: cannot read: {e.strerror or e}") from e
-    try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as e:
-        raise InvalidResource(f"{path}: not valid YAML: {e}") from e
-    if not docs:
-        raise InvalidResource(f"{path}: no KafkaMirrorMaker2 resource in the file")
-    out = []
-    for i, d in enumerate(docs):
-        label = f"{path}" if len(docs) == 1 else f"{path} (document {i + 1})"
-        if not isinstance(d, dict):
-            raise InvalidResource(f"{label}: expected a KafkaMirrorMaker2 resource (a mapping), got {type(d).__name__}")
-        out.append((label, d))
-    return out
+        return mapping_documents(path, "a KafkaMirrorMaker2 resource")
+    except InputError as e:
+        raise InvalidResource(str(e)) from None
 
 
 def load(paths: list[str]) -> Loaded:
