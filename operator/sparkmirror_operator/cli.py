@@ -50,7 +50,11 @@ def run_import(args: argparse.Namespace) -> int:
     if not result.resources:
         print(f"sparkmirror import: {args.file}: nothing to convert", file=sys.stderr)
         return USAGE_EXIT
-    return USAGE_EXIT if any(": error: " in n for n in result.notes) else 0
+    if any(": error: " in n for n in result.notes):
+        print(f"sparkmirror import: {args.file}: the converted resource does not validate (errors above)",
+              file=sys.stderr)
+        return USAGE_EXIT
+    return 0
 
 
 def run_operator(args: argparse.Namespace) -> int:

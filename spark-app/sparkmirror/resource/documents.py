@@ -16,8 +16,13 @@ class InputError(ValueError):
     problem)."""
 
 
-def yaml_error(label: str, e: yaml.YAMLError) -> InputError:
-    """One line for a YAML error: what the parser found and where."""
+def yaml_error(label: str, e: yaml.YAMLError, text: str = "") -> InputError:
+    """One line for a YAML error: what the parser found and where (line and column)."""
+    if isinstance(e, yaml.reader.ReaderError):  # a character YAML does not allow: no mark, a position
+        line = text.count("\n", 0, e.position) + 1
+        column = e.position - (text.rfind("\n", 0, e.position) + 1) + 1
+        return InputError(f"{label}: not valid YAML: character #x{e.character:04x} is not allowed "
+                          f"(line {line}, column {column})")
     problem = getattr(e, "problem", None) or getattr(e, "context", None) or str(e)
     mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
     where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
@@ -29,7 +34,7 @@ def yaml_documents(text: str, label: str) -> list[Any]:
     try:
         return [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as e:
-        raise yaml_error(label, e) from None
+        raise yaml_error(label, e, text) from None
     except RecursionError:  # absurdly deep nesting
         raise InputError(f"{label}: not valid YAML: nested too deeply") from None
 
