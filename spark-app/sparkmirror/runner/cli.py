@@ -36,7 +36,7 @@ def _err(msg: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..inputs import USAGE_EXIT, InputError, key_values
-    from .resources import InvalidResource, load
+    from .resources import InvalidResource, load, secret_problems
 
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -59,6 +59,11 @@ def run(args: argparse.Namespace) -> int:
         _err(str(e))
         return USAGE_EXIT
 
+    problems = secret_problems(loaded)
+    for problem in problems:
+        _err(problem)
+    if problems:
+        return USAGE_EXIT
     from .local import LocalRun, Unreachable, preflight, wait
     from .display import Progress
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ..inputs import InputError, mapping_documents
-from ..resource.flowgroup import FlowGroupConfig
+from ..resource.flowgroup import FlowGroupConfig, SecretUnreadable
 
 
 class InvalidResource(ValueError):
@@ -67,3 +67,20 @@ def load(paths: list[str]) -> Loaded:
     if problems:
         raise InvalidResource("\n".join(problems))
     return out
+
+
+def secret_problems(loaded: Loaded) -> list[str]:
+    """Every secret the clusters need, read once before Spark starts: an unset variable, a missing file or a
+    value that is not UTF-8 text, each naming the cluster's resource field (never the value)."""
+    problems = []
+    for cfg in loaded.configs:
+        for c in cfg.clusters:
+            where = loaded.fields.get(cfg.name, {}).get(c.alias, f"clusters[{c.alias}]").removesuffix(
+                ".bootstrapServers")
+            try:
+                c.client_config()
+            except KeyError as e:
+                problems.append(f"{where}: cluster {c.alias!r}: {e.args[0]}")
+            except (OSError, SecretUnreadable) as e:
+                problems.append(f"{where}: cluster {c.alias!r}: {e}")
+    return list(dict.fromkeys(problems))
