@@ -48,6 +48,7 @@ class Settings:
     launcher: str = "spark-application"
     secrets: str = "files"  # or "env"
     metrics_port: int = 9090
+    metrics_bind: str | None = None  # the drivers' default (0.0.0.0) unless set
     lease_duration_seconds: int = 15
     image_pull_secrets: tuple[str, ...] = ()
 
@@ -60,8 +61,21 @@ class Settings:
                    launcher=env.get("SPARKMIRROR_LAUNCHER", d.launcher),
                    secrets=env.get("SPARKMIRROR_SECRETS", d.secrets),
                    metrics_port=int(env.get("SPARKMIRROR_METRICS_PORT", d.metrics_port)),
+                   metrics_bind=_ip_address(env.get("SPARKMIRROR_METRICS_BIND")) or d.metrics_bind,
                    image_pull_secrets=tuple(s.strip() for s in env.get("SPARKMIRROR_IMAGE_PULL_SECRETS",
                                                                        "").split(",") if s.strip()))
+
+
+def _ip_address(value: str | None) -> str | None:
+    """An IP address setting, checked at start-up (the operator refuses to start) rather than per resource."""
+    if value:
+        import ipaddress
+
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            raise ValueError(f"SPARKMIRROR_METRICS_BIND: expected an IP address, got {value!r}") from None
+    return value or None
 
 
 @dataclass
@@ -264,7 +278,7 @@ def render(resource: dict[str, Any] | KafkaMirrorMaker2, settings: Settings | No
     kmm2 = p.resource
     leases, cms = [], []
     for cfg in p.groups:
-        cfg = cfg.model_copy(update={"metricsPort": settings.metrics_port})
+        cfg = cfg.model_copy(update={"metricsPort": settings.metrics_port, "metricsBind": settings.metrics_bind})
         text = cfg.to_yaml()
         digest = hashlib.sha256(text.encode()).hexdigest()[:16]
         labels = _labels(kmm2, "flow-group", cfg.name)

@@ -100,7 +100,8 @@ def test_a_password_never_travels_in_plaintext_unless_the_resource_says_so() -> 
 
 
 def test_metrics_bind_must_be_an_address() -> None:
-    base = {"name": "g", "clusters": [{"alias": "a", "bootstrapServers": "h:1"}, {"alias": "b", "bootstrapServers": "h:2"}],
+    base = {"name": "g",
+            "clusters": [{"alias": "a", "bootstrapServers": "h:1"}, {"alias": "b", "bootstrapServers": "h:2"}],
             "mirrors": [{"name": "a", "source": "a", "target": "b"}]}
     assert FlowGroupConfig.model_validate({**base, "metricsBind": "127.0.0.1"}).metricsBind == "127.0.0.1"
     assert FlowGroupConfig.model_validate({**base, "metricsBind": "::"}).metricsBind == "::"

@@ -30,6 +30,7 @@ from .flowgroup import (
 
 from .names import lease_name
 from .model import (
+    PLAINTEXT_CREDENTIALS_MESSAGE,
     ClusterSpec,
     ConnectorSpec,
     KafkaMirrorMaker2,
@@ -280,6 +281,8 @@ def _cluster(spec: ClusterSpec, path: str, secrets: _Secrets, out: Plan) -> Clus
                 out.errors.append(Problem(f"{path}.authentication.passwordSecret",
                                           f"username and passwordSecret are required for type {a.type}"))
             else:
+                if spec.tls is None and not a.allowPlaintextCredentials:
+                    out.errors.append(Problem(f"{path}.authentication", PLAINTEXT_CREDENTIALS_MESSAGE))
                 secrets.field = f"{path}.authentication.passwordSecret"
                 auth = Authentication(type=a.type, username=a.username,
                                       password=secrets.value(a.passwordSecret.secretName,
