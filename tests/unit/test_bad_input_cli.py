@@ -94,9 +94,13 @@ def test_bad_key_value_options(tmp_path: Path) -> None:
     good = tmp_path / "fg.yaml"
     good.write_text("name: g\nclusters: [{alias: a, bootstrapServers: 'h:1'}, {alias: b, bootstrapServers: 'h:2'}]\n"
                     "mirrors: [{name: a, source: a, target: b}]\n")
-    out = run(["-m", "sparkmirror.job", "--config", str(good), "--conf", "spark.x"])
-    assert out.returncode == 2 and "--conf: expected K=V, got 'spark.x'" in out.stderr, out.stderr
-    assert "Traceback" not in out.stderr
+    resource = tmp_path / "resource.yaml"
+    resource.write_text(RESOURCE % "")
+    for args in (["-m", "sparkmirror.job", "--config", str(good)],
+                 ["-m", "sparkmirror.cli", "run", "-f", str(resource)]):
+        out = run([*args, "--conf", "spark.x"])
+        assert out.returncode == 2 and "--conf: expected K=V, got 'spark.x'" in out.stderr, out.stderr
+        assert "Traceback" not in out.stderr
 
 
 def test_malformed_strimzi_manifest_names_the_part(tmp_path: Path) -> None:
