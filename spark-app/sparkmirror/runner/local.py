@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..driver import Driver
-from ..resource.flowgroup import FlowGroupConfig, SecretUnreadable
+from ..resource.flowgroup import FlowGroupConfig
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ def preflight(configs: list[FlowGroupConfig], fields: dict[str, dict[str, str]],
                                 f"({e.args[0].str() if e.args else e})")
             except KeyError as e:  # a secret named by environment variable is missing
                 problems.append(f"{where}: cluster {c.alias!r}: {e.args[0]}")
-            except (OSError, SecretUnreadable) as e:  # a secret file not there, a password that is not text
+            except OSError as e:  # a certificate or password file that is not there
                 problems.append(f"{where}: cluster {c.alias!r}: {e}")
     if problems:
         raise Unreachable("\n".join(problems))
