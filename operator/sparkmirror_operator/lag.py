@@ -98,7 +98,11 @@ def source_end_offsets(conf: dict[str, str], topic_filter, cluster: Cluster, tar
     from sparkmirror.replication import should_replicate_topic
 
     errors: list[str] = []
-    c = _consumer(conf, errors)
+    try:
+        c = _consumer(conf, errors)
+    except KafkaException as e:  # e.g. a CA or key from a Secret that is not PEM: librdkafka refuses the config
+        raise LagError(f"{where}cluster {cluster.alias!r} ({cluster.bootstrapServers}): cannot create a client: "
+                       f"{_cause(e, errors)}") from None
     what = "is unreachable"
     try:
         md = c.list_topics(timeout=timeout)

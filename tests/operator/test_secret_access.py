@@ -62,8 +62,7 @@ def test_a_binary_password_is_a_condition_naming_it(kube, kmm2_crd, kapi, namesp
 
 
 def test_only_the_named_secrets_of_its_own_namespace_are_read(kube, kmm2_crd, kapi, namespace) -> None:
-    """Other Secrets in the namespace, and a same-named Secret elsewhere, are never asked for; Secrets are never
-    listed."""
+    """Other Secrets in the namespace are never asked for, nor Secrets elsewhere; Secrets are never listed."""
     kapi.create(secret(namespace, "mirror-user", {"password": "pw"}))
     kapi.create(secret(namespace, "ca", {"ca.crt": "-----BEGIN CERTIFICATE-----\n", "other.crt": "x"}))
     kapi.create(secret(namespace, "unrelated", {"password": "not ours"}))
@@ -74,6 +73,11 @@ def test_only_the_named_secrets_of_its_own_namespace_are_read(kube, kmm2_crd, ka
     api = RecordingApi(kapi.api)
     rec = Reconciler(api, lag_timeout=1.0)
     rec.reconcile(created)
-    rec.reconcile(created, apply=False, with_lag=True)
+    refreshed = rec.reconcile(created, apply=False, with_lag=True)
     assert api.secret_calls and {c[0] for c in api.secret_calls} == {"get"}
+    # the CA here is no certificate at all: the lag client cannot even be made, and the status says so
+    deg = next(c for c in refreshed.status["conditions"] if c["type"] == "Degraded")
+    assert deg["reason"] == "TlsFailed", deg
+    assert ("spec.mirrors[0].source.bootstrapServers: cluster 'a' (127.0.0.1:19092): cannot create a client: "
+            "Failed to create consumer: failed to read certificate #0 from ssl.ca.pem") in deg["message"], deg
     assert {(ns, name) for _, ns, name in api.secret_calls} == {(namespace, "mirror-user"), (namespace, "ca")}
