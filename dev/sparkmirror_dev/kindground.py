@@ -112,7 +112,9 @@ def up(kubeconfig: Path, name: str = DEFAULT_NAME, fresh: bool = True) -> KindGr
            REPO / "charts" / "sparkmirror", "--namespace", "sparkmirror", "--create-namespace",
            "--set", f"image.repository={op_repo}", "--set", f"image.tag={op_tag}",
            "--set", "image.pullPolicy=IfNotPresent", "--set", f"sparkImage.repository={spark_repo}",
-           "--set", f"sparkImage.tag={spark_tag}", "--set", "statusIntervalSeconds=5", "--wait", "--timeout", "5m")
+           "--set", f"sparkImage.tag={spark_tag}", "--set", "statusIntervalSeconds=5",
+           # the chart serves only its own namespace unless told: the mirrors live in theirs
+           "--set", f"watchNamespaces={{{MIRROR_NS}}}", "--wait", "--timeout", "5m")
     for pod in (east, west):
         ground.kubectl("-n", KAFKA_NS, "rollout", "status", f"deploy/{pod.name}", "--timeout=300s")
         fwd = kindkafka.PortForward(cluster.kubectl, KAFKA_NS, f"svc/{pod.name}", pod.external_port, 9094,

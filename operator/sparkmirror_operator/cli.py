@@ -27,20 +27,34 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_import(args: argparse.Namespace) -> int:
+    """Exit 0 converted; 2 bad input (unreadable file, broken YAML, nothing to convert, an invalid result)."""
+    from sparkmirror.inputs import USAGE_EXIT, InputError, read_text
     from sparkmirror.resource.importer import import_text
 
-    text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
-    result = import_text(text, name=args.name, namespace=args.namespace)
+    try:
+        result = import_text(read_text(args.file), name=args.name, namespace=args.namespace,
+                             label="stdin" if args.file == "-" else args.file)
+    except InputError as e:
+        print(f"sparkmirror import: {e}", file=sys.stderr)
+        return USAGE_EXIT
     if args.output:
-        Path(args.output).write_text(result.to_yaml())
+        try:
+            Path(args.output).write_text(result.to_yaml())
+        except OSError as e:
+            print(f"sparkmirror import: {args.output}: cannot write: {e.strerror or e}", file=sys.stderr)
+            return USAGE_EXIT
     else:
         sys.stdout.write(result.to_yaml())
     for note in result.notes:
         print(f"note: {note}", file=sys.stderr)
     if not result.resources:
-        print("error: nothing to convert", file=sys.stderr)
-        return 1
-    return 2 if any(": error: " in n for n in result.notes) else 0
+        print(f"sparkmirror import: {args.file}: nothing to convert", file=sys.stderr)
+        return USAGE_EXIT
+    if any(": error: " in n for n in result.notes):
+        print(f"sparkmirror import: {args.file}: the converted resource does not validate (errors above)",
+              file=sys.stderr)
+        return USAGE_EXIT
+    return 0
 
 
 def run_operator(args: argparse.Namespace) -> int:

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from sparkmirror.progress import CommittedCounter, partition_lags, read_progress
-from sparkmirror.resource.flowgroup import Cluster, FlowGroupConfig, SecretResolver, SecretValue
+from sparkmirror.resource.flowgroup import (Cluster, FlowGroupConfig, SecretResolver, SecretUnreadable,
+                                            SecretValue)
 from sparkmirror.replication import policy_for
 from sparkmirror.topicsync import topic_filter
 
@@ -97,7 +98,11 @@ def source_end_offsets(conf: dict[str, str], topic_filter, cluster: Cluster, tar
     from sparkmirror.replication import should_replicate_topic
 
     errors: list[str] = []
-    c = _consumer(conf, errors)
+    try:
+        c = _consumer(conf, errors)
+    except KafkaException as e:  # e.g. a CA or key from a Secret that is not PEM: librdkafka refuses the config
+        raise LagError(f"{where}cluster {cluster.alias!r} ({cluster.bootstrapServers}): cannot create a client: "
+                       f"{_cause(e, errors)}") from None
     what = "is unreachable"
     try:
         md = c.list_topics(timeout=timeout)
@@ -185,6 +190,8 @@ def group_lag(cfg: FlowGroupConfig, read: SecretReader, env_refs: dict[str, tupl
         out.lag, out.error, out.reason = None, str(e), failure_reason(str(e))
     except KeyError as e:  # a referenced Secret or key is missing
         out.lag, out.error, out.reason = None, f"secret {e.args[0]}", "SecretMissing"
+    except SecretUnreadable as e:  # a value that is not text: named, never shown
+        out.lag, out.error, out.reason = None, str(e), "SecretInvalid"
     return out
 
 

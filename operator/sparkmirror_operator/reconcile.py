@@ -12,6 +12,7 @@ from typing import Any
 
 from kubernetes import client
 
+from sparkmirror.resource.flowgroup import SecretUnreadable, secret_text
 from sparkmirror.resource.plan import Plan, env_name, plan
 from .kubeapi import OWNED_KINDS, KubeApi
 from .lag import SECRET_REF_ROOT, GroupLag, group_lag
@@ -20,6 +21,7 @@ from .rollout import Observed, Worker
 from .status import Problem, build_status
 
 log = logging.getLogger(__name__)
+SECRET_REASONS = ("SecretMissing", "SecretInvalid")
 
 
 @dataclass
@@ -58,13 +60,21 @@ class SecretCache:
         return None if s is None else sorted((s.get("data") or {}).keys())
 
     def value(self, name: str, key: str) -> str:
+        """The key's text; KeyError when missing, SecretUnreadable (naming Secret and key) when not UTF-8."""
         s = self.get(name)
         if s is None:
             raise KeyError(f"{self.namespace}/{name} not found")
         data = s.get("data") or {}
         if key not in data:
             raise KeyError(f"{self.namespace}/{name} has no key {key!r}")
-        return base64.b64decode(data[key]).decode()
+        return secret_text(base64.b64decode(data[key]), f"Secret {self.namespace}/{name} key {key!r}")
+
+    def is_text(self, name: str, key: str) -> bool:
+        try:
+            self.value(name, key)
+            return True
+        except SecretUnreadable:
+            return False
 
 
 def _ident(obj: dict[str, Any]) -> str:
@@ -114,6 +124,10 @@ class Reconciler:
             elif ref.key is not None and ref.key not in (s.get("data") or {}):
                 out.append(Problem("SecretMissing", f"Secret {secrets.namespace}/{ref.secret} referenced by "
                                                     f"{ref.field} has no key {ref.key!r}"))
+            elif ref.key is not None and not secrets.is_text(ref.secret, ref.key):
+                out.append(Problem("SecretInvalid", f"Secret {secrets.namespace}/{ref.secret} referenced by "
+                                                    f"{ref.field}: key {ref.key!r} is not UTF-8 text (a password, "
+                                                    "certificate or key must be)"))
             elif ref.key is None and not secrets.keys(ref.secret):
                 out.append(Problem("SecretMissing", f"Secret {secrets.namespace}/{ref.secret} referenced by "
                                                     f"{ref.field} has no key matching {ref.pattern!r}"))
@@ -153,7 +167,7 @@ class Reconciler:
         if with_lag and not p.errors:  # stopped or paused too: the lag then says how far behind it falls
             lags = self.lags(body, secrets)
             for g, lag in lags.items():
-                if lag.error and lag.reason != "SecretMissing":
+                if lag.error and lag.reason not in SECRET_REASONS:  # secret_problems said it already
                     problems.append(Problem(lag.reason or "LagUnknown", lag.error))
         rollout = rendered.rollout
         if apply and rollout is not None:

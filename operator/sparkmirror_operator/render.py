@@ -52,6 +52,7 @@ class Settings:
     launcher: str = "spark-application"
     secrets: str = "files"  # or "env"
     metrics_port: int = 9090
+    metrics_bind: str | None = None  # the drivers' default (0.0.0.0) unless set
     lease_duration_seconds: int = 15
     image_pull_secrets: tuple[str, ...] = ()
 
@@ -64,8 +65,21 @@ class Settings:
                    launcher=env.get("SPARKMIRROR_LAUNCHER", d.launcher),
                    secrets=env.get("SPARKMIRROR_SECRETS", d.secrets),
                    metrics_port=int(env.get("SPARKMIRROR_METRICS_PORT", d.metrics_port)),
+                   metrics_bind=_ip_address(env.get("SPARKMIRROR_METRICS_BIND")) or d.metrics_bind,
                    image_pull_secrets=tuple(s.strip() for s in env.get("SPARKMIRROR_IMAGE_PULL_SECRETS",
                                                                        "").split(",") if s.strip()))
+
+
+def _ip_address(value: str | None) -> str | None:
+    """An IP address setting, checked at start-up (the operator refuses to start) rather than per resource."""
+    if value:
+        import ipaddress
+
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            raise ValueError(f"SPARKMIRROR_METRICS_BIND: expected an IP address, got {value!r}") from None
+    return value or None
 
 
 @dataclass
@@ -288,7 +302,8 @@ def render(resource: dict[str, Any] | KafkaMirrorMaker2, settings: Settings | No
     if p.errors or p.resource is None:
         return out
     kmm2 = p.resource
-    desired = [cfg.model_copy(update={"metricsPort": settings.metrics_port}) for cfg in p.groups]
+    desired = [cfg.model_copy(update={"metricsPort": settings.metrics_port, "metricsBind": settings.metrics_bind})
+               for cfg in p.groups]
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     rollout = plan_rollout(desired, observed or Observed(), kmm2.spec.upgrade, now_ms=now_ms,
                            restart=kmm2.metadata.annotations.get(ANNOTATION_RESTART, ""), rolled_back=rolled_back,

@@ -7,6 +7,7 @@ simply has no subcommand there.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from importlib.metadata import entry_points
 
@@ -28,8 +29,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run a subcommand. Bad input is each command's to report (one line, exit 2); whatever else escapes is
+    still one line here, not a traceback, unless SPARKMIRROR_DEBUG is set."""
     args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:  # noqa: BLE001 - the last resort: a user sees one line, a developer can ask for more
+        if os.environ.get("SPARKMIRROR_DEBUG"):
+            raise
+        print(f"sparkmirror {args.command}: unexpected error: {type(e).__name__}: {' '.join(str(e).split())} "
+              "(set SPARKMIRROR_DEBUG=1 for the traceback)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import argparse  # noqa: E402
 import logging  # noqa: E402
 
 from sparkmirror.driver import Driver  # noqa: E402
+from sparkmirror.inputs import USAGE_EXIT, InputError, key_values, mapping_documents  # noqa: E402
 from sparkmirror.resource.flowgroup import FlowGroupConfig  # noqa: E402
 
 
@@ -27,12 +28,28 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        config = FlowGroupConfig.from_yaml(Path(args.config).read_text())
-    except Exception as e:  # noqa: BLE001 - the message names the field
-        print(f"sparkmirror: {args.config}: invalid flow-group config: {e}", file=sys.stderr)
-        return 2
-    extra = dict(kv.split("=", 1) for kv in args.conf)
+        config = load_config(args.config)
+        extra = key_values(args.conf, "--conf")
+    except InputError as e:
+        for line in str(e).splitlines():
+            print(f"sparkmirror-job: {line}", file=sys.stderr)
+        return USAGE_EXIT
     return Driver([config], args.master, extra, args.checkpoint).run()
+
+
+def load_config(path: str) -> FlowGroupConfig:
+    """The flow-group config of a file, or InputError with one line per problem, each naming file and field."""
+    from pydantic import ValidationError
+
+    from sparkmirror.resource.plan import validation_problems
+
+    (label, doc), *more = mapping_documents(path, "a flow-group config")
+    if more:
+        raise InputError(f"{path}: {len(more) + 1} documents: expected one flow-group config")
+    try:
+        return FlowGroupConfig.model_validate(doc)
+    except ValidationError as e:
+        raise InputError("\n".join(f"{label}: {p}" for p in validation_problems(e))) from None
 
 
 if __name__ == "__main__":

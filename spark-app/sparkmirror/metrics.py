@@ -159,7 +159,7 @@ class DriverServices:
                  checkpoints: bool = True) -> None:
         self.config, self.stats = config, stats or dict
         self.poll_interval = poll_interval
-        self.bind = bind or os.environ.get("SPARKMIRROR_METRICS_BIND", "0.0.0.0")
+        self.bind = bind or config.metricsBind or os.environ.get("SPARKMIRROR_METRICS_BIND", "0.0.0.0")
         self._want_heartbeats, self._want_checkpoints = heartbeats, checkpoints
         self.mirrors: dict[str, _Mirror] = {m.name: _Mirror(m) for m in config.mirrors}
         self._stop = threading.Event()

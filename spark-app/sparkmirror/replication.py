@@ -30,9 +30,13 @@ topics (`<alias><sep>checkpoints<sep>internal`), plus everything the mirror's `t
 """
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
+_WARNED: set[tuple[str, int]] = set()  # partitions whose undecodable provenance header was logged (per process)
 
 HEARTBEATS_TOPIC = "heartbeats"
 PROVENANCE_HEADER = "sparkmirror-provenance"
@@ -200,13 +204,28 @@ def should_replicate_topic(policy: ReplicationPolicy, topic_filter: TopicFilter,
 # provenance header (identity policy) -----------------------------------------------------------------------
 
 def provenance(headers: Iterable[Header] | None) -> list[str]:
-    """Aliases a record was mirrored from, oldest hop first (all provenance headers, in order)."""
+    """Aliases a record was mirrored from, oldest hop first (all provenance headers, in order).
+
+    A header some other producer wrote with bytes that are not UTF-8 never stops the copy: its bytes are kept
+    as surrogate escapes, so they match no alias (aliases are ASCII) and `stamp_provenance` writes them back
+    unchanged; `undecodable_provenance` tells the copier to say so."""
     hops: list[str] = []
     for key, value in headers or ():
         if key == PROVENANCE_HEADER and value:
-            raw = value.decode("utf-8") if isinstance(value, (bytes, bytearray)) else str(value)
+            raw = value.decode("utf-8", "surrogateescape") if isinstance(value, (bytes, bytearray)) else str(value)
             hops.extend(a for a in raw.split(",") if a)
     return hops
+
+
+def undecodable_provenance(headers: Iterable[Header] | None) -> bool:
+    """True when a provenance header of the record holds bytes that are not UTF-8."""
+    for key, value in headers or ():
+        if key == PROVENANCE_HEADER and isinstance(value, (bytes, bytearray)):
+            try:
+                value.decode("utf-8")
+            except UnicodeDecodeError:
+                return True
+    return False
 
 
 def should_copy_record(headers: Iterable[Header] | None, target_alias: str) -> bool:
@@ -218,7 +237,7 @@ def stamp_provenance(headers: Sequence[Header] | None, source_alias: str) -> lis
     """The record's headers with `source_alias` appended to the provenance header (one header, kept last)."""
     hops = provenance(headers) + [source_alias]
     kept = [(k, v) for k, v in (headers or ()) if k != PROVENANCE_HEADER]
-    return kept + [(PROVENANCE_HEADER, ",".join(hops).encode("utf-8"))]
+    return kept + [(PROVENANCE_HEADER, ",".join(hops).encode("utf-8", "surrogateescape"))]
 
 
 @dataclass(frozen=True)
@@ -238,8 +257,17 @@ class RecordStamper:
     def of(cls, policy: ReplicationPolicy, source_alias: str, target_alias: str) -> "RecordStamper":
         return cls(policy.uses_provenance, source_alias, target_alias)
 
-    def should_copy(self, headers: Iterable[Header] | None) -> bool:
-        return not self.uses_provenance or should_copy_record(headers, self.target_alias)
+    def should_copy(self, headers: Iterable[Header] | None, record: tuple[str, int, int] | None = None) -> bool:
+        """`record` (topic, partition, offset) names the record in the warning about a provenance header that
+        is not UTF-8 (logged once per partition; the record is copied, its header bytes kept)."""
+        if not self.uses_provenance:
+            return True
+        if headers and record is not None and undecodable_provenance(headers) and record[:2] not in _WARNED:
+            _WARNED.add(record[:2])
+            log.warning("mirror %s->%s: %s[%d] offset %d: header %s is not UTF-8; copied with its bytes kept "
+                        "(further such records of this partition are not logged)", self.source_alias,
+                        self.target_alias, *record, PROVENANCE_HEADER)
+        return should_copy_record(headers, self.target_alias)
 
     def headers_for(self, headers: Sequence[Header] | None) -> Sequence[Header] | None:
         return stamp_provenance(headers, self.source_alias) if self.uses_provenance else headers

@@ -26,9 +26,9 @@ def helm() -> str | None:
 def _check(schema: dict, value, path: str = "values") -> list[str]:
     """The subset of JSON schema the chart's schema uses (type, required, enum, additionalProperties, items)."""
     errs = []
-    types = {"object": dict, "array": list, "string": str, "boolean": bool, "number": (int, float)}
+    types = {"object": dict, "array": list, "string": str, "boolean": bool, "number": (int, float), "integer": int}
     t = schema.get("type")
-    if t and not isinstance(value, types[t]) or (t == "number" and isinstance(value, bool)):
+    if t and not isinstance(value, types[t]) or (t in ("number", "integer") and isinstance(value, bool)):
         return [f"{path}: expected {t}, got {type(value).__name__}"]
     if "enum" in schema and value not in schema["enum"]:
         errs.append(f"{path}: {value!r} not in {schema['enum']}")
@@ -92,12 +92,13 @@ def test_rendered_chart_is_valid_and_its_rbac_suffices(kube, kmm2_crd, namespace
     from sparkmirror_operator.kubeapi import KubeApi
     from sparkmirror_operator.reconcile import Reconciler
 
-    docs = _template(namespace, "--set", f"watchNamespaces={{{namespace}}}")
+    docs = _template(namespace)  # the default: the release's own namespace only
     kinds = sorted(d["kind"] for d in docs)
-    assert kinds == ["Deployment", "Role", "RoleBinding", "ServiceAccount"]
-    cluster_docs = _template(namespace)
+    assert kinds == ["Deployment", "NetworkPolicy", "Role", "RoleBinding", "ServiceAccount"]
+    cluster_docs = _template(namespace, "--set", "watchAllNamespaces=true",
+                             "--set-json", 'metrics.networkPolicy.from=[{"namespaceSelector": {}}]')
     assert sorted(d["kind"] for d in cluster_docs) == ["ClusterRole", "ClusterRoleBinding", "Deployment",
-                                                        "ServiceAccount"]
+                                                        "NetworkPolicy", "Role", "RoleBinding", "ServiceAccount"]
     text = yaml.safe_dump_all(docs)
     res = kube.kubectl("apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump_all(cluster_docs), check=False)
     assert res.returncode == 0, res.stderr
@@ -134,3 +135,80 @@ def test_spark_pull_secrets_reach_the_operator() -> None:
     plain = next(d for d in _template("ops") if d["kind"] == "Deployment")
     assert "SPARKMIRROR_IMAGE_PULL_SECRETS" not in {e["name"] for e in
                                                     plain["spec"]["template"]["spec"]["containers"][0]["env"]}
+
+
+# ---- least privilege ---------------------------------------------------------------------------------------
+
+def _rules(docs: list[dict], kind: str) -> dict[tuple[str | None, str], list[dict]]:
+    """(namespace, name) -> rules of every Role or ClusterRole rendered."""
+    return {(d["metadata"].get("namespace"), d["metadata"]["name"]): d["rules"] for d in docs if d["kind"] == kind}
+
+
+def _args(docs: list[dict]) -> list[str]:
+    return next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+def _secret_verbs(rules: list[dict]) -> set[str]:
+    return {v for r in rules if "secrets" in r["resources"] or "*" in r["resources"] for v in r["verbs"]}
+
+
+@pytest.mark.skipif(helm() is None, reason="no helm binary")
+@pytest.mark.parametrize(("values", "namespaces"), [
+    ([], ["ops"]),
+    (["--set", "watchNamespaces={a,b}"], ["a", "b"]),
+    (["--set", "watchAllNamespaces=true"], ["ops"]),
+    (["--set", "watchAllNamespaces=true", "--set", "watchNamespaces={a}"], ["a"]),
+])
+def test_secrets_are_read_by_name_in_namespaces_only(values: list[str], namespaces: list[str]) -> None:
+    """Whatever the values: Secrets only through Roles in the listed namespaces, only `get` (by the name a
+    resource gives), never list or watch, never through a ClusterRole."""
+    docs = _template("ops", *values)
+    assert all(not _secret_verbs(rules) for rules in _rules(docs, "ClusterRole").values())
+    roles = _rules(docs, "Role")
+    assert sorted(ns for ns, _ in roles) == namespaces
+    assert all(_secret_verbs(rules) == {"get"} for rules in roles.values())
+    assert sorted(d["metadata"]["namespace"] for d in docs if d["kind"] == "RoleBinding") == namespaces
+
+
+@pytest.mark.skipif(helm() is None, reason="no helm binary")
+def test_by_default_the_operator_serves_its_own_namespace_only() -> None:
+    docs = _template("ops")
+    assert not [d for d in docs if d["kind"].startswith("Cluster")]
+    assert [a for a in _args(docs) if a.startswith("--namespace")] == ["--namespace=ops"]
+    ((where, rules),) = _rules(docs, "Role").items()
+    assert where == ("ops", "smm-sparkmirror")
+    assert not [r for r in rules if {"namespaces", "customresourcedefinitions"} & set(r["resources"])]
+    # widened by name
+    wide = _template("ops", "--set", "watchNamespaces={team-a,team-b}")
+    assert [a for a in _args(wide) if a.startswith("--namespace")] == ["--namespace=team-a", "--namespace=team-b"]
+    assert sorted(ns for ns, _ in _rules(wide, "Role")) == ["team-a", "team-b"]
+    # or to every namespace, explicitly: a ClusterRole without Secrets, Secrets by Role where listed
+    every = _template("ops", "--set", "watchAllNamespaces=true")
+    assert not [a for a in _args(every) if a.startswith("--namespace")]
+    assert list(_rules(every, "ClusterRole")) == [(None, "smm-sparkmirror")]
+    assert _rules(every, "Role") == {("ops", "smm-sparkmirror-secrets"): [
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]}
+
+
+@pytest.mark.skipif(helm() is None, reason="no helm binary")
+def test_network_policy_guards_the_mirrors_and_their_metrics_port() -> None:
+    """The mirrors' pods (the label the operator puts on drivers and executors) take connections only from each
+    other, plus the metrics port from the scrapers the values name; the drivers bind where the values say."""
+    from sparkmirror_operator.render import FIELD_MANAGER, LABEL_MANAGED_BY
+
+    mine = {"podSelector": {"matchLabels": {LABEL_MANAGED_BY: FIELD_MANAGER}}}
+    (np,) = [d for d in _template("ops") if d["kind"] == "NetworkPolicy"]
+    assert np["metadata"]["namespace"] == "ops"
+    assert np["spec"] == {"podSelector": mine["podSelector"], "policyTypes": ["Ingress"], "ingress": [{"from": [mine]}]}
+    scraper = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    docs = _template("ops", "--set", "watchNamespaces={a,b}", "--set", "metrics.port=9191",
+                     "--set", "metrics.bindAddress=127.0.0.1",
+                     "--set-json", f"metrics.networkPolicy.from={json.dumps([scraper])}")
+    nps = {d["metadata"]["namespace"]: d["spec"]["ingress"] for d in docs if d["kind"] == "NetworkPolicy"}
+    assert nps == {ns: [{"from": [mine]}, {"from": [scraper], "ports": [{"port": 9191, "protocol": "TCP"}]}]
+                   for ns in ("a", "b")}
+    env = {e["name"]: e.get("value") for e in
+           next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["SPARKMIRROR_METRICS_PORT"] == "9191" and env["SPARKMIRROR_METRICS_BIND"] == "127.0.0.1"
+    off = _template("ops", "--set", "metrics.networkPolicy.create=false")
+    assert not [d for d in off if d["kind"] == "NetworkPolicy"]

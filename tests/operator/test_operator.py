@@ -25,7 +25,8 @@ def resource(name: str, namespace: str, **spec_over) -> dict:
         "version": "1.0",
         "target": {"alias": "b", "bootstrapServers": "127.0.0.1:19093",
                    "authentication": {"type": "scram-sha-512", "username": "mirror",
-                                      "passwordSecret": {"secretName": "mirror-user", "password": "password"}}},
+                                      "passwordSecret": {"secretName": "mirror-user", "password": "password"},
+                                      "allowPlaintextCredentials": True}},  # the local ground is plaintext
         "mirrors": [{"source": {"alias": "a", "bootstrapServers": "127.0.0.1:19092"}, "topicsPattern": "t.*"},
                     {"source": {"alias": "c", "bootstrapServers": "127.0.0.1:19094"}, "topicsPattern": "t.*"}],
     }

@@ -161,3 +161,20 @@ def test_pull_secrets_core_requests_and_security_overrides() -> None:
     sc = _template(app["spec"], "executor")["securityContext"]
     assert (sc["runAsUser"], sc["fsGroup"], sc["runAsNonRoot"]) == (2000, 2000, True)
     assert Settings.from_env({"SPARKMIRROR_IMAGE_PULL_SECRETS": "a, b"}).image_pull_secrets == ("a", "b")
+
+
+def test_metrics_bind_reaches_the_flow_group_config() -> None:
+    """The chart's metrics.bindAddress (SPARKMIRROR_METRICS_BIND of the operator) is the drivers' bind address;
+    unset, the config says nothing and the driver binds every interface. A bad address stops the operator at
+    start-up, not every reconcile."""
+    src = yaml.safe_load((DATA / "two-groups-scram.input.yaml").read_text())
+
+    def configs(settings: Settings) -> list[FlowGroupConfig]:
+        return [FlowGroupConfig.from_yaml(o["data"]["flowgroup.yaml"]) for o in render(src, settings).objects
+                if o["kind"] == "ConfigMap"]
+
+    bound = Settings.from_env({"SPARKMIRROR_METRICS_BIND": "127.0.0.1", "SPARKMIRROR_METRICS_PORT": "9191"})
+    assert {(c.metricsBind, c.metricsPort) for c in configs(bound)} == {("127.0.0.1", 9191)}
+    assert {c.metricsBind for c in configs(Settings.from_env({}))} == {None}
+    with pytest.raises(ValueError, match="SPARKMIRROR_METRICS_BIND: expected an IP address, got 'any'"):
+        Settings.from_env({"SPARKMIRROR_METRICS_BIND": "any"})

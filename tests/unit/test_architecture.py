@@ -27,6 +27,8 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
                                  *DEV_ONLY)),
     ("sparkmirror.progress", ("sparkmirror_operator", *SPARK_SIDE, *THIRD_PARTY_K8S, *THIRD_PARTY_SPARK,
                               *DEV_ONLY)),
+    ("sparkmirror.inputs", ("sparkmirror_operator", *SPARK_SIDE, *THIRD_PARTY_K8S, *THIRD_PARTY_KAFKA,
+                            *THIRD_PARTY_SPARK, *DEV_ONLY)),
     ("sparkmirror.topicsync", ("sparkmirror_operator", *SPARK_SIDE, *THIRD_PARTY_K8S, *THIRD_PARTY_SPARK,
                                *DEV_ONLY)),
     # the CLI front door only dispatches to entry points

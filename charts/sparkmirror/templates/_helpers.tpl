@@ -28,3 +28,13 @@ app.kubernetes.io/component: operator
 {{- default "default" .Values.serviceAccount.name -}}
 {{- end -}}
 {{- end -}}
+
+{{- /* The namespaces the chart gives the operator rights in (Roles, NetworkPolicies), as a JSON list:
+watchNamespaces, or the release's own namespace when it is empty. */}}
+{{- define "sparkmirror.namespaces" -}}
+{{- if .Values.watchNamespaces -}}
+{{- toJson .Values.watchNamespaces -}}
+{{- else -}}
+{{- toJson (list .Release.Namespace) -}}
+{{- end -}}
+{{- end -}}

@@ -229,7 +229,7 @@ class LaneCopier:
             ts_type, ts = m.timestamp()
             pend.src_last = off
             if self.stamper is not None:
-                if not self.stamper.should_copy(h):
+                if not self.stamper.should_copy(h, (key[0], key[1], off)):
                     continue  # came from the target: copying it back would loop; progress still advances
                 h = self.stamper.headers_for(h)
             pend.count += 1

@@ -34,6 +34,19 @@ class ReplicationPolicy(str, Enum):
     IDENTITY = "identity"
 
 
+class SecretUnreadable(ValueError):
+    """A referenced secret that cannot be used as text; the message says where it is, never what it holds."""
+
+
+def secret_text(data: bytes, where: str) -> str:
+    """A secret's bytes as the UTF-8 text Kafka clients take (passwords, PEM), or SecretUnreadable naming
+    `where`. UnicodeDecodeError's own text would quote a byte of the secret and its position."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SecretUnreadable(f"{where} is not UTF-8 text (a password, certificate or key must be)") from None
+
+
 class SecretValue(_Model):
     """Where the job finds a secret at run time: a mounted file or an environment variable, never a literal."""
 
@@ -47,13 +60,19 @@ class SecretValue(_Model):
         return self
 
     def read(self) -> str:
+        """The value now; KeyError (unset variable), OSError (missing file) or SecretUnreadable (not UTF-8)."""
         import os
 
         if self.file is not None:
-            return Path(self.file).read_text().strip()
+            return secret_text(Path(self.file).read_bytes(), f"secret file {self.file}").strip()
         value = os.environ.get(self.env or "")
         if value is None:
             raise KeyError(f"environment variable {self.env} is not set")
+        try:  # Python decodes the environment with surrogateescape: undecodable bytes show up only here
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise SecretUnreadable(f"environment variable {self.env} is not UTF-8 text (a password must be)") \
+                from None
         return value
 
 
@@ -130,7 +149,7 @@ def _ca_config(ca_files: list[str]) -> dict[str, str]:
         raise FileNotFoundError(f"tls.caFiles: no certificate file matches {ca_files}")
     if len(files) == 1:
         return {"ssl.ca.location": files[0]}
-    return {"ssl.ca.pem": "\n".join(Path(f).read_text().strip() for f in files) + "\n"}
+    return {"ssl.ca.pem": "\n".join(secret_text(Path(f).read_bytes(), f"CA file {f}").strip() for f in files) + "\n"}
 
 
 # MirrorMaker 2's DefaultConfigPropertyFilter exclusions (config.properties.exclude default).
@@ -228,6 +247,8 @@ class FlowGroupConfig(_Model):
     progressTopic: str = Field("sparkmirror.progress.internal", description="Compacted topic on each target.")
     checkpointDir: str | None = Field(None, description="Spark checkpoint root; an optimisation, may be lost.")
     metricsPort: int | None = Field(None, ge=0, le=65535, description="Prometheus text on the driver; 0 = any.")
+    metricsBind: str | None = Field(None, description="IP address the metrics endpoint binds to; default "
+                                                      "$SPARKMIRROR_METRICS_BIND, else 0.0.0.0 (every interface).")
     sourceGapPolicy: Literal["fail", "skip"] = Field(
         "fail", description="What a lane does when the source no longer holds the next offset to copy (retention "
         "or truncation deleted it, or the topic was recreated): 'fail' stops the mirror with an error naming the "
@@ -237,6 +258,18 @@ class FlowGroupConfig(_Model):
         60000, ge=1000, description="transaction.timeout.ms of lane producers: how long the broker keeps a dead "
         "lane's open transaction (blocking read_committed readers) before aborting it, if no new copy fences it.")
     worker: Worker = Field(default_factory=Worker)
+
+    @field_validator("metricsBind")
+    @classmethod
+    def _address(cls, v: str | None) -> str | None:
+        if v is not None:
+            import ipaddress
+
+            try:
+                ipaddress.ip_address(v)
+            except ValueError:
+                raise ValueError(f"expected an IP address, got {v!r}") from None
+        return v
 
     @model_validator(mode="after")
     def _references(self) -> "FlowGroupConfig":

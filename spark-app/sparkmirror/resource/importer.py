@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from .documents import InputError, kind_of, mapping_documents_of
 from .plan import plan
 from .model import API_VERSION, KIND
 
@@ -25,11 +26,15 @@ class Imported:
         return yaml.safe_dump_all(self.resources, sort_keys=False)
 
 
-def import_text(text: str, *, name: str | None = None, namespace: str | None = None) -> Imported:
-    """Detect the format (YAML manifest or Java properties) and convert."""
+def import_text(text: str, *, name: str | None = None, namespace: str | None = None,
+                label: str = "input") -> Imported:
+    """Detect the format (YAML manifest or Java properties) and convert. InputError (naming `label`, the
+    document and the field) for YAML that is broken or not shaped like a manifest."""
     stripped = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith(("#", "!"))]
-    looks_yaml = any(ln.startswith(("apiVersion:", "kind:", "---")) for ln in stripped)
-    out = import_manifests(text) if looks_yaml else import_mm2_properties(text, name=name or "mirror")
+    if not stripped:
+        raise InputError(f"{label}: empty: expected a KafkaMirrorMaker2 manifest or an mm2.properties file")
+    looks_yaml = any(ln.startswith(("apiVersion:", "kind:", "---", "- ", "[", "{")) for ln in stripped)
+    out = import_manifests(text, label) if looks_yaml else import_mm2_properties(text, name=name or "mirror")
     for r in out.resources:
         if name and looks_yaml:
             r["metadata"]["name"] = name
@@ -51,19 +56,36 @@ def _check(out: Imported) -> None:
 
 # ---- Strimzi manifests ----------------------------------------------------------------------------------
 
-def import_manifests(text: str) -> Imported:
+def _mapping(value: Any, where: str) -> dict[str, Any]:
+    """A manifest part that must be a mapping (absent: empty), or InputError naming it."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InputError(f"{where}: expected a mapping, got {kind_of(value)}")
+    return value
+
+
+def _mappings(value: Any, where: str) -> list[dict[str, Any]]:
+    """A manifest part that must be a list of mappings (absent: empty), or InputError naming the item."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InputError(f"{where}: expected a list, got {kind_of(value)}")
+    return [_mapping(v, f"{where}[{i}]") for i, v in enumerate(value)]
+
+
+def import_manifests(text: str, label: str = "input") -> Imported:
     out = Imported()
-    for doc in yaml.safe_load_all(text):
-        if not doc:
-            continue
+    for where, doc in mapping_documents_of(text, label, "a Kubernetes manifest"):
         api, kind = str(doc.get("apiVersion", "")), doc.get("kind")
         if kind != "KafkaMirrorMaker2":
             out.notes.append(f"skipped {kind or 'a document without kind'} ({api}): not a KafkaMirrorMaker2")
             continue
+        meta = _mapping(doc.get("metadata"), f"{where}: metadata")
         if api == f"{STRIMZI_GROUP}/v1beta2":
-            out.resources.append(_from_v1beta2(doc, out.notes))
+            out.resources.append(_from_v1beta2(doc, out.notes, where))
         elif api in (f"{STRIMZI_GROUP}/v1", API_VERSION):
-            out.resources.append(_resource(doc.get("metadata") or {}, copy.deepcopy(doc.get("spec") or {})))
+            out.resources.append(_resource(meta, copy.deepcopy(doc.get("spec") or {})))
         else:
             out.notes.append(f"skipped KafkaMirrorMaker2 of apiVersion {api!r}: only kafka.strimzi.io/v1 and "
                              "v1beta2 are converted")
@@ -83,23 +105,25 @@ _CONNECT_KEYS_V1 = {"group.id": "groupId", "config.storage.topic": "configStorag
                     "offset.storage.topic": "offsetStorageTopic", "status.storage.topic": "statusStorageTopic"}
 
 
-def _from_v1beta2(doc: dict[str, Any], notes: list[str]) -> dict[str, Any]:
-    spec_in = doc.get("spec") or {}
+def _from_v1beta2(doc: dict[str, Any], notes: list[str], where: str = "input") -> dict[str, Any]:
+    spec_in = _mapping(doc.get("spec"), f"{where}: spec")
     who = (doc.get("metadata") or {}).get("name", "mirror")
-    clusters = {c.get("alias"): copy.deepcopy(c) for c in spec_in.get("clusters") or []}
+    clusters = {c.get("alias"): copy.deepcopy(c) for c in _mappings(spec_in.get("clusters"),
+                                                                     f"{where}: spec.clusters")}
+    mirrors_in = _mappings(spec_in.get("mirrors"), f"{where}: spec.mirrors")
     target_alias = spec_in.get("connectCluster")
     if target_alias not in clusters:
-        targets = {m.get("targetCluster") for m in spec_in.get("mirrors") or []}
+        targets = {m.get("targetCluster") for m in mirrors_in}
         target_alias = next(iter(targets)) if len(targets) == 1 else None
     spec: dict[str, Any] = {k: copy.deepcopy(v) for k, v in spec_in.items() if k in _V1_TOP}
     target = clusters.get(target_alias) or {"alias": target_alias or "target", "bootstrapServers": ""}
-    tconf = target.get("config") or {}
+    tconf = _mapping(target.get("config"), f"{where}: spec.clusters[alias={target_alias}].config")
     for key, fld in _CONNECT_KEYS_V1.items():  # v1 has these as fields of the target
         if key in tconf:
             target[fld] = str(tconf.pop(key))
     spec["target"] = target
     mirrors = []
-    for i, m in enumerate(spec_in.get("mirrors") or []):
+    for i, m in enumerate(mirrors_in):
         if m.get("targetCluster") != target_alias:
             notes.append(f"{who}: spec.mirrors[{i}]: targets {m.get('targetCluster')!r}, not the Connect cluster "
                          f"{target_alias!r}; not carried over (one target per resource)")
@@ -116,12 +140,15 @@ def _from_v1beta2(doc: dict[str, Any], notes: list[str]) -> dict[str, Any]:
         for old, new in _V1BETA2_RENAMED.items():
             if old in m and new not in out:
                 out[new] = m[old]
-        hb = m.get("heartbeatConnector")
+        hb = _mapping(m.get("heartbeatConnector"), f"{where}: spec.mirrors[{i}].heartbeatConnector")
         if hb:
-            hb_conf = {k: v for k, v in (hb.get("config") or {}).items() if k.startswith("emit.heartbeats.")}
+            hb_in = _mapping(hb.get("config"), f"{where}: spec.mirrors[{i}].heartbeatConnector.config")
+            hb_conf = {k: v for k, v in hb_in.items() if str(k).startswith("emit.heartbeats.")}
             if hb_conf:
-                out.setdefault("sourceConnector", {}).setdefault("config", {}).update(hb_conf)
-            dropped = sorted(set(hb.get("config") or {}) - set(hb_conf)) + sorted(set(hb) - {"config"})
+                where_sc = f"{where}: spec.mirrors[{i}].sourceConnector"
+                sc = out["sourceConnector"] = _mapping(out.get("sourceConnector"), where_sc)
+                sc["config"] = {**_mapping(sc.get("config"), f"{where_sc}.config"), **hb_conf}
+            dropped = sorted(map(str, set(hb_in) - set(hb_conf))) + sorted(map(str, set(hb) - {"config"}))
             notes.append(f"{who}: spec.mirrors[{i}].heartbeatConnector: emit.heartbeats.* moved to sourceConnector"
                          + (f"; not carried over: {', '.join(dropped)}" if dropped else ""))
         mirrors.append(out)
@@ -173,6 +200,10 @@ def import_mm2_properties(text: str, *, name: str = "mirror") -> Imported:
     aliases = [a.strip() for a in props.get("clusters", "").split(",") if a.strip()]
     flows = [(a, b) for a in aliases for b in aliases
              if a != b and props.get(f"{a}->{b}.enabled", "false").strip().lower() == "true"]
+    if not aliases:  # a scalar or stray text lands here too: say what was looked for
+        out.notes.append("neither a KafkaMirrorMaker2 manifest (YAML with apiVersion and kind) nor an "
+                         "mm2.properties file (no 'clusters' key)")
+        return out
     if not flows:
         out.notes.append("no enabled flow (A->B.enabled = true) among clusters " + ", ".join(aliases))
         return out

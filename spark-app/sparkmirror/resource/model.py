@@ -109,11 +109,25 @@ class ClientAuthentication(_Model):
                                                                          "password; never inline.")
     certificateAndKey: CertAndKeySecretSource | None = Field(None, description="Reference to the Secret holding "
                                                                               "the client certificate and key.")
+    allowPlaintextCredentials: bool = Field(
+        False, description="Allow a password (scram-sha-256, scram-sha-512, plain) to be sent to a cluster "
+                           "without tls, that is over a plaintext listener where anyone on the network can read "
+                           "it. Off by default: such a resource is refused.")
     sasl: bool | None = Field(None, description="Custom authentication only: enable SASL.")
     config: dict[str, Any] | None = Field(None, description="Custom authentication only: its properties.")
 
 
+PLAINTEXT_CREDENTIALS = ("!has(self.authentication) || !(self.authentication.type in ['scram-sha-256', "
+                         "'scram-sha-512', 'plain']) || has(self.tls) || "
+                         "(has(self.authentication.allowPlaintextCredentials) && "
+                         "self.authentication.allowPlaintextCredentials)")
+PLAINTEXT_CREDENTIALS_MESSAGE = ("a password must not travel over a plaintext listener: set tls, or "
+                                 "authentication.allowPlaintextCredentials: true to accept it")
+
+
 class ClusterSpec(_Model):
+    model_config = ConfigDict(json_schema_extra=validations(
+        cel(PLAINTEXT_CREDENTIALS, PLAINTEXT_CREDENTIALS_MESSAGE, ".authentication")))
     alias: str = Field(description="Alias of the cluster; names remote topics (<alias><separator><topic>) "
                                    "and must be unique in the resource.",
                        min_length=1, max_length=63, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")

@@ -30,6 +30,7 @@ from .flowgroup import (
 
 from .names import lease_name
 from .model import (
+    PLAINTEXT_CREDENTIALS_MESSAGE,
     ClusterSpec,
     ConnectorSpec,
     KafkaMirrorMaker2,
@@ -280,6 +281,8 @@ def _cluster(spec: ClusterSpec, path: str, secrets: _Secrets, out: Plan) -> Clus
                 out.errors.append(Problem(f"{path}.authentication.passwordSecret",
                                           f"username and passwordSecret are required for type {a.type}"))
             else:
+                if spec.tls is None and not a.allowPlaintextCredentials:
+                    out.errors.append(Problem(f"{path}.authentication", PLAINTEXT_CREDENTIALS_MESSAGE))
                 secrets.field = f"{path}.authentication.passwordSecret"
                 auth = Authentication(type=a.type, username=a.username,
                                       password=secrets.value(a.passwordSecret.secretName,
@@ -322,9 +325,10 @@ def default_group_name(alias: str) -> str:
 def parse(resource: dict[str, Any]) -> KafkaMirrorMaker2:
     """Validate a resource dict (status and unknown metadata ignored) against the model."""
     body = {k: v for k, v in resource.items() if k in ("apiVersion", "kind", "metadata", "spec")}
-    meta = dict(body.get("metadata") or {})
-    body["metadata"] = {k: meta[k] for k in ("name", "namespace", "uid", "generation", "labels", "annotations")
-                        if k in meta and meta[k] is not None}
+    meta = body.get("metadata") or {}
+    if isinstance(meta, dict):  # anything else is left for the model to refuse, naming the field
+        body["metadata"] = {k: meta[k] for k in ("name", "namespace", "uid", "generation", "labels", "annotations")
+                            if k in meta and meta[k] is not None}
     return KafkaMirrorMaker2.model_validate(body)
 
 

@@ -54,15 +54,17 @@ def follow_changes(local, watch) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .resources import InvalidResource, ResourceWatch, load
+    from ..inputs import USAGE_EXIT, InputError, key_values
+    from .resources import InvalidResource, ResourceWatch, load, secret_problems
 
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         loaded = load(args.file)
     except InvalidResource as e:
-        _err(f"invalid resource:\n{e}")
-        return 2
+        for problem in str(e).splitlines():  # one line per problem, each naming the file and the field
+            _err(problem)
+        return USAGE_EXIT
     for w in loaded.warnings:
         _err(f"warning: {w}")
     if args.check:
@@ -71,11 +73,16 @@ def run(args: argparse.Namespace) -> int:
                                                          for m in cfg.mirrors))
         return 0
     try:
-        extra = dict(kv.split("=", 1) for kv in args.conf)
-    except ValueError:
-        _err(f"--conf: expected K=V, got {args.conf}")
-        return 2
+        extra = key_values(args.conf, "--conf")
+    except InputError as e:
+        _err(str(e))
+        return USAGE_EXIT
 
+    problems = secret_problems(loaded)
+    for problem in problems:
+        _err(problem)
+    if problems:
+        return USAGE_EXIT
     from .local import LocalRun, Unreachable, preflight, wait
     from .display import Progress
 

@@ -5,9 +5,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from ..resource.flowgroup import FlowGroupConfig
+from ..inputs import InputError, mapping_documents
+from ..resource.flowgroup import FlowGroupConfig, SecretUnreadable
 
 
 class InvalidResource(ValueError):
@@ -23,25 +22,12 @@ class Loaded:
 
 
 def read_documents(path: str | Path) -> list[tuple[str, dict[str, Any]]]:
-    """(label, document) of every non-empty YAML document of a file."""
-    p = Path(path)
+    """(label, document) of every non-empty YAML document of a file; InvalidResource names the file (missing,
+    a directory, not UTF-8, broken YAML, empty, a document that is not a mapping)."""
     try:
-        text = p.read_text()
-    except OSError as e:
-        raise InvalidResource(f"{path}: cannot read: {e.strerror or e}") from e
-    try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as e:
-        raise InvalidResource(f"{path}: not valid YAML: {e}") from e
-    if not docs:
-        raise InvalidResource(f"{path}: no KafkaMirrorMaker2 resource in the file")
-    out = []
-    for i, d in enumerate(docs):
-        label = f"{path}" if len(docs) == 1 else f"{path} (document {i + 1})"
-        if not isinstance(d, dict):
-            raise InvalidResource(f"{label}: expected a KafkaMirrorMaker2 resource (a mapping), got {type(d).__name__}")
-        out.append((label, d))
-    return out
+        return mapping_documents(path, "a KafkaMirrorMaker2 resource")
+    except InputError as e:
+        raise InvalidResource(str(e)) from None
 
 
 def load(paths: list[str]) -> Loaded:
@@ -109,3 +95,20 @@ class ResourceWatch:
             return None
         self.seen = now
         return load(self.paths)
+
+
+def secret_problems(loaded: Loaded) -> list[str]:
+    """Every secret the clusters need, read once before Spark starts: an unset variable, a missing file or a
+    value that is not UTF-8 text, each naming the cluster's resource field (never the value)."""
+    problems = []
+    for cfg in loaded.configs:
+        for c in cfg.clusters:
+            where = loaded.fields.get(cfg.name, {}).get(c.alias, f"clusters[{c.alias}]").removesuffix(
+                ".bootstrapServers")
+            try:
+                c.client_config()
+            except KeyError as e:
+                problems.append(f"{where}: cluster {c.alias!r}: {e.args[0]}")
+            except (OSError, SecretUnreadable) as e:
+                problems.append(f"{where}: cluster {c.alias!r}: {e}")
+    return list(dict.fromkeys(problems))
