@@ -143,7 +143,8 @@ class MirrorStreamReader(DataSourceStreamReader):
         return config, _mirror(config, self.mirror_name)
 
     def refresh_routes(self, force: bool = False) -> list[tuple[str, str, int]]:
-        """TopicSync.sync() at most every refreshTopicsIntervalSeconds; its errors stop the query."""
+        """TopicSync.sync() at most every refreshTopicsIntervalSeconds; its errors stop the query (see
+        `_routes_riding_out` for those that do not)."""
         config, mirror = self._config()
         if self._sync is None:
             from .progress import ensure_progress_topic
@@ -161,15 +162,28 @@ class MirrorStreamReader(DataSourceStreamReader):
     def initialOffset(self) -> dict:
         return {"epoch": 0}
 
+    def _routes_riding_out(self) -> list[tuple[str, str, int]] | None:
+        """Routes refreshed, or the last ones while a cluster does not answer (retried with backoff, said once);
+        None while there are none yet. Only permanent errors stop the query."""
+        if getattr(self, "_retrying", None) is None:
+            from .copying.errors import transient_reason
+            from .outage import Retrying
+
+            self._retrying = Retrying(f"mirror {self.mirror_name!r} topic management", "a cluster", transient_reason)
+        self._retrying(self.refresh_routes)
+        return self._routes
+
     def latestOffset(self) -> dict:
         if self.drain_file and os.path.exists(self.drain_file):
             # draining for a clean stop: plan no new epoch, so the running one ends and commits normally
             return {"epoch": self._last_epoch}
+        routes = self._routes_riding_out()
         if self.go_file and not os.path.exists(self.go_file):
             # standby (a worker generation that has not taken over yet): topics synced, no epoch planned
-            self.refresh_routes()
             return {"epoch": self._last_epoch}
-        self.refresh_routes()
+        if routes is None:
+            time.sleep(1.0)  # nothing to plan with yet: ask again soon, without spinning
+            return {"epoch": self._last_epoch}
         self._last_epoch = max(self._last_epoch + 1, int(time.time() * 1000))
         return {"epoch": self._last_epoch}
 
@@ -177,7 +191,9 @@ class MirrorStreamReader(DataSourceStreamReader):
         if start == end:
             return []
         config, mirror = self._config()
-        routes = tuple(self.refresh_routes())
+        while (last := self._routes_riding_out()) is None:  # a replayed batch after a restart, clusters away
+            time.sleep(1.0)
+        routes = tuple(last)
         lanes = plan_lanes(mirror.name, config.lanes_of(mirror), routes)
         return [LaneInputPartition(self.config_json, mirror.name, lane.index, lane.partitions, int(end["epoch"]),
                                    routes, int(start["epoch"])) for lane in lanes if lane.partitions]

@@ -35,8 +35,8 @@ class HeartbeatEmitter:
             self._topic_ready = True
         hb = Heartbeat(self.mirror.source, self.mirror.target, int(time.time() * 1000) if now_ms is None else now_ms)
         self.producer.produce(self.topic, key=hb.key(), value=hb.value(), partition=0)
-        if self.producer.flush(self.timeout):
-            raise RuntimeError(f"mirrors[{self.mirror.name}]: heartbeat not delivered to {self.topic!r} on "
+        if self.producer.flush(self.timeout):  # a TimeoutError: the services wait it out, it is no error
+            raise TimeoutError(f"mirrors[{self.mirror.name}]: heartbeat not delivered to {self.topic!r} on "
                                f"cluster {self.mirror.target!r} within {self.timeout:.0f}s")
         self.sent += 1
         return hb

@@ -13,6 +13,10 @@ Bytes/s, records totals and replication latency (commit time minus record timest
 job's epoch summaries, which the driver hands over as `stats` (`driver.Driver.stats_snapshot`); nothing here
 reaches for the driver. `snapshot()` merges both views; the runner draws its progress from it.
 
+A cluster that does not answer is no error: the mirror is *waiting* (`waiting`, `waiting_since` in the
+snapshot; `sparkmirror_mirror_stalled` and `sparkmirror_mirror_stalled_seconds`), as the services see it live
+or the lanes reported it at the end of their last epoch; one log line when it starts, one when it ends.
+
 Metric names (labels `flow_group`, `mirror`, `source`, `target`; per partition also `topic`, `partition`,
 `remote_topic`):
   sparkmirror_partition_lag_records, sparkmirror_partition_source_end_offset,
@@ -20,7 +24,8 @@ Metric names (labels `flow_group`, `mirror`, `source`, `target`; per partition a
   sparkmirror_partition_bytes_per_second, sparkmirror_partition_replication_latency_ms (label `stat`=avg|max),
   sparkmirror_partition_records_total, sparkmirror_partition_last_commit_timestamp_seconds,
   sparkmirror_mirror_lag_records, sparkmirror_mirror_records_per_second, sparkmirror_mirror_bytes_per_second,
-  sparkmirror_mirror_topics, sparkmirror_mirror_partitions, sparkmirror_mirror_up,
+  sparkmirror_mirror_topics, sparkmirror_mirror_partitions, sparkmirror_mirror_up, sparkmirror_mirror_stalled,
+  sparkmirror_mirror_stalled_seconds,
   sparkmirror_heartbeats_total, sparkmirror_checkpoints_groups.
 """
 from __future__ import annotations
@@ -34,6 +39,8 @@ from dataclasses import dataclass, field
 
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from .copying.errors import talking_to, transient_reason
+from .outage import Outage
 from .progress import CommittedCounter, ProgressTail, lag_position, partition_lag, should_count
 from .resource.flowgroup import FlowGroupConfig, Mirror
 from .replication import policy_for
@@ -83,8 +90,11 @@ class MirrorMonitor:
         return list_offsets(self.source_admin, tps, spec, self.timeout)
 
     def poll(self) -> dict[tuple[str, int], PartitionLive]:
-        self.tail.poll(self.timeout)
-        md = self.source_admin.list_topics(timeout=self.timeout)
+        """Raises `Unreachable` naming the side when a cluster does not answer."""
+        with talking_to("target", self.mirror.target, "reading the progress topic"):
+            self.tail.poll(self.timeout)
+        with talking_to("source", self.mirror.source, "listing topics"):
+            md = self.source_admin.list_topics(timeout=self.timeout)
         counts = {n: len(t.partitions) for n, t in md.topics.items() if t.error is None}
         tps = [(t, p) for t in select_topics(self.policy, self.filter, counts, self.mirror.target)
                for p in range(counts[t])]
@@ -149,6 +159,10 @@ class _Mirror:
     next_poll: float = 0.0
     errors: dict[str, str] = field(default_factory=dict)
     checkpoint_groups: int = 0
+    outage: Outage | None = None  # what the services wait for (a cluster that does not answer), by service
+
+    def __post_init__(self) -> None:
+        self.outage = Outage(f"mirror {self.mirror.name!r}")
 
 
 class DriverServices:
@@ -201,13 +215,24 @@ class DriverServices:
 
     # -- the loop
     def _guard(self, m: _Mirror, what: str, fn: Callable[[], object]) -> None:
+        assert m.outage is not None
         try:
             fn()
             m.errors.pop(what, None)
+            line = m.outage.answered(what)
         except Exception as e:  # noqa: BLE001 - one failing service must not stop the others; it is reported
-            if m.errors.get(what) != str(e):
-                log.warning("mirror %s: %s failed: %s", m.mirror.name, what, e)
-            m.errors[what] = str(e)
+            if transient_reason(e) is None:
+                if m.errors.get(what) != str(e):
+                    log.warning("mirror %s: %s failed: %s", m.mirror.name, what, e)
+                m.errors[what] = str(e)
+                return
+            # not an error: waiting for a cluster (the monitor knows which; heartbeats go to the target)
+            side = getattr(e, "what", None) or (f"target cluster {m.mirror.target!r}" if what == "heartbeats"
+                                                 else f"{what}: a cluster")
+            line = m.outage.failed(what, side, getattr(e, "reason", None) or transient_reason(e) or str(e))
+            m.errors.pop(what, None)
+        if line:
+            log.warning("%s", line)
 
     def _tick(self, m: _Mirror, now: float) -> None:
         mirror = m.mirror
@@ -280,6 +305,9 @@ class DriverServices:
             errors = dict(m.errors)
             if js.get("error"):
                 errors["job"] = js["error"]
+            # live (the services) first, else what the lanes reported at the end of their last epoch
+            waiting, since = (m.outage.waiting, m.outage.since) if m.outage and m.outage.waiting else \
+                (js.get("waiting"), js.get("waiting_since"))
             out[name] = {
                 "mirror": name, "source": m.mirror.source, "target": m.mirror.target,
                 "topics": len({p["topic"] for p in parts}), "partitions": len(parts),
@@ -289,7 +317,7 @@ class DriverServices:
                 "records_total": sum(p["records_total"] or 0 for p in parts),
                 "heartbeats": getattr(m.heartbeats, "sent", 0), "checkpoint_groups": m.checkpoint_groups,
                 "updated": m.monitor.updated if m.monitor is not None else None,
-                "errors": errors, "partitions_detail": parts,
+                "errors": errors, "partitions_detail": parts, "waiting": waiting, "waiting_since": since,
             }
         return out
 
@@ -329,7 +357,10 @@ def families(flow_group: str, snapshot: dict[str, dict]) -> list:
     m_bps = g("sparkmirror_mirror_bytes_per_second", "Bytes mirrored per second.", ml)
     m_top = g("sparkmirror_mirror_topics", "Source topics mirrored.", ml)
     m_par = g("sparkmirror_mirror_partitions", "Source partitions mirrored.", ml)
-    m_up = g("sparkmirror_mirror_up", "1 when the mirror and its services report no error.", ml)
+    m_up = g("sparkmirror_mirror_up", "1 when the mirror and its services report no error and wait for nothing.",
+             ml)
+    m_stall = g("sparkmirror_mirror_stalled", "1 while the mirror waits for a cluster that does not answer.", ml)
+    m_stall_s = g("sparkmirror_mirror_stalled_seconds", "How long the mirror has been waiting (0: not waiting).", ml)
     m_hb = CounterMetricFamily("sparkmirror_heartbeats", "MM2 heartbeats emitted.", labels=ml)
     m_ck = g("sparkmirror_checkpoints_groups", "Consumer groups checkpointed in the last round.", ml)
     for name, s in sorted(snapshot.items()):
@@ -356,11 +387,14 @@ def families(flow_group: str, snapshot: dict[str, dict]) -> list:
         m_bps.add_metric(mv, s["bytes_per_s"])
         m_top.add_metric(mv, s["topics"])
         m_par.add_metric(mv, s["partitions"])
-        m_up.add_metric(mv, 0 if s["errors"] else 1)
+        m_up.add_metric(mv, 0 if s["errors"] or s.get("waiting") else 1)
+        m_stall.add_metric(mv, 1 if s.get("waiting") else 0)
+        since = s.get("waiting_since")
+        m_stall_s.add_metric(mv, max(time.time() - since, 0.0) if s.get("waiting") and since else 0.0)
         m_hb.add_metric(mv, s["heartbeats"])
         m_ck.add_metric(mv, s["checkpoint_groups"])
     return [p_lag, p_end, p_pos, p_rps, p_bps, p_lat, p_tot, p_last, m_lag, m_rps, m_bps, m_top, m_par, m_up,
-            m_hb, m_ck]
+            m_stall, m_stall_s, m_hb, m_ck]
 
 
 def prometheus_text(flow_group: str, snapshot: dict[str, dict]) -> str:

@@ -38,17 +38,22 @@ class MirrorStats:
     last_epoch_end_ms: int | None = None
     prev_epoch_end_ms: int | None = None  # the sink's: the boundary gap it logs
     error: str | None = None
+    waiting: str | None = None  # what a lane waited for as the last epoch ended ("target cluster 'b' unreachable")
+    waiting_since_ms: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def update(self, rows: list) -> None:
         """Fold one epoch's rows (dicts or Rows with the copying.SUMMARY_SCHEMA fields) into the stats."""
         with self._lock:
             self.epochs += 1
+            self.waiting, self.waiting_since_ms = None, 0
             for r in rows:
                 r = r.asDict() if hasattr(r, "asDict") else r
                 if r.get("error"):
                     self.error = r["error"]
                     continue
+                if r.get("waiting") and (self.waiting is None or r["waiting_since_ms"] < self.waiting_since_ms):
+                    self.waiting, self.waiting_since_ms = r["waiting"], r["waiting_since_ms"]
                 k = (r["source_topic"], r["partition"])
                 ps = self.partitions.setdefault(k, PartitionStats(r["source_topic"], r["partition"],
                                                                   r["target_topic"]))
@@ -78,4 +83,5 @@ class MirrorStats:
                 "records_per_s": sum(p["records_per_s"] for p in parts),
                 "bytes_per_s": sum(p["bytes_per_s"] for p in parts),
                 "records_total": sum(p["records_total"] for p in parts),
-                "last_epoch_end_ms": self.last_epoch_end_ms}
+                "last_epoch_end_ms": self.last_epoch_end_ms, "waiting": self.waiting,
+                "waiting_since": self.waiting_since_ms / 1000 if self.waiting_since_ms else None}

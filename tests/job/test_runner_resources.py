@@ -81,3 +81,33 @@ def test_preflight_names_the_field_of_a_missing_certificate(tmp_path) -> None:
     msg = str(e.value)
     assert "spec.target.bootstrapServers: cluster 'b': tls.caFiles: no certificate file matches" in msg
     assert "clusters[a].bootstrapServers: cluster 'a'" in msg and "ssl.ca.location" in msg  # librdkafka's word
+
+
+def test_waiting_shows_in_lines_stats_and_metrics() -> None:
+    """A lane that ended its epoch waiting for its target: the stats, the display and the metrics say so."""
+    import time
+
+    from sparkmirror.copying import PartitionSummary
+    from sparkmirror.metrics import prometheus_text
+    from sparkmirror.stats import MirrorStats
+
+    since = time.time() - 35
+    row = PartitionSummary("m", 0, "t", 0, "a.t", epoch_start_ms=1, epoch_end_ms=2,
+                           waiting="target cluster 'b' unreachable", waiting_since_ms=int(since * 1000))
+    stats = MirrorStats("m")
+    stats.update([vars(row)])
+    snap = stats.snapshot()
+    assert snap["waiting"] == "target cluster 'b' unreachable" and abs(snap["waiting_since"] - since) < 0.01
+    view = MirrorView("g", "m", "a", "b", 1, 1, 0.0, 0.0, 5, 0, {}, snap["waiting"], snap["waiting_since"])
+    assert lines([view])[1].endswith("waiting: target cluster 'b' unreachable for 35 s")
+    services = {"m": {"source": "a", "target": "b", "partitions_detail": [], "lag": None, "records_per_s": 0.0,
+                      "bytes_per_s": 0.0, "topics": 1, "partitions": 1, "errors": {}, "heartbeats": 0,
+                      "checkpoint_groups": 0, "waiting": snap["waiting"], "waiting_since": since}}
+    text = prometheus_text("g", services)
+    assert 'sparkmirror_mirror_stalled{flow_group="g",mirror="m",source="a",target="b"} 1.0' in text
+    assert 'sparkmirror_mirror_up{flow_group="g",mirror="m",source="a",target="b"} 0.0' in text
+    stalled_s = float(next(ln for ln in text.splitlines() if ln.startswith("sparkmirror_mirror_stalled_seconds{"))
+                      .split()[-1])
+    assert 34 <= stalled_s < 60
+    stats.update([vars(PartitionSummary("m", 0, "t", 0, "a.t", epoch_start_ms=2, epoch_end_ms=3))])
+    assert stats.snapshot()["waiting"] is None  # the next epoch that waited for nothing clears it

@@ -35,9 +35,14 @@ ProducerFactory = Callable[[bool], Producer]
 OnDelivery = Callable[[KafkaError | None, object], None]
 
 
+TRANSACT_SECONDS = 60.0
+"""How long a transactional operation is retried; then the lane starts afresh (its progress says what stuck)."""
+
+
 def transact(op: Callable, *args) -> None:
-    """Run a transactional operation; retry retriable errors, map fencing to LaneFenced."""
-    for attempt in range(20):
+    """Run a transactional operation; retry retriable errors for a while, map fencing to LaneFenced."""
+    deadline = time.monotonic() + TRANSACT_SECONDS
+    while True:
         try:
             op(*args)
             return
@@ -45,7 +50,7 @@ def transact(op: Callable, *args) -> None:
             err = e.args[0]
             if is_fenced(err):
                 raise LaneFenced() from e
-            if err.retriable() and attempt < 19:
+            if err.retriable() and time.monotonic() < deadline:
                 time.sleep(0.1)
                 continue
             raise

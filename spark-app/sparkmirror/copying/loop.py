@@ -3,9 +3,14 @@
 A fresh lane starts its commit protocol first (fencing older copies, see commit.py), then reads its resume
 offsets from the progress topic and checks them against what the source still holds (start.py). It then
 consumes for up to ~commitIntervalMs at a time, produces each record to the same partition (key, value,
-headers and timestamp kept) and hands the interval to the commit protocol once every record was acknowledged. A refused record raises a `CopyError` (errors.py); a transient delivery failure aborts the
-interval and copies it again from the last commit. At the end of the epoch the lane's clients are closed, or
-kept for its next epoch in this worker (sessions.py).
+headers and timestamp kept) and hands the interval to the commit protocol once every record was acknowledged.
+A refused record raises a `CopyError` (errors.py). A cluster that does not answer never ends the lane, and the
+lane says so once when it stops answering and once when it answers again. A source away: its consumer keeps
+its position and reconnects by itself, so the lane copies on when it returns (probing it meanwhile). A target
+away (`Unreachable`): the lane drops its clients (the open transaction is aborted, or fenced by the next
+start), waits with capped backoff and starts afresh from the progress topic, exactly where the last commit
+ended. At the end of the epoch the
+lane's clients are closed, or kept for its next epoch in this worker (sessions.py).
 """
 from __future__ import annotations
 
@@ -19,13 +24,15 @@ from dataclasses import dataclass, replace
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, TopicPartition
 
 from ..lanes import LanePartition
+from ..outage import Backoff, Outage
 from ..resource.names import transactional_id
 from ..progress import ProgressRecord, partition_lag
 from ..replication import RecordStamper, policy_for
 from ..resource.flowgroup import FlowGroupConfig, Mirror
 from . import sessions
 from .commit import CommitProtocol, commit_protocol
-from .errors import REFUSED, CopyError, LaneFenced, SourceGapError, is_fenced, kafka_error
+from .errors import (CopyError, Fault, LaneFenced, SourceGapError, Unreachable, classify, describe, is_fenced,
+                     kafka_error, talking_to)
 from .start import close_consumer, new_consumer, new_producer, resume_positions, target_max_message_bytes
 from .summary import PartitionSummary
 
@@ -46,8 +53,8 @@ class _Pending:
     tgt_last: int = -1
 
 
-class _Retry(Exception):
-    """Internal: the open interval was aborted for a transient reason; copying resumes at the last commit."""
+_OUTAGES: dict[str, Outage] = {}
+"""transactional.id -> what the lane waits for, kept by this worker across epochs: one log line per change."""
 
 
 def _now_ms() -> int:
@@ -92,6 +99,9 @@ class LaneCopier:
         self._committed_next: dict[tuple[str, int], int] = {}
         self.protocol: CommitProtocol | None = None  # the producers, see commit.py
         self.consumer: Consumer | None = None
+        self.outage = _OUTAGES.setdefault(self.tid, Outage(f"mirror {mirror.name!r} lane {lane}"))
+        self.backoff = Backoff()
+        self._next_source_probe = 0.0
 
     # ---- the epoch -----------------------------------------------------------------------------------------
 
@@ -106,16 +116,8 @@ class LaneCopier:
         if self.epoch is not None:
             log.info("lane %s: epoch %d starts in worker %d", self.tid, self.epoch, os.getpid())
         try:
-            reused = self.reused = sessions.resume(self)
-            if not reused:
-                self._start()
-            try:
-                self._guarded(self._loop)
-            except LaneFenced:
-                if not reused or self._commits:
-                    raise
-                self._start_afresh()
-                self._guarded(self._loop)
+            self.reused = sessions.resume(self)
+            self._copy_riding_out(time.monotonic() + self.epoch_seconds)
             keep = True
         except LaneFenced:
             self._fenced()
@@ -126,30 +128,70 @@ class LaneCopier:
                      " (kept clients)" if self.reused else "")
         return self.result
 
+    def _copy_riding_out(self, deadline: float) -> None:
+        """Copy until `deadline`, waiting out clusters that do not answer (see the module doc)."""
+        started = self.reused
+        while True:
+            try:
+                if not started:
+                    self._start()
+                    started = True
+                    self._answered()
+                with talking_to("target", self.mirror.target, "copying"):
+                    self._guarded(self._loop, deadline)
+                return
+            except LaneFenced:
+                if not self.reused or self._commits:
+                    raise
+                # kept clients fenced before they committed anything: another copy of this lane ran since our
+                # last epoch. Start afresh (fencing it in turn).
+                log.info("lane %s: kept clients were fenced since the last epoch; starting afresh", self.tid)
+            except Unreachable as e:
+                line = self.outage.failed(e.side, e.what, e.reason)
+                if line:
+                    log.warning("%s", line)
+                if not self._pause(self.backoff.next(), deadline, abort=e.side == "source"):
+                    return
+            self.reused = started = False
+
+    def _answered(self) -> None:
+        """Both clusters just answered (a fresh start talks to both)."""
+        self.backoff.reset()
+        for line in self.outage.answered_all():
+            log.warning("%s", line)
+
+    def _pause(self, seconds: float, deadline: float, abort: bool) -> bool:
+        """Drop the clients (aborting the open transaction first when the target answers; otherwise the next
+        start's init_transactions aborts it) and wait; False when the epoch ends or the lane must stop first."""
+        if abort:
+            self._abort_quietly()
+        self._pending.clear()
+        self._delivery_errors.clear()
+        self._close_clients()
+        until = time.monotonic() + seconds
+        while time.monotonic() < min(until, deadline):
+            if self.should_stop():
+                return False
+            time.sleep(min(0.2, max(until - time.monotonic(), 0.0)))
+        return time.monotonic() < deadline and not self.should_stop()
+
     def _start(self) -> None:
         """Fresh clients: producers, init_transactions (fences older copies), THEN progress, then assign."""
         t0 = time.monotonic()
-        self.max_bytes = target_max_message_bytes(self.target_conf, set(self.route.values()))
-        make_producer = functools.partial(new_producer, self.config, self.target_conf, self.tid, self.max_bytes)
-        self.protocol = self._protocol_class(make_producer, self.config.progressTopic)
-        self._guarded(self.protocol.start)  # FIRST: aborts and fences older copies
-        self.consumer = new_consumer(self.source_conf, self.tid)
+        with talking_to("target", self.mirror.target, "starting the lane's producer"):
+            self.max_bytes = target_max_message_bytes(self.target_conf, set(self.route.values()))
+            make_producer = functools.partial(new_producer, self.config, self.target_conf, self.tid,
+                                              self.max_bytes)
+            self.protocol = self._protocol_class(make_producer, self.config.progressTopic)
+            self._guarded(self.protocol.start)  # FIRST: aborts and fences older copies
+        # the client reports "all brokers down" only to an error callback, never through consume()
+        self.consumer = new_consumer({**self.source_conf, "error_cb": self._on_client_error}, self.tid)
         # THEN the progress topic: it can no longer change under us
         positions = resume_positions(self.config, self.mirror, self.consumer, list(self.route))
         self._committed_next = dict(positions)
         self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in positions.items()])
         log.info("lane %s: started in %.0f ms (%d partitions)", self.tid, (time.monotonic() - t0) * 1000,
                  len(positions))
-
-    def _start_afresh(self) -> None:
-        """Kept clients were fenced before they committed anything: another copy of this lane ran since our
-        last epoch. Start afresh (fencing it in turn)."""
-        log.info("lane %s: kept clients were fenced since the last epoch; starting afresh", self.tid)
-        self._close_clients()
-        self.reused = False
-        self._pending.clear()
-        self._delivery_errors.clear()
-        self._start()
 
     def take_clients(self, kept: LaneCopier) -> None:
         """Continue with the clients and committed positions of this lane's previous copier (sessions.py)."""
@@ -161,14 +203,19 @@ class LaneCopier:
         self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in self._committed_next.items()])
 
     def _guarded(self, op: Callable, *args) -> None:
-        """Fatal fencing errors surface from flush()/poll()/init as exceptions: map them to LaneFenced."""
+        """Fatal errors surface from flush()/poll()/init as exceptions, sometimes a bare SystemError: map fencing
+        to LaneFenced and give the rest their KafkaError, so they can be classified."""
         try:
             op(*args)
         except (KafkaException, SystemError) as e:
             err = kafka_error(e) or self._fatal_error()
-            if err is None or not is_fenced(err):
+            if err is None:
                 raise
-            raise LaneFenced() from e
+            if is_fenced(err):
+                raise LaneFenced() from e
+            if isinstance(e, KafkaException):
+                raise
+            raise KafkaException(err) from e
 
     def _fatal_error(self) -> KafkaError | None:
         return self.protocol.fatal_error() if self.protocol is not None else None
@@ -188,29 +235,29 @@ class LaneCopier:
 
     # ---- the loop ----------------------------------------------------------------------------------------
 
-    def _loop(self) -> None:
+    def _loop(self, deadline: float | None = None) -> None:
         assert self.consumer is not None and self.protocol is not None
         protocol = self.protocol
         interval = self.config.commitIntervalMs / 1000.0
-        deadline = time.monotonic() + self.epoch_seconds
+        deadline = time.monotonic() + self.epoch_seconds if deadline is None else deadline
         while time.monotonic() < deadline and not self.should_stop():
             interval_end = min(time.monotonic() + interval, deadline)
-            try:
-                while True:
-                    left = interval_end - time.monotonic()
-                    if left <= 0:
-                        break
-                    msgs = self.consumer.consume(num_messages=5000, timeout=left)
-                    if msgs:
-                        protocol.begin()
-                    self._copy(msgs)
-                    protocol.producer.poll(0)
-                if self._pending:
-                    self._commit()
-                else:
-                    protocol.end_empty()
-            except _Retry:
-                continue
+            while True:
+                left = interval_end - time.monotonic()
+                if left <= 0:
+                    break
+                msgs = self.consumer.consume(num_messages=5000, timeout=left)
+                if msgs:
+                    protocol.begin()
+                    self._source_answered()
+                self._copy(msgs)
+                protocol.producer.poll(0)
+            if self._pending:
+                self._commit()
+            else:
+                protocol.end_empty()
+            if "source" in self.outage.down and time.monotonic() >= self._next_source_probe:
+                self._probe_source()
 
     def _copy(self, msgs: list) -> None:
         assert self.protocol is not None
@@ -246,12 +293,15 @@ class LaneCopier:
                 except BufferError:
                     producer.poll(0.05)
                 except KafkaException as e:
-                    self._abort_quietly()
                     err = e.args[0]
                     if err.code() == KafkaError._FATAL:  # "Unable to produce message": the cause is behind it
                         err = self._fatal_error() or err
-                    if is_fenced(err):
+                    fault = classify(err)
+                    if fault is Fault.FENCED:
                         raise LaneFenced() from e
+                    if fault is Fault.TRANSIENT:
+                        raise Unreachable("target", self.mirror.target, f"producing: {describe(err)}") from e
+                    self._abort_quietly()
                     self._raise_refused(err, key[0], key[1], off)
 
     def _source_error(self, err: KafkaError, m) -> None:
@@ -265,11 +315,42 @@ class LaneCopier:
             raise SourceGapError(f"mirror {self.mirror.name!r}: source {self.mirror.source}/{topic} partition "
                                  f"{part}: offset out of range while copying (next to copy {nxt}, source holds "
                                  f"{lo}..{hi - 1}): records were deleted before being mirrored ({err.str()})")
-        if err.fatal() or not err.retriable():
-            self._abort_quietly()
-            raise CopyError(f"mirror {self.mirror.name!r}: consuming from {self.mirror.source}/{m.topic()} "
-                            f"partition {m.partition()} failed: {err.name()}: {err.str()}")
-        log.warning("source error (retried by the client): %s", err.str())
+        fault = classify(err)
+        if fault is Fault.TRANSIENT:  # one broker or connection: the client retries and moves on by itself
+            log.debug("lane %s: source error, retried by the client: %s", self.tid, describe(err))
+            return
+        self._abort_quietly()
+        topic, part = m.topic(), m.partition()
+        where = (f"topic {topic} partition {part} offset {self._committed_next.get((topic, part), -1)}" if topic
+                 else f"partitions {', '.join(f'{t}/{p}@{o}' for (t, p), o in sorted(self._committed_next.items()))}")
+        raise CopyError(f"mirror {self.mirror.name!r}: consuming from source cluster {self.mirror.source!r}, "
+                        f"{where} failed: {describe(err)}")
+
+    # ---- the source going away and coming back: its consumer keeps its position and reconnects by itself ----
+
+    def _on_client_error(self, err: KafkaError) -> None:
+        """The source consumer's error callback (runs inside consume())."""
+        if err.code() == KafkaError._ALL_BROKERS_DOWN and "source" not in self.outage.down:
+            line = self.outage.failed("source", f"source cluster {self.mirror.source!r}", describe(err))
+            if line:
+                log.warning("%s", line)
+            self.backoff.reset()
+            self._next_source_probe = time.monotonic() + self.backoff.next()
+
+    def _probe_source(self) -> None:
+        """While the source is away: does it answer a metadata request yet?"""
+        assert self.consumer is not None
+        try:
+            self.consumer.list_topics(next(iter(self.route))[0], timeout=2)
+        except KafkaException:
+            self._next_source_probe = time.monotonic() + self.backoff.next()
+            return
+        self._source_answered()
+
+    def _source_answered(self) -> None:
+        line = self.outage.answered("source")
+        if line:
+            log.warning("%s", line)
 
     def _commit(self) -> None:
         """Wait for the records' acks, then have the protocol commit them with their progress."""
@@ -322,20 +403,19 @@ class LaneCopier:
             return
         err, topic, part, off = self._delivery_errors[0]
         self._delivery_errors.clear()
-        self._abort_quietly()
         if err.code() in (KafkaError._PURGE_QUEUE, KafkaError._FATAL) or err.fatal():
             err = self._fatal_error() or err  # a fenced producer purges its queue: report the cause
-        if is_fenced(err):
+        fault = classify(err)
+        if fault is Fault.FENCED:
             raise LaneFenced()
+        if fault is Fault.TRANSIENT:  # the client's own retries ran out: start afresh from the last commit
+            what = self.config.progressTopic if topic == "<progress>" else f"{topic}/{part} offset {off}"
+            raise Unreachable("target", self.mirror.target, f"delivering {what}: {describe(err)}")
+        self._abort_quietly()
         if topic == "<progress>":
             raise CopyError(f"mirror {self.mirror.name!r}: writing progress to {self.mirror.target}/"
-                            f"{self.config.progressTopic} failed: {err.name()}: {err.str()}")
-        if err.code() in REFUSED or err.fatal() or not err.retriable():
-            self._raise_refused(err, topic, part, off)
-        # retriable leftovers after the client's own retries: abort and continue from the last commit
-        log.warning("delivery failed (%s); transaction aborted, re-copying from the last commit", err.str())
-        self._rewind()
-        raise _Retry()
+                            f"{self.config.progressTopic} failed: {describe(err)}")
+        self._raise_refused(err, topic, part, off)
 
     def _raise_refused(self, err: KafkaError, topic: str, part: int, offset: int) -> None:
         target = self.route.get((topic, part), "?")
@@ -347,12 +427,6 @@ class LaneCopier:
                         f"{self.mirror.source}/{topic} partition {part} offset {offset} -> "
                         f"{self.mirror.target}/{target}: {err.name()}: {err.str()}{extra}; "
                         f"the transaction was aborted and nothing after the last commit was skipped")
-
-    def _rewind(self) -> None:
-        self._pending.clear()
-        assert self.consumer is not None
-        for (t, p), off in self._committed_next.items():
-            self.consumer.seek(TopicPartition(t, p, off))
 
     def _abort_quietly(self) -> None:
         if self.protocol is not None:
@@ -366,8 +440,10 @@ class LaneCopier:
         end_ms = _now_ms()
         if self.consumer is not None:
             self._end_offsets_and_lag()
+        waiting, since = self.outage.waiting, self.outage.since
         for s in self.summaries.values():
             s.epoch_end_ms = end_ms
+            s.waiting, s.waiting_since_ms = waiting, int(since * 1000) if since else 0
         self.result = [replace(s) for s in self.summaries.values()]  # the task's rows, whatever happens next
         if keep and self.epoch is not None and self.consumer is not None and self.protocol is not None:
             sessions.keep(self)

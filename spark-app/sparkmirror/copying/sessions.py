@@ -20,7 +20,7 @@ import os
 import threading
 from typing import TYPE_CHECKING
 
-from .errors import LaneFenced
+from .errors import LaneFenced, Unreachable
 from .summary import PartitionSummary
 
 if TYPE_CHECKING:
@@ -54,6 +54,13 @@ class LaneSession:
         except LaneFenced:
             log.info("lane %s: copying between epochs ended: the lane's next copy took over", c.tid)
             self._usable = False
+        except Unreachable as e:  # the lane's next task waits it out
+            line = c.outage.failed(e.side, e.what, e.reason)
+            if line:
+                log.warning("%s", line)
+            self._usable = False
+            if e.side == "source":
+                c._abort_quietly()  # the target answers: unblock its read_committed readers now
         except Exception as e:  # noqa: BLE001 - the next task meets it again and reports it
             log.warning("lane %s: copying between epochs stopped: %s", c.tid, e)
             self._usable = False

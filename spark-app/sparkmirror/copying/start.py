@@ -15,7 +15,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 
 from ..progress import read_progress
 from ..resource.flowgroup import FlowGroupConfig, Mirror
-from .errors import CopyError, SourceGapError, Superseded
+from .errors import CopyError, SourceGapError, Superseded, talking_to, transient_reason
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +31,8 @@ def target_max_message_bytes(target_conf: dict[str, str], topics: set[str]) -> d
         try:
             out[r.name] = int(fut.result(timeout=30)["max.message.bytes"].value)
         except KafkaException as e:
+            if transient_reason(e):
+                raise  # the caller waits it out
             raise CopyError(f"target topic {r.name!r} cannot be described on the target cluster: "
                             f"{e.args[0].str()}") from e
     return out
@@ -69,7 +71,9 @@ def resume_positions(config: FlowGroupConfig, mirror: Mirror, consumer: Consumer
                      partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
     """Resume offsets from the progress topic, checked against what the source still holds."""
     target_conf = config.cluster(mirror.target).client_config()
-    state = read_progress(target_conf, config.progressTopic, mirror.source, partitions, resource=config.resource)
+    with talking_to("target", mirror.target, f"reading progress topic {config.progressTopic}"):
+        state = read_progress(target_conf, config.progressTopic, mirror.source, partitions,
+                              resource=config.resource)
     marked = state.generation(config.resource, config.resourceUid, config.name)
     if marked > config.worker.generation:  # read after this lane's fencing: see handoff/takeover.py
         raise Superseded(f"flow group {config.name!r} was taken over by worker generation {marked}; "
@@ -77,7 +81,8 @@ def resume_positions(config: FlowGroupConfig, mirror: Mirror, consumer: Consumer
     resume = state.resume_offsets(mirror.source)
     positions: dict[tuple[str, int], int] = {}
     for (topic, part) in partitions:
-        lo, hi = consumer.get_watermark_offsets(TopicPartition(topic, part), timeout=30)
+        with talking_to("source", mirror.source, f"reading offsets of {topic} partition {part}"):
+            lo, hi = consumer.get_watermark_offsets(TopicPartition(topic, part), timeout=30)
         nxt = resume.get((topic, part))
         if nxt is None:
             positions[(topic, part)] = lo  # never mirrored: from the beginning, as MM2 does

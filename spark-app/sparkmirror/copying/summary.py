@@ -30,6 +30,8 @@ class PartitionSummary:
     generation: int = 0
     fenced: bool = False
     error: str | None = None  # set on the one row a lane yields when it stopped on a CopyError
+    waiting: str | None = None  # what the lane waited for as the epoch ended: "target cluster 'b' unreachable"
+    waiting_since_ms: int = 0
 
     def row(self) -> tuple:
         return tuple(asdict(self).values())
@@ -39,4 +41,4 @@ SUMMARY_SCHEMA = ("mirror string, lane int, source_topic string, partition int, 
                   "records long, bytes long, source_first long, source_last long, target_first long, "
                   "target_last long, next_offset long, source_end long, lag long, transactions long, "
                   "latency_ms_sum long, latency_ms_max long, epoch_start_ms long, epoch_end_ms long, "
-                  "generation int, fenced boolean, error string")
+                  "generation int, fenced boolean, error string, waiting string, waiting_since_ms long")

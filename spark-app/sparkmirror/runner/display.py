@@ -25,11 +25,20 @@ def _bytes(x: float) -> str:
 HEADER = f"{'FLOW GROUP':<16} {'MIRROR':<22} {'TOPICS':>6} {'PARTS':>6} {'REC/S':>8} {'BYTES/S':>10} {'LAG':>9} {'MIRRORED':>10}  STATUS"
 
 
+def waiting(v: MirrorView, now: float | None = None) -> str | None:
+    """'waiting: target cluster 'b' unreachable for 35 s', while the mirror waits for a cluster."""
+    if not v.waiting:
+        return None
+    since = f" for {max((now or time.time()) - v.waiting_since, 0):.0f} s" if v.waiting_since else ""
+    return f"waiting: {v.waiting}{since}"
+
+
 def lines(views: list[MirrorView], failures: dict[str, str] | None = None) -> list[str]:
     out = [HEADER]
     for v in views:
         err = (failures or {}).get(v.mirror) or next(iter(v.errors.values()), None)
-        status = f"error: {err}" if err else ("caught up" if v.lag == 0 else "mirroring" if v.partitions else "waiting")
+        status = f"error: {err}" if err else waiting(v) or (
+            "caught up" if v.lag == 0 else "mirroring" if v.partitions else "waiting")
         lag = "?" if v.lag is None else str(v.lag)
         out.append(f"{v.flow_group[:16]:<16} {(v.source + ' -> ' + v.target)[:22]:<22} {v.topics:>6} {v.partitions:>6} "
                    f"{_rate(v.records_per_s):>8} {_bytes(v.bytes_per_s):>10} {lag:>9} {v.records_total:>10}  {status}")

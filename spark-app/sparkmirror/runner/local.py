@@ -60,6 +60,8 @@ class MirrorView:
     lag: int | None
     records_total: int
     errors: dict
+    waiting: str | None = None        # "target cluster 'b' unreachable": a cluster does not answer, no error
+    waiting_since: float | None = None
 
 
 def default_master(configs: list[FlowGroupConfig]) -> str:
@@ -94,7 +96,7 @@ class LocalRun(Driver):
             for name, s in svc.snapshot().items():
                 out.append(MirrorView(cfg.name, name, s["source"], s["target"], s["topics"], s["partitions"],
                                       s["records_per_s"], s["bytes_per_s"], s["lag"], s["records_total"],
-                                      s["errors"]))
+                                      s["errors"], s.get("waiting"), s.get("waiting_since")))
         return out
 
     def caught_up(self, min_topics: int = 1) -> bool:
