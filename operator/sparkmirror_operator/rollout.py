@@ -110,11 +110,8 @@ def plan_rollout(desired: list[FlowGroupConfig], observed: Observed, upgrade: Up
     record; a unit whose desired spec hash is the one rolled back is not tried again."""
     out = Plan(rollback=rolled_back)
     want = {c.name: _restart_of(c, restart) for c in desired}
-    running: dict[str, FlowGroupConfig] = {}
-    for group, gens in observed.workers.items():
-        holder = observed.holder(group)
-        if holder is not None and holder in gens:
-            running[group] = gens[holder].config
+    running = _running(observed)
+    out.handoffs = _completed(observed, running)
     next_gen = observed.max_generation() + 1
     if not running:  # nothing ever ran (or everything was forgotten): the first generation starts at once
         for cfg in want.values():
@@ -146,6 +143,24 @@ def plan_rollout(desired: list[FlowGroupConfig], observed: Observed, upgrade: Up
         active += 1
         _advance(unit, want, observed, running, upgrade, now_ms, next_gen, started, out)
         next_gen = max(next_gen, max((c.worker.generation for c in out.workers), default=0) + 1)
+    return out
+
+
+def _running(observed: Observed) -> dict[str, FlowGroupConfig]:
+    """The generation that copies each flow group: the one its Lease names once it took over (a first
+    generation has nobody to take over from); while the Lease names a generation that has not taken over yet,
+    the one before it, which is draining."""
+    took = {int(k.rsplit(".g", 1)[1]) for lease in observed.leases.values()
+            for k in (lease.get("metadata", {}).get("annotations") or {}) if k.startswith("sparkmirror.io/took-over.g")}
+    out: dict[str, FlowGroupConfig] = {}
+    for group, gens in observed.workers.items():
+        holder = observed.holder(group)
+        if holder is None:
+            continue
+        if holder in gens and (holder in took or not gens[holder].config.worker.predecessors):
+            out[group] = gens[holder].config
+        elif holder not in took and (before := [n for n in gens if n < holder]):
+            out[group] = gens[max(before)].config
     return out
 
 
@@ -199,8 +214,7 @@ def _advance(unit: HandoffUnit, want: dict[str, FlowGroupConfig], observed: Obse
     moved = all(observed.holder(g) == gen for g in unit.new)
     if moved:
         took = [g for g in unit.new if observed.annotation(g, lease_took_over_key(gen))]
-        if len(took) == len(unit.new):
-            out.handoffs.append(_record(unit, running, observed, gen))
+        if len(took) == len(unit.new):  # (recorded by _completed on the next look)
             for g in unit.new:
                 out.holders[g] = gen
             for g in unit.old:
@@ -256,21 +270,31 @@ def _advance(unit: HandoffUnit, want: dict[str, FlowGroupConfig], observed: Obse
                          + (f" ({'; '.join(errors)})" if errors else ""))
 
 
-def _record(unit: HandoffUnit, running: dict[str, FlowGroupConfig], observed: Observed, gen: int) -> dict[str, Any]:
-    """The handoff as the status records it: from, to, when, how long the takeover took."""
-    took = [json.loads(observed.annotation(g, lease_took_over_key(gen)) or "{}") for g in unit.new]
-    moved = [int(v) for g in unit.new if (v := observed.annotation(g, ANNOTATION_MOVED_AT))]
-    at = max((t.get("atMs", 0) for t in took), default=0)
-    rec: dict[str, Any] = {
-        "fromGeneration": max((running[g].worker.generation for g in unit.old), default=0),
-        "toGeneration": gen, "fromFlowGroups": list(unit.old), "toFlowGroups": list(unit.new),
-        "version": observed.workers[unit.new[0]][gen].config.worker.version if unit.new else None,
-        "takeoverMs": max((t.get("tookMs", 0) for t in took), default=0),
-        "fencedTransactionalIds": sum(t.get("fenced", 0) for t in took),
-    }
-    if moved and at:
-        rec["leaseToTakeoverMs"] = max(0, at - min(moved))
-    if at:
-        rec["time"] = dt.datetime.fromtimestamp(at / 1000, dt.timezone.utc).replace(microsecond=0) \
-            .isoformat().replace("+00:00", "Z")
-    return rec
+def _completed(observed: Observed, running: dict[str, FlowGroupConfig]) -> list[dict[str, Any]]:
+    """Handoffs that completed since the last look: a generation copies (took over) while a generation it took
+    over from is still there. Its record: from, to, when, how long the takeover took."""
+    by_gen: dict[int, list[FlowGroupConfig]] = {}
+    for cfg in running.values():
+        by_gen.setdefault(cfg.worker.generation, []).append(cfg)
+    out = []
+    for gen, cfgs in sorted(by_gen.items()):
+        preds = {(p.flowGroup, p.generation) for c in cfgs for p in c.worker.predecessors}
+        if not preds or not any(gen_ in observed.workers.get(g, {}) for g, gen_ in preds):
+            continue
+        took = [json.loads(observed.annotation(c.name, lease_took_over_key(gen)) or "{}") for c in cfgs]
+        moved = [int(v) for c in cfgs if (v := observed.annotation(c.name, ANNOTATION_MOVED_AT))]
+        at = max((t.get("atMs", 0) for t in took), default=0)
+        rec: dict[str, Any] = {
+            "fromGeneration": max(g for _f, g in preds), "toGeneration": gen,
+            "fromFlowGroups": sorted({f for f, _g in preds}), "toFlowGroups": sorted(c.name for c in cfgs),
+            "version": cfgs[0].worker.version.split("+restart.", 1)[0],
+            "takeoverMs": max((t.get("tookMs", 0) for t in took), default=0),
+            "fencedTransactionalIds": sum(t.get("fenced", 0) for t in took),
+        }
+        if moved and at:
+            rec["leaseToTakeoverMs"] = max(0, at - min(moved))
+        if at:
+            rec["time"] = dt.datetime.fromtimestamp(at / 1000, dt.timezone.utc).replace(microsecond=0) \
+                .isoformat().replace("+00:00", "Z")
+        out.append(rec)
+    return out

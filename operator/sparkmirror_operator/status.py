@@ -111,7 +111,10 @@ def build_status(*, name: str, generation: int | None, plan: Plan, apps: dict[st
     elif spec is not None and spec.version:
         status["version"] = spec.version
     if rollout is not None:
-        status["handoffs"] = ([*(old.get("handoffs") or []), *rollout.handoffs])[-MAX_HANDOFFS:]
+        before = list(old.get("handoffs") or [])
+        seen = {(h.get("toGeneration"), tuple(h.get("toFlowGroups") or [])) for h in before}
+        fresh = [h for h in rollout.handoffs if (h["toGeneration"], tuple(h["toFlowGroups"])) not in seen]
+        status["handoffs"] = [*before, *fresh][-MAX_HANDOFFS:]
         if rollout.rollback:
             status["rollback"] = rollout.rollback
     lag_values = [g["lag"] for g in groups if "lag" in g]

@@ -41,7 +41,8 @@ class LaneInputPartition(InputPartition):
     """What one lane task needs: the flow-group config (secrets stay references), its partitions, all routes."""
 
     def __init__(self, config_json: str, mirror: str, lane: int, partitions: tuple[LanePartition, ...],
-                 epoch: int, routes: tuple[tuple[str, str, int], ...], prev_epoch: int | None = None) -> None:
+                 epoch: int, routes: tuple[tuple[str, str, int], ...], prev_epoch: int | None = None,
+                 standby: bool = False) -> None:
         super().__init__((mirror, lane, epoch))
         self.prev_epoch = prev_epoch
         self.config_json = config_json
@@ -50,6 +51,7 @@ class LaneInputPartition(InputPartition):
         self.partitions = partitions
         self.epoch = epoch
         self.routes = routes
+        self.standby = standby
 
 
 def _mirror(config: FlowGroupConfig, name: str) -> Mirror:
@@ -129,6 +131,7 @@ class MirrorStreamReader(DataSourceStreamReader):
         self._routes: list[tuple[str, str, int]] | None = None
         self._synced_at = float("-inf")
         self._last_epoch = 0
+        self._standby_epoch = 0  # the epoch planned before the go file existed: its lanes wait for the go mark
 
     def __getstate__(self) -> dict:
         return {"config_json": self.config_json, "mirror_name": self.mirror_name, "drain_file": self.drain_file,
@@ -178,13 +181,15 @@ class MirrorStreamReader(DataSourceStreamReader):
             # draining for a clean stop: plan no new epoch, so the running one ends and commits normally
             return {"epoch": self._last_epoch}
         routes = self._routes_riding_out()
-        if self.go_file and not os.path.exists(self.go_file):
-            # standby (a worker generation that has not taken over yet): topics synced, no epoch planned
+        if self.go_file and not os.path.exists(self.go_file) and (routes is None or self._standby_epoch):
+            # standby (a worker generation that has not taken over yet): one epoch whose lanes wait, no more
             return {"epoch": self._last_epoch}
         if routes is None:
             time.sleep(1.0)  # nothing to plan with yet: ask again soon, without spinning
             return {"epoch": self._last_epoch}
         self._last_epoch = max(self._last_epoch + 1, int(time.time() * 1000))
+        if self.go_file and not os.path.exists(self.go_file):
+            self._standby_epoch = self._last_epoch
         return {"epoch": self._last_epoch}
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
@@ -195,8 +200,11 @@ class MirrorStreamReader(DataSourceStreamReader):
             time.sleep(1.0)
         routes = tuple(last)
         lanes = plan_lanes(mirror.name, config.lanes_of(mirror), routes)
+        # planned before this generation took over (or replayed before it did): its lanes wait for the go mark
+        standby = bool(self.go_file) and (int(end["epoch"]) == self._standby_epoch
+                                          or not os.path.exists(self.go_file))
         return [LaneInputPartition(self.config_json, mirror.name, lane.index, lane.partitions, int(end["epoch"]),
-                                   routes, int(start["epoch"])) for lane in lanes if lane.partitions]
+                                   routes, int(start["epoch"]), standby) for lane in lanes if lane.partitions]
 
     def commit(self, end: dict) -> None:
         """Nothing to do: lanes committed to the target themselves; Spark's offsets are only epoch ids."""
@@ -213,7 +221,8 @@ class MirrorStreamReader(DataSourceStreamReader):
         copier = LaneCopier(config, mirror, partition.lane, list(partition.partitions), should_stop=watch.changed,
                             epoch=partition.epoch, prev_epoch=partition.prev_epoch,
                             attempt=ctx.attemptNumber() if ctx is not None else 0,
-                            carry_seconds=min(float(config.epochSeconds), CARRY_SECONDS), stop_file=self.drain_file)
+                            carry_seconds=min(float(config.epochSeconds), CARRY_SECONDS), stop_file=self.drain_file,
+                            standby=partition.standby)
         try:
             summaries = copier.run()
         except CopyError as e:

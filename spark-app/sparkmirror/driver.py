@@ -243,10 +243,12 @@ class Driver:
         return self
 
     def _standby_run(self, run: FlowGroupRun) -> None:
-        """Refuse a generation that a later one superseded; start its queries, which plan nothing before `go`."""
-        from .handoff.takeover import check_not_superseded
+        """Refuse a generation that a later one superseded; start its queries: until `go` they plan one epoch,
+        whose lanes make their clients and wait for the generation's go mark."""
+        from .handoff.takeover import check_not_superseded, prepare
 
         check_not_superseded(run.config)
+        prepare(run.config)
         run.queries = start_queries(self.spark, run.config, self.stats, self.checkpoint_root, run.drain_file,
                                     run.go_file)
 
@@ -280,9 +282,13 @@ class Driver:
             generation = max(c.worker.generation for c in running.values()) + 1
             preds = predecessors(unit, running)
             new = [FlowGroupRun(next_generation(desired[g], generation, preds), None) for g in unit.new]
-            for run in new:  # standby: queries up, topics synced, no epoch planned
+            for run in new:  # standby: one epoch planned, its lanes' clients made, waiting for the go mark
                 self._standby_run(run)
             old = [self.groups.pop(g) for g in unit.old]
+            from .handoff.warmup import wait_for_tasks
+
+            lanes = sum(r.config.lanes_of(m) for r in (*new, *old) for m in r.config.mirrors)
+            wait_for_tasks(self.spark, lanes, 30.0)
             t0 = time.monotonic()
             for run in old:
                 run.stop_planning()  # the old queries start no new epoch; their running lanes are fenced next

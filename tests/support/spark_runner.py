@@ -4,7 +4,7 @@ It polls the SparkApplications of one namespace on the local API server; for eac
 ConfigMap the application mounts, runs the job (`python -m sparkmirror.job --config FILE`) as a local Spark
 process against the local Kafka clusters, and writes `.status.applicationState` back as the Spark operator
 would: SUBMITTED, RUNNING, FAILED (with the error), SUSPENDED (spec.suspend). A changed spec restarts the job;
-a deleted application stops it. Processes are this runner's own children and are stopped by their pid.
+a deleted application stops it; a job that exits 0 (a worker generation that handed over) is COMPLETED. Processes are this runner's own children and are stopped by their pid.
 """
 from __future__ import annotations
 
@@ -40,9 +40,12 @@ class Job:
 
 class LocalSparkRunner:
     def __init__(self, api: KubeApi, namespace: str, workdir: Path, *, running_after: float = 3.0,
-                 master: str = "local[2]") -> None:
+                 master: str = "local[2]", missing_images: frozenset[str] = frozenset()) -> None:
+        """missing_images: images no registry has; as with a kubelet, their driver pod never starts (the Spark
+        operator keeps the application SUBMITTED)."""
         self.api, self.namespace, self.workdir = api, namespace, workdir
         self.running_after, self.master = running_after, master
+        self.missing_images = missing_images
         self.jobs: dict[str, Job] = {}
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self._loop, name=f"spark-runner-{namespace}", daemon=True)
@@ -112,6 +115,9 @@ class LocalSparkRunner:
 
     def _submit(self, app: dict, spec_hash: str) -> Job | None:
         name, spec = app["metadata"]["name"], app["spec"]
+        if spec.get("image") in self.missing_images:
+            self._state(app, "SUBMITTED")  # the driver pod waits for its image (ErrImagePull) forever
+            return None
         args = list(spec.get("arguments") or [])
         config_path = args[args.index("--config") + 1]
         # the driver pod as Spark makes it: from its pod template (volumes and the driver container's mounts)

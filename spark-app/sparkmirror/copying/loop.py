@@ -67,13 +67,14 @@ class LaneCopier:
     def __init__(self, config: FlowGroupConfig, mirror: Mirror, lane: int, partitions: list[LanePartition],
                  epoch_seconds: float | None = None, should_stop: Callable[[], bool] | None = None,
                  epoch: int | None = None, prev_epoch: int | None = None, attempt: int = 0,
-                 carry_seconds: float = 0.0, stop_file: str | None = None) -> None:
+                 carry_seconds: float = 0.0, stop_file: str | None = None, standby: bool = False) -> None:
         """`epoch`/`prev_epoch` (Spark's epoch ids) let a lane keep its clients for its next epoch in this
         process and resume them there (sessions.py); without them (tests, tools) every run starts and closes
         its own."""
         self.config = config
         self.epoch, self.prev_epoch, self.attempt = epoch, prev_epoch, attempt
         self.carry_seconds, self.stop_file = carry_seconds, stop_file
+        self.standby = standby  # planned before its generation took over: wait for the go mark first
         self.result: list[PartitionSummary] = []
         self._commits = 0
         self.reused = False  # the lane's kept clients were resumed (see sessions.LaneSession)
@@ -116,6 +117,16 @@ class LaneCopier:
         if self.epoch is not None:
             log.info("lane %s: epoch %d starts in worker %d", self.tid, self.epoch, os.getpid())
         try:
+            if self.standby:
+                from .standby import wait_for_go
+
+                stop_file = self.stop_file
+                if not wait_for_go(self.config, self.mirror, self.tid, lambda: self.should_stop() or (
+                        bool(stop_file) and os.path.exists(stop_file))):
+                    raise LaneFenced()
+                start_ms = _now_ms()
+                for s in self.summaries.values():
+                    s.epoch_start_ms = start_ms
             self.reused = sessions.resume(self)
             self._copy_riding_out(time.monotonic() + self.epoch_seconds)
             keep = True

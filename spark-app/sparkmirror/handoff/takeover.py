@@ -1,15 +1,20 @@
 """Taking a flow group over: what a worker generation does on the target clusters before its lanes copy.
 
-1. Generation marks: on each target's progress topic, "flow group G belongs to generation N" for its own group
-   and every predecessor's group (a split or merge supersedes the old groups).
+1. Generation mark, phase "supersede": on each target's progress topic, "flow group G belongs to generation N"
+   for its own group and every predecessor's group (a split or merge supersedes the old groups).
 2. Fencing: `init_transactions` on every transactional id the predecessors' lanes held, which aborts their open
-   transactions and fences them, whatever the lane count or flow-group split was (ids are recorded, not guessed).
+   transactions and fences them (ids are recorded, not guessed), except where a mirror keeps exactly the same
+   lanes (same ids, same lane count, so every partition stays with the lane id it had): those the new lanes
+   fence themselves as they start. With another lane count a partition moves to another lane id, so the old
+   lane that had it must be fenced before any new lane reads where that partition stands.
+3. Generation mark, phase "go": the new generation's lanes, waiting in standby with their clients made
+   (`copying/standby.py`), start: fence their own ids, read the progress topic, copy.
 
-Why both: fencing stops every predecessor lane that had initialised its producer *before* step 2. A predecessor
-lane that initialises *after* step 2 (its driver planned one more epoch before it saw the handoff) reads the
-progress topic after its own init, so it reads the mark written in step 1 and stops without copying
-(`copying.start.resume_positions`). Either way no record is copied by two generations, and the new generation's
-lanes resume from the progress topic read after their own fencing.
+Why marks and fencing: fencing stops every predecessor lane that had initialised its producer *before* step 2.
+A predecessor lane that initialises *after* step 1 (its driver planned one more epoch before it saw the
+handoff) reads the progress topic after its own init, so it reads the mark and stops without copying
+(`copying.start.resume_positions`). The new lanes read the progress topic only after steps 2 and 3 and their
+own fencing. Either way no record is copied by two generations.
 """
 from __future__ import annotations
 
@@ -24,6 +29,10 @@ from ..progress import ensure_progress_topic, read_progress
 from ..progress.record import generation_key, generation_value
 from ..resource.flowgroup import FlowGroupConfig, Predecessor
 from ..resource.names import transactional_ids
+
+_PRODUCERS: dict[str, Producer] = {}
+"""Mark writers by target client config, made in standby so the takeover does not wait for a connection."""
+_ENSURED: set[tuple[str, str]] = set()  # (target client config, progress topic) known to exist
 
 log = logging.getLogger(__name__)
 
@@ -72,19 +81,28 @@ def check_not_superseded(config: FlowGroupConfig, timeout: float = 60.0) -> None
                            f"{marked}; this is generation {config.worker.generation}: it must not copy")
 
 
+def prepare(config: FlowGroupConfig) -> None:
+    """In standby: the progress topics exist and the mark writers are connected."""
+    for alias in sorted({m.target for m in config.mirrors}):
+        conf = config.cluster(alias).client_config()
+        ensure_progress_topic(conf, config.progressTopic)
+        _ENSURED.add((repr(sorted(conf.items())), config.progressTopic))
+        _producer(conf, config).list_topics(config.progressTopic, timeout=30)
+
+
 def take_over(config: FlowGroupConfig, timeout: float = 60.0) -> Takeover:
-    """Mark, then fence (see the module docstring)."""
+    """Supersede, fence, go (see the module docstring)."""
     t0 = time.monotonic()
     gen = config.worker.generation
     preds = config.worker.predecessors
     groups = sorted({config.name, *(p.flowGroup for p in preds)})
     at_ms = int(time.time() * 1000)
-    for alias in sorted({m.target for m in config.mirrors}):
-        _mark(config, alias, groups, at_ms, timeout)
+    targets = sorted({m.target for m in config.mirrors})
+    for alias in targets:
+        _mark(config, alias, groups, at_ms, timeout, go=False)
     t_mark = time.monotonic()
     known = {c.alias for c in config.clusters}
-    ids = sorted({(alias, tid) for p in preds for alias, tids in p.transactionalIds.items() if alias in known
-                  for tid in tids})
+    ids = sorted(_to_fence(config, preds, known))
     skipped = sorted({alias for p in preds for alias in p.transactionalIds if alias not in known})
     if skipped:  # a mirror to that target was removed: nothing of this generation writes there
         log.info("flow group %s: not fencing lanes on targets %s that this generation no longer writes to",
@@ -92,22 +110,56 @@ def take_over(config: FlowGroupConfig, timeout: float = 60.0) -> Takeover:
     if ids:
         with ThreadPoolExecutor(max_workers=min(8, len(ids))) as pool:
             list(pool.map(lambda a: _fence(config, a[0], a[1], timeout), ids))
+    t_fenced = time.monotonic()
+    for alias in targets:
+        _mark(config, alias, [config.name], at_ms, timeout, go=True)
     took = int((time.monotonic() - t0) * 1000)
-    log.info("flow group %s: generation %d took over %s in %d ms (marks written in %d ms, %d transactional ids "
-             "fenced in %d ms)", config.name, gen, groups, took, (t_mark - t0) * 1000, len(ids),
-             (time.monotonic() - t_mark) * 1000)
+    log.info("flow group %s: generation %d took over %s in %d ms (superseded in %d ms, %d other transactional "
+             "ids fenced in %d ms)", config.name, gen, groups, took, (t_mark - t0) * 1000, len(ids),
+             (t_fenced - t_mark) * 1000)
     return Takeover(gen, groups, [tid for _a, tid in ids], at_ms, took)
 
 
-def _mark(config: FlowGroupConfig, alias: str, groups: list[str], at_ms: int, timeout: float) -> None:
-    ensure_progress_topic(config.cluster(alias).client_config(), config.progressTopic)
+def _lanes_by_mirror(ids: dict[str, list[str]]) -> dict[tuple[str, str], set[str]]:
+    """(target, mirror's id prefix) -> its lanes' ids."""
+    out: dict[tuple[str, str], set[str]] = {}
+    for alias, tids in ids.items():
+        for tid in tids:
+            out.setdefault((alias, tid.rsplit(".lane-", 1)[0]), set()).add(tid)
+    return out
+
+
+def _to_fence(config: FlowGroupConfig, preds: list[Predecessor], known: set[str]) -> set[tuple[str, str]]:
+    """(target, id) of every predecessor lane, but those of mirrors whose lanes this generation keeps as they
+    were (its own lanes fence them on start, keeping the pause short)."""
+    own = _lanes_by_mirror(transactional_ids(config.resource, config.name, config.lane_routes()))
+    out: set[tuple[str, str]] = set()
+    for p in preds:
+        for (alias, mirror), tids in _lanes_by_mirror(p.transactionalIds).items():
+            if alias in known and own.get((alias, mirror)) != tids:
+                out |= {(alias, t) for t in tids}
+    return out
+
+
+def _producer(conf: dict[str, str], config: FlowGroupConfig) -> Producer:
+    key = repr(sorted(conf.items()))
+    if key not in _PRODUCERS:  # not idempotent: a mark written twice says the same
+        _PRODUCERS[key] = Producer({**conf, "acks": "all", "linger.ms": 0,
+                                    "client.id": f"sparkmirror-takeover-{config.name}"})
+    return _PRODUCERS[key]
+
+
+def _mark(config: FlowGroupConfig, alias: str, groups: list[str], at_ms: int, timeout: float, go: bool) -> None:
+    conf = config.cluster(alias).client_config()
+    if (repr(sorted(conf.items())), config.progressTopic) not in _ENSURED:
+        ensure_progress_topic(conf, config.progressTopic)
+        _ENSURED.add((repr(sorted(conf.items())), config.progressTopic))
     errors: list[KafkaError] = []
-    producer = Producer({**config.cluster(alias).client_config(), "enable.idempotence": True, "acks": "all",
-                         "client.id": f"sparkmirror-takeover-{config.name}"})
+    producer = _producer(conf, config)
     ids = transactional_ids(config.resource, config.name, config.lane_routes())
     for g in groups:
         producer.produce(config.progressTopic, key=generation_key(config.resource, config.resourceUid, g),
-                         value=generation_value(config.worker.generation, config.name, at_ms, ids),
+                         value=generation_value(config.worker.generation, config.name, at_ms, ids, go),
                          on_delivery=lambda err, _m: errors.append(err) if err is not None else None)
     left = producer.flush(timeout)
     if left or errors:

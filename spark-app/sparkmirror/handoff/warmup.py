@@ -1,4 +1,10 @@
-"""A standby generation's warm-up: everything a first epoch would otherwise wait for, done before the handoff."""
+"""A standby generation's warm-up: everything a first epoch would otherwise wait for, done before the handoff.
+
+The standby generation's queries are already running: each planned one epoch whose lane tasks made their
+clients and wait for the go mark (copying/standby.py), so executors and Python workers are up. What is left:
+every cluster answers, the remote topics are in place, the mark writers are connected, and the lane tasks are
+running; then the generation can report ready.
+"""
 from __future__ import annotations
 
 import logging
@@ -9,34 +15,37 @@ from ..resource.flowgroup import FlowGroupConfig
 log = logging.getLogger(__name__)
 
 
-def _warm_worker(_i: int) -> int:
-    """Runs in an executor's Python worker: load what a lane task loads (Spark reuses the worker)."""
-    import confluent_kafka  # noqa: F401
-
-    from sparkmirror import datasource  # noqa: F401
-    from sparkmirror.copying import loop  # noqa: F401
-
-    return 1
-
-
 def warm_up(spark, configs: list[FlowGroupConfig], timeout: float = 60.0) -> float:
-    """Executors and Python workers up (one task per lane), every cluster answering, the progress topics and
-    remote topics in place (TopicSync, idempotent). Returns the seconds it took; raises when a cluster does not
-    answer, so the generation never reports ready."""
+    """Raises when a cluster does not answer, so the generation never reports ready. Returns the seconds taken."""
     from confluent_kafka.admin import AdminClient
 
-    from ..progress import ensure_progress_topic
     from ..topicsync import TopicSync
+    from .takeover import prepare
 
     t0 = time.monotonic()
-    tasks = max(1, sum(c.lanes_of(m) for c in configs for m in c.mirrors))
-    spark.sparkContext.parallelize(range(tasks), tasks).map(_warm_worker).sum()
     for cfg in configs:
         for c in cfg.clusters:
             AdminClient(c.client_config()).list_topics(timeout=timeout)
+        prepare(cfg)
         for m in cfg.mirrors:
-            ensure_progress_topic(cfg.cluster(m.target).client_config(), cfg.progressTopic)
             TopicSync(cfg, m).sync()
+    lanes = sum(c.lanes_of(m) for c in configs for m in c.mirrors)
+    running = wait_for_tasks(spark, lanes, max(0.0, timeout - (time.monotonic() - t0)))
     took = time.monotonic() - t0
-    log.info("standby: warmed up in %.1f s (%d tasks)", took, tasks)
+    log.info("standby: warm in %.1f s (%d of %d lane tasks waiting)", took, running, lanes)
     return took
+
+
+def wait_for_tasks(spark, wanted: int, timeout: float) -> int:
+    """Until `wanted` tasks run (the standby lanes, waiting), at most `timeout` seconds: best effort, a lane
+    that starts after the go mark sees it at once."""
+    tracker = spark.sparkContext.statusTracker()
+    deadline = time.monotonic() + timeout
+    running = 0
+    while time.monotonic() < deadline:
+        running = sum(info.numActiveTasks for sid in tracker.getActiveStageIds()
+                      if (info := tracker.getStageInfo(sid)) is not None)
+        if running >= wanted:
+            break
+        time.sleep(0.5)
+    return running

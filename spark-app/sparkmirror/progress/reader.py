@@ -83,7 +83,7 @@ class ProgressReader:
         if of is not None:
             if msg.value() is not None and (self.resource is None or of[0] == self.resource):
                 v = json.loads(msg.value())
-                self.state.mark_generation(of, int(v["gen"]), v.get("ids"))
+                self.state.mark_generation(of, int(v["gen"]), v.get("ids"), bool(v.get("go", True)))
             return False
         if msg.value() is None:  # a tombstone: progress deliberately reset for this key
             k, resource = decode_key(msg.key())
@@ -113,6 +113,7 @@ class ProgressReader:
         bounded = ends is not None
         todo = set(ends) if bounded else set(self._assigned)  # partitions not known to be at their end
         n, wait, deadline = 0, first_wait, time.monotonic() + timeout
+        later: dict[int, int] = {}  # partition -> first offset fetched past its end: where the next read starts
         while todo:
             if time.monotonic() > deadline:
                 if not bounded:
@@ -137,10 +138,14 @@ class ProgressReader:
                     raise KafkaException(err)
                 if bounded:
                     if msg.offset() >= ends.get(msg.partition(), 0):
+                        later.setdefault(msg.partition(), msg.offset())
+                        todo.discard(msg.partition())
                         continue  # committed after this read began: the next read sees it
                 else:
                     todo.add(msg.partition())
                 n += self._apply(msg)
+        for p, offset in later.items():  # fetched but not applied: a following poll() reads them again
+            self.consumer.seek(TopicPartition(self.topic, p, offset))
         return n
 
     # -- the two ways to read

@@ -12,7 +12,9 @@ Generation marks share the topic (they must be read in the same read_committed p
 `handoff/takeover.py`):
   key   = JSON {"generationOf": ["<namespace/name>", "<resource uid>", "<flow group>"]}
   value = {"v": 1, "gen": n, "by": "<flow group that took over>", "atMs": t,
-           "ids": {"<target alias>": [transactional ids of generation n's lanes]}}
+           "ids": {"<target alias>": [transactional ids of generation n's lanes]}, "go": false|true}
+  written twice per takeover: "go": false supersedes the older generations, "go": true (after their lanes were
+  fenced) lets the new generation's waiting lanes start.
 Ranges are inclusive offsets; `count` is how many records the range held (ranges can contain gaps: source
 transaction markers, aborted records; target transaction markers). A range that wrote nothing (every record
 skipped) has count 0 and target range [-1, -1].
@@ -67,9 +69,9 @@ def decode_generation_key(key: bytes | None) -> GenerationOf | None:
     return resource, uid, group
 
 
-def generation_value(generation: int, by: str, at_ms: int, ids: dict[str, list[str]]) -> bytes:
-    return json.dumps({"v": PROGRESS_FORMAT_VERSION, "gen": generation, "by": by, "atMs": at_ms, "ids": ids},
-                      separators=(",", ":")).encode()
+def generation_value(generation: int, by: str, at_ms: int, ids: dict[str, list[str]], go: bool) -> bytes:
+    return json.dumps({"v": PROGRESS_FORMAT_VERSION, "gen": generation, "by": by, "atMs": at_ms, "ids": ids,
+                       "go": go}, separators=(",", ":")).encode()
 
 
 @dataclass(frozen=True)

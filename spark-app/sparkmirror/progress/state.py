@@ -74,11 +74,26 @@ class ProgressState:
     max_history: int = MAX_HISTORY
     generations: dict[GenerationOf, int] = field(default_factory=dict)  # highest worker generation marked
     generation_ids: dict[GenerationOf, dict[str, list[str]]] = field(default_factory=dict)  # and its lanes' ids
+    generation_go: dict[GenerationOf, bool] = field(default_factory=dict)  # its older lanes are fenced
 
-    def mark_generation(self, of: GenerationOf, generation: int, ids: dict[str, list[str]] | None = None) -> None:
-        if generation >= self.generations.get(of, 0):
+    def mark_generation(self, of: GenerationOf, generation: int, ids: dict[str, list[str]] | None = None,
+                        go: bool = True) -> None:
+        known = self.generations.get(of, 0)
+        if generation > known:
             self.generations[of] = generation
             self.generation_ids[of] = ids or {}
+            self.generation_go[of] = go
+        elif generation == known:
+            self.generation_go[of] = self.generation_go.get(of, False) or go
+            self.generation_ids[of] = ids or self.generation_ids.get(of, {})
+
+    def may_copy(self, resource: str, uid: str, flow_group: str, generation: int) -> bool | None:
+        """True once `generation` took the flow group over (go), False once a later one did, None meanwhile."""
+        of = (resource, uid, flow_group)
+        marked = self.generations.get(of, 0)
+        if marked > generation:
+            return False
+        return True if marked == generation and self.generation_go.get(of) else None
 
     def generation(self, resource: str, uid: str, flow_group: str) -> int:
         """The highest worker generation that took `flow_group` over (0: none marked)."""

@@ -1,0 +1,257 @@
+"""`python -m bench.handoff`: how long replication pauses when a running mirror changes, handoff against restart.
+
+Same clusters, same steady load, one run, two paths:
+- handoff: one driver (`sparkmirror run`'s); every `--every` seconds the flow group's version changes and the
+  driver hands it over to a new worker generation (standby lanes waiting for the go mark, takeover, old lanes
+  fenced), as `sparkmirror run` does on a changed file and the operator does with one application per generation;
+- restart: the job as its own process (`python -m sparkmirror.job --config`, what a SparkApplication runs); every
+  `--every` seconds it gets SIGTERM (it drains) and starts again with the new version: what a changed spec did
+  before handoffs (the Spark operator resubmits the application).
+
+Pause: the largest gap between records becoming visible on the target (a read_committed consumer tailing the
+remote topic) from a change until the next. Every record is checked by its sequence number: lost, duplicated.
+The figures go into `bench/results/latest.json` under `handoff` (other keys kept) and `handoff.md` beside it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from confluent_kafka import Consumer, TopicPartition
+
+from sparkmirror.resource.flowgroup import FlowGroupConfig
+from sparkmirror_dev.testing import NumberedProducer, create_topic, numbered_counts, unique_name
+
+from .harness import Env
+
+HERE = Path(__file__).resolve().parent
+PARTITIONS = 4
+
+
+class Arrivals(threading.Thread):
+    """Wall-clock times (ms) at which records become visible, read_committed, on the target topic."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.bootstrap, self.topic = bootstrap, topic
+        self.times: list[int] = []
+        self._stop = threading.Event()
+
+    def run(self) -> None:
+        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": unique_name("arrivals"),
+                      "isolation.level": "read_committed", "enable.auto.commit": False,
+                      "fetch.wait.max.ms": 20, "topic.metadata.refresh.interval.ms": 1000})
+        while not self._stop.is_set():
+            md = c.list_topics(self.topic, timeout=5).topics.get(self.topic)
+            if md is not None and md.error is None and md.partitions:
+                c.assign([TopicPartition(self.topic, p, 0) for p in md.partitions])
+                break
+            time.sleep(0.2)
+        while not self._stop.is_set():
+            msgs = c.consume(10000, timeout=0.05)
+            if msgs:
+                now = int(time.time() * 1000)
+                self.times.extend(now for m in msgs if m.error() is None)
+        c.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.join(10)
+
+    def pause_ms(self, since_ms: int, until_ms: int) -> int:
+        """The largest gap between arrivals in [since, until], counting from the last arrival before `since`."""
+        before = [t for t in self.times if t < since_ms][-1:]
+        ts = before + [t for t in self.times if since_ms <= t <= until_ms]
+        return max((b - a for a, b in zip(ts, ts[1:])), default=until_ms - since_ms)
+
+
+def _config(kafka_src: str, kafka_tgt: str, topic: str, version: str, lanes: int, epoch: float) -> FlowGroupConfig:
+    return FlowGroupConfig.model_validate({
+        "name": "bench-handoff", "resource": "bench/handoff",
+        "clusters": [{"alias": "src", "bootstrapServers": kafka_src}, {"alias": "tgt", "bootstrapServers": kafka_tgt}],
+        "mirrors": [{"name": "src-to-tgt", "source": "src", "target": "tgt", "topics": topic,
+                     "emitCheckpoints": False, "emitHeartbeats": False}],
+        "lanes": lanes, "epochSeconds": epoch, "progressTopic": unique_name("progress"),
+        "worker": {"version": version}})
+
+
+def _with_version(cfg: FlowGroupConfig, version: str) -> FlowGroupConfig:
+    return cfg.model_copy(update={"worker": cfg.worker.model_copy(update={"version": version})})
+
+
+def _wait_copying(arrivals: Arrivals, n: int = 500, timeout: float = 180.0) -> None:
+    deadline = time.monotonic() + timeout
+    while len(arrivals.times) < n:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"the mirror did not start copying within {timeout:.0f} s")
+        time.sleep(0.5)
+
+
+def _finish(src: str, tgt: str, topic: str, producer: NumberedProducer, arrivals: Arrivals, changes: list[int],
+            timeout: float = 240.0) -> dict:
+    sent = producer.stop()
+    deadline = time.monotonic() + timeout
+    while len(arrivals.times) < sent * PARTITIONS and time.monotonic() < deadline:
+        time.sleep(0.5)
+    time.sleep(3)  # a duplicate would land after the count was reached
+    arrivals.stop()
+    lost, dup = numbered_counts(tgt, f"src.{topic}", PARTITIONS, sent)
+    end = int(time.time() * 1000)
+    bounds = changes[1:] + [end]
+    pauses = [arrivals.pause_ms(a, b) for a, b in zip(changes, bounds)]
+    return {"changes": len(changes), "records": sent * PARTITIONS, "lost": lost, "duplicated": dup,
+            "pauses_ms": pauses}
+
+
+def run_handoff(env: Env, src: str, args: argparse.Namespace) -> dict:
+    from sparkmirror.runner.local import LocalRun
+
+    tgt = env.new_target().bootstrap
+    topic = create_topic(src, unique_name("handoff"), PARTITIONS)
+    cfg = _config(src, tgt, topic, "v1", args.lanes, args.epoch)
+    producer = NumberedProducer(src, topic, rate=args.rate, partitions=PARTITIONS)
+    arrivals = Arrivals(tgt, f"src.{topic}")
+    run = LocalRun([cfg], checkpoint_root=str(args.work / "handoff-ckpt"))
+    producer.start()
+    arrivals.start()
+    changes: list[int] = []
+    try:
+        run.start()
+        _wait_copying(arrivals)
+        for i in range(args.changes):
+            time.sleep(args.every)
+            changes.append(int(time.time() * 1000))
+            done = run.handoff([_with_version(cfg, f"v{i + 2}")])
+            print(f"  handoff {i + 1}: generation {done[0]['generation']}, taken over in {done[0]['tookOverMs']} ms",
+                  flush=True)
+        time.sleep(args.every)
+        return _finish(src, tgt, topic, producer, arrivals, changes)
+    finally:
+        run.stop()
+
+
+def run_restart(env: Env, src: str, args: argparse.Namespace) -> dict:
+    tgt = env.new_target().bootstrap
+    topic = create_topic(src, unique_name("restart"), PARTITIONS)
+    cfg = _config(src, tgt, topic, "v1", args.lanes, args.epoch)
+    producer = NumberedProducer(src, topic, rate=args.rate, partitions=PARTITIONS)
+    arrivals = Arrivals(tgt, f"src.{topic}")
+    work = args.work / "restart"
+    work.mkdir(parents=True, exist_ok=True)
+    lanes = cfg.lanes
+    env_vars = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+                "SPARK_LOCAL_IP": "127.0.0.1"}
+
+    def start(c: FlowGroupConfig) -> subprocess.Popen:
+        path = work / f"{c.worker.version}.yaml"
+        path.write_text(c.to_yaml())
+        log = open(work / f"{c.worker.version}.log", "ab")
+        return subprocess.Popen([sys.executable, "-m", "sparkmirror.job", "--config", str(path),
+                                 "--checkpoint", str(work / "ckpt"), "--master", f"local[{2 * lanes + 2},4]",
+                                 "--conf", "spark.driver.memory=512m", "--conf", "spark.ui.enabled=false"],
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env_vars,
+                                start_new_session=True)
+
+    def stop(p: subprocess.Popen) -> None:
+        p.terminate()  # the driver drains (running epochs commit) and exits
+        try:
+            p.wait(120)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(p.pid, 9)  # Python workers left behind
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    producer.start()
+    arrivals.start()
+    changes: list[int] = []
+    proc = start(cfg)
+    try:
+        _wait_copying(arrivals)
+        for i in range(args.changes):
+            time.sleep(args.every)
+            changes.append(int(time.time() * 1000))
+            stop(proc)
+            proc = start(_with_version(cfg, f"v{i + 2}"))
+            print(f"  restart {i + 1}: resubmitted", flush=True)
+        time.sleep(args.every)
+        return _finish(src, tgt, topic, producer, arrivals, changes)
+    finally:
+        stop(proc)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.handoff", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--changes", type=int, default=5, help="version changes per path; default %(default)s")
+    p.add_argument("--every", type=float, default=30.0, help="seconds between changes; default %(default)s")
+    p.add_argument("--rate", type=int, default=500, help="sequences per second (x4 partitions); default %(default)s")
+    p.add_argument("--lanes", type=int, default=2)
+    p.add_argument("--epoch", type=float, default=30.0, help="epochSeconds of the mirror; default %(default)s")
+    p.add_argument("--paths", default="handoff,restart")
+    p.add_argument("--work", type=Path, default=HERE / "work" / "handoff")
+    p.add_argument("--results", type=Path, default=HERE / "results")
+    args = p.parse_args(argv)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    args.work.mkdir(parents=True, exist_ok=True)
+    env = Env(args.work)
+    out: dict = {"finished": None, "config": {k: v for k, v in vars(args).items() if k not in ("work", "results")}}
+    try:
+        src = env.start_source().bootstrap
+        for path in [s.strip() for s in args.paths.split(",") if s.strip()]:
+            print(f"{path}: {args.changes} version changes, one every {args.every:.0f} s, "
+                  f"{args.rate * PARTITIONS} records/s", flush=True)
+            out[path] = (run_handoff if path == "handoff" else run_restart)(env, src, args)
+            print(f"  pauses {out[path]['pauses_ms']} ms, lost {out[path]['lost']}, "
+                  f"duplicated {out[path]['duplicated']}", flush=True)
+    finally:
+        env.stop()
+    out["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    summary = {"upgrades": 0, "lost": 0, "duplicated": 0}
+    if "handoff" in out:
+        h = out["handoff"]
+        summary.update(upgrades=h["changes"], pause_ms_max=max(h["pauses_ms"]),
+                       pause_ms_median=statistics.median(h["pauses_ms"]), lost=h["lost"], duplicated=h["duplicated"])
+    if "restart" in out:
+        r = out["restart"]
+        summary["restart_pause_ms_median"] = statistics.median(r["pauses_ms"])
+        summary["restart_lost"], summary["restart_duplicated"] = r["lost"], r["duplicated"]
+    out["summary"] = summary
+    write(out, args.results)
+    print(json.dumps(summary), flush=True)
+    return 0 if summary["lost"] == 0 and summary["duplicated"] == 0 else 1
+
+
+def write(result: dict, results: Path) -> None:
+    """`handoff` in latest.json (the throughput figures beside it stay), and handoff.md."""
+    results.mkdir(parents=True, exist_ok=True)
+    latest = results / "latest.json"
+    doc = json.loads(latest.read_text()) if latest.exists() else {}
+    doc["handoff"] = {**result["summary"], "details": {k: v for k, v in result.items() if k != "summary"}}
+    latest.write_text(json.dumps(doc, indent=2, default=str))
+    s = result["summary"]
+    lines = ["# Handoff pause: worker-generation handoff against restart", "",
+             f"Finished {result['finished']}; config {result['config']}.", "",
+             "| path | changes | pause median (ms) | pause max (ms) | records | lost | duplicated |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for path in ("handoff", "restart"):
+        if path in result:
+            r = result[path]
+            lines.append(f"| {path} | {r['changes']} | {statistics.median(r['pauses_ms']):,.0f} | "
+                         f"{max(r['pauses_ms']):,} | {r['records']:,} | {r['lost']} | {r['duplicated']} |")
+    if "handoff" in result and "restart" in result and s.get("pause_ms_median"):
+        lines += ["", f"Restart pauses {s['restart_pause_ms_median'] / s['pause_ms_median']:.1f}x longer "
+                      "(median against median)."]
+    (results / "handoff.md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

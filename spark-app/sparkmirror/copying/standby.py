@@ -1,0 +1,38 @@
+"""A lane of a worker generation in standby: its task runs, its clients are made, it copies nothing until its
+generation took the flow group over (the "go" generation mark on the progress topic, see handoff/takeover.py).
+
+The mark, not a file or the Lease, because executors see neither the driver's files nor (without rights) the
+Lease, and they read the progress topic anyway: waiting on it costs one consumer, and the lane starts within a
+fetch of the mark being written, instead of Spark planning and launching a new epoch after the handoff.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from ..progress import ProgressReader
+from ..resource.flowgroup import FlowGroupConfig, Mirror
+
+log = logging.getLogger(__name__)
+
+
+def wait_for_go(config: FlowGroupConfig, mirror: Mirror, tid: str, should_stop: Callable[[], bool]) -> bool:
+    """Block until this lane's generation may copy (True), or a later one took over or `should_stop()` (False)."""
+    target_conf = config.cluster(mirror.target).client_config()
+    reader = ProgressReader(target_conf, config.progressTopic, mirror.source, source_partitions=[],
+                            purpose="standby", resource=config.resource)
+    t0 = time.monotonic()
+    try:
+        state = reader.read_to_end()
+        while True:
+            verdict = state.may_copy(config.resource, config.resourceUid, config.name, config.worker.generation)
+            if verdict is not None:
+                log.info("lane %s: %s after %.1f s in standby", tid,
+                         "taken over, copying" if verdict else "a later generation took over", time.monotonic() - t0)
+                return verdict
+            if should_stop():
+                return False
+            reader.poll(1.0)
+    finally:
+        reader.close()

@@ -1,0 +1,139 @@
+"""The operator's handoff decisions (rollout.py), pure: what it runs and where the Leases point, step by step."""
+from __future__ import annotations
+
+import json
+
+from sparkmirror.resource.flowgroup import FlowGroupConfig
+from sparkmirror.resource.model import UpgradeSpec
+from sparkmirror.resource.names import LEASE_HOLDER, lease_ready_key, lease_took_over_key
+from sparkmirror_operator.rollout import ANNOTATION_MOVED_AT, Observed, Worker, plan_rollout
+
+NOW = 1_800_000_000_000
+UPGRADE = UpgradeSpec(readyTimeoutSeconds=60, handoffTimeoutSeconds=30)
+
+
+def cfg(name: str = "g", version: str = "1", lanes: int = 2, topics: str = ".*", generation: int = 1,
+        mirror: str = "a") -> FlowGroupConfig:
+    return FlowGroupConfig.model_validate({
+        "name": name, "resource": "ns/res", "clusters": [{"alias": "a", "bootstrapServers": "a:9092"},
+                                                          {"alias": "b", "bootstrapServers": "b:9092"}],
+        "mirrors": [{"name": mirror, "source": "a", "target": "b", "topics": topics}], "lanes": lanes,
+        "worker": {"generation": generation, "version": version}})
+
+
+def app(created_ms: int = NOW - 5_000, state: str = "RUNNING", error: str | None = None) -> dict:
+    import datetime as dt
+
+    ts = dt.datetime.fromtimestamp(created_ms / 1000, dt.timezone.utc).isoformat().replace("+00:00", "Z")
+    return {"metadata": {"creationTimestamp": ts},
+            "status": {"applicationState": {"state": state, **({"errorMessage": error} if error else {})}}}
+
+
+def lease(holder: int | None, **annotations: str) -> dict:
+    ann = dict(annotations)
+    if holder is not None:
+        ann[LEASE_HOLDER] = str(holder)
+    return {"metadata": {"annotations": ann}}
+
+
+def observed(workers: list[tuple[FlowGroupConfig, dict | None]], leases: dict[str, dict]) -> Observed:
+    obs = Observed(leases=leases)
+    for c, a in workers:
+        obs.workers.setdefault(c.name, {})[c.worker.generation] = Worker(c, a)
+    return obs
+
+
+def gens(plan) -> list[tuple[str, int]]:
+    return sorted((c.name, c.worker.generation) for c in plan.workers)
+
+
+def test_first_generation_starts_at_once():
+    p = plan_rollout([cfg()], Observed(), UPGRADE, now_ms=NOW)
+    assert gens(p) == [("g", 1)] and p.holders == {"g": 1} and not p.upgrading
+
+
+def test_unchanged_keeps_running():
+    p = plan_rollout([cfg(version="1")], observed([(cfg(), app())], {"g": lease(1)}), UPGRADE, now_ms=NOW)
+    assert gens(p) == [("g", 1)] and p.holders == {"g": 1} and not p.upgrading and not p.handoffs
+
+
+def test_a_version_change_walks_standby_move_takeover():
+    want = [cfg(version="2")]
+    # 1. a standby generation beside the running one; the Lease stays
+    p = plan_rollout(want, observed([(cfg(), app())], {"g": lease(1)}), UPGRADE, now_ms=NOW)
+    assert gens(p) == [("g", 1), ("g", 2)] and p.holders == {"g": 1}
+    new = next(c for c in p.workers if c.worker.generation == 2)
+    assert new.worker.version == "2" and new.worker.predecessors[0].generation == 1
+    assert new.worker.predecessors[0].transactionalIds == {"b": ["sparkmirror.ns.res.g.a.lane-0",
+                                                                 "sparkmirror.ns.res.g.a.lane-1"]}
+    assert "standby" in p.upgrading[0]
+    # 2. not ready yet: nothing moves
+    p = plan_rollout(want, observed([(cfg(), app()), (new, app())], {"g": lease(1)}), UPGRADE, now_ms=NOW)
+    assert p.holders == {"g": 1} and p.moved == set() and "0/1 ready" in p.upgrading[0]
+    # 3. ready: the Lease moves to generation 2, both still run
+    ready = {lease_ready_key(2): str(NOW)}
+    p = plan_rollout(want, observed([(cfg(), app()), (new, app())], {"g": lease(1, **ready)}), UPGRADE, now_ms=NOW)
+    assert p.holders == {"g": 2} and p.moved == {"g"} and gens(p) == [("g", 1), ("g", 2)]
+    assert p.running["g"].worker.generation == 1  # generation 1 copies until 2 took over
+    # 4. took over: generation 1 is dropped, the handoff recorded
+    took = {lease_took_over_key(2): json.dumps({"atMs": NOW + 800, "tookMs": 300, "fenced": 2}),
+            ANNOTATION_MOVED_AT: str(NOW)}
+    p = plan_rollout(want, observed([(cfg(), app()), (new, app())], {"g": lease(2, **ready, **took)}), UPGRADE,
+                     now_ms=NOW + 1000)
+    assert gens(p) == [("g", 2)] and p.holders == {"g": 2} and not p.upgrading
+    assert p.handoffs == [{"fromGeneration": 1, "toGeneration": 2, "fromFlowGroups": ["g"], "toFlowGroups": ["g"],
+                           "version": "2", "takeoverMs": 300, "fencedTransactionalIds": 2,
+                           "leaseToTakeoverMs": 800, "time": "2027-01-15T08:00:00Z"}]
+
+
+def test_a_standby_that_never_gets_ready_is_rolled_back_and_not_retried():
+    want = [cfg(version="2")]
+    new = cfg(version="2", generation=2)
+    obs = observed([(cfg(), app()), (new, app(NOW - 61_000, "SUBMITTED"))], {"g": lease(1)})
+    p = plan_rollout(want, obs, UPGRADE, now_ms=NOW)
+    assert gens(p) == [("g", 1)] and p.holders == {"g": 1} and p.held_back
+    assert p.rollback["generation"] == 2 and "not ready within spec.upgrade.readyTimeoutSeconds (60 s)" \
+        in p.rollback["reason"] and "generation 1 keeps copying" in p.rollback["reason"]
+    # the same spec again: held back, no new standby; a new spec tries again
+    p2 = plan_rollout(want, observed([(cfg(), app())], {"g": lease(1)}), UPGRADE, now_ms=NOW,
+                      rolled_back=p.rollback)
+    assert gens(p2) == [("g", 1)] and p2.held_back
+    p3 = plan_rollout([cfg(version="3")], observed([(cfg(), app())], {"g": lease(1)}), UPGRADE, now_ms=NOW,
+                      rolled_back=p.rollback)
+    assert gens(p3) == [("g", 1), ("g", 2)] and not p3.held_back
+
+
+def test_a_split_hands_over_as_one_unit_and_fences_every_old_lane():
+    old = cfg(lanes=3)
+    want = [cfg("g-1", topics="t1"), cfg("g-2", topics="t2")]
+    p = plan_rollout(want, observed([(old, app())], {"g": lease(1)}), UPGRADE, now_ms=NOW)
+    assert gens(p) == [("g", 1), ("g-1", 2), ("g-2", 2)]
+    assert p.holders == {"g": 1, "g-1": None, "g-2": None}  # the new groups' Leases name nobody yet
+    preds = {c.name: c.worker.predecessors for c in p.workers if c.worker.generation == 2}
+    assert all(len(ps[0].transactionalIds["b"]) == 3 for ps in preds.values())
+    new = [c for c in p.workers if c.worker.generation == 2]
+    ready = {lease_ready_key(2): str(NOW)}
+    leases = {"g": lease(1), "g-1": lease(None, **ready), "g-2": lease(None)}
+    p = plan_rollout(want, observed([(old, app())] + [(c, app()) for c in new], leases), UPGRADE, now_ms=NOW)
+    assert p.holders == {"g": 1, "g-1": None, "g-2": None}  # one of two ready: nothing moves
+    leases["g-2"] = lease(None, **ready)
+    p = plan_rollout(want, observed([(old, app())] + [(c, app()) for c in new], leases), UPGRADE, now_ms=NOW)
+    assert p.holders == {"g": 2, "g-1": 2, "g-2": 2}  # the old group's Lease too: its driver drains
+    took = {lease_took_over_key(2): json.dumps({"atMs": NOW, "tookMs": 100, "fenced": 3})}
+    leases = {"g": lease(2), "g-1": lease(2, **took), "g-2": lease(2, **took)}
+    p = plan_rollout(want, observed([(old, app())] + [(c, app()) for c in new], leases), UPGRADE, now_ms=NOW)
+    assert gens(p) == [("g-1", 2), ("g-2", 2)] and "g" not in p.holders  # the old group's Lease goes
+    assert p.handoffs[0]["fromFlowGroups"] == ["g"] and p.handoffs[0]["toFlowGroups"] == ["g-1", "g-2"]
+
+
+def test_one_unit_at_a_time():
+    want = [cfg("x", version="2", mirror="x"), cfg("y", version="2", mirror="y")]
+    running = [(cfg("x", mirror="x"), app()), (cfg("y", mirror="y"), app())]
+    p = plan_rollout(want, observed(running, {"x": lease(1), "y": lease(1)}), UPGRADE, now_ms=NOW)
+    assert gens(p) == [("x", 1), ("x", 2), ("y", 1)]
+    assert any("waits for another flow group" in u for u in p.upgrading)
+
+
+def test_a_restart_annotation_rolls_like_a_change():
+    p = plan_rollout([cfg()], observed([(cfg(), app())], {"g": lease(1)}), UPGRADE, now_ms=NOW, restart="r1")
+    assert gens(p) == [("g", 1), ("g", 2)]
