@@ -25,6 +25,10 @@ def test_every_field_has_a_description() -> None:
     spec = root["properties"]["spec"]["properties"]
     assert spec["delivery"]["enum"] == ["exactly-once", "at-least-once"]
     assert spec["state"]["enum"] == ["running", "paused", "stopped"]
+    conditions = root["properties"]["status"]["properties"]["conditions"]
+    # one entry per type, as GitOps tools and server-side apply expect; a map key must be required
+    assert conditions["x-kubernetes-list-type"] == "map" and conditions["x-kubernetes-list-map-keys"] == ["type"]
+    assert "type" in conditions["items"]["required"]
 
 
 BASE = {
