@@ -6,6 +6,8 @@ import os
 import sys
 from pathlib import Path
 
+from sparkmirror.output import add_output_flag, dump
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     op = subparsers.add_parser("operator", help="run the KafkaMirrorMaker2 operator against the current kubeconfig")
@@ -20,7 +22,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     imp = subparsers.add_parser("import", help="convert a Strimzi KafkaMirrorMaker2 (v1, v1beta2) or an "
                                                "mm2.properties file into a sparkmirror resource")
     imp.add_argument("file", help="the manifest or properties file ('-' for stdin)")
-    imp.add_argument("-o", "--output", help="write the resource YAML here (default stdout)")
+    add_output_flag(imp, "the resource (default yaml; several resources in json form a kubectl List)")
+    imp.add_argument("--output-file", metavar="FILE", help="write the resource here instead of stdout")
     imp.add_argument("--name", help="name of the resource (default the manifest's, or 'mirror')")
     imp.add_argument("--namespace", help="namespace to set on the resource")
     imp.set_defaults(func=run_import)
@@ -31,10 +34,16 @@ def run_import(args: argparse.Namespace) -> int:
 
     text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
     result = import_text(text, name=args.name, namespace=args.namespace)
-    if args.output:
-        Path(args.output).write_text(result.to_yaml())
+    if args.output == "json":
+        doc = result.resources[0] if len(result.resources) == 1 else \
+            {"apiVersion": "v1", "kind": "List", "items": result.resources}
+        text_out = dump(doc, "json")
     else:
-        sys.stdout.write(result.to_yaml())
+        text_out = result.to_yaml()  # several resources: one YAML document each, as kubectl apply -f reads
+    if args.output_file:
+        Path(args.output_file).write_text(text_out)
+    else:
+        sys.stdout.write(text_out)
     for note in result.notes:
         print(f"note: {note}", file=sys.stderr)
     if not result.resources:
