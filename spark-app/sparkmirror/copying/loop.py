@@ -279,7 +279,8 @@ class LaneCopier:
         commit_ms = _now_ms()
         recs = [ProgressRecord(self.mirror.source, topic, part, pend.src_last + 1, pend.src_first, pend.src_last,
                                self.route[(topic, part)], pend.tgt_first, pend.tgt_last, pend.count, commit_ms,
-                               self.config.worker.generation, self.config.name, self.mirror.name, self.lane)
+                               self.config.worker.generation, self.config.name, self.mirror.name, self.lane,
+                               pend.nbytes)
                 for (topic, part), pend in self._pending.items()]
         self.protocol.commit(recs, functools.partial(self._on_delivery, ("<progress>", -1), -1))
         self._check_delivery()

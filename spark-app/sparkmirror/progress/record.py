@@ -3,11 +3,14 @@
 Format (versioned, JSON):
   key   = JSON ["<source cluster alias>", "<source topic>", <partition>]    (compaction keeps the latest)
   value = {"v": 1, "next": n, "src": [first, last], "tgt": [first, last], "tgtTopic": "...", "count": k,
-           "commitMs": t, "gen": worker generation, "fg": flow group, "mirror": "...", "lane": i}
+           "commitMs": t, "gen": worker generation, "fg": flow group, "mirror": "...", "lane": i,
+           "bytes": b}
   a tombstone (null value) resets the key: the partition's progress starts over.
 Ranges are inclusive offsets; `count` is how many records the range held (ranges can contain gaps: source
 transaction markers, aborted records; target transaction markers). A range that wrote nothing (every record
-skipped) has count 0 and target range [-1, -1].
+skipped) has count 0 and target range [-1, -1]. `bytes` is the key and value bytes those records carried (added
+within version 1: a record written before it reads as 0), so byte rates come from what was committed, like record
+rates.
 """
 from __future__ import annotations
 
@@ -58,6 +61,7 @@ class ProgressRecord:
     flow_group: str = ""
     mirror: str = ""
     lane: int = -1
+    bytes: int = 0
 
     @property
     def source_partition(self) -> SourcePartition:
@@ -72,6 +76,7 @@ class ProgressRecord:
             "src": [self.source_first, self.source_last], "tgt": [self.target_first, self.target_last],
             "tgtTopic": self.target_topic, "count": self.count, "commitMs": self.commit_ms,
             "gen": self.generation, "fg": self.flow_group, "mirror": self.mirror, "lane": self.lane,
+            "bytes": self.bytes,
         }, separators=(",", ":")).encode()
 
     @classmethod
@@ -83,4 +88,5 @@ class ProgressRecord:
                              f"{v.get('v')!r}; this job reads version {PROGRESS_FORMAT_VERSION}")
         return cls(cluster, topic, partition, int(v["next"]), int(v["src"][0]), int(v["src"][1]),
                    v["tgtTopic"], int(v["tgt"][0]), int(v["tgt"][1]), int(v["count"]), int(v["commitMs"]),
-                   int(v["gen"]), v.get("fg", ""), v.get("mirror", ""), int(v.get("lane", -1)))
+                   int(v["gen"]), v.get("fg", ""), v.get("mirror", ""), int(v.get("lane", -1)),
+                   int(v.get("bytes", 0)))
