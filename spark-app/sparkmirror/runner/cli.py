@@ -76,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
 
     log_path = None if args.verbose else (args.log_file or default_log_path())
     with QuietConsole(log_path) if log_path else nullcontext() as console:
-        if log_path is not None:
+        if console is not None:
+            log_path = console.log_path  # an outer quiet console's (the demo's) file
             _err(f"logs (Spark, lanes, Kafka clients): {log_path}; -v shows them here")
         rc = _run_live(args, loaded, extra, console.out if console else sys.stdout)
     if log_path is not None and rc != 0:

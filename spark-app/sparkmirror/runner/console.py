@@ -4,6 +4,7 @@ Spark's JVM, its Python workers (the lanes' logs) and librdkafka (`%6|...|` line
 descriptor 2, from this process and from the processes it starts, which inherit it. So the console is
 quietened at the descriptor: while `QuietConsole` is active, descriptors 1 and 2 point at a log file and
 `sys.stdout`/`sys.stderr` at the real terminal. Python logging goes to the same file. `-v` skips all this.
+Nested (the demo quietens its own Kafka clients around `run`), the inner one uses the outer one's file.
 """
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ class QuietConsole:
     """Context manager: native output (JVM, workers, librdkafka) and Python logging to `log_path`; `out`/`err`
     are the terminal's stdout and stderr, for the table and the runner's messages."""
 
+    _active: "QuietConsole | None" = None  # the outermost one in this process
+
     def __init__(self, log_path: Path) -> None:
         self.log_path = log_path
         self.out: TextIO = sys.stdout
@@ -39,6 +42,11 @@ class QuietConsole:
         self._root_level = logging.WARNING
 
     def __enter__(self) -> "QuietConsole":
+        outer = QuietConsole._active
+        if outer is not None:
+            self.log_path, self.out, self.err = outer.log_path, outer.out, outer.err
+            return self
+        QuietConsole._active = self
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         sys.stdout.flush()
         sys.stderr.flush()
@@ -65,6 +73,9 @@ class QuietConsole:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if QuietConsole._active is not self:
+            return
+        QuietConsole._active = None
         root = logging.getLogger()
         root.handlers, root.level = self._root_handlers, self._root_level
         if self._handler is not None:

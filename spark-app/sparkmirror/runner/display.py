@@ -75,7 +75,6 @@ class Progress:
         self._drawn = len(text)
 
     def final(self, views: list[MirrorView], failures: dict[str, str] | None = None) -> None:
+        """The last state, whenever the previous one was shown: on a TTY it replaces the table in place."""
         self._last = 0.0
-        self.tty, tty = False, self.tty
         self.show(views, failures)
-        self.tty = tty
