@@ -142,6 +142,25 @@ def test_crd_installs_and_accepts_valid_resources(kube, kmm2_crd, namespace) -> 
 
 
 @pytest.mark.k8s
+def test_conditions_are_a_map_keyed_by_type(kube, kmm2_crd, namespace) -> None:
+    """The API server itself refuses two conditions of one type: the list-type map GitOps tools rely on."""
+    from kubernetes import client
+
+    cond = {"type": "Ready", "status": "True", "reason": "Running", "message": "1/1 flow groups running"}
+    with kube.api_client() as api:
+        co = client.CustomObjectsApi(api)
+        created = co.create_namespaced_custom_object("sparkmirror.io", "v1alpha1", namespace, "kafkamirrormaker2s",
+                                                     variant(name="conds"))
+        args = ("sparkmirror.io", "v1alpha1", namespace, "kafkamirrormaker2s", "conds")
+        ok = co.replace_namespaced_custom_object_status(*args, {**created, "status": {"conditions": [
+            cond, {**cond, "type": "Stalled", "status": "False", "reason": "AsExpected"}]}})
+        assert [c["type"] for c in ok["status"]["conditions"]] == ["Ready", "Stalled"]
+        with pytest.raises(client.ApiException) as e:
+            co.replace_namespaced_custom_object_status(*args, {**ok, "status": {"conditions": [cond, cond]}})
+        assert e.value.status == 422 and "Duplicate value" in e.value.body, e.value.body
+
+
+@pytest.mark.k8s
 def test_malformed_resources_are_refused_naming_the_field(kube, kmm2_crd, namespace) -> None:
     import json
 
