@@ -44,15 +44,12 @@ end
 
 -- Stalled: needs a change (spec, Secret, credentials); Degraded: also transient trouble such as an
 -- unreachable cluster. Either way the mirror is not doing what the spec asks.
-if is_true("Stalled") then
-  hs.status = "Degraded"
-  hs.message = describe(c.Stalled)
-  return hs
-end
-if is_true("Degraded") then
-  hs.status = "Degraded"
-  hs.message = describe(c.Degraded)
-  return hs
+for _, t in ipairs({"Stalled", "Degraded"}) do
+  if is_true(t) then
+    hs.status = "Degraded"
+    hs.message = describe(c[t])
+    return hs
+  end
 end
 if is_true("Ready") then
   hs.status = "Healthy"
