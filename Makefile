@@ -11,7 +11,7 @@ export PYSPARK_DRIVER_PYTHON = $(abspath $(PY))
 .PHONY: help setup tools venv kafka kubernetes test test-fast demo bench crds dev-up dev-down clean
 
 help:
-	@echo "make demo   - start two local Kafka clusters and mirror between them on local Spark"
+	@echo "make demo   - start two local Kafka clusters and mirror between them on local Spark (DEMO_ARGS=-v: with logs)"
 	@echo "make test   - install what is missing, then run every test (the kind tests build their images here)"
 	@echo "make bench  - sparkmirror vs Apache Kafka MirrorMaker 2, side by side"
 	@echo "make crds   - regenerate crds/ from the pydantic model"
@@ -42,7 +42,7 @@ test: setup
 	$(VENV)/bin/pytest -q $(PYTEST_ARGS)
 
 demo: venv kafka
-	$(PY) -m sparkmirror_dev.demo
+	$(PY) -m sparkmirror_dev.demo $(DEMO_ARGS)
 
 bench: setup
 	$(PY) -m bench $(BENCH_ARGS)

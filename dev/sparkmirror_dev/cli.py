@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+
+from sparkmirror.output import add_output_flag, dump
 
 from .env import DEFAULT_CLUSTERS, default_env
 from .procs import DevEnvError
@@ -17,11 +18,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--names", help="comma-separated cluster names (default source,target,c3,...)")
     up.add_argument("--base-port", type=int, help="fixed ports from here (default: free ports)")
     up.add_argument("--no-kube", action="store_true", help="Kafka only")
+    add_output_flag(up, "what was started (addresses, logs, kubeconfig)")
     up.set_defaults(func=_up)
     down = dsub.add_parser("down", help="stop everything and remove its data")
     down.set_defaults(func=_down)
     status = dsub.add_parser("status", help="what runs, where, and its log")
-    status.add_argument("--json", action="store_true")
+    add_output_flag(status, "what runs")
+    status.add_argument("--json", dest="output", action="store_const", const="json", help="the same as -o json")
     status.set_defaults(func=_status)
     imgs = dsub.add_parser("images", help="build every image here (Debian base from debootstrap, the project's "
                                           "images, Kafka, the Spark operator, the kind node); cached by content")
@@ -51,6 +54,9 @@ def _up(args: argparse.Namespace) -> int:
     except DevEnvError as e:
         print(f"sparkmirror dev up: {e}", file=sys.stderr)
         return 1
+    if args.output:
+        sys.stdout.write(dump({**st, "stateFile": str(env.state_file)}, args.output))
+        return 0
     for name, c in st["kafka"].items():
         print(f"kafka {name:<10} bootstrap {c['bootstrap']:<22} ({c['startup_s']}s)  log {c['log']}")
     if st["kube"]:
@@ -68,11 +74,11 @@ def _down(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     st = default_env().status()
-    if args.json:
-        print(json.dumps(st, indent=2))
+    if args.output:
+        sys.stdout.write(dump(st, args.output))
     elif not st:
         print("no local environment (start one with `sparkmirror dev up`)")
-    for name, s in st.items() if not args.json else ():
+    for name, s in st.items() if not args.output else ():
         print(f"{name:<28} {'running' if s['running'] else 'STOPPED':<8} {s['address']:<26} log {s['log']}")
     return 0 if all(s["running"] for s in st.values()) else 1
 

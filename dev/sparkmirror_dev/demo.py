@@ -4,7 +4,8 @@
 2. creates a few topics on `east` and fills them with generated records (keys, headers, a few tombstones),
    with one consumer group committing part way;
 3. writes a KafkaMirrorMaker2 resource for east -> central and runs it with `sparkmirror run` in local Spark,
-   showing progress, until every partition is caught up;
+   showing progress, until every partition is caught up (Spark and Kafka client logs go to the log file it
+   names; `-v` shows them instead);
 4. prints a per-topic comparison of source and target record counts (read_committed), the consumer group's
    translated offsets from MM2's checkpoints topic, and stops everything it started.
 
@@ -100,8 +101,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=10_000, help="records per topic (default 10000)")
     parser.add_argument("--timeout", type=float, default=900, help="give up after this many seconds")
     parser.add_argument("--keep", action="store_true", help="leave the clusters' data directory in place")
+    parser.add_argument("-v", "--verbose", action="store_true", help="Spark and Kafka client logs on the console")
     args = parser.parse_args(argv)
+    if args.verbose:
+        return _demo(args)
+    from sparkmirror.runner.console import QuietConsole, default_log_path
 
+    # the demo's own Kafka clients log to the run's file too (librdkafka writes to descriptor 2 directly)
+    with QuietConsole(default_log_path()):
+        return _demo(args)
+
+
+def _demo(args: argparse.Namespace) -> int:
     from .env import start_all
     from .kafka import KafkaCluster
     from .testing import create_topic
@@ -152,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         path.write_text(yaml.safe_dump(resource, sort_keys=False))
         print(f"== mirroring east -> central with `sparkmirror run -f {path}` until caught up ...", flush=True)
         rc = runner_cli.run(runner_cli.add_parser(argparse.ArgumentParser().add_subparsers()).parse_args(
-            ["-f", str(path), "--until-caught-up", "--timeout", str(args.timeout), "--interval", "1"]))
+            ["-f", str(path), "--until-caught-up", "--timeout", str(args.timeout), "--interval", "1",
+             *(["-v"] if args.verbose else [])]))  # the run's log file is outside `home`: it outlives the demo
         if rc != 0:
             print(f"== the mirror did not catch up (exit {rc})", flush=True)
             return rc

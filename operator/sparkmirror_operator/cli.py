@@ -6,6 +6,8 @@ import os
 import sys
 from pathlib import Path
 
+from sparkmirror.output import add_output_flag, dump
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     op = subparsers.add_parser("operator", help="run the KafkaMirrorMaker2 operator against the current kubeconfig")
@@ -20,7 +22,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     imp = subparsers.add_parser("import", help="convert a Strimzi KafkaMirrorMaker2 (v1, v1beta2) or an "
                                                "mm2.properties file into a sparkmirror resource")
     imp.add_argument("file", help="the manifest or properties file ('-' for stdin)")
-    imp.add_argument("-o", "--output", help="write the resource YAML here (default stdout)")
+    add_output_flag(imp, "the resource (default yaml; several resources in json form a kubectl List)")
+    imp.add_argument("--output-file", metavar="FILE", help="write the resource here instead of stdout")
     imp.add_argument("--name", help="name of the resource (default the manifest's, or 'mirror')")
     imp.add_argument("--namespace", help="namespace to set on the resource")
     imp.set_defaults(func=run_import)
@@ -37,14 +40,20 @@ def run_import(args: argparse.Namespace) -> int:
     except InputError as e:
         print(f"sparkmirror import: {e}", file=sys.stderr)
         return USAGE_EXIT
-    if args.output:
+    if args.output == "json":
+        doc = result.resources[0] if len(result.resources) == 1 else \
+            {"apiVersion": "v1", "kind": "List", "items": result.resources}
+        text_out = dump(doc, "json")
+    else:
+        text_out = result.to_yaml()  # several resources: one YAML document each, as kubectl apply -f reads
+    if args.output_file:
         try:
-            Path(args.output).write_text(result.to_yaml())
+            Path(args.output_file).write_text(text_out)
         except OSError as e:
-            print(f"sparkmirror import: {args.output}: cannot write: {e.strerror or e}", file=sys.stderr)
+            print(f"sparkmirror import: {args.output_file}: cannot write: {e.strerror or e}", file=sys.stderr)
             return USAGE_EXIT
     else:
-        sys.stdout.write(result.to_yaml())
+        sys.stdout.write(text_out)
     for note in result.notes:
         print(f"note: {note}", file=sys.stderr)
     if not result.resources:

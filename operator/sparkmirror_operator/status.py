@@ -4,6 +4,10 @@ Conditions: Ready (mirroring as specified), Progressing (applications starting o
 (something is wrong: invalid spec, missing Secret, unreachable cluster, no topics, failed application),
 Upgrading (a worker-generation handoff in progress, or the last one rolled back), each with a reason and a
 message naming the field or object.
+
+Reconciling and Stalled restate those in the terms GitOps tools read (Flux's kstatus reads only them, then
+Ready): Reconciling while the operator is still moving towards the spec, Stalled when it cannot get there
+without someone changing something. They are never both True, since kstatus takes whichever it meets first.
 """
 from __future__ import annotations
 
@@ -20,6 +24,10 @@ from sparkmirror.resource.names import application_name
 RUNNING = {"RUNNING"}
 SUSPENDED = {"SUSPENDED", "SUSPENDING"}
 FAILED = {"FAILED", "SUBMISSION_FAILED", "FAILING", "UNKNOWN"}
+# problems that retrying cannot fix: the spec, a Secret, credentials or an application needs a change. Others
+# (an unreachable cluster, no topics yet, lag unknown) leave the resource Degraded but not Stalled.
+STALLING = {"InvalidSpec", "SecretMissing", "SecretUnreadable", "AuthenticationFailed", "TlsFailed", "ApplyFailed",
+            "ApplicationFailed"}
 
 
 @dataclass(frozen=True)
@@ -164,7 +172,9 @@ def build_status(*, name: str, generation: int | None, plan: Plan, apps: dict[st
         conds += [ready, progressing, degraded]
         if rollout is not None:
             conds.append(_upgrading(old_conds, rollout, generation, now))
-    status["conditions"] = conds
+    reasons = (["InvalidSpec"] if plan.errors else []) + [p.reason for p in problems] + \
+        (["ApplicationFailed"] if failed else [])
+    status["conditions"] = conds + gitops_conditions(old_conds, conds, reasons, generation, now)
     # the status model is the schema: validate what we write
     KafkaMirrorMaker2Status.model_validate({k: v for k, v in status.items() if v is not None})
     return status
@@ -177,6 +187,31 @@ def _upgrading(old_conds: dict[str, dict], rollout: Rollout, generation: int | N
         return _condition(old_conds, "Upgrading", False, "RolledBack", rollout.rollback["reason"], generation, now)
     return _condition(old_conds, "Upgrading", False, "UpToDate", "every flow group runs its latest generation",
                       generation, now)
+
+
+def gitops_conditions(old: dict[str, dict], conds: list[dict[str, Any]], reasons: list[str], generation: int | None,
+                      now: str) -> list[dict[str, Any]]:
+    """Reconciling and Stalled (kstatus' abnormal-true pair) from the other conditions and the problems' reasons.
+
+    Stalled wins over Reconciling: an application cannot start while its Secret is missing, and kstatus would
+    report whichever True condition comes first.
+    """
+    by_type = {c["type"]: c for c in conds}
+    degraded = by_type.get("Degraded") or {}
+    stalling = sorted({r for r in reasons if r in STALLING})
+    if stalling:
+        stalled = _condition(old, "Stalled", True, stalling[0] if len(stalling) == 1 else "Multiple",
+                             degraded.get("message") or ", ".join(stalling), generation, now)
+        reconciling = _condition(old, "Reconciling", False, "Stalled", "waiting for a change to the spec or to "
+                                 "what it references", generation, now)
+        return [reconciling, stalled]
+    moving = [c for c in conds if c["type"] in ("Progressing", "Upgrading") and c["status"] == "True"]
+    if moving:
+        reconciling = _condition(old, "Reconciling", True, moving[0]["reason"], moving[0]["message"], generation, now)
+    else:
+        reconciling = _condition(old, "Reconciling", False, "Reconciled", "the spec is applied", generation, now)
+    stalled = _condition(old, "Stalled", False, "AsExpected", "no problem that needs a change", generation, now)
+    return [reconciling, stalled]
 
 
 def transitions(old: dict[str, Any] | None, new: dict[str, Any]) -> list[tuple[str, str, str]]:

@@ -9,13 +9,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from importlib.metadata import entry_points
+from importlib.metadata import PackageNotFoundError, entry_points, version
 
 GROUP = "sparkmirror.commands"
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sparkmirror", description="Kafka mirroring on Spark, run by an operator.")
+    parser.add_argument("--version", action="version", version=f"sparkmirror {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     for ep in sorted(entry_points(group=GROUP), key=lambda e: e.name):
         try:
@@ -26,6 +27,14 @@ def build_parser() -> argparse.ArgumentParser:
             raise
         add_parser(sub)
     return parser
+
+
+def _version() -> str:
+    """The installed distribution's version (a source checkout on PYTHONPATH alone has none)."""
+    try:
+        return version("sparkmirror")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,9 +9,10 @@
   `emitCheckpointsIntervalSeconds` (`heartbeats.py`, `checkpoints.py`);
 - when `metricsPort` is set, Prometheus text on `http://<bind>:<metricsPort>/metrics` (prometheus_client).
 
-Bytes/s, records totals and replication latency (commit time minus record timestamp) come from the copy
-job's epoch summaries, which the driver hands over as `stats` (`driver.Driver.stats_snapshot`); nothing here
-reaches for the driver. `snapshot()` merges both views; the runner draws its progress from it.
+Records/s and bytes/s are live too, from the progress records committed in the last RATE_WINDOW_S (an epoch's
+summary arrives only when the epoch ends, tens of seconds later). Records totals and replication latency
+(commit time minus record timestamp) come from the copy job's epoch summaries, which the driver hands over as
+`stats` (`driver.Driver.stats_snapshot`); nothing here reaches for the driver. `snapshot()` merges both views; the runner draws its progress from it.
 
 A cluster that does not answer is no error: the mirror is *waiting* (`waiting`, `waiting_since` in the
 snapshot; `sparkmirror_mirror_stalled` and `sparkmirror_mirror_stalled_seconds`), as the services see it live
@@ -60,6 +61,7 @@ class PartitionLive:
     start_offset: int = 0            # earliest source offset (where a new partition starts)
     end_offset: int = 0              # source end offset
     records_per_s: float = 0.0
+    bytes_per_s: float = 0.0         # key + value bytes, over the same window as records_per_s
     last_commit_ms: int | None = None
     counted_lag: int | None = None   # records actually left, when counted (offsets include txn markers)
     mirrored: int = 0                # records mirrored, from the progress topic (all workers, all time)
@@ -107,12 +109,13 @@ class MirrorMonitor:
             rec = latest.get(tp)
             if rec is not None:
                 pl.next_offset, pl.remote_topic, pl.last_commit_ms = rec.next_offset, rec.target_topic, rec.commit_ms
-                n = 0
+                n = nbytes = 0
                 for r in reversed(maps[tp].records):
                     if r.commit_ms < now_ms - RATE_WINDOW_S * 1000:
                         break
                     n += r.count
-                pl.records_per_s = n / RATE_WINDOW_S
+                    nbytes += r.bytes
+                pl.records_per_s, pl.bytes_per_s = n / RATE_WINDOW_S, nbytes / RATE_WINDOW_S
                 pl.mirrored = totals.get(tp, 0)
             else:
                 pl.remote_topic = self.policy.format_remote_topic(self.mirror.source, tp[0])
@@ -296,7 +299,7 @@ class DriverServices:
                     "end_offset": lv.end_offset if lv else jp.get("source_end"),
                     "next_offset": lv.next_offset if lv else jp.get("next_offset"),
                     "records_per_s": lv.records_per_s if lv else jp.get("records_per_s", 0.0),
-                    "bytes_per_s": jp.get("bytes_per_s", 0.0),
+                    "bytes_per_s": lv.bytes_per_s if lv else jp.get("bytes_per_s", 0.0),
                     "records_total": max(jp.get("records_total", 0), lv.mirrored if lv else 0),
                     "latency_ms_avg": jp.get("latency_ms_avg"), "latency_ms_max": jp.get("latency_ms_max"),
                     "last_commit_ms": (lv.last_commit_ms if lv else None) or jp.get("last_commit_ms"),

@@ -1,6 +1,7 @@
 """`sparkmirror run -f FILE`: validation errors naming the field, and real runs in local Spark (subprocess)."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -224,3 +225,41 @@ def test_ctrl_c_stops_cleanly(tmp_path, kafka_a, kafka_b) -> None:
         assert counts(kafka_b.bootstrap, f"a.{t}") == {0: 20}
     finally:
         runner.kill()
+
+
+@pytest.mark.spark
+def test_run_console_is_quiet_and_progress_as_json_has_live_bytes(tmp_path, kafka_a, kafka_b) -> None:
+    """The console holds the runner's lines and the progress (here -o json) only; Spark, lane and librdkafka logs
+    are in the log file it names; bytes/s comes from the same commits as records/s (100-byte values, no keys)."""
+    from confluent_kafka import Producer
+
+    t = create_topic(kafka_a.bootstrap, unique_name("quiet"), 2, {"retention.ms": "86400000"})
+    p = Producer({"bootstrap.servers": kafka_a.bootstrap, "linger.ms": 20})
+    for i in range(3000):
+        p.produce(t, value=b"%100d" % i, partition=i % 2)
+    assert p.flush(30) == 0
+    log = tmp_path / "run.log"
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    out = subprocess.run([sys.executable, "-m", "sparkmirror.cli", "run", "-f",
+                          str(write(tmp_path, resource(kafka_a.bootstrap, kafka_b.bootstrap, t))), "-o", "json",
+                          "--until-caught-up", "--timeout", "240", "--interval", "1", "--log-file", str(log),
+                          "--conf", "spark.driver.memory=512m"],
+                         capture_output=True, text=True, timeout=300, env=env, stdin=subprocess.DEVNULL)
+    assert out.returncode == 0, out.stderr[-3000:] + log.read_text(errors="replace")[-3000:]
+    assert out.stderr.splitlines()[0] == f"sparkmirror run: logs (Spark, lanes, Kafka clients): {log}; -v shows " \
+                                         "them here", out.stderr
+    noise = [ln for ln in (out.stdout + out.stderr).splitlines()
+             if ln.startswith("%") or " INFO " in ln or " WARN " in ln or "WARNING" in ln]
+    assert noise == [], noise[:10]
+    logged = log.read_text(errors="replace")
+    assert "INFO sparkmirror.copying" in logged, logged[-2000:]  # the lanes' logs, from Spark's Python workers
+
+    states = [json.loads(ln) for ln in out.stdout.splitlines()]
+    (last,) = states[-1]["mirrors"]
+    # at least: MM2 also mirrors the source's heartbeats topic, which other tests' mirrors may have filled
+    assert last["status"] == "caught up" and last["records_total"] >= 3000 and last["lag"] == 0
+    # while data flows (a heartbeat a second is far below 50 records/s), bytes/s follows records/s
+    flowing = [m for s in states for m in s["mirrors"] if m["records_per_s"] >= 50]
+    assert flowing, states
+    for m in flowing:
+        assert m["bytes_per_s"] == pytest.approx(100 * m["records_per_s"], rel=0.02), m

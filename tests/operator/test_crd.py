@@ -25,6 +25,10 @@ def test_every_field_has_a_description() -> None:
     spec = root["properties"]["spec"]["properties"]
     assert spec["delivery"]["enum"] == ["exactly-once", "at-least-once"]
     assert spec["state"]["enum"] == ["running", "paused", "stopped"]
+    conditions = root["properties"]["status"]["properties"]["conditions"]
+    # one entry per type, as GitOps tools and server-side apply expect; a map key must be required
+    assert conditions["x-kubernetes-list-type"] == "map" and conditions["x-kubernetes-list-map-keys"] == ["type"]
+    assert "type" in conditions["items"]["required"]
 
 
 BASE = {
@@ -145,6 +149,25 @@ def test_crd_installs_and_accepts_valid_resources(kube, kmm2_crd, namespace) -> 
         assert got["spec"]["target"]["groupId"] == "my-mirror-maker-2-group"
         assert got["spec"]["mirrors"][0]["checkpointConnector"]["config"]["sync.group.offsets.enabled"] == "true"
         assert got["spec"]["mirrors"][0]["sourceConnector"]["config"]["offset.lag.max"] == 100
+
+
+@pytest.mark.k8s
+def test_conditions_are_a_map_keyed_by_type(kube, kmm2_crd, namespace) -> None:
+    """The API server itself refuses two conditions of one type: the list-type map GitOps tools rely on."""
+    from kubernetes import client
+
+    cond = {"type": "Ready", "status": "True", "reason": "Running", "message": "1/1 flow groups running"}
+    with kube.api_client() as api:
+        co = client.CustomObjectsApi(api)
+        created = co.create_namespaced_custom_object("sparkmirror.io", "v1alpha1", namespace, "kafkamirrormaker2s",
+                                                     variant(name="conds"))
+        args = ("sparkmirror.io", "v1alpha1", namespace, "kafkamirrormaker2s", "conds")
+        ok = co.replace_namespaced_custom_object_status(*args, {**created, "status": {"conditions": [
+            cond, {**cond, "type": "Stalled", "status": "False", "reason": "AsExpected"}]}})
+        assert [c["type"] for c in ok["status"]["conditions"]] == ["Ready", "Stalled"]
+        with pytest.raises(client.ApiException) as e:
+            co.replace_namespaced_custom_object_status(*args, {**ok, "status": {"conditions": [cond, cond]}})
+        assert e.value.status == 422 and "Duplicate value" in e.value.body, e.value.body
 
 
 @pytest.mark.k8s

@@ -92,7 +92,7 @@ def test_mm2_properties(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     f = tmp_path / "mm2.properties"
     f.write_text(MM2)
     out_file = tmp_path / "out.yaml"
-    assert main(["import", str(f), "-o", str(out_file), "--name", "dc"]) == 0
+    assert main(["import", str(f), "--output-file", str(out_file), "--name", "dc"]) == 0
     err = capsys.readouterr().err
     (r,) = list(yaml.safe_load_all(out_file.read_text()))
     assert r["metadata"]["name"] == "dc"

@@ -192,7 +192,13 @@ def test_errors_land_on_the_resource(operator, kapi, namespace) -> None:
     assert deg["status"] == "True" and deg["reason"] == "InvalidSpec"
     assert "spec.mirrors[0].topicsPattern" in deg["message"]
     assert names(kapi, "SparkApplication", namespace, "bad") == []
+    # in kstatus' terms: the invalid spec is Stalled; the good one Reconciling while its applications start
+    stalled = condition(kapi, namespace, "bad", "Stalled")
+    assert stalled["status"] == "True" and stalled["reason"] == "InvalidSpec"
+    assert condition(kapi, namespace, "bad", "Reconciling")["status"] == "False"
     wait_for("good applied", lambda: names(kapi, "SparkApplication", namespace, "good") == ["good-a", "good-c"])
+    reconciling = wait_for("good Reconciling", lambda: condition(kapi, namespace, "good", "Reconciling"))
+    assert reconciling["status"] == "True" and reconciling["reason"] == "Starting"
     kapi.delete("Secret", namespace, "mirror-user")
     kapi._call("PATCH", f"/apis/sparkmirror.io/v1alpha1/namespaces/{namespace}/kafkamirrormaker2s/nosecret", [],
                {"spec": {"version": "1.1"}}, "application/merge-patch+json")
@@ -200,6 +206,8 @@ def test_errors_land_on_the_resource(operator, kapi, namespace) -> None:
                    and c["reason"] in ("SecretMissing", "Multiple") and c)
     assert f"Secret {namespace}/mirror-user referenced by spec.target.authentication.passwordSecret not found" \
         in deg["message"]
+    stalled = condition(kapi, namespace, "nosecret", "Stalled")
+    assert stalled["status"] == "True" and stalled["reason"] in ("SecretMissing", "Multiple"), stalled
     events = kapi.list("Event", namespace)
     assert any(e.get("reason") == "InvalidSpec" and e["involvedObject"]["name"] == "bad" for e in events)
 

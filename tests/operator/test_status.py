@@ -27,7 +27,8 @@ def test_ready_when_all_running_with_lag() -> None:
                       lags={"a": GroupLag(lag=0, partitions=3, last_commit_ms=1_700_000_000_000),
                             "c": GroupLag(lag=5, partitions=1)}, problems=[], old=None, now="T1")
     assert conds(st) == {"Ready": ("True", "Running"), "Progressing": ("False", "Stable"),
-                         "Degraded": ("False", "AsExpected")}
+                         "Degraded": ("False", "AsExpected"), "Reconciling": ("False", "Reconciled"),
+                         "Stalled": ("False", "AsExpected")}
     assert st["observedGeneration"] == 3 and st["lag"] == 5 and st["flowGroupsReady"] == "2/2"
     assert st["version"] == "2.0"
     a = st["flowGroups"][0]
@@ -42,7 +43,7 @@ def test_transition_times_kept_and_lag_carried_over() -> None:
     assert conds(first)["Ready"] == ("False", "Starting") and conds(first)["Progressing"] == ("True", "Starting")
     second = build_status(name="m", generation=3, plan=plan(RES), apps={"a": app("RUNNING"), "c": app("SUBMITTED")},
                           lags=None, problems=[], old=first, now="T2")
-    assert [c["lastTransitionTime"] for c in second["conditions"]] == ["T1", "T1", "T1"]
+    assert [c["lastTransitionTime"] for c in second["conditions"]] == ["T1"] * 5
     assert second["lag"] == 8  # lags=None: the previous figures stay
     third = build_status(name="m", generation=3, plan=plan(RES), apps={"a": app("RUNNING"), "c": app("RUNNING")},
                          lags=None, problems=[], old=second, now="T3")
@@ -64,7 +65,8 @@ def test_invalid_spec() -> None:
     bad = {**RES, "spec": {**RES["spec"], "mirrors": [{"source": {"alias": "b", "bootstrapServers": "h"}}]}}
     st = build_status(name="m", generation=4, plan=plan(bad), apps={}, lags=None, problems=[], old=None, now="T")
     assert conds(st) == {"Ready": ("False", "InvalidSpec"), "Progressing": ("False", "InvalidSpec"),
-                         "Degraded": ("True", "InvalidSpec")}
+                         "Degraded": ("True", "InvalidSpec"), "Reconciling": ("False", "Stalled"),
+                         "Stalled": ("True", "InvalidSpec")}
     assert "spec.mirrors[0].source.alias: must differ from spec.target.alias" in st["conditions"][0]["message"]
 
 
@@ -121,3 +123,41 @@ def test_the_refusal_behind_a_transport_failure_is_reported() -> None:
     sasl = "SASL authentication error: Authentication failed due to invalid credentials with SCRAM-SHA-512"
     assert _cause(transport, ["Connect to ipv4#10.0.0.1:9092 failed", sasl]) == sasl
     assert _cause(transport, ["Connect to ipv4#10.0.0.1:9092 failed"]) == "Failed to get metadata"
+
+
+def test_reconciling_and_stalled_for_gitops_tools() -> None:
+    """kstatus reads Reconciling/Stalled: starting is Reconciling, what needs a change is Stalled, a transient
+    problem neither (Ready False keeps it in progress), and never both True."""
+    def gitops(st: dict) -> tuple:
+        c = conds(st)
+        return c["Reconciling"], c["Stalled"]
+
+    starting = build_status(name="m", generation=3, plan=plan(RES), apps={"a": app("RUNNING"), "c": app(None)},
+                            lags=None, problems=[], old=None, now="T1")
+    assert gitops(starting) == (("True", "Starting"), ("False", "AsExpected"))
+    reconciling = next(c for c in starting["conditions"] if c["type"] == "Reconciling")
+    assert reconciling["message"] == "starting c" and reconciling["observedGeneration"] == 3
+
+    missing = build_status(name="m", generation=3, plan=plan(RES), apps={"a": app("RUNNING"), "c": app(None)},
+                           lags=None, problems=[Problem("SecretMissing", "Secret ns/x referenced by "
+                                                                         "spec.target.authentication: not found")],
+                           old=starting, now="T2")
+    assert gitops(missing) == (("False", "Stalled"), ("True", "SecretMissing"))
+    assert "Secret ns/x" in next(c for c in missing["conditions"] if c["type"] == "Stalled")["message"]
+
+    failed = build_status(name="m", generation=3, plan=plan(RES), apps={"a": app("FAILED", "x"), "c": app("RUNNING")},
+                          lags=None, problems=[Problem("AuthenticationFailed", "refused")], old=None, now="T")
+    assert gitops(failed)[1] == ("True", "Multiple")
+
+    unreachable = build_status(name="m", generation=3, plan=plan(RES), apps={"a": app("RUNNING"), "c": app("RUNNING")},
+                               lags=None, problems=[Problem("ClusterUnreachable", "spec.target: h:1 unreachable")],
+                               old=None, now="T")
+    assert gitops(unreachable) == (("False", "Reconciled"), ("False", "AsExpected"))
+    assert conds(unreachable)["Ready"] == ("False", "Degraded") and conds(unreachable)["Degraded"][0] == "True"
+
+    pausing = {**RES, "spec": {**RES["spec"], "state": "paused"}}
+    st = build_status(name="m", generation=1, plan=plan(pausing), apps={"a": app("SUSPENDED"), "c": app("RUNNING")},
+                      lags=None, problems=[], old=None, now="T")
+    assert gitops(st)[0] == ("True", "Pausing")
+    for st in (starting, missing, failed, unreachable):
+        assert sum(c["status"] == "True" for c in st["conditions"] if c["type"] in ("Reconciling", "Stalled")) <= 1

@@ -373,7 +373,7 @@ class LaneCopier:
         recs = [ProgressRecord(self.mirror.source, topic, part, pend.src_last + 1, pend.src_first, pend.src_last,
                                self.route[(topic, part)], pend.tgt_first, pend.tgt_last, pend.count, commit_ms,
                                self.config.worker.generation, self.config.name, self.mirror.name, self.lane,
-                               self.config.resource)
+                               pend.nbytes, self.config.resource)
                 for (topic, part), pend in self._pending.items()]
         self.protocol.commit(recs, functools.partial(self._on_delivery, ("<progress>", -1), -1))
         self._check_delivery()

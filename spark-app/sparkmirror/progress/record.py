@@ -5,7 +5,8 @@ Format (versioned, JSON):
           (compaction keeps the latest; keys written before the resource was named have 3 elements and are
           read as belonging to whichever resource reads them)
   value = {"v": 1, "next": n, "src": [first, last], "tgt": [first, last], "tgtTopic": "...", "count": k,
-           "commitMs": t, "gen": worker generation, "fg": flow group, "mirror": "...", "lane": i}
+           "commitMs": t, "gen": worker generation, "fg": flow group, "mirror": "...", "lane": i,
+           "bytes": b}
   a tombstone (null value) resets the key: the partition's progress starts over.
 
 Generation marks share the topic (they must be read in the same read_committed pass as the progress, see
@@ -17,7 +18,9 @@ Generation marks share the topic (they must be read in the same read_committed p
   fenced) lets the new generation's waiting lanes start.
 Ranges are inclusive offsets; `count` is how many records the range held (ranges can contain gaps: source
 transaction markers, aborted records; target transaction markers). A range that wrote nothing (every record
-skipped) has count 0 and target range [-1, -1].
+skipped) has count 0 and target range [-1, -1]. `bytes` is the key and value bytes those records carried (added
+within version 1: a record written before it reads as 0), so byte rates come from what was committed, like record
+rates.
 """
 from __future__ import annotations
 
@@ -93,6 +96,7 @@ class ProgressRecord:
     flow_group: str = ""
     mirror: str = ""
     lane: int = -1
+    bytes: int = 0
     resource: str | None = None
 
     @property
@@ -108,6 +112,7 @@ class ProgressRecord:
             "src": [self.source_first, self.source_last], "tgt": [self.target_first, self.target_last],
             "tgtTopic": self.target_topic, "count": self.count, "commitMs": self.commit_ms,
             "gen": self.generation, "fg": self.flow_group, "mirror": self.mirror, "lane": self.lane,
+            "bytes": self.bytes,
         }, separators=(",", ":")).encode()
 
     @classmethod
@@ -119,4 +124,5 @@ class ProgressRecord:
                              f"{v.get('v')!r}; this job reads version {PROGRESS_FORMAT_VERSION}")
         return cls(cluster, topic, partition, int(v["next"]), int(v["src"][0]), int(v["src"][1]),
                    v["tgtTopic"], int(v["tgt"][0]), int(v["tgt"][1]), int(v["count"]), int(v["commitMs"]),
-                   int(v["gen"]), v.get("fg", ""), v.get("mirror", ""), int(v.get("lane", -1)), resource)
+                   int(v["gen"]), v.get("fg", ""), v.get("mirror", ""), int(v.get("lane", -1)),
+                   int(v.get("bytes", 0)), resource)

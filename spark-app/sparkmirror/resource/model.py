@@ -336,7 +336,8 @@ class ConditionStatus(str, Enum):
 
 
 class Condition(_Model):
-    type: str = Field(description="Condition type: Ready, Progressing, Degraded or Upgrading.")
+    type: str = Field(description="Condition type: Ready, Progressing, Degraded, Upgrading, and for GitOps tools "
+                                  "(Flux's kstatus, Argo CD) Reconciling and Stalled.")
     status: ConditionStatus = Field(description="True, False or Unknown.")
     reason: str | None = Field(None, description="Machine-readable reason, CamelCase.")
     message: str | None = Field(None, description="Human-readable detail, naming the field or object concerned.")
@@ -385,8 +386,11 @@ class RollbackRecord(_Model):
 
 class KafkaMirrorMaker2Status(_Model):
     observedGeneration: int | None = Field(None, description="The generation the operator last reconciled.")
+    # a map keyed by type: server-side apply and kubectl merge one condition per type, as for built-in kinds
     conditions: list[Condition] = Field(default_factory=list, description="Ready, Progressing, Degraded, "
-                                                                          "Upgrading.")
+                                        "Upgrading, Reconciling, Stalled: at most one of each type.",
+                                        json_schema_extra={"x-kubernetes-list-type": "map",
+                                                           "x-kubernetes-list-map-keys": ["type"]})
     flowGroups: list[FlowGroupStatus] = Field(default_factory=list, description="Per flow group.")
     flowGroupsReady: str | None = Field(None, description="Running flow groups / all flow groups, e.g. 2/3.")
     lag: int | None = Field(None, description="Total lag in records over all flow groups.")

@@ -1,5 +1,8 @@
 """`sparkmirror run -f FILE [-f FILE ...]`: every flow group of the resource files, in embedded local Spark.
 
+The console shows the progress table (or, with -o json|yaml, its data) and nothing else: Spark's, the lanes' and
+the Kafka clients' logs go to a log file the console names (--log-file); -v shows them on the console instead.
+
 Exit status: 0 stopped cleanly (Ctrl-C, SIGTERM, or --until-caught-up reached); 1 a mirror failed, a cluster
 is unreachable, or --timeout passed; 2 a file does not validate (the message names the file and the field).
 """
@@ -10,6 +13,10 @@ import logging
 import signal
 import sys
 import threading
+from contextlib import nullcontext
+from pathlib import Path
+
+from ..output import add_output_flag, dump
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -27,7 +34,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--interval", type=float, default=1.0, help="seconds between progress updates")
     p.add_argument("--no-watch", dest="watch", action="store_false",
                    help="do not hand running flow groups over to a changed resource file")
-    p.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="Spark, lane and Kafka client logs on the console (INFO) instead of in the log file")
+    p.add_argument("--log-file", type=Path, metavar="PATH",
+                   help="where those logs go without -v (default a new file in the temp directory)")
+    add_output_flag(p, "the flow groups (--check) or each progress update")
     p.set_defaults(func=run)
     return p
 
@@ -55,10 +66,11 @@ def follow_changes(local, watch) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..inputs import USAGE_EXIT, InputError, key_values
-    from .resources import InvalidResource, ResourceWatch, load, secret_problems
+    from .console import LOG_FORMAT
+    from .resources import InvalidResource, load, secret_problems
 
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.verbose:
+        logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     try:
         loaded = load(args.file)
     except InvalidResource as e:
@@ -68,6 +80,9 @@ def run(args: argparse.Namespace) -> int:
     for w in loaded.warnings:
         _err(f"warning: {w}")
     if args.check:
+        if args.output:
+            sys.stdout.write(dump(check_state(loaded), args.output))
+            return 0
         for cfg in loaded.configs:
             print(f"flow group {cfg.name}: " + ", ".join(f"{m.source} -> {m.target} (topics {m.topics})"
                                                          for m in cfg.mirrors))
@@ -83,6 +98,33 @@ def run(args: argparse.Namespace) -> int:
         _err(problem)
     if problems:
         return USAGE_EXIT
+
+    from .console import QuietConsole, default_log_path
+
+    log_path = None if args.verbose else (args.log_file or default_log_path())
+    with QuietConsole(log_path) if log_path else nullcontext() as console:
+        if console is not None:
+            log_path = console.log_path  # an outer quiet console's (the demo's) file
+            _err(f"logs (Spark, lanes, Kafka clients): {log_path}; -v shows them here")
+        rc = _run_live(args, loaded, extra, console.out if console else sys.stdout)
+    if log_path is not None and rc != 0:
+        _err(f"see {log_path} for the logs")
+    return rc
+
+
+def check_state(loaded) -> dict:
+    """What --check prints, as data: each flow group's mirrors and the warnings (no credentials: they are
+    Secret references or environment variable names)."""
+    return {"flowGroups": [{"name": cfg.name, "resource": cfg.resource, "delivery": cfg.delivery.value,
+                            "lanes": cfg.lanes, "epochSeconds": cfg.epochSeconds, "progressTopic": cfg.progressTopic,
+                            "mirrors": [{"name": m.name, "source": m.source, "target": m.target, "topics": m.topics,
+                                         "topicsExclude": m.topicsExclude, "groups": m.groups,
+                                         "replicationPolicy": m.replicationPolicy.value} for m in cfg.mirrors]}
+                           for cfg in loaded.configs],
+            "warnings": loaded.warnings}
+
+
+def _run_live(args: argparse.Namespace, loaded, extra: dict[str, str], out) -> int:
     from .local import LocalRun, Unreachable, preflight, wait
     from .display import Progress
 
@@ -101,8 +143,10 @@ def run(args: argparse.Namespace) -> int:
         stop.set()
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    progress = Progress(every=max(args.interval, 5.0))
+    progress = Progress(out, every=args.interval if args.output else max(args.interval, 5.0), fmt=args.output)
     local = LocalRun(loaded.configs, args.master, args.checkpoint, extra)
+    from .resources import ResourceWatch
+
     watch = ResourceWatch(args.file) if args.watch else None
 
     def tick(r: LocalRun) -> None:
