@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,6 +87,15 @@ class Reconciler:
         self.api = api
         self.settings = settings or Settings()
         self.lag_timeout = lag_timeout
+        self._locks: dict[tuple[str, str], threading.Lock] = {}
+        self._locks_lock = threading.Lock()
+
+    def _lock(self, namespace: str, name: str) -> threading.Lock:
+        """One reconcile of a resource at a time: handlers of the resource, of its applications and of its
+        Leases run concurrently, and two reconciles acting on different views would prune each other's
+        worker generations."""
+        with self._locks_lock:
+            return self._locks.setdefault((namespace, name), threading.Lock())
 
     # ---- observing ------------------------------------------------------------------------------------
     def observe(self, namespace: str, name: str) -> Observed:
@@ -142,6 +152,11 @@ class Reconciler:
     # ---- acting ---------------------------------------------------------------------------------------
     def reconcile(self, body: dict[str, Any], *, apply: bool = True, with_lag: bool = False) -> Result:
         meta = body["metadata"]
+        with self._lock(meta["namespace"], meta["name"]):
+            return self._reconcile(body, apply=apply, with_lag=with_lag)
+
+    def _reconcile(self, body: dict[str, Any], *, apply: bool, with_lag: bool) -> Result:
+        meta = body["metadata"]
         namespace, name = meta["namespace"], meta["name"]
         secrets = SecretCache(self.api, namespace)
         observed = self.observe(namespace, name)
@@ -171,7 +186,10 @@ class Reconciler:
                     problems.append(Problem(lag.reason or "LagUnknown", lag.error))
         rollout = rendered.rollout
         if apply and rollout is not None:
+            seen = {(h.get("toGeneration"), tuple(h.get("toFlowGroups") or [])) for h in old_status.get("handoffs") or []}
             for h in rollout.handoffs:
+                if (h["toGeneration"], tuple(h["toFlowGroups"])) in seen:
+                    continue
                 result.events.append(Event("Normal", "HandedOver", f"generation {h['toGeneration']} "
                                            f"({', '.join(h['toFlowGroups'])}) took over from generation "
                                            f"{h['fromGeneration']} in {h['takeoverMs']} ms"))
@@ -179,8 +197,9 @@ class Reconciler:
                 result.events.append(Event("Warning", "RolledBack", rollout.rollback["reason"]))
         apps: dict[str, dict[str, Any] | None] = {}
         if rollout is not None:
-            for g, cfg in rollout.running.items():
-                worker = observed.workers.get(g, {}).get(cfg.worker.generation)
+            latest = {c.name: c.worker.generation for c in sorted(rollout.workers, key=lambda c: c.worker.generation)}
+            for g, gen in {**latest, **{g: c.worker.generation for g, c in rollout.running.items()}}.items():
+                worker = observed.workers.get(g, {}).get(gen)
                 apps[g] = worker.app if worker is not None else None
         # a refresh without apply has not acted on a newer spec yet: it keeps the generation last acted on
         old_generation = (body.get("status") or {}).get("observedGeneration")

@@ -168,10 +168,8 @@ def _standby_of(unit: HandoffUnit, want: dict[str, FlowGroupConfig], observed: O
                 running: dict[str, FlowGroupConfig]) -> int | None:
     """The newest generation already created for this unit that runs what is wanted, if any."""
     floor = max((running[g].worker.generation for g in unit.old), default=0)
-    candidates = None
-    for g in unit.new:
-        gens = {n for n, w in observed.workers.get(g, {}).items() if n > floor and w.config.runs_like(want[g])}
-        candidates = gens if candidates is None else candidates & gens
+    candidates = {n for g in unit.new for n, w in observed.workers.get(g, {}).items()
+                  if n > floor and w.config.runs_like(want[g])}
     return max(candidates) if candidates else None
 
 
@@ -209,7 +207,10 @@ def _advance(unit: HandoffUnit, want: dict[str, FlowGroupConfig], observed: Obse
         out.upgrading.append(f"generation {gen} of {new_names} created in standby")
         return
     gen = standby
-    new = [observed.workers[g][gen].config for g in unit.new]
+    preds = predecessors(unit, running)
+    # a group of the unit whose standby is not there (yet, or any more) gets it now, with the same generation
+    new = [observed.workers[g][gen].config if gen in observed.workers.get(g, {}) else
+           next_generation(want[g], gen, preds) for g in unit.new]
     out.workers += new
     moved = all(observed.holder(g) == gen for g in unit.new)
     if moved:
@@ -247,9 +248,10 @@ def _advance(unit: HandoffUnit, want: dict[str, FlowGroupConfig], observed: Obse
         out.running.update({g: running[g] for g in unit.old})
         out.upgrading.append(f"Leases of {', '.join(sorted({*unit.new, *unit.old}))} moved to generation {gen}")
         return
-    created = [w.created_ms() for g in unit.new if (w := observed.workers[g][gen]).created_ms() is not None]
+    standbys = [w for g in unit.new if (w := observed.workers.get(g, {}).get(gen)) is not None]
+    created = [c for w in standbys if (c := w.created_ms()) is not None]
     waited = (now_ms - min(created)) / 1000 if created else 0.0
-    errors = [f"{g}: {e}" for g in unit.new if (e := observed.workers[g][gen].error())]
+    errors = [f"{w.config.name}: {e}" for w in standbys if (e := w.error())]
     if waited > upgrade.readyTimeoutSeconds:
         out.workers = [c for c in out.workers if not (c.name in unit.new and c.worker.generation == gen)]
         out.rollback = {"generation": gen, "flowGroups": list(unit.new), "specHash": unit_hash,
@@ -271,15 +273,16 @@ def _advance(unit: HandoffUnit, want: dict[str, FlowGroupConfig], observed: Obse
 
 
 def _completed(observed: Observed, running: dict[str, FlowGroupConfig]) -> list[dict[str, Any]]:
-    """Handoffs that completed since the last look: a generation copies (took over) while a generation it took
-    over from is still there. Its record: from, to, when, how long the takeover took."""
+    """The handoff that brought each copying generation in (it took over from predecessors), derived again on
+    every look from what the Leases say, so a status write that lost a race loses no record (the status keeps
+    each once). Its record: from, to, when, how long the takeover took."""
     by_gen: dict[int, list[FlowGroupConfig]] = {}
     for cfg in running.values():
         by_gen.setdefault(cfg.worker.generation, []).append(cfg)
     out = []
     for gen, cfgs in sorted(by_gen.items()):
         preds = {(p.flowGroup, p.generation) for c in cfgs for p in c.worker.predecessors}
-        if not preds or not any(gen_ in observed.workers.get(g, {}) for g, gen_ in preds):
+        if not preds or not all(observed.annotation(c.name, lease_took_over_key(gen)) for c in cfgs):
             continue
         took = [json.loads(observed.annotation(c.name, lease_took_over_key(gen)) or "{}") for c in cfgs]
         moved = [int(v) for c in cfgs if (v := observed.annotation(c.name, ANNOTATION_MOVED_AT))]

@@ -77,7 +77,11 @@ def build_status(*, name: str, generation: int | None, plan: Plan, apps: dict[st
         app = apps.get(cfg.name)
         state = spark_state(app)
         runs = rollout.running.get(cfg.name) if rollout is not None else None
-        worker = (runs or cfg).worker
+        standby = None
+        if runs is None and rollout is not None:  # a new group of a split or merge, not copying yet
+            standby = max((c for c in rollout.workers if c.name == cfg.name), key=lambda c: c.worker.generation,
+                          default=None)
+        worker = (runs or standby or cfg).worker
         g: dict[str, Any] = {"name": cfg.name, "mirrors": plan.group_mirrors.get(cfg.name, []),
                              "workerGeneration": worker.generation, "version": shown_version(worker.version)}
         if desired != "stopped":
@@ -100,6 +104,8 @@ def build_status(*, name: str, generation: int | None, plan: Plan, apps: dict[st
             for k in ("lag", "partitions", "lastCommitTime", "recordsPerSecond"):
                 if k in old_groups[cfg.name]:
                     g[k] = old_groups[cfg.name][k]
+        if standby is not None and state not in FAILED:
+            g["message"] = f"generation {worker.generation} in standby: it copies once it took over"
         if state in FAILED:
             err = ((app or {}).get("status") or {}).get("applicationState", {}).get("errorMessage")
             g["message"] = f"SparkApplication {g.get('application')} is {state}" + (f": {err}" if err else "")

@@ -127,13 +127,20 @@ def drain(queries: list, drain_files: list[str], timeout: float, settle: float =
         for f in drain_files:
             Path(f).touch()
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and any(
-                q.isActive and (q.status.get("isTriggerActive") or q.status.get("isDataAvailable"))
-                for q in queries):
+        while time.monotonic() < deadline and _any_running(queries):
             time.sleep(0.5)
         time.sleep(settle)
     for q in queries:
         _stop_query(q)
+
+
+def _any_running(queries: list) -> bool:
+    """Whether an epoch is still running; False once Spark itself is gone (its JVM got the signal too)."""
+    try:
+        return any(q.isActive and (q.status.get("isTriggerActive") or q.status.get("isDataAvailable"))
+                   for q in queries)
+    except Exception:  # noqa: BLE001 - py4j: the JVM went away; nothing left to wait for
+        return False
 
 
 def root_message(text: str) -> str:

@@ -95,3 +95,27 @@ def test_partition_lag_counts_records_when_known():
     lags = partition_lags({"x": (0, 11), "y": (0, 5000), "z": (0, 7)}, {"x": 10, "z": 7},
                           lambda s: spans.append(s) or {"x": 0})
     assert lags == {"x": 0, "y": 5000, "z": 0} and spans == [{"x": (10, 11)}]
+
+
+def test_takeover_fences_old_lanes_whose_partitions_move():
+    """Same lanes: the new lanes fence their own ids as they start. Another lane count or flow group: every old
+    id is fenced before any new lane reads the progress topic (a partition moves to another lane id)."""
+    from sparkmirror.handoff.takeover import _to_fence
+    from sparkmirror.resource.flowgroup import FlowGroupConfig, Predecessor
+    from sparkmirror.resource.names import transactional_ids
+
+    def cfg(name: str, lanes: int) -> FlowGroupConfig:
+        return FlowGroupConfig.model_validate({
+            "name": name, "resource": "ns/r", "lanes": lanes,
+            "clusters": [{"alias": "a", "bootstrapServers": "a:1"}, {"alias": "b", "bootstrapServers": "b:1"}],
+            "mirrors": [{"name": "m", "source": "a", "target": "b"}]})
+
+    def pred(c: FlowGroupConfig) -> Predecessor:
+        return Predecessor(flowGroup=c.name, generation=1,
+                           transactionalIds=transactional_ids(c.resource, c.name, c.lane_routes()))
+
+    assert _to_fence(cfg("g", 2), [pred(cfg("g", 2))], {"a", "b"}) == set()
+    assert _to_fence(cfg("g", 3), [pred(cfg("g", 2))], {"a", "b"}) == {
+        ("b", "sparkmirror.ns.r.g.m.lane-0"), ("b", "sparkmirror.ns.r.g.m.lane-1")}
+    assert len(_to_fence(cfg("g-1", 2), [pred(cfg("g", 2))], {"a", "b"})) == 2  # a split: other ids
+    assert _to_fence(cfg("g", 3), [pred(cfg("g", 2))], {"a"}) == set()  # that target is not written any more

@@ -4,7 +4,7 @@ applied with kubectl into a namespace that enforces the `restricted` Pod Securit
 
 Records carry a sequence number per partition (value `<partition>:<seq>`) and are counted on the target with a
 read_committed consumer: every sequence exactly once, also after the driver and an executor pod are deleted
-mid-stream.
+mid-stream and across a version upgrade by worker-generation handoff.
 """
 from __future__ import annotations
 
@@ -138,7 +138,7 @@ def _pod(ground: KindGround, app: str, role: str) -> str:
 
 def test_mirror_on_kind(kind_ground: KindGround) -> None:
     """Both directions between east (plain) and west (TLS + SCRAM): Ready with lag 0, every record exactly once,
-    also across the loss of an executor pod and of the driver pod while records flow."""
+    also across the loss of an executor pod and of the driver pod and a version upgrade while records flow."""
     g = kind_ground
     suffix = uuid.uuid4().hex[:6]
     orders, payments = f"orders-{suffix}", f"payments-{suffix}"
@@ -171,6 +171,20 @@ def test_mirror_on_kind(kind_ground: KindGround) -> None:
               flush=True)
         assert left_open == {}, "the stopped driver left transactions open on the target"
         time.sleep(15)
+        # a version upgrade while records flow: a second worker generation in standby, then the handoff
+        t_up = time.monotonic()
+        g.kubectl("-n", MIRROR_NS, "patch", "kafkamirrormaker2", "east-to-west", "--type=merge",
+                  "-p", '{"spec": {"version": "4.2.0"}}')
+
+        def handed_over(st: dict) -> bool:
+            up = next((c for c in st.get("conditions") or [] if c["type"] == "Upgrading"), {})
+            return bool(st.get("handoffs")) and up.get("status") == "False" and st.get("version") == "4.2.0"
+
+        st = _wait(g, "east-to-west", handed_over, 900, "the handoff to version 4.2.0")
+        print(f"upgrade 4.1.2 -> 4.2.0 by handoff: {time.monotonic() - t_up:.0f}s from the patch; "
+              f"{st['handoffs'][-1]}", flush=True)
+        assert st["flowGroups"][0]["workerGeneration"] == 2
+        time.sleep(10)
     finally:
         produced = steady.stop()
     t1 = time.monotonic()

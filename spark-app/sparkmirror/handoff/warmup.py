@@ -37,8 +37,12 @@ def warm_up(spark, configs: list[FlowGroupConfig], timeout: float = 60.0) -> flo
 
 
 def wait_for_tasks(spark, wanted: int, timeout: float) -> int:
-    """Until `wanted` tasks run (the standby lanes, waiting), at most `timeout` seconds: best effort, a lane
-    that starts after the go mark sees it at once."""
+    """Until `wanted` tasks run (the standby lanes, waiting), or as many as Spark has task slots for, at most
+    `timeout` seconds: best effort, a lane that starts after the go mark sees it at once."""
+    try:
+        wanted = min(wanted, max(1, spark.sparkContext.defaultParallelism))
+    except Exception:  # noqa: BLE001 - no executors registered yet: wait for all
+        pass
     tracker = spark.sparkContext.statusTracker()
     deadline = time.monotonic() + timeout
     running = 0
