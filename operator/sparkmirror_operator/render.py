@@ -302,7 +302,8 @@ def render(resource: dict[str, Any] | KafkaMirrorMaker2, settings: Settings | No
     if p.errors or p.resource is None:
         return out
     kmm2 = p.resource
-    desired = [cfg.model_copy(update={"metricsPort": settings.metrics_port, "metricsBind": settings.metrics_bind})
+    desired = [_with_application(kmm2, cfg.model_copy(update={"metricsPort": settings.metrics_port,
+                                                              "metricsBind": settings.metrics_bind}), settings)
                for cfg in p.groups]
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     rollout = plan_rollout(desired, observed or Observed(), kmm2.spec.upgrade, now_ms=now_ms,
@@ -336,6 +337,19 @@ def render(resource: dict[str, Any] | KafkaMirrorMaker2, settings: Settings | No
         leases.append(lease_name(kmm2.name, group))
     out.objects = copy.deepcopy(render_rbac(kmm2, leases, cms) + out.objects)  # no shared sub-dicts
     return out
+
+
+def _with_application(kmm2: KafkaMirrorMaker2, cfg: FlowGroupConfig, settings: Settings) -> FlowGroupConfig:
+    """The config with the digest of what its application runs with: the image, resources and Spark settings
+    (not `state`: pausing suspends the same application), so such a change rolls over by handoff too."""
+    group = next((g for g in kmm2.spec.flowGroups or [] if g.name == cfg.name), None)
+    what = {"spark": kmm2.spec.spark.model_dump(mode="json"),
+            "executor": group.executor.model_dump(mode="json") if group is not None and group.executor else None,
+            "settings": {"image": settings.spark_image, "file": settings.main_application_file,
+                         "launcher": settings.launcher, "secrets": settings.secrets,
+                         "pullSecrets": list(settings.image_pull_secrets)}}
+    digest = hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
+    return cfg.model_copy(update={"worker": cfg.worker.model_copy(update={"application": digest})})
 
 
 def _group_secrets(p: Plan, config_text: str) -> list[SecretRef]:

@@ -227,6 +227,8 @@ class Worker(_Model):
     leaseName: str | None = Field(None, description="coordination.k8s.io Lease that says which generation mirrors; "
                                   "without it the generation copies at once.")
     leaseNamespace: str | None = None
+    application: str = Field("", description="Digest of the application settings this generation runs with "
+                             "(image, resources, Spark conf): a change needs a new generation too.")
     predecessors: list[Predecessor] = Field(
         default_factory=list, description="Generations whose lanes this one fences, and whose flow groups it marks "
         "as taken over, before it copies.")
@@ -302,7 +304,7 @@ class FlowGroupConfig(_Model):
     def runs_like(self, other: "FlowGroupConfig") -> bool:
         """Whether a worker of `other` runs exactly this (the worker's own generation set aside)."""
         return self.model_dump(exclude={"worker"}) == other.model_dump(exclude={"worker"}) and \
-            self.worker.version == other.worker.version
+            self.worker.version == other.worker.version and self.worker.application == other.worker.application
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json", exclude_none=True), sort_keys=False)
