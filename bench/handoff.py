@@ -110,14 +110,19 @@ def _finish(src: str, tgt: str, topic: str, producer: NumberedProducer, arrivals
             "pauses_ms": pauses}
 
 
+def _ground(env: Env, src: str, args: argparse.Namespace, path: str):
+    """A fresh target, a topic of its own, the mirror's config, a steady producer and the arrivals' clock."""
+    tgt = env.new_target().bootstrap
+    topic = create_topic(src, unique_name(path), PARTITIONS)
+    cfg = _config(src, tgt, topic, "v1", args.lanes, args.epoch)
+    return tgt, topic, cfg, NumberedProducer(src, topic, rate=args.rate, partitions=PARTITIONS), \
+        Arrivals(tgt, f"src.{topic}")
+
+
 def run_handoff(env: Env, src: str, args: argparse.Namespace) -> dict:
     from sparkmirror.runner.local import LocalRun
 
-    tgt = env.new_target().bootstrap
-    topic = create_topic(src, unique_name("handoff"), PARTITIONS)
-    cfg = _config(src, tgt, topic, "v1", args.lanes, args.epoch)
-    producer = NumberedProducer(src, topic, rate=args.rate, partitions=PARTITIONS)
-    arrivals = Arrivals(tgt, f"src.{topic}")
+    tgt, topic, cfg, producer, arrivals = _ground(env, src, args, "handoff")
     run = LocalRun([cfg], checkpoint_root=str(args.work / "handoff-ckpt"))
     producer.start()
     arrivals.start()
@@ -138,11 +143,7 @@ def run_handoff(env: Env, src: str, args: argparse.Namespace) -> dict:
 
 
 def run_restart(env: Env, src: str, args: argparse.Namespace) -> dict:
-    tgt = env.new_target().bootstrap
-    topic = create_topic(src, unique_name("restart"), PARTITIONS)
-    cfg = _config(src, tgt, topic, "v1", args.lanes, args.epoch)
-    producer = NumberedProducer(src, topic, rate=args.rate, partitions=PARTITIONS)
-    arrivals = Arrivals(tgt, f"src.{topic}")
+    tgt, topic, cfg, producer, arrivals = _ground(env, src, args, "restart")
     work = args.work / "restart"
     work.mkdir(parents=True, exist_ok=True)
     lanes = cfg.lanes

@@ -109,15 +109,24 @@ def refresh_status(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
         _announce(body, body.get("status"), result.status)
 
 
-@kopf.on.event("coordination.k8s.io", "v1", "leases", labels={LABEL_MANAGED_BY: FIELD_MANAGER})
-def lease_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    """A worker generation reported on its flow group's Lease (ready, took over): the handoff moves on now."""
+def _owner(body: kopf.Body, memo: kopf.Memo) -> tuple[KubeApi, str, str] | None:
+    """(api, namespace, name) of the KafkaMirrorMaker2 an object of ours belongs to (None: not ours, or the
+    operator is not started yet)."""
     meta = body.get("metadata", {})
     owner = (meta.get("labels") or {}).get(LABEL_RESOURCE)
     namespace = meta.get("namespace")
     if not owner or not namespace or "reconciler" not in memo:
+        return None
+    return memo.reconciler.api, namespace, owner
+
+
+@kopf.on.event("coordination.k8s.io", "v1", "leases", labels={LABEL_MANAGED_BY: FIELD_MANAGER})
+def lease_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    """A worker generation reported on its flow group's Lease (ready, took over): the handoff moves on now."""
+    found = _owner(body, memo)
+    if found is None:
         return
-    api: KubeApi = memo.reconciler.api
+    api, namespace, owner = found
     for _attempt in range(3):
         kmm2 = api.get(KIND, namespace, owner)
         if kmm2 is None or kmm2["metadata"].get("deletionTimestamp") or not _upgrading(kmm2.get("status")):
@@ -135,12 +144,10 @@ def lease_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
 def application_changed(body: kopf.Body, event: dict[str, Any], memo: kopf.Memo, **_: Any) -> None:
     """A SparkApplication of ours changed (the Spark operator wrote its state): refresh its owner's status.
     Deleted behind the operator's back while its resource still wants it: apply again."""
-    meta = body.get("metadata", {})
-    owner = (meta.get("labels") or {}).get(LABEL_RESOURCE)
-    namespace = meta.get("namespace")
-    if not owner or not namespace or "reconciler" not in memo:
+    found = _owner(body, memo)
+    if found is None:
         return
-    api: KubeApi = memo.reconciler.api
+    api, namespace, owner = found
     recreate = event.get("type") == "DELETED"
     for _attempt in range(3):  # the resource may change while its status is computed: read it again
         kmm2 = api.get(KIND, namespace, owner)

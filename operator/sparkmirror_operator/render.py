@@ -310,6 +310,7 @@ def render(resource: dict[str, Any] | KafkaMirrorMaker2, settings: Settings | No
                            restart=kmm2.metadata.annotations.get(ANNOTATION_RESTART, ""), rolled_back=rolled_back,
                            state=kmm2.spec.state)
     out.rollout = rollout
+    wanted_apps = {c.name: c.worker.application for c in desired}
     leases, cms = [], []
     for cfg in rollout.workers:
         text = cfg.to_yaml()
@@ -321,11 +322,19 @@ def render(resource: dict[str, Any] | KafkaMirrorMaker2, settings: Settings | No
                                               annotations={ANNOTATION_CONFIG_HASH: digest}),
                             "data": {CONFIG_KEY: text}})
         cms.append(cm_name)
-        if kmm2.spec.state != "stopped":
-            secrets = _group_secrets(p, text)
-            out.objects += render_application(GroupContext(kmm2, cfg, digest, secrets, settings,
-                                                           _labels(kmm2, "flow-group", cfg.name),
-                                                           owner_reference(kmm2)))
+        if kmm2.spec.state == "stopped":
+            continue
+        started = observed.workers.get(cfg.name, {}).get(cfg.worker.generation) if observed is not None else None
+        if started is not None and started.app is not None and \
+                cfg.worker.application != wanted_apps.get(cfg.name, cfg.worker.application):
+            # a generation runs with the settings it started with (the next one brings the new settings, and
+            # may be rolled back): its application is kept as it is
+            out.objects.append(_as_applied(started.app))
+            continue
+        secrets = _group_secrets(p, text)
+        out.objects += render_application(GroupContext(kmm2, cfg, digest, secrets, settings,
+                                                       _labels(kmm2, "flow-group", cfg.name),
+                                                       owner_reference(kmm2)))
     by_gen = {(c.name, c.worker.generation): c for c in rollout.workers}
     for group, gen in sorted(rollout.holders.items()):
         holder = None if gen is None else by_gen.get((group, gen)) or next(
@@ -337,6 +346,15 @@ def render(resource: dict[str, Any] | KafkaMirrorMaker2, settings: Settings | No
         leases.append(lease_name(kmm2.name, group))
     out.objects = copy.deepcopy(render_rbac(kmm2, leases, cms) + out.objects)  # no shared sub-dicts
     return out
+
+
+def _as_applied(app: dict[str, Any]) -> dict[str, Any]:
+    """An observed application as this operator applies it: its spec and our metadata, nothing the server set."""
+    meta = app["metadata"]
+    return {"apiVersion": app["apiVersion"], "kind": app["kind"],
+            "metadata": {k: meta[k] for k in ("name", "namespace", "labels", "annotations", "ownerReferences")
+                         if k in meta},
+            "spec": app["spec"]}
 
 
 def _with_application(kmm2: KafkaMirrorMaker2, cfg: FlowGroupConfig, settings: Settings) -> FlowGroupConfig:
