@@ -159,7 +159,7 @@ def application_changed(body: kopf.Body, event: dict[str, Any], memo: kopf.Memo,
         status = result.status
         if recreate and result.applied:
             kopf.event(kmm2, type="Warning", reason="Recreated",
-                       message=f"SparkApplication {meta.get('name')} was deleted; applied again: "
+                       message=f"SparkApplication {body.get('metadata', {}).get('name')} was deleted; applied again: "
                                + ", ".join(result.applied))
             recreate = False  # done; a retry only refreshes the status
         if {k: v for k, v in status.items() if k != "conditions"} == \
