@@ -42,19 +42,19 @@ class Arrivals(threading.Thread):
         super().__init__(daemon=True)
         self.bootstrap, self.topic = bootstrap, topic
         self.times: list[int] = []
-        self._stop = threading.Event()
+        self._done = threading.Event()
 
     def run(self) -> None:
         c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": unique_name("arrivals"),
                       "isolation.level": "read_committed", "enable.auto.commit": False,
                       "fetch.wait.max.ms": 20, "topic.metadata.refresh.interval.ms": 1000})
-        while not self._stop.is_set():
+        while not self._done.is_set():
             md = c.list_topics(self.topic, timeout=5).topics.get(self.topic)
             if md is not None and md.error is None and md.partitions:
                 c.assign([TopicPartition(self.topic, p, 0) for p in md.partitions])
                 break
             time.sleep(0.2)
-        while not self._stop.is_set():
+        while not self._done.is_set():
             msgs = c.consume(10000, timeout=0.05)
             if msgs:
                 now = int(time.time() * 1000)
@@ -62,7 +62,7 @@ class Arrivals(threading.Thread):
         c.close()
 
     def stop(self) -> None:
-        self._stop.set()
+        self._done.set()
         self.join(10)
 
     def pause_ms(self, since_ms: int, until_ms: int) -> int:
