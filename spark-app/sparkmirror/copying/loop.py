@@ -140,13 +140,19 @@ class LaneCopier:
         return self.result
 
     def _copy_riding_out(self, deadline: float) -> None:
-        """Copy until `deadline`, waiting out clusters that do not answer (see the module doc)."""
+        """Copy until `deadline`, waiting out clusters that do not answer (see the module doc). The epoch's
+        copy time counts from the first start: a slow start (clients, fencing, progress) must not eat it."""
         started = self.reused
+        first_start = not started
         while True:
             try:
                 if not started:
+                    t0 = time.monotonic()
                     self._start()
                     started = True
+                    if first_start:
+                        deadline += time.monotonic() - t0
+                        first_start = False
                     self._answered()
                 with talking_to("target", self.mirror.target, "copying"):
                     self._guarded(self._loop, deadline)
