@@ -53,7 +53,7 @@ def test_errors_name_file_and_field(tmp_path) -> None:
     f.write_text(yaml.safe_dump(r))
     with pytest.raises(InvalidResource, match="apiVersion: expected 'sparkmirror.io/v1alpha1'"):
         load([str(f)])
-    with pytest.raises(InvalidResource, match="cannot read"):
+    with pytest.raises(InvalidResource, match="missing.yaml: no such file"):
         load([str(tmp_path / "missing.yaml")])
 
 

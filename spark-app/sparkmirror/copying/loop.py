@@ -163,6 +163,9 @@ class LaneCopier:
                 # kept clients fenced before they committed anything: another copy of this lane ran since our
                 # last epoch. Start afresh (fencing it in turn).
                 log.info("lane %s: kept clients were fenced since the last epoch; starting afresh", self.tid)
+                self._pending.clear()  # what the fenced clients read is not ours to commit
+                self._delivery_errors.clear()
+                self._close_clients()
             except Unreachable as e:
                 line = self.outage.failed(e.side, e.what, e.reason)
                 if line:
