@@ -91,8 +91,8 @@ class Reconciler:
         self._locks_lock = threading.Lock()
 
     def _lock(self, namespace: str, name: str) -> threading.Lock:
-        """One reconcile of a resource at a time: handlers of the resource, of its applications and of its
-        Leases run concurrently, and two reconciles acting on different views would prune each other's
+        """One acting reconcile of a resource at a time: handlers of the resource, of its applications and of
+        its Leases run concurrently, and two reconciles acting on different views would prune each other's
         worker generations."""
         with self._locks_lock:
             return self._locks.setdefault((namespace, name), threading.Lock())
@@ -152,6 +152,8 @@ class Reconciler:
     # ---- acting ---------------------------------------------------------------------------------------
     def reconcile(self, body: dict[str, Any], *, apply: bool = True, with_lag: bool = False) -> Result:
         meta = body["metadata"]
+        if not apply:  # a status refresh acts on nothing: it need not wait for the others
+            return self._reconcile(body, apply=apply, with_lag=with_lag)
         with self._lock(meta["namespace"], meta["name"]):
             return self._reconcile(body, apply=apply, with_lag=with_lag)
 

@@ -183,7 +183,9 @@ def _keep_old(unit: HandoffUnit, running: dict[str, FlowGroupConfig], observed: 
 def _advance(unit: HandoffUnit, want: dict[str, FlowGroupConfig], observed: Observed,
              running: dict[str, FlowGroupConfig], upgrade: UpgradeSpec, now_ms: int, next_gen: int,
              standby: int | None, out: Plan) -> None:
-    new_names = ", ".join(unit.new) or "-"
+    if not unit.new:  # a flow group removed with its mirrors: nothing takes over, it just goes
+        return
+    new_names = ", ".join(unit.new)
     unit_hash = spec_hash([want[g] for g in unit.new], "")
     old_running = [g for g in unit.old if g in observed.workers and running[g].worker.generation in
                    observed.workers[g] and observed.workers[g][running[g].worker.generation].app is not None]

@@ -66,7 +66,7 @@ def test_apply_change_remove_delete(operator, kapi, namespace, request) -> None:
     print(f"\napply -> SparkApplications created: {created_after:.2f}s")
     assert apps == ["m-a", "m-c"]
     assert names(kapi, "ConfigMap", namespace, "m") == ["m-a-config", "m-c-config"]
-    assert names(kapi, "Lease", namespace, "m") == ["m-a", "m-c"]
+    wait_for("Leases", lambda: names(kapi, "Lease", namespace, "m") == ["m-a", "m-c"])  # applied after the apps
     for kind in ("ServiceAccount", "Role", "RoleBinding"):
         assert names(kapi, kind, namespace, "m") == ["m-spark"]
     owner_uid = kapi.get(KMM2, namespace, "m")["metadata"]["uid"]
@@ -98,15 +98,17 @@ def test_apply_change_remove_delete(operator, kapi, namespace, request) -> None:
                  for o in kapi.list(k, namespace, "sparkmirror.io/resource=m")}
     assert versions2 == versions
 
-    # change: more executors, mirror c removed -> m-a changes, m-c's objects go
+    # change: more executors (a new worker generation of m-a, in standby beside it; no driver runs here to
+    # report ready, so m-a keeps copying), mirror c removed -> m-c's objects go
     body = kapi.get(KMM2, namespace, "m")
     body["spec"]["mirrors"] = body["spec"]["mirrors"][:1]
     body["spec"]["spark"] = {"executor": {"instances": 3, "cores": 1, "memory": "1g"}}
     kapi._call("PUT", "/apis/sparkmirror.io/v1alpha1/namespaces/" + namespace + "/kafkamirrormaker2s/m", [], body)
-    wait_for("m-a has 3 executors",
-             lambda: kapi.get("SparkApplication", namespace, "m-a")["spec"]["executor"]["instances"] == 3)
-    wait_for("m-c objects deleted", lambda: names(kapi, "SparkApplication", namespace, "m") == ["m-a"]
-             and names(kapi, "ConfigMap", namespace, "m") == ["m-a-config"]
+    wait_for("m-a-g2 has 3 executors", lambda: (kapi.get("SparkApplication", namespace, "m-a-g2") or {})
+             .get("spec", {}).get("executor", {}).get("instances") == 3)
+    assert kapi.get("SparkApplication", namespace, "m-a")["spec"]["executor"]["instances"] != 3
+    wait_for("m-c objects deleted", lambda: names(kapi, "SparkApplication", namespace, "m") == ["m-a", "m-a-g2"]
+             and names(kapi, "ConfigMap", namespace, "m") == ["m-a-config", "m-a-g2-config"]
              and names(kapi, "Lease", namespace, "m") == ["m-a"])
     assert wait_for("observedGeneration 2", lambda: kapi.get(KMM2, namespace, "m")["status"]["observedGeneration"] == 2)
     role = kapi.get("Role", namespace, "m-spark")
@@ -132,7 +134,7 @@ def test_spark_states_show_in_status(operator, kube, kapi, namespace) -> None:
 
     wait_for("s-a RUNNING in status", lambda: group_state("a") == "RUNNING" and group_state("c") == "SUBMITTED")
     ready = condition(kapi, namespace, "s", "Ready")
-    assert ready["status"] == "False" and ready["reason"] == "Starting" and "s-c (SUBMITTED)" in ready["message"]
+    assert ready["status"] == "False" and ready["reason"] in ("Starting", "Degraded")  # its clusters are made up: the lag timer may say so first
     set_spark_state(kapi, namespace, "s-c", "RUNNING")
     wait_for("Ready", lambda: condition(kapi, namespace, "s", "Ready")["status"] == "True")
     assert kapi.get(KMM2, namespace, "s")["status"]["flowGroupsReady"] == "2/2"
