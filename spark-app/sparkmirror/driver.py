@@ -198,7 +198,6 @@ class Driver:
         self.stats: dict[str, MirrorStats] = {}
         self.spark = None
         self.groups: dict[str, FlowGroupRun] = {}
-        self.handoffs: list[dict] = []  # what each handoff did: from, to, generation, took_ms
         self.lease = None  # handoff.lease.LeaseGate while the operator's Lease decides who copies
         self.lost = threading.Event()  # the Lease moved on: drain and exit
 
@@ -271,15 +270,12 @@ class Driver:
     def _take_over(self, cfg: FlowGroupConfig):
         from .handoff.takeover import take_over
 
-        took = take_over(cfg)
-        self.handoffs.append({"flowGroup": cfg.name, "generation": took.generation, "groups": took.groups,
-                              "fenced": len(took.fenced), "tookMs": took.took_ms, "atMs": took.at_ms})
-        return took
+        return take_over(cfg)
 
     def handoff(self, configs: list[FlowGroupConfig]) -> list[dict]:
         """Hand the flow groups that changed over to `configs` inside this driver, one handoff unit at a time:
         the new generation takes over (marks, fences the old lanes), its queries start, the old ones stop.
-        Returns what each handoff did (also kept in `self.handoffs`)."""
+        Returns what each handoff did."""
         from .resource.rollout import handoff_units, next_generation, predecessors
 
         running = {name: g.config for name, g in self.groups.items()}
