@@ -26,7 +26,7 @@ from sparkmirror.resource.model import API_VERSION, KIND, KafkaMirrorMaker2
 from sparkmirror.resource.names import (LEASE_HOLDER, LEASE_TRANSACTIONAL_IDS, application_name, config_map_name,
                                         lease_name, rbac_name, short_name, transactional_ids)
 
-from .rollout import ANNOTATION_MOVED_AT, ANNOTATION_RESTART, Observed, Plan as Rollout, plan_rollout
+from .rollout import ANNOTATION_MOVED_AT, ANNOTATION_RESTART, ANNOTATION_ROLLED_BACK, Observed, Plan as Rollout, plan_rollout
 
 CONFIG_MOUNT = "/etc/sparkmirror/flowgroup"
 CONFIG_KEY = "flowgroup.yaml"
@@ -267,10 +267,12 @@ def render_rbac(kmm2: KafkaMirrorMaker2, leases: list[str], config_maps: list[st
 
 
 def render_lease(kmm2: KafkaMirrorMaker2, group: str, holder: FlowGroupConfig | None, moved_at: str | None,
-                 settings: Settings) -> dict[str, Any]:
-    """The flow group's Lease: which worker generation may copy (none yet: a standby waits), since when, and the
-    transactional ids that generation's lanes hold (what a later generation fences)."""
+                 settings: Settings, rollback: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The flow group's Lease: which worker generation may copy (none yet: a standby waits), since when, the
+    transactional ids that generation's lanes hold (what a later generation fences) and the last rollback."""
     annotations: dict[str, str] = {}
+    if rollback:
+        annotations[ANNOTATION_ROLLED_BACK] = json.dumps(rollback, separators=(",", ":"), sort_keys=True)
     spec: dict[str, Any] = {"leaseDurationSeconds": settings.lease_duration_seconds}
     if holder is not None:
         gen = holder.worker.generation
@@ -306,8 +308,10 @@ def render(resource: dict[str, Any] | KafkaMirrorMaker2, settings: Settings | No
                                                               "metricsBind": settings.metrics_bind}), settings)
                for cfg in p.groups]
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    rollout = plan_rollout(desired, observed or Observed(), kmm2.spec.upgrade, now_ms=now_ms,
-                           restart=kmm2.metadata.annotations.get(ANNOTATION_RESTART, ""), rolled_back=rolled_back,
+    observed = observed or Observed()
+    rollout = plan_rollout(desired, observed, kmm2.spec.upgrade, now_ms=now_ms,
+                           restart=kmm2.metadata.annotations.get(ANNOTATION_RESTART, ""),
+                           rolled_back=observed.rollback() or rolled_back,
                            state=kmm2.spec.state)
     out.rollout = rollout
     wanted_apps = {c.name: c.worker.application for c in desired}
@@ -342,7 +346,7 @@ def render(resource: dict[str, Any] | KafkaMirrorMaker2, settings: Settings | No
         moved_at = str(now_ms) if group in rollout.moved else \
             (observed.annotation(group, ANNOTATION_MOVED_AT) if observed is not None else None)
         # a group a split or merge superseded: its Lease names the later generation (of another group)
-        out.objects.append(render_lease(kmm2, group, holder, moved_at, settings))
+        out.objects.append(render_lease(kmm2, group, holder, moved_at, settings, rollout.rollback))
         leases.append(lease_name(kmm2.name, group))
     out.objects = copy.deepcopy(render_rbac(kmm2, leases, cms) + out.objects)  # no shared sub-dicts
     return out

@@ -12,7 +12,8 @@ unit, see `sparkmirror.resource.rollout`), beside the one running:
    old applications are removed and the handoff is recorded on the status.
 
 A standby generation not ready within `spec.upgrade.readyTimeoutSeconds` is removed and the old one keeps
-copying; the resource says why, and the same spec is not tried again until it changes. What the operator
+copying; the resource says why, and nothing of the same spec (the whole desired set of flow groups) is tried
+again until it changes; the record rides on the Leases as well as the status. What the operator
 knows lives in the cluster (application labels, the ConfigMap of each generation, the Leases), so an operator
 restarted mid-handoff continues where it was.
 """
@@ -31,6 +32,9 @@ from sparkmirror.resource.rollout import HandoffUnit, handoff_units, next_genera
 
 ANNOTATION_RESTART = "sparkmirror.io/restart"
 ANNOTATION_MOVED_AT = "sparkmirror.io/moved-at"  # on a Lease: when the operator moved it (epoch ms)
+ANNOTATION_ROLLED_BACK = "sparkmirror.io/rolled-back"
+"""On every Lease of a resource: the last rollback record (JSON). Written in the same apply that removes the
+standby, so a reconcile that read the resource before its status said so does not start the generation again."""
 MAX_HANDOFFS = 10
 
 
@@ -67,6 +71,17 @@ class Observed:
 
     def annotation(self, group: str, key: str) -> str | None:
         return ((self.leases.get(group) or {}).get("metadata", {}).get("annotations") or {}).get(key)
+
+    def rollback(self) -> dict[str, Any] | None:
+        """The last rollback record the Leases carry (see ANNOTATION_ROLLED_BACK)."""
+        for group in sorted(self.leases):
+            value = self.annotation(group, ANNOTATION_ROLLED_BACK)
+            if value:
+                try:
+                    return json.loads(value)
+                except ValueError:
+                    continue
+        return None
 
     def max_generation(self) -> int:
         gens = [g for ws in self.workers.values() for g in ws] + \
@@ -134,14 +149,20 @@ def plan_rollout(desired: list[FlowGroupConfig], observed: Observed, upgrade: Up
                 out.running[g] = running[g]
         return out
     active = 0
+    wanted_hash = spec_hash([want[g] for g in sorted(want)], "")
     for unit in units:
         started = _standby_of(unit, want, observed, running)
+        if started is None and out.rollback and out.rollback.get("specHash") == wanted_hash:
+            # this spec was rolled back: nothing of it is tried again until it changes (no slot taken)
+            _keep_old(unit, running, observed, out)
+            out.held_back = True
+            continue
         if started is None and active >= upgrade.maxConcurrentGroups:
             _keep_old(unit, running, observed, out)
             out.upgrading.append(f"{', '.join(unit.new)} waits for another flow group's handoff")
             continue
         active += 1
-        _advance(unit, want, observed, running, upgrade, now_ms, next_gen, started, out)
+        _advance(unit, want, observed, running, upgrade, now_ms, next_gen, started, out, wanted_hash)
         next_gen = max(next_gen, max((c.worker.generation for c in out.workers), default=0) + 1)
     return out
 
@@ -182,18 +203,13 @@ def _keep_old(unit: HandoffUnit, running: dict[str, FlowGroupConfig], observed: 
 
 def _advance(unit: HandoffUnit, want: dict[str, FlowGroupConfig], observed: Observed,
              running: dict[str, FlowGroupConfig], upgrade: UpgradeSpec, now_ms: int, next_gen: int,
-             standby: int | None, out: Plan) -> None:
+             standby: int | None, out: Plan, wanted_hash: str) -> None:
     if not unit.new:  # a flow group removed with its mirrors: nothing takes over, it just goes
         return
     new_names = ", ".join(unit.new)
-    unit_hash = spec_hash([want[g] for g in unit.new], "")
     old_running = [g for g in unit.old if g in observed.workers and running[g].worker.generation in
                    observed.workers[g] and observed.workers[g][running[g].worker.generation].app is not None]
     if standby is None:
-        if out.rollback and out.rollback.get("specHash") == unit_hash:
-            _keep_old(unit, running, observed, out)
-            out.held_back = True
-            return
         gen = next_gen
         preds = predecessors(unit, running)
         new = [next_generation(want[g], gen, preds) for g in unit.new]
@@ -256,7 +272,7 @@ def _advance(unit: HandoffUnit, want: dict[str, FlowGroupConfig], observed: Obse
     errors = [f"{w.config.name}: {e}" for w in standbys if (e := w.error())]
     if waited > upgrade.readyTimeoutSeconds:
         out.workers = [c for c in out.workers if not (c.name in unit.new and c.worker.generation == gen)]
-        out.rollback = {"generation": gen, "flowGroups": list(unit.new), "specHash": unit_hash,
+        out.rollback = {"generation": gen, "flowGroups": list(unit.new), "specHash": wanted_hash,
                         "reason": (f"generation {gen} of {new_names} was not ready within "
                                    f"spec.upgrade.readyTimeoutSeconds ({upgrade.readyTimeoutSeconds} s)"
                                    + (f": {'; '.join(errors)}" if errors else "")

@@ -137,3 +137,49 @@ def test_one_unit_at_a_time():
 def test_a_restart_annotation_rolls_like_a_change():
     p = plan_rollout([cfg()], observed([(cfg(), app())], {"g": lease(1)}), UPGRADE, now_ms=NOW, restart="r1")
     assert gens(p) == [("g", 1), ("g", 2)]
+
+
+def test_a_rollback_rides_on_the_leases_so_a_stale_status_does_not_start_the_standby_again():
+    """The rollback is applied (standby removed) before the status says so: a reconcile that read the resource
+    in between must still hold the spec back, from what the Leases carry."""
+    from pathlib import Path
+
+    import yaml
+
+    from sparkmirror_operator.render import CONFIG_KEY, LABEL_FLOW_GROUP, LABEL_GENERATION, Settings, render
+
+    src = yaml.safe_load((Path(__file__).parent / "data" / "render" / "two-groups-scram.input.yaml").read_text())
+    src["spec"].update(upgrade={"readyTimeoutSeconds": 15, "maxConcurrentGroups": 2}, state="running")
+
+    def observe(objects: list[dict], app_created_ms: int) -> Observed:
+        obs = Observed()
+        for o in objects:
+            labels = o["metadata"].get("labels") or {}
+            if o["kind"] == "ConfigMap" and CONFIG_KEY in (o.get("data") or {}):
+                c = FlowGroupConfig.from_yaml(o["data"][CONFIG_KEY])
+                obs.workers.setdefault(c.name, {})[c.worker.generation] = Worker(c)
+        for o in objects:
+            labels = o["metadata"].get("labels") or {}
+            if o["kind"] == "SparkApplication":
+                a = {**o, "metadata": {**o["metadata"], **app(app_created_ms, "SUBMITTED")["metadata"]}}
+                obs.workers[labels[LABEL_FLOW_GROUP]][int(labels.get(LABEL_GENERATION, 1))].app = a
+            elif o["kind"] == "Lease":
+                obs.leases[labels[LABEL_FLOW_GROUP]] = o
+        return obs
+
+    def generations(objects: list[dict]) -> list[tuple[str, str]]:
+        return sorted((o["metadata"]["labels"][LABEL_FLOW_GROUP], o["metadata"]["labels"].get(LABEL_GENERATION, "1"))
+                      for o in objects if o["kind"] == "SparkApplication")
+
+    first = render(src, Settings(), now_ms=NOW).objects
+    src["spec"]["version"] = "9.9"
+    standby = render(src, Settings(), observed=observe(first, NOW), now_ms=NOW).objects
+    assert len(generations(standby)) == 2 * len(generations(first))
+    rolled = render(src, Settings(), observed=observe(standby, NOW), now_ms=NOW + 16_000)
+    assert rolled.rollout.rollback and generations(rolled.objects) == generations(first)
+    leases = [o for o in rolled.objects if o["kind"] == "Lease"]
+    assert leases and all(json.loads(o["metadata"]["annotations"]["sparkmirror.io/rolled-back"])
+                          == rolled.rollout.rollback for o in leases)
+    # a reconcile whose resource was read before the status said "rolled back" (rolled_back=None)
+    again = render(src, Settings(), observed=observe(rolled.objects, NOW), now_ms=NOW + 17_000, rolled_back=None)
+    assert generations(again.objects) == generations(first) and again.rollout.held_back

@@ -167,6 +167,16 @@ class LaneCopier:
                 self._delivery_errors.clear()
                 self._close_clients()
             except Unreachable as e:
+                if self.reused and not self._commits and e.side == "target":
+                    # kept clients that fail before their first commit were most likely fenced (the purge can
+                    # be reported before the fatal error is): start afresh at once, as for LaneFenced
+                    log.info("lane %s: kept clients failed before committing (%s); starting afresh", self.tid,
+                             e.reason)
+                    self._abort_quietly()
+                    self._delivery_errors.clear()
+                    self._close_clients()
+                    self.reused = started = False
+                    continue
                 line = self.outage.failed(e.side, e.what, e.reason)
                 if line:
                     log.warning("%s", line)
@@ -423,7 +433,7 @@ class LaneCopier:
             return
         err, topic, part, off = self._delivery_errors[0]
         self._delivery_errors.clear()
-        if err.code() in (KafkaError._PURGE_QUEUE, KafkaError._FATAL) or err.fatal():
+        if err.code() in (KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT, KafkaError._FATAL) or err.fatal():
             err = self._fatal_error() or err  # a fenced producer purges its queue: report the cause
         fault = classify(err)
         if fault is Fault.FENCED:

@@ -380,7 +380,7 @@ class RollbackRecord(_Model):
 
     generation: int = Field(description="The generation rolled back.")
     flowGroups: list[str] = Field(default_factory=list, description="Its flow groups.")
-    specHash: str = Field(description="What it would have run; the same spec is not tried again.")
+    specHash: str = Field(description="The desired spec rolled back (all flow groups); it is not tried again.")
     reason: str = Field(description="Why it was rolled back.")
 
 
