@@ -30,6 +30,22 @@ def create_topic(bootstrap: str, name: str, partitions: int = 3, config: dict[st
     return name
 
 
+def recreate_topic(bootstrap: str, name: str, partitions: int = 3, timeout: float = 30.0) -> str:
+    """Delete a topic and create it again under its name (a new topic id); deletion is asynchronous in KRaft."""
+    import time
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the deletion answers
+    admin.delete_topics([name])[name].result(timeout)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return create_topic(bootstrap, name, partitions)
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 @dataclass(frozen=True)
 class Rec:
     """A record as the tests compare it: everything mirroring must keep, nothing it may change."""

@@ -183,6 +183,21 @@ def list_offsets(admin: AdminClient, tps: list[tuple[str, int]], spec: OffsetSpe
     return out
 
 
+def topic_ids(admin: AdminClient, topics: set[str], timeout: float = 30.0) -> dict[str, str]:
+    """name -> Kafka topic id (KIP-516) of the topics that exist; a topic deleted and created again under its
+    name gets a new id. A topic that cannot be described is left out: deleted since listed (the next look sees
+    it gone), or not allowed (what is done with it then fails with its own error)."""
+    if not topics:
+        return {}
+    out = {}
+    for name, fut in admin.describe_topics(TopicCollection(sorted(topics)), request_timeout=timeout).items():
+        try:
+            out[name] = str(fut.result(timeout=timeout).topic_id)
+        except KafkaException:
+            continue
+    return out
+
+
 class TopicSyncError(RuntimeError):
     """Topic management cannot go on; the message names the config field or topic at fault."""
 
@@ -261,17 +276,6 @@ class TopicSync:
                 raise TopicSyncError(f"{self._where(which)}: describing configs of topic {res.name!r} failed: {e}") from e
         return out
 
-    def _topic_ids_of(self, names: list[str]) -> dict[str, str]:
-        if not names:
-            return {}
-        futs = self._admin("source").describe_topics(TopicCollection(names), request_timeout=self.timeout)
-        out = {}
-        for name, fut in futs.items():
-            try:
-                out[name] = str(fut.result(timeout=self.timeout).topic_id)
-            except KafkaException:
-                continue  # deleted since listed; next sync will see it gone
-        return out
 
     def _end_offsets(self, routes: list[TopicRoute]) -> dict[tuple[str, int], int]:
         tps = [(r.source_topic, p) for r in routes for p in range(r.partitions)]
@@ -344,7 +348,7 @@ class TopicSync:
                                          f"{e.args[0].str()}") from e
 
     def _check_recreated(self, routes: list[TopicRoute]) -> None:
-        ids = self._topic_ids_of([r.source_topic for r in routes])
+        ids = topic_ids(self._admin("source"), {r.source_topic for r in routes}, self.timeout)
         ends = self._end_offsets(routes)
         previous_ends, self.end_offsets = self.end_offsets, ends
         flagged = set()

@@ -10,7 +10,7 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewPartitions
 
 from sparkmirror_dev.procs import free_port
-from sparkmirror_dev.testing import create_topic, unique_name
+from sparkmirror_dev.testing import create_topic, recreate_topic, unique_name
 from sparkmirror.resource.flowgroup import Cluster, FlowGroupConfig, Mirror
 from sparkmirror.topicsync import TopicRecreated, TopicRoute, TopicSync, TopicSyncError
 
@@ -134,17 +134,7 @@ def test_recreated_source_topic_is_reported(kafka_a, kafka_b) -> None:
     cfg = flow(kafka_a, kafka_b, prefix)
     sync = TopicSync(cfg, cfg.mirrors[0])
     sync.sync()
-    admin = AdminClient({"bootstrap.servers": kafka_a.bootstrap})
-    admin.delete_topics([t])[t].result(10)
-    deadline = time.monotonic() + 30
-    while True:  # deletion is asynchronous in KRaft
-        try:
-            create_topic(kafka_a.bootstrap, t, 1)
-            break
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
+    recreate_topic(kafka_a.bootstrap, t, 1)
     with pytest.raises(TopicRecreated, match=f"source topic '{t}' was deleted and recreated"):
         for _ in range(20):  # metadata of the recreated topic reaches the broker's cache within moments
             sync.sync()

@@ -33,7 +33,8 @@ from . import sessions
 from .commit import CommitProtocol, commit_protocol
 from .errors import (CopyError, Fault, LaneFenced, SourceGapError, Unreachable, classify, describe, is_fenced,
                      kafka_error, talking_to)
-from .start import close_consumer, new_consumer, new_producer, resume_positions, target_max_message_bytes
+from .start import (TopicIds, close_consumer, lane_topic_ids, new_consumer, new_producer, resume_positions,
+                    target_max_message_bytes)
 from .summary import PartitionSummary
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,7 @@ class LaneCopier:
         self.result: list[PartitionSummary] = []
         self._commits = 0
         self.reused = False  # the lane's kept clients were resumed (see sessions.LaneSession)
+        self.topic_ids = TopicIds()  # of the lane's topics at its start, stamped on its progress records
         self.mirror = mirror
         self.lane = lane
         self.partitions = list(partitions)
@@ -217,7 +219,9 @@ class LaneCopier:
         # the client reports "all brokers down" only to an error callback, never through consume()
         self.consumer = new_consumer({**self.source_conf, "error_cb": self._on_client_error}, self.tid)
         # THEN the progress topic: it can no longer change under us
-        positions = resume_positions(self.config, self.mirror, self.consumer, list(self.route))
+        self.topic_ids = lane_topic_ids(self.config, self.mirror, self.route)
+        positions = resume_positions(self.config, self.mirror, self.consumer, list(self.route), self.topic_ids,
+                                     self.route)
         self._committed_next = dict(positions)
         self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in positions.items()])
         log.info("lane %s: started in %.0f ms (%d partitions)", self.tid, (time.monotonic() - t0) * 1000,
@@ -228,6 +232,7 @@ class LaneCopier:
         assert kept.consumer is not None
         self.protocol, self.consumer = kept.protocol, kept.consumer
         self.max_bytes = kept.max_bytes
+        self.topic_ids = kept.topic_ids
         self._committed_next = dict(kept._committed_next)
         kept.protocol = kept.consumer = None
         self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in self._committed_next.items()])
@@ -392,7 +397,8 @@ class LaneCopier:
         recs = [ProgressRecord(self.mirror.source, topic, part, pend.src_last + 1, pend.src_first, pend.src_last,
                                self.route[(topic, part)], pend.tgt_first, pend.tgt_last, pend.count, commit_ms,
                                self.config.worker.generation, self.config.name, self.mirror.name, self.lane,
-                               pend.nbytes, self.config.resource)
+                               pend.nbytes, self.config.resource, self.topic_ids.source.get(topic, ""),
+                               self.topic_ids.target.get(self.route[(topic, part)], ""))
                 for (topic, part), pend in self._pending.items()]
         self.protocol.commit(recs, functools.partial(self._on_delivery, ("<progress>", -1), -1))
         self._check_delivery()

@@ -2,19 +2,26 @@
 
 Resume offsets come from the progress topic (read only after the commit protocol fenced older copies, see
 commit.py) and are checked against what the source still holds: below its earliest offset the records were
-deleted before being mirrored, beyond its end the topic was recreated. `sourceGapPolicy: fail` (default)
-raises `SourceGapError` naming the partition and range; `skip` logs the lost range loudly and continues at the
-earliest offset.
+deleted before being mirrored, beyond its end the topic was recreated. The topic ids the last progress record
+carries are compared with the topics' ids now: a source topic deleted and created again (also while the
+mirror was stopped, when its offsets may already be past the committed one) or a remote topic deleted and
+created again (what was mirrored into it is gone) is caught even where the offsets look plausible.
+`sourceGapPolicy: fail` (default) raises `SourceGapError` naming the partition and what happened; `skip` logs
+it loudly and continues: at the new source topic's earliest offset, or at the committed offset when only the
+remote topic is new (the records mirrored before are not copied again).
 """
 from __future__ import annotations
 
 import logging
+
+from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from ..progress import read_progress
 from ..resource.flowgroup import FlowGroupConfig, Mirror
+from ..topicsync import topic_ids
 from .errors import CopyError, SourceGapError, Superseded, talking_to, transient_reason
 
 log = logging.getLogger(__name__)
@@ -67,9 +74,27 @@ def close_consumer(consumer: Consumer) -> None:
         pass
 
 
+@dataclass
+class TopicIds:
+    """The Kafka topic ids (KIP-516) of a lane's source and remote topics, stamped on its progress records."""
+
+    source: dict[str, str] = field(default_factory=dict)
+    target: dict[str, str] = field(default_factory=dict)
+
+
+def lane_topic_ids(config: FlowGroupConfig, mirror: Mirror, route: dict[tuple[str, int], str]) -> TopicIds:
+    with talking_to("source", mirror.source, "describing the source topics"):
+        source = topic_ids(AdminClient(config.cluster(mirror.source).client_config()), {t for t, _ in route})
+    with talking_to("target", mirror.target, "describing the remote topics"):
+        target = topic_ids(AdminClient(config.cluster(mirror.target).client_config()), set(route.values()))
+    return TopicIds(source, target)
+
+
 def resume_positions(config: FlowGroupConfig, mirror: Mirror, consumer: Consumer,
-                     partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-    """Resume offsets from the progress topic, checked against what the source still holds."""
+                     partitions: list[tuple[str, int]], ids: TopicIds | None = None,
+                     route: dict[tuple[str, int], str] | None = None) -> dict[tuple[str, int], int]:
+    """Resume offsets from the progress topic, checked against what the source still holds and against the
+    topic ids the last progress record carries (`ids`: the topics' ids now; `route`: their remote topics)."""
     target_conf = config.cluster(mirror.target).client_config()
     with talking_to("target", mirror.target, f"reading progress topic {config.progressTopic}"):
         state = read_progress(target_conf, config.progressTopic, mirror.source, partitions,
@@ -79,12 +104,25 @@ def resume_positions(config: FlowGroupConfig, mirror: Mirror, consumer: Consumer
         raise Superseded(f"flow group {config.name!r} was taken over by worker generation {marked}; "
                          f"this is generation {config.worker.generation}")
     resume = state.resume_offsets(mirror.source)
+    ids = ids or TopicIds()
     positions: dict[tuple[str, int], int] = {}
     for (topic, part) in partitions:
         with talking_to("source", mirror.source, f"reading offsets of {topic} partition {part}"):
             lo, hi = consumer.get_watermark_offsets(TopicPartition(topic, part), timeout=30)
         nxt = resume.get((topic, part))
-        if nxt is None:
+        last = state.latest.get((mirror.source, topic, part))
+        remote = (route or {}).get((topic, part), last.target_topic if last else "")
+        if last is not None and _replaced(last.source_topic_id, ids.source.get(topic)):
+            positions[(topic, part)] = _gap(config, mirror, topic, part, lo, (
+                f"the source topic was deleted and created again since offset {nxt} was committed (topic id "
+                f"{last.source_topic_id} -> {ids.source[topic]}): its offsets start over"))
+        elif last is not None and remote == last.target_topic and \
+                _replaced(last.target_topic_id, ids.target.get(remote)):
+            positions[(topic, part)] = _gap(config, mirror, topic, part, nxt, (
+                f"the remote topic {mirror.target}/{remote} was deleted and created again since offset {nxt} was "
+                f"committed (topic id {last.target_topic_id} -> {ids.target[remote]}): what was mirrored into "
+                f"it before is gone"), lost="the records mirrored before are NOT copied again")
+        elif nxt is None:
             positions[(topic, part)] = lo  # never mirrored: from the beginning, as MM2 does
         elif nxt < lo or nxt > hi:
             why = (f"the source no longer holds offsets {nxt}..{lo - 1} (earliest held is {lo}): they were "
@@ -97,10 +135,16 @@ def resume_positions(config: FlowGroupConfig, mirror: Mirror, consumer: Consumer
     return positions
 
 
-def _gap(config: FlowGroupConfig, mirror: Mirror, topic: str, part: int, lo: int, why: str) -> int:
+def _replaced(before: str, now: str | None) -> bool:
+    """A topic id recorded and a different one now: the topic was deleted and created again in between."""
+    return bool(before and now and before != now)
+
+
+def _gap(config: FlowGroupConfig, mirror: Mirror, topic: str, part: int, lo: int, why: str,
+         lost: str = "the skipped range is LOST on the target") -> int:
     msg = (f"mirror {mirror.name!r}: source {mirror.source}/{topic} partition {part}: {why} "
            f"(sourceGapPolicy={config.sourceGapPolicy})")
     if config.sourceGapPolicy == "fail":
         raise SourceGapError(msg)
-    log.error("%s; continuing from offset %d, the skipped range is LOST on the target", msg, lo)
+    log.error("%s; continuing from offset %d, %s", msg, lo, lost)
     return lo

@@ -6,7 +6,7 @@ Format (versioned, JSON):
           read as belonging to whichever resource reads them)
   value = {"v": 1, "next": n, "src": [first, last], "tgt": [first, last], "tgtTopic": "...", "count": k,
            "commitMs": t, "gen": worker generation, "fg": flow group, "mirror": "...", "lane": i,
-           "bytes": b}
+           "bytes": b, "srcId": "<source topic id>", "tgtId": "<target topic id>"}
   a tombstone (null value) resets the key: the partition's progress starts over.
 
 Generation marks share the topic (they must be read in the same read_committed pass as the progress, see
@@ -20,7 +20,9 @@ Ranges are inclusive offsets; `count` is how many records the range held (ranges
 transaction markers, aborted records; target transaction markers). A range that wrote nothing (every record
 skipped) has count 0 and target range [-1, -1]. `bytes` is the key and value bytes those records carried (added
 within version 1: a record written before it reads as 0), so byte rates come from what was committed, like record
-rates.
+rates. `srcId`/`tgtId` are the topics' Kafka topic ids (KIP-516; added within version 1, empty when unknown):
+a topic deleted and created again under the same name gets a new id, so a lane starting from this record
+knows its source or its remote topic is not the one it mirrored (copying/start.py).
 """
 from __future__ import annotations
 
@@ -98,6 +100,8 @@ class ProgressRecord:
     lane: int = -1
     bytes: int = 0
     resource: str | None = None
+    source_topic_id: str = ""
+    target_topic_id: str = ""
 
     @property
     def source_partition(self) -> SourcePartition:
@@ -112,7 +116,7 @@ class ProgressRecord:
             "src": [self.source_first, self.source_last], "tgt": [self.target_first, self.target_last],
             "tgtTopic": self.target_topic, "count": self.count, "commitMs": self.commit_ms,
             "gen": self.generation, "fg": self.flow_group, "mirror": self.mirror, "lane": self.lane,
-            "bytes": self.bytes,
+            "bytes": self.bytes, "srcId": self.source_topic_id, "tgtId": self.target_topic_id,
         }, separators=(",", ":")).encode()
 
     @classmethod
@@ -125,4 +129,4 @@ class ProgressRecord:
         return cls(cluster, topic, partition, int(v["next"]), int(v["src"][0]), int(v["src"][1]),
                    v["tgtTopic"], int(v["tgt"][0]), int(v["tgt"][1]), int(v["count"]), int(v["commitMs"]),
                    int(v["gen"]), v.get("fg", ""), v.get("mirror", ""), int(v.get("lane", -1)),
-                   int(v.get("bytes", 0)), resource)
+                   int(v.get("bytes", 0)), resource, v.get("srcId", ""), v.get("tgtId", ""))

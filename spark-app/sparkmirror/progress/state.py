@@ -102,8 +102,9 @@ class ProgressState:
     def add(self, rec: ProgressRecord) -> None:
         k = rec.source_partition
         m = self.maps.get(k)
-        if m is not None and m.records and rec.source_first < m.records[-1].source_first:
-            self.reset(k)  # progress went backwards: mirroring started over, keep the new history only
+        if m is not None and m.records and (rec.source_first < m.records[-1].source_first or
+                                            _other_topic(m.records[-1].source_topic_id, rec.source_topic_id)):
+            self.reset(k)  # mirroring started over (or from a recreated topic): keep the new history only
             m = None
         if m is None:
             m = self.maps[k] = OffsetMap()
@@ -122,3 +123,8 @@ class ProgressState:
     def resume_offsets(self, source_cluster: str) -> dict[tuple[str, int], int]:
         """(topic, partition) -> next source offset to copy, for one source cluster."""
         return {(t, p): r.next_offset for (c, t, p), r in self.latest.items() if c == source_cluster}
+
+
+def _other_topic(before: str, now: str) -> bool:
+    """Two topic ids that both are known and differ: the topic was deleted and created again in between."""
+    return bool(before and now and before != now)

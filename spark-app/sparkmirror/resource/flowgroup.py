@@ -253,9 +253,9 @@ class FlowGroupConfig(_Model):
                                                       "$SPARKMIRROR_METRICS_BIND, else 0.0.0.0 (every interface).")
     sourceGapPolicy: Literal["fail", "skip"] = Field(
         "fail", description="What a lane does when the source no longer holds the next offset to copy (retention "
-        "or truncation deleted it, or the topic was recreated): 'fail' stops the mirror with an error naming the "
-        "partition and the missing range; 'skip' logs the range as lost and continues from the earliest offset "
-        "still held. Never silent.")
+        "or truncation deleted it, or the topic was recreated) or its remote topic was recreated: 'fail' stops the "
+        "mirror with an error naming the partition and what happened; 'skip' logs it as lost and continues from "
+        "the earliest offset still held (after a recreated remote topic: the committed one). Never silent.")
     transactionTimeoutMs: int = Field(
         60000, ge=1000, description="transaction.timeout.ms of lane producers: how long the broker keeps a dead "
         "lane's open transaction (blocking read_committed readers) before aborting it, if no new copy fences it.")
