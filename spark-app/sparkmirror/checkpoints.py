@@ -34,7 +34,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from .resource.flowgroup import FlowGroupConfig, Mirror
 from .mm2formats import Checkpoint
 from .replication import RecordStamper, policy_for
-from .progress import Inside, OffsetMap, ProgressRecord, ProgressTail
+from .progress import Inside, OffsetMap, ProgressTail, Range
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ class SourceCounter:
                                   "enable.partition.eof": True})
         self._cache: dict[tuple, int | None] = {}
 
-    def __call__(self, r: ProgressRecord, offset: int) -> int | None:
+    def __call__(self, r: Range, offset: int) -> int | None:
         k = (r.source_topic, r.partition, r.source_first, r.source_last, offset)
         if k not in self._cache:
             if len(self._cache) > 100_000:
@@ -137,7 +137,7 @@ class SourceCounter:
             self._cache[k] = self._count(r, offset)
         return self._cache[k]
 
-    def _count(self, r: ProgressRecord, offset: int) -> int | None:
+    def _count(self, r: Range, offset: int) -> int | None:
         self.consumer.assign([TopicPartition(r.source_topic, r.partition, r.source_first)])
         n, deadline = 0, time.monotonic() + self.timeout
         try:
@@ -178,8 +178,8 @@ class CheckpointEmitter:
         self.target_admin = AdminClient(target_conf)
         self.producer = Producer({**target_conf, "enable.idempotence": True, "linger.ms": 5})
         self._own_tail = tail is None
-        self.tail = ProgressTail(target_conf, config.progressTopic, mirror.source, resource=config.resource) \
-            if tail is None else tail
+        self.tail = ProgressTail(target_conf, config.progressTopic, mirror.source, resource=config.resource,
+                                 max_history=config.offsetHistory) if tail is None else tail
         stamper = RecordStamper.of(self.policy, mirror.source, mirror.target)
         self.counter = SourceCounter(config.cluster(mirror.source).client_config(),
                                      stamper if stamper.uses_provenance else None, timeout)

@@ -83,7 +83,7 @@ class MirrorMonitor:
         self.policy, self.filter = policy_for(mirror), topic_filter(config, mirror)
         self.source_admin = AdminClient(config.cluster(mirror.source).client_config())
         self.tail = ProgressTail(config.cluster(mirror.target).client_config(), config.progressTopic, mirror.source,
-                                 resource=config.resource)
+                                 resource=config.resource, max_history=config.offsetHistory)
         self.partitions: dict[tuple[str, int], PartitionLive] = {}
         self.updated: float | None = None
         self._counter: CommittedCounter | None = None

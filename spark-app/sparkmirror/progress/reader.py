@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 import json
 
 from .record import PROGRESS_TOPIC_CONFIG, ProgressRecord, decode_generation_key, decode_key
-from .state import OffsetMap, ProgressState
+from .state import MAX_HISTORY, OffsetMap, ProgressState
 
 
 def ensure_progress_topic(target_conf: dict[str, str], topic: str, partitions: int = 1,
@@ -203,8 +203,9 @@ class ProgressTail(ProgressReader):
     """Follows the progress topic on the target and keeps the offset maps of one source (driver side)."""
 
     def __init__(self, target_conf: dict[str, str], topic: str, source_cluster: str,
-                 resource: str | None = None) -> None:
+                 resource: str | None = None, max_history: int = MAX_HISTORY) -> None:
         super().__init__(target_conf, topic, source_cluster, purpose="tail", resource=resource)
+        self.state.max_history = max_history
 
     def maps(self) -> dict[tuple[str, int], OffsetMap]:
         return {(t, p): m for (_c, t, p), m in self.state.maps.items()}

@@ -2,32 +2,105 @@
 
 `ProgressState` is what both readers (`reader.py`) fill, by the same two rules:
 - a tombstone resets its key: latest record, history and total are dropped;
-- a record whose source range starts *before* the last one held for its key also resets it first (the
-  progress topic or the source topic was recreated and mirroring started over): only the new history counts.
-History is bounded: at most `MAX_HISTORY` records per source partition, the oldest dropped first (compaction
-drops old values on the broker too).
+- a record whose source range starts *before* the last one held for its key, whose source topic id differs
+  or whose remote topic is another also resets it first (the progress topic or the source topic was
+  recreated, or the route changed, and mirroring started over): only the new history counts.
+History is bounded: at most `max_history` ranges per source partition (`spark.offsetHistory`, default
+`MAX_HISTORY`), the oldest dropped first (compaction drops old values on the broker too), held as integer
+columns (`OffsetMap`), so a driver's memory is bounded by configuration, not by uptime.
 
 `OffsetMap.translate` is the one offset translation (consumer-group checkpoints use it).
 """
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .record import GenerationOf, ProgressRecord, SourcePartition
 
 MAX_HISTORY = 200_000  # progress records kept per source partition (oldest dropped first)
 
-Inside = Callable[[ProgressRecord, int], "int | None"]
+Inside = Callable[["Range", int], "int | None"]
 """inside(range, o): how many records of `range` the copier wrote for source offsets below `o` (None: unknown)."""
 
 
-@dataclass
-class OffsetMap:
-    """Source range -> target range history of one source partition, in commit order."""
+class Range(NamedTuple):
+    """One committed range of an offset map: what translation and rates need of a progress record."""
 
-    records: list[ProgressRecord] = field(default_factory=list)
+    source_first: int
+    source_last: int
+    target_first: int
+    target_last: int
+    count: int
+    commit_ms: int
+    bytes: int
+    target_topic: str
+    source_topic: str
+    partition: int
+
+
+_COLUMNS = ("source_first", "source_last", "target_first", "target_last", "count", "commit_ms", "bytes")
+
+
+class _Ranges(Sequence[Range]):
+    """The map's ranges, oldest first, made on access from its columns."""
+
+    def __init__(self, m: "OffsetMap") -> None:
+        self._m = m
+
+    def __len__(self) -> int:
+        return len(self._m._cols[0]) - self._m._start
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(i)
+        j = i + self._m._start
+        m = self._m
+        return Range(*(c[j] for c in m._cols), m.target_topic, m.source_topic, m.partition)
+
+
+class OffsetMap:
+    """Source range -> target range history of one source partition, in commit order.
+
+    Held as columns of 64-bit integers (56 bytes a range, against about 400 for a ProgressRecord object):
+    a driver follows every partition's progress for hours (one range per commit interval), so what it
+    holds per range decides its memory. `records` reads them as `Range`s."""
+
+    def __init__(self, records: Iterable[ProgressRecord | Range] = ()) -> None:
+        self._cols = tuple(array("q") for _ in _COLUMNS)
+        self._start = 0  # ranges before it were dropped (trimmed in chunks: amortised O(1) per append)
+        self.target_topic = self.source_topic = ""
+        self.partition = -1
+        for r in records:
+            self.append(r)
+
+    @property
+    def records(self) -> _Ranges:
+        return _Ranges(self)
+
+    def __len__(self) -> int:
+        return len(self._cols[0]) - self._start
+
+    def append(self, r: ProgressRecord | Range) -> None:
+        self.target_topic, self.source_topic, self.partition = r.target_topic, r.source_topic, r.partition
+        for c, name in zip(self._cols, _COLUMNS):
+            c.append(getattr(r, name))
+
+    def keep_last(self, n: int) -> None:
+        """Drop all but the newest `n` ranges (at most n/8 extra are held between compactions)."""
+        self._start = max(self._start, len(self._cols[0]) - n)
+        if self._start > max(n // 8, 1024):
+            for c in self._cols:
+                del c[: self._start]
+            self._start = 0
 
     def translate(self, offset: int, inside: Inside | None = None) -> int | None:
         """The target offset a consumer at source `offset` (next to read) continues from, exactly.
@@ -40,7 +113,8 @@ class OffsetMap:
         Without `inside`, or if it cannot tell, the range's first target offset (a few records repeated, none
         skipped). None when `offset` is older than the history held, or nothing was written yet.
         """
-        i = bisect_right(self.records, offset, key=lambda r: r.source_first) - 1
+        firsts = self._cols[0]
+        i = bisect_right(firsts, offset, lo=self._start) - 1 - self._start
         if i < 0:
             return None
         r = self.records[i]
@@ -58,9 +132,10 @@ class OffsetMap:
 
     def _target_next(self, i: int) -> int | None:
         """The target offset after the last record written by ranges up to `i` (None: none wrote any yet)."""
-        for r in reversed(self.records[: i + 1]):
-            if r.count > 0 and r.target_last >= 0:
-                return r.target_last + 1
+        counts, lasts = self._cols[4], self._cols[3]
+        for j in range(self._start + i, self._start - 1, -1):
+            if counts[j] > 0 and lasts[j] >= 0:
+                return lasts[j] + 1
         return None
 
 
@@ -102,15 +177,17 @@ class ProgressState:
     def add(self, rec: ProgressRecord) -> None:
         k = rec.source_partition
         m = self.maps.get(k)
-        if m is not None and m.records and (rec.source_first < m.records[-1].source_first or
-                                            _other_topic(m.records[-1].source_topic_id, rec.source_topic_id)):
-            self.reset(k)  # mirroring started over (or from a recreated topic): keep the new history only
+        last = self.latest.get(k)
+        if m is not None and len(m) and last is not None and (
+                rec.source_first < last.source_first or rec.target_topic != last.target_topic
+                or _other_topic(last.source_topic_id, rec.source_topic_id)):
+            self.reset(k)  # mirroring started over (from a recreated topic, or into another): keep the new history
             m = None
         if m is None:
             m = self.maps[k] = OffsetMap()
-        m.records.append(rec)
-        if len(m.records) > self.max_history:
-            del m.records[: len(m.records) - self.max_history]
+        m.append(rec)
+        if len(m) > self.max_history:
+            m.keep_last(self.max_history)
         self.latest[k] = rec
         self.totals[k] = self.totals.get(k, 0) + rec.count
 

@@ -446,6 +446,7 @@ def plan(resource: dict[str, Any] | KafkaMirrorMaker2, *, secrets: str = "files"
             lanes=spec.spark.parallelism,
             epochSeconds=spec.spark.epochSeconds,
             commitIntervalMs=spec.spark.commitIntervalMs,
+            offsetHistory=spec.spark.offsetHistory,
             progressTopic=spec.progressTopic,
             checkpointDir=f"{checkpoint.rstrip('/')}/{kmm2.namespace}/{kmm2.name}/{name}" if checkpoint else None,
             worker=Worker(generation=1, version=spec.version or "unversioned",
