@@ -73,6 +73,41 @@ def test_two_electors_one_lease(kube, namespace) -> None:
         assert a.try_acquire_or_renew() is True  # released: no waiting
 
 
+@pytest.mark.k8s
+def test_a_leader_whose_lease_is_taken_stops_acting(kube, namespace, caplog) -> None:
+    """Somebody else holds the Lease (an operator that missed its renewals, a hand edit): the running work is
+    stopped at the next renewal and run_elected says leadership was lost (exit code 1)."""
+    import asyncio
+    import threading
+
+    from sparkmirror_operator.leader import run_elected
+
+    timing = Timing(lease_duration=3, renew_deadline=2, retry_period=0.2)
+    started = threading.Event()
+    with kube.api_client() as api:
+        kapi = KubeApi(api)
+        elector = LeaderElector(kapi, namespace, "taken", "me", timing)
+
+        def work(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:  # what kopf.run does with the flag
+            started.set()
+            loop.run_until_complete(asyncio.wait_for(stop.wait(), 30))
+
+        result: list[int] = []
+        runner = threading.Thread(target=lambda: result.append(run_elected(elector, work)))
+        with caplog.at_level("INFO", logger="sparkmirror_operator.leader"):
+            runner.start()
+            assert started.wait(30)
+            lease = kapi.get("Lease", namespace, "taken")
+            t0 = time.monotonic()
+            kapi.replace(claim(lease, "intruder", 3))
+            runner.join(30)
+            stopped_s = time.monotonic() - t0
+        assert result == [1]
+        assert stopped_s < timing.retry_period + 2
+        assert f"lost leadership: Lease {namespace}/taken is now held by intruder" in caplog.text
+        assert kapi.get("Lease", namespace, "taken")["spec"]["holderIdentity"] == "intruder"  # not released
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
