@@ -103,6 +103,7 @@ def run_operator(args: argparse.Namespace) -> int:
     level = "DEBUG" if args.verbose else os.environ.get("SPARKMIRROR_LOG_LEVEL", "INFO").upper()
     logging.basicConfig(level=getattr(logging, level, logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
+
     def operate(loop: Any = None, stop_flag: Any = None) -> None:
         # standalone: no kopf peering; with --leader-elect the Lease decides who runs at all
         kopf.run(clusterwide=not args.namespace, namespaces=args.namespace, standalone=True,

@@ -35,6 +35,15 @@ def test_timing_problems_name_the_options() -> None:
     assert Timing(15, 10, 0).problems() == ["--leader-elect-retry-period must be > 0 (got 0)"]
 
 
+def test_operator_command_refuses_bad_timing() -> None:
+    out = subprocess.run([sys.executable, "-m", "sparkmirror.cli", "operator", "--leader-elect",
+                          "--leader-elect-lease-duration", "5", "--leader-elect-renew-deadline", "8"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.strip() == ("sparkmirror operator: --leader-elect-renew-deadline (8) must be less than "
+                                  "--leader-elect-lease-duration (5)")
+
+
 def test_claim_and_release_rewrite_only_the_holder_fields() -> None:
     lease = {"kind": "Lease", "metadata": {"name": "l", "resourceVersion": "7"},
              "spec": {"holderIdentity": "a", "acquireTime": "then", "renewTime": "then", "leaseTransitions": 2}}
