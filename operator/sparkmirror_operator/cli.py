@@ -5,6 +5,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from sparkmirror.output import add_output_flag, dump
 
@@ -17,6 +18,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     op.add_argument("--status-interval", type=float, help="seconds between status and lag refreshes (default 30)")
     op.add_argument("--liveness", default=None, help="liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
     op.add_argument("--verbose", action="store_true")
+    le = op.add_argument_group("leader election (several replicas, one acts; on a coordination.k8s.io Lease)")
+    le.add_argument("--leader-elect", action="store_true",
+                    help="act only while holding the Lease; stand by otherwise")
+    le.add_argument("--leader-elect-resource-name", default=None, help="the Lease's name "
+                    "(default sparkmirror-operator-leader)")
+    le.add_argument("--leader-elect-resource-namespace", default=None,
+                    help="the Lease's namespace (default $POD_NAMESPACE, else the first --namespace, else default)")
+    le.add_argument("--leader-elect-lease-duration", type=float, default=15.0,
+                    help="seconds a standby waits after the last renewal before taking over (default 15)")
+    le.add_argument("--leader-elect-renew-deadline", type=float, default=10.0,
+                    help="seconds the leader keeps trying to renew before it stops acting (default 10)")
+    le.add_argument("--leader-elect-retry-period", type=float, default=2.0,
+                    help="seconds between renewals and between a standby's tries (default 2)")
     op.set_defaults(func=run_operator)
 
     imp = subparsers.add_parser("import", help="convert a Strimzi KafkaMirrorMaker2 (v1, v1beta2) or an "
@@ -67,6 +81,15 @@ def run_import(args: argparse.Namespace) -> int:
 
 
 def run_operator(args: argparse.Namespace) -> int:
+    """Exit 0 stopped by a signal; 1 leadership lost (restart: the new process stands by); 2 bad options."""
+    from .leader import DEFAULT_LEASE, Timing
+
+    timing = Timing(args.leader_elect_lease_duration, args.leader_elect_renew_deadline,
+                    args.leader_elect_retry_period)
+    if args.leader_elect and timing.problems():
+        for problem in timing.problems():
+            print(f"sparkmirror operator: {problem}", file=sys.stderr)
+        return 2
     if args.kubeconfig:
         os.environ["KUBECONFIG"] = str(Path(args.kubeconfig).resolve())
     if args.status_interval:
@@ -80,6 +103,20 @@ def run_operator(args: argparse.Namespace) -> int:
     level = "DEBUG" if args.verbose else os.environ.get("SPARKMIRROR_LOG_LEVEL", "INFO").upper()
     logging.basicConfig(level=getattr(logging, level, logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    kopf.run(clusterwide=not args.namespace, namespaces=args.namespace, standalone=True,
-             liveness_endpoint=args.liveness)
-    return 0
+
+    def operate(loop: Any = None, stop_flag: Any = None) -> None:
+        # standalone: no kopf peering; with --leader-elect the Lease decides who runs at all
+        kopf.run(clusterwide=not args.namespace, namespaces=args.namespace, standalone=True,
+                 liveness_endpoint=args.liveness, loop=loop, stop_flag=stop_flag)
+
+    if not args.leader_elect:
+        operate()
+        return 0
+    from .kubeapi import KubeApi, api_client
+    from .leader import LeaderElector, run_elected
+
+    namespace = (args.leader_elect_resource_namespace or os.environ.get("POD_NAMESPACE")
+                 or (args.namespace or ["default"])[0])
+    elector = LeaderElector(KubeApi(api_client(), timeout=max(1.0, timing.renew_deadline / 2)), namespace,
+                            args.leader_elect_resource_name or DEFAULT_LEASE, timing=timing)
+    return run_elected(elector, operate, args.liveness)

@@ -10,10 +10,10 @@ import os
 from typing import Any
 
 import kopf
-from kubernetes import client, config
 from kubernetes.client import ApiException
 
-from .kubeapi import KubeApi
+from .kubeapi import KubeApi, api_client
+from .leader import identity
 from sparkmirror.resource.model import GROUP, KIND, PLURAL, VERSION
 from .reconcile import Reconciler, Result
 from .status import transitions
@@ -21,15 +21,6 @@ from .render import FIELD_MANAGER, LABEL_MANAGED_BY, LABEL_RESOURCE, Settings
 
 STATUS_INTERVAL = float(os.environ.get("SPARKMIRROR_STATUS_INTERVAL", "30"))
 log = logging.getLogger(__name__)
-
-
-def _api_client() -> client.ApiClient:
-    if os.environ.get("KUBERNETES_SERVICE_HOST"):
-        cfg = client.Configuration()
-        config.load_incluster_config(client_configuration=cfg)
-        return client.ApiClient(cfg)
-    path = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
-    return config.new_client_from_config(config_file=path.split(os.pathsep)[0])
 
 
 @kopf.on.login()
@@ -49,7 +40,8 @@ def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     settings.posting.level = logging.INFO
     settings.watching.server_timeout = 300
     settings.execution.max_workers = 8
-    memo.reconciler = Reconciler(KubeApi(_api_client()), Settings.from_env())
+    settings.posting.reporting_instance = identity()  # which replica acted, on every Event it posts
+    memo.reconciler = Reconciler(KubeApi(api_client()), Settings.from_env())
 
 
 def _finish(body: kopf.Body, patch: kopf.Patch, result: Result) -> None:

@@ -6,11 +6,12 @@ label, delete, and status patches, for any kind in `KINDS`, with no discovery ro
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from kubernetes import client
+from kubernetes import client, config
 
 from sparkmirror.resource.model import GROUP, PLURAL, VERSION
 from .render import FIELD_MANAGER
@@ -41,6 +42,16 @@ KINDS = {k.kind: k for k in [
 ]}
 # what the operator creates per resource, in the order it applies them (RBAC before what uses it)
 OWNED_KINDS = ["ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Lease", "SparkApplication"]
+
+
+def api_client() -> client.ApiClient:
+    """In a pod: the service account; elsewhere: $KUBECONFIG (read now, not at import) or ~/.kube/config."""
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        cfg = client.Configuration()
+        config.load_incluster_config(client_configuration=cfg)
+        return client.ApiClient(cfg)
+    path = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+    return config.new_client_from_config(config_file=path.split(os.pathsep)[0])
 
 
 class KubeApi:
@@ -103,3 +114,8 @@ class KubeApi:
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:
         meta = obj["metadata"]
         return self._call("POST", KINDS[obj["kind"]].path(meta.get("namespace")), [], obj)
+
+    def replace(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """PUT the whole object; with metadata.resourceVersion, only if it is still at that version (else 409)."""
+        meta = obj["metadata"]
+        return self._call("PUT", KINDS[obj["kind"]].path(meta.get("namespace"), meta["name"]), [], obj)

@@ -94,11 +94,12 @@ def test_rendered_chart_is_valid_and_its_rbac_suffices(kube, kmm2_crd, namespace
 
     docs = _template(namespace)  # the default: the release's own namespace only
     kinds = sorted(d["kind"] for d in docs)
-    assert kinds == ["Deployment", "NetworkPolicy", "Role", "RoleBinding", "ServiceAccount"]
-    cluster_docs = _template(namespace, "--set", "watchAllNamespaces=true",
+    assert kinds == ["Deployment", "NetworkPolicy", "Role", "Role", "RoleBinding", "RoleBinding", "ServiceAccount"]
+    cluster_docs = _template(namespace, "--set", "watchAllNamespaces=true", "--set", "replicas=2",
                              "--set-json", 'metrics.networkPolicy.from=[{"namespaceSelector": {}}]')
-    assert sorted(d["kind"] for d in cluster_docs) == ["ClusterRole", "ClusterRoleBinding", "Deployment",
-                                                        "NetworkPolicy", "Role", "RoleBinding", "ServiceAccount"]
+    assert sorted(d["kind"] for d in cluster_docs) == [
+        "ClusterRole", "ClusterRoleBinding", "Deployment", "NetworkPolicy", "PodDisruptionBudget", "Role", "Role",
+        "RoleBinding", "RoleBinding", "ServiceAccount"]
     text = yaml.safe_dump_all(docs)
     res = kube.kubectl("apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump_all(cluster_docs), check=False)
     assert res.returncode == 0, res.stderr
@@ -126,6 +127,36 @@ def test_rendered_chart_is_valid_and_its_rbac_suffices(kube, kmm2_crd, namespace
         assert e.value.status == 403
 
 
+@pytest.mark.k8s
+@pytest.mark.skipif(helm() is None, reason="no helm binary")
+def test_leader_election_rbac_alone_suffices(kube, namespace) -> None:
+    """The release's namespace serving no resources (watchNamespaces elsewhere): the election Role alone lets the
+    chart's account create, renew and release the Lease the Deployment names, and no other Lease."""
+    from kubernetes import client
+
+    from sparkmirror_operator.kubeapi import KubeApi
+    from sparkmirror_operator.leader import LeaderElector, Timing
+
+    docs = _template(namespace, "--set", "watchNamespaces={elsewhere}")
+    mine = [d for d in docs if d["metadata"]["name"] == ELECTION_ROLE or d["kind"] == "ServiceAccount"]
+    assert sorted(d["kind"] for d in mine) == ["Role", "RoleBinding", "ServiceAccount"]
+    kube.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(mine))
+    sa = next(d for d in docs if d["kind"] == "ServiceAccount")["metadata"]["name"]
+    lease = next(a.split("=", 1)[1] for a in _args(docs) if a.startswith("--leader-elect-resource-name="))
+    with kube.api_client() as api:
+        api.set_default_header("Impersonate-User", f"system:serviceaccount:{namespace}:{sa}")
+        elector = LeaderElector(KubeApi(api), namespace, lease, "smm-0", Timing())
+        assert elector.try_acquire_or_renew() and elector.try_acquire_or_renew()  # created, renewed
+        elector.release()
+        assert elector.try_acquire_or_renew()  # taken again at once
+        with pytest.raises(client.ApiException) as e:
+            KubeApi(api).get("Lease", namespace, "somebody-elses")
+        assert e.value.status == 403
+    with kube.api_client() as admin:
+        held = KubeApi(admin).get("Lease", namespace, lease)
+    assert held["spec"]["holderIdentity"] == "smm-0"
+
+
 def test_spark_pull_secrets_reach_the_operator() -> None:
     """sparkImage.pullSecrets become the operator's default pull secrets for driver and executor pods."""
     docs = _template("ops", "--set", "sparkImage.pullSecrets={reg-a,reg-b}")
@@ -139,9 +170,14 @@ def test_spark_pull_secrets_reach_the_operator() -> None:
 
 # ---- least privilege ---------------------------------------------------------------------------------------
 
+ELECTION_ROLE = "smm-sparkmirror-leader-election"
+
+
 def _rules(docs: list[dict], kind: str) -> dict[tuple[str | None, str], list[dict]]:
-    """(namespace, name) -> rules of every Role or ClusterRole rendered."""
-    return {(d["metadata"].get("namespace"), d["metadata"]["name"]): d["rules"] for d in docs if d["kind"] == kind}
+    """(namespace, name) -> rules of every Role or ClusterRole rendered, but the leader election's (see
+    test_replicas_elect_a_leader_on_one_lease)."""
+    return {(d["metadata"].get("namespace"), d["metadata"]["name"]): d["rules"] for d in docs
+            if d["kind"] == kind and d["metadata"]["name"] != ELECTION_ROLE}
 
 
 def _args(docs: list[dict]) -> list[str]:
@@ -167,7 +203,8 @@ def test_secrets_are_read_by_name_in_namespaces_only(values: list[str], namespac
     roles = _rules(docs, "Role")
     assert sorted(ns for ns, _ in roles) == namespaces
     assert all(_secret_verbs(rules) == {"get"} for rules in roles.values())
-    assert sorted(d["metadata"]["namespace"] for d in docs if d["kind"] == "RoleBinding") == namespaces
+    assert sorted(d["metadata"]["namespace"] for d in docs if d["kind"] == "RoleBinding"
+                  and d["metadata"]["name"] != ELECTION_ROLE) == namespaces
 
 
 @pytest.mark.skipif(helm() is None, reason="no helm binary")
@@ -212,3 +249,47 @@ def test_network_policy_guards_the_mirrors_and_their_metrics_port() -> None:
     assert env["SPARKMIRROR_METRICS_PORT"] == "9191" and env["SPARKMIRROR_METRICS_BIND"] == "127.0.0.1"
     off = _template("ops", "--set", "metrics.networkPolicy.create=false")
     assert not [d for d in off if d["kind"] == "NetworkPolicy"]
+
+
+@pytest.mark.skipif(helm() is None, reason="no helm binary")
+def test_replicas_elect_a_leader_on_one_lease() -> None:
+    """Every replica runs with --leader-elect on one Lease in the release's namespace, named like a pod; above one
+    replica a PodDisruptionBudget keeps a standby through drains and the replicas spread over nodes."""
+    docs = _template("ops", "--set", "watchNamespaces={a,b}")
+    dep = next(d for d in docs if d["kind"] == "Deployment")
+    assert dep["spec"]["replicas"] == 1 and dep["spec"]["strategy"]["type"] == "RollingUpdate"
+    assert [a for a in _args(docs) if a.startswith("--leader-elect")] == [
+        "--leader-elect", "--leader-elect-resource-name=smm-sparkmirror-leader",
+        "--leader-elect-resource-namespace=ops", "--leader-elect-lease-duration=15",
+        "--leader-elect-renew-deadline=10", "--leader-elect-retry-period=2"]
+    env = {e["name"]: e for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["POD_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    assert not [d for d in docs if d["kind"] == "PodDisruptionBudget"]
+    assert "affinity" not in dep["spec"]["template"]["spec"]
+    # the Lease by name, in the release's namespace, whichever namespaces are served
+    election = [d for d in docs if d["metadata"]["name"] == ELECTION_ROLE]
+    assert sorted((d["kind"], d["metadata"]["namespace"]) for d in election) == [("Role", "ops"),
+                                                                                 ("RoleBinding", "ops")]
+    rules = next(d for d in election if d["kind"] == "Role")["rules"]
+    assert rules == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["smm-sparkmirror-leader"],
+         "verbs": ["get", "update", "patch"]}]
+
+    ha = _template("ops", "--set", "replicas=2", "--set", "leaderElection.leaseDurationSeconds=30")
+    dep = next(d for d in ha if d["kind"] == "Deployment")
+    assert dep["spec"]["replicas"] == 2 and "--leader-elect-lease-duration=30" in _args(ha)
+    (pdb,) = [d for d in ha if d["kind"] == "PodDisruptionBudget"]
+    assert pdb["spec"] == {"minAvailable": 1, "selector": dep["spec"]["selector"]}
+    term = dep["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]
+    assert term["topologyKey"] == "kubernetes.io/hostname" and term["labelSelector"] == dep["spec"]["selector"]
+    own = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["ops"]}]}]}}}
+    mine = _template("ops", "--set", "replicas=2", "--set-json", f"affinity={json.dumps(own)}")
+    assert next(d for d in mine if d["kind"] == "Deployment")["spec"]["template"]["spec"]["affinity"] == own
+
+    bad = subprocess.run([helm(), "template", "x", str(CHART), "--kube-version", paths.K8S_VERSION,
+                          "--set", "leaderElection.renewDeadlineSeconds=20"], capture_output=True, text=True)
+    assert bad.returncode != 0 and \
+        "leaderElection.renewDeadlineSeconds must be less than leaderElection.leaseDurationSeconds" in bad.stderr

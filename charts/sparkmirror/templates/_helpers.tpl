@@ -38,3 +38,8 @@ watchNamespaces, or the release's own namespace when it is empty. */}}
 {{- toJson (list .Release.Namespace) -}}
 {{- end -}}
 {{- end -}}
+
+{{- /* The Lease the operator replicas elect their leader on, in the release's namespace. */}}
+{{- define "sparkmirror.leaseName" -}}
+{{- printf "%s-leader" (include "sparkmirror.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
