@@ -20,6 +20,10 @@ from ..output import add_output_flag, dump
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
+    """`run`, and beside it `plan`, its dry run (one entry point: both need the same parts installed)."""
+    from .dryrun import add_parser as add_plan
+
+    add_plan(subparsers)
     p = subparsers.add_parser("run", help="run a KafkaMirrorMaker2 resource file in local Spark",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-f", "--file", action="append", required=True, metavar="FILE",
