@@ -71,15 +71,12 @@ def follow_changes(local, watch) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..inputs import USAGE_EXIT, InputError, key_values
     from .console import LOG_FORMAT
-    from .resources import InvalidResource, load, secret_problems
+    from .resources import load_reporting, secrets_reported
 
     if args.verbose:
         logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
-    try:
-        loaded = load(args.file)
-    except InvalidResource as e:
-        for problem in str(e).splitlines():  # one line per problem, each naming the file and the field
-            _err(problem)
+    loaded = load_reporting(args.file, _err)
+    if loaded is None:
         return USAGE_EXIT
     for w in loaded.warnings:
         _err(f"warning: {w}")
@@ -97,10 +94,7 @@ def run(args: argparse.Namespace) -> int:
         _err(str(e))
         return USAGE_EXIT
 
-    problems = secret_problems(loaded)
-    for problem in problems:
-        _err(problem)
-    if problems:
+    if secrets_reported(loaded, _err):
         return USAGE_EXIT
 
     from .console import QuietConsole, default_log_path

@@ -38,18 +38,10 @@ def plan_command(args: argparse.Namespace) -> int:
     from ..preview import CONFLICT_EXIT, observe, preview
     from ..topicsync import TopicSyncError
     from .local import Unreachable, preflight
-    from .resources import InvalidResource, load, secret_problems
+    from .resources import load_reporting, secrets_reported
 
-    try:
-        loaded = load(args.file)
-    except InvalidResource as e:
-        for problem in str(e).splitlines():
-            _err(problem)
-        return USAGE_EXIT
-    problems = secret_problems(loaded)
-    for problem in problems:
-        _err(problem)
-    if problems:
+    loaded = load_reporting(args.file, _err)
+    if loaded is None or secrets_reported(loaded, _err):
         return USAGE_EXIT
     try:
         preflight(loaded.configs, loaded.fields, timeout=args.timeout)
