@@ -4,10 +4,11 @@ from __future__ import annotations
 import json
 import time
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, OffsetSpec
 
 from sparkmirror.datasource import MirrorStreamReader
+from sparkmirror.progress import PROGRESS_TOPIC_CONFIG
 from sparkmirror.runner.resources import load
 from sparkmirror.topicsync import list_offsets
 from sparkmirror_dev.testing import create_topic, unique_name
@@ -28,7 +29,6 @@ def snapshot(bootstrap: str) -> dict:
                for res, fut in futs.items()}
     ends = list_offsets(admin, [(t, p) for t, n in topics.items() for p in range(n)], OffsetSpec.latest(), 30)
     groups = sorted(g.group_id for g in admin.list_consumer_groups(request_timeout=30).result(timeout=30).valid)
-    from confluent_kafka import ConsumerGroupTopicPartitions
     committed = {}
     for g in groups:
         res = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(g)])[g].result(timeout=30)
@@ -41,8 +41,6 @@ def both(kafka_a, kafka_b) -> dict:
 
 
 def commit_group(bootstrap: str, group: str, topic: str, offset: int) -> None:
-    from confluent_kafka import ConsumerGroupTopicPartitions
-
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0, offset)])]
                                        )[group].result(timeout=30)
@@ -84,7 +82,7 @@ def test_plan_changes_nothing_and_lists_what_run_does(tmp_path, kafka_a, kafka_b
         f"{p}-same": (2, f"a.{p}-same", "up to date"),
     }
     internal = {t["role"]: t for t in mirror["internalTopics"]}
-    assert internal["progress"] == {"topic": progress, "role": "progress", "configs": internal["progress"]["configs"],
+    assert internal["progress"] == {"topic": progress, "role": "progress", "configs": PROGRESS_TOPIC_CONFIG,
                                     "action": "create when the mirror starts"}
     assert internal["heartbeats"]["action"] == ("exists" if "heartbeats" in before["b"]["topics"]
                                                 else "create at the first heartbeat")
@@ -104,6 +102,7 @@ def test_plan_changes_nothing_and_lists_what_run_does(tmp_path, kafka_a, kafka_b
     tb, ta = before["b"], after["b"]
     created = set(ta["topics"]) - set(tb["topics"])
     assert created == {progress} | {t["target"] for t in mirror["topics"] if "create" in t}
+    assert ta["configs"][progress] == PROGRESS_TOPIC_CONFIG
     for t in mirror["topics"]:
         if "create" in t:
             assert ta["topics"][t["target"]] == t["create"]["partitions"]
