@@ -5,8 +5,8 @@ Split as the design asks:
   source topics a mirror copies (include/exclude regex + the replication policy's internal-topic and cycle
   rules), which remote topics to create, which partition counts to raise and which configs to change;
   `replicable_configs()` is MM2's DefaultConfigPropertyFilter;
-- *I/O*: `TopicSync` reads both clusters with confluent-kafka's AdminClient, applies the plan and returns
-  the routes to copy. The job calls `sync()` every `refreshTopicsIntervalSeconds`, so new matching topics
+- *I/O*: `TopicSync` reads both clusters with confluent-kafka's AdminClient (`plan()`, which writes nothing and
+  is what `sparkmirror plan` shows), applies the plan and returns the routes to copy (`sync()`). The job calls `sync()` every `refreshTopicsIntervalSeconds`, so new matching topics
   and added partitions are picked up while running.
 
 Configs follow MM2 (`sync.topic.configs.enabled`, `config.properties.exclude`, `use.defaults.from=target`):
@@ -237,6 +237,8 @@ class TopicSync:
         self.routes: list[TopicRoute] = []
         self.problems: list[Problem] = []
         self._configs_synced_at = float("-inf")
+        self.source_topics: dict[str, int] = {}   # every topic -> partitions, as the last plan() listed them
+        self.target_topics: dict[str, int] = {}
         self.last_sync: float | None = None
 
     # -- clients
@@ -260,7 +262,8 @@ class TopicSync:
             raise TopicSyncError(f"{self._where(which)} is unreachable: {e.args[0].str() if e.args else e}") from e
         return {n: len(t.partitions) for n, t in md.topics.items() if t.error is None}
 
-    def _describe_configs(self, which: str, names: Iterable[str]) -> dict[str, dict[str, ConfigValue]]:
+    def describe_configs(self, which: str, names: Iterable[str]) -> dict[str, dict[str, ConfigValue]]:
+        """Configs of topics of the "source" or "target" cluster (a topic deleted meanwhile is left out)."""
         names = list(names)
         if not names:
             return {}
@@ -282,28 +285,37 @@ class TopicSync:
         return list_offsets(self._admin("source"), tps, OffsetSpec.latest(), self.timeout)
 
     # -- the sync
-    def sync(self) -> list[TopicRoute]:
-        """Discover, create/update remote topics, return the routes to copy (sorted by source topic)."""
-        now = time.monotonic()
+    def plan(self, with_configs: bool | None = None) -> SyncPlan:
+        """Read both clusters and plan what `sync()` would do now, writing nothing: `sync()` applies exactly
+        this, and `sparkmirror plan` shows it. with_configs: compare configs of existing remote topics
+        (default: when `syncTopicConfigs` is on, as the first `sync()` does)."""
+        if with_configs is None:
+            with_configs = self.mirror.syncTopicConfigs
         source_parts = self._list("source")
         target_parts = self._list("target")
         selected = select_topics(self.policy, self.filter, source_parts, self.mirror.target)
-        describe_configs = self.mirror.syncTopicConfigs and (
-            now - self._configs_synced_at >= self.mirror.syncTopicConfigsIntervalSeconds)
         remote_names = {self.policy.format_remote_topic(self.mirror.source, t): t for t in selected}
         new_remotes = [r for r in remote_names if r not in target_parts]
-        src_cfg_names = selected if describe_configs else [remote_names[r] for r in new_remotes]
-        src_cfgs = self._describe_configs("source", src_cfg_names)
-        tgt_cfgs = self._describe_configs("target", [r for r in remote_names if r in target_parts]) \
-            if describe_configs else {}
+        src_cfg_names = selected if with_configs else [remote_names[r] for r in new_remotes]
+        src_cfgs = self.describe_configs("source", src_cfg_names)
+        tgt_cfgs = self.describe_configs("target", [r for r in remote_names if r in target_parts]) \
+            if with_configs else {}
         sources = {t: SourceTopic(t, source_parts[t], src_cfgs.get(t)) for t in selected}
         targets = {r: TargetTopic(r, target_parts[r], tgt_cfgs.get(r)) for r in remote_names if r in target_parts}
-        plan = plan_sync(self.mirror, self.policy, self.filter, sources, targets, self.exclude)
+        self.source_topics, self.target_topics = source_parts, target_parts
+        return plan_sync(self.mirror, self.policy, self.filter, sources, targets, self.exclude)
+
+    def sync(self) -> list[TopicRoute]:
+        """Discover, create/update remote topics, return the routes to copy (sorted by source topic)."""
+        now = time.monotonic()
+        with_configs = self.mirror.syncTopicConfigs and (
+            now - self._configs_synced_at >= self.mirror.syncTopicConfigsIntervalSeconds)
+        plan = self.plan(with_configs)
         for topic, why in plan.conflicts:
             if not any(p.kind == "conflict" and p.topic == topic for p in self.problems):
                 self._problem("conflict", topic, why, fail=False)
         self._apply(plan)
-        if describe_configs:
+        if with_configs:
             self._configs_synced_at = now
         self._check_recreated(plan.routes)
         self.routes, self.last_sync = plan.routes, time.time()

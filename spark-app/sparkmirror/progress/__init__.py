@@ -18,14 +18,15 @@ from __future__ import annotations
 
 from .lag import (EXACT_LAG_BELOW, CommittedCounter, lag_position, partition_lag, partition_lags,
                   should_count)
-from .reader import ProgressReader, ProgressTail, ensure_progress_topic, read_progress
+from .reader import ProgressReader, ProgressTail, ensure_progress_topic, progress_topic_problem, read_progress
 from .record import (PROGRESS_FORMAT_VERSION, PROGRESS_TOPIC_CONFIG, ProgressRecord, SourcePartition, decode_key,
                      progress_key)
 from .state import MAX_HISTORY, Inside, OffsetMap, ProgressState, Range
 
 __all__ = [
     "EXACT_LAG_BELOW", "MAX_HISTORY", "PROGRESS_FORMAT_VERSION", "PROGRESS_TOPIC_CONFIG", "CommittedCounter",
-    "Inside", "OffsetMap", "ProgressReader", "Range", "ProgressRecord", "ProgressState", "ProgressTail", "SourcePartition",
-    "decode_key", "ensure_progress_topic", "lag_position", "partition_lag", "partition_lags", "progress_key",
+    "Inside", "OffsetMap", "ProgressReader", "ProgressRecord", "ProgressState", "ProgressTail", "Range",
+    "SourcePartition", "decode_key", "ensure_progress_topic", "lag_position", "partition_lag", "partition_lags",
+    "progress_key", "progress_topic_problem",
     "read_progress", "should_count",
 ]

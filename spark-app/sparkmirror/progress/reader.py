@@ -37,10 +37,17 @@ def ensure_progress_topic(target_conf: dict[str, str], topic: str, partitions: i
         return
     res = ConfigResource(ConfigResource.Type.TOPIC, topic)
     cfg = admin.describe_configs([res])[res].result(timeout=timeout)
-    policy = cfg["cleanup.policy"].value or ""
-    if "compact" not in policy:
-        raise RuntimeError(f"progress topic {topic!r} exists with cleanup.policy={policy}; it must be compacted "
-                           "(cleanup.policy=compact) or progress would be deleted by retention")
+    problem = progress_topic_problem(topic, cfg["cleanup.policy"].value)
+    if problem:
+        raise RuntimeError(problem)
+
+
+def progress_topic_problem(topic: str, cleanup_policy: str | None) -> str | None:
+    """Why an existing progress topic cannot be used (None: it can); `sparkmirror plan` asks the same."""
+    if "compact" not in (cleanup_policy or ""):
+        return (f"progress topic {topic!r} exists with cleanup.policy={cleanup_policy or ''}; it must be compacted "
+                "(cleanup.policy=compact) or progress would be deleted by retention")
+    return None
 
 
 class ProgressReader:

@@ -20,6 +20,10 @@ from ..output import add_output_flag, dump
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
+    """`run`, and beside it `plan`, its dry run (one entry point: both need the same parts installed)."""
+    from .dryrun import add_parser as add_plan
+
+    add_plan(subparsers)
     p = subparsers.add_parser("run", help="run a KafkaMirrorMaker2 resource file in local Spark",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-f", "--file", action="append", required=True, metavar="FILE",
@@ -67,15 +71,12 @@ def follow_changes(local, watch) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..inputs import USAGE_EXIT, InputError, key_values
     from .console import LOG_FORMAT
-    from .resources import InvalidResource, load, secret_problems
+    from .resources import load_reporting, secrets_reported
 
     if args.verbose:
         logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
-    try:
-        loaded = load(args.file)
-    except InvalidResource as e:
-        for problem in str(e).splitlines():  # one line per problem, each naming the file and the field
-            _err(problem)
+    loaded = load_reporting(args.file, _err)
+    if loaded is None:
         return USAGE_EXIT
     for w in loaded.warnings:
         _err(f"warning: {w}")
@@ -93,10 +94,7 @@ def run(args: argparse.Namespace) -> int:
         _err(str(e))
         return USAGE_EXIT
 
-    problems = secret_problems(loaded)
-    for problem in problems:
-        _err(problem)
-    if problems:
+    if secrets_reported(loaded, _err):
         return USAGE_EXIT
 
     from .console import QuietConsole, default_log_path

@@ -1,6 +1,7 @@
 """Resource files -> flow-group configs, with errors that name the file and the field. Pure but for reading."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -112,3 +113,23 @@ def secret_problems(loaded: Loaded) -> list[str]:
             except (OSError, SecretUnreadable) as e:
                 problems.append(f"{where}: cluster {c.alias!r}: {e}")
     return list(dict.fromkeys(problems))
+
+
+def load_reporting(paths: list[str], err: Callable[[str], None]) -> Loaded | None:
+    """`load`, for a command: each problem of a file that does not validate, and each secret the clusters need
+    but cannot be read, goes to `err` as one line; None then (the command exits 2)."""
+    try:
+        loaded = load(paths)
+    except InvalidResource as e:
+        for problem in str(e).splitlines():  # one line per problem, each naming the file and the field
+            err(problem)
+        return None
+    return loaded
+
+
+def secrets_reported(loaded: Loaded, err: Callable[[str], None]) -> bool:
+    """True when a secret of the clusters cannot be read; each such problem went to `err`."""
+    problems = secret_problems(loaded)
+    for problem in problems:
+        err(problem)
+    return bool(problems)

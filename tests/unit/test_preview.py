@@ -1,0 +1,67 @@
+"""`sparkmirror plan`'s pure part: conflicts and loops from plain observations (topics and partitions), planned by
+the same `plan_sync` that `TopicSync.sync()` applies."""
+from __future__ import annotations
+
+from sparkmirror.preview import CONFLICT_EXIT, MirrorObservation, preview
+from sparkmirror.replication import policy_for
+from sparkmirror.resource.flowgroup import FlowGroupConfig
+from sparkmirror.runner.dryrun import lines
+from sparkmirror.topicsync import SourceTopic, TargetTopic, plan_sync, topic_filter
+
+
+def group(name: str, source: tuple[str, str], target: tuple[str, str], policy: str = "default",
+          separator: str = ".") -> FlowGroupConfig:
+    (sa, sb), (ta, tb) = source, target
+    return FlowGroupConfig.model_validate({
+        "name": name, "clusters": [{"alias": sa, "bootstrapServers": sb}, {"alias": ta, "bootstrapServers": tb}],
+        "mirrors": [{"name": sa, "source": sa, "target": ta, "topics": "orders.*|.*\\.orders.*",
+                     "replicationPolicy": policy, "separator": separator}]})
+
+
+def observed(cfg: FlowGroupConfig, source_topics: dict[str, int], target_topics: dict[str, int],
+             progress_cleanup: str | None = None) -> MirrorObservation:
+    (m,) = cfg.mirrors
+    plan = plan_sync(m, policy_for(m), topic_filter(cfg, m), {t: SourceTopic(t, n) for t, n in source_topics.items()},
+                     {t: TargetTopic(t, n) for t, n in target_topics.items()})
+    return MirrorObservation(cfg, m, plan, source_topics, target_topics, progress_cleanup)
+
+
+def test_two_mirrors_writing_one_target_topic() -> None:
+    east = group("east", ("east", "h1:9092"), ("central", "h3:9092"), policy="identity")
+    west = group("west", ("west", "h2:9092"), ("hub", "h3:9092"), policy="identity")  # same cluster, other alias
+    p = preview([observed(east, {"orders": 3}, {}), observed(west, {"orders": 2, "orders-eu": 1}, {})])
+    (c,) = p.conflicts
+    assert c["kind"] == "same-target-topic" and c["topic"] == "orders"
+    assert "flow group east mirror east (from 'orders')" in c["message"]
+    assert "flow group west mirror west (from 'orders')" in c["message"]
+    text = "\n".join(lines(p.as_dict()))
+    assert "1 conflict(s):" in text and "orders-eu" in text
+    assert CONFLICT_EXIT not in (0, 1, 2)
+
+
+def test_progress_topic_that_run_refuses() -> None:
+    cfg = group("g", ("a", "h1:9092"), ("b", "h2:9092"))
+    ok = preview([observed(cfg, {"orders": 1}, {cfg.progressTopic: 1}, "compact")])
+    assert ok.conflicts == []
+    assert ok.flow_groups[0]["mirrors"][0]["internalTopics"][0]["action"] == "exists"
+    bad = preview([observed(cfg, {"orders": 1}, {cfg.progressTopic: 1}, "delete")])
+    (c,) = bad.conflicts
+    assert c["kind"] == "progress-topic" and "cleanup.policy=delete" in c["message"] and "refuses" in c["message"]
+
+
+def test_loops_by_separator_and_policy_mix() -> None:
+    there = group("there", ("a", "h1:9092"), ("b", "h2:9092"))
+    same_back = group("back", ("b", "h2:9092"), ("a", "h1:9092"))
+    other_sep = group("back", ("b", "h2:9092"), ("a", "h1:9092"), separator="_")
+    identity_back = group("back", ("b", "h2:9092"), ("a", "h1:9092"), policy="identity")
+    obs = observed(there, {"orders": 2, "b.orders": 1}, {})
+    p = preview([obs, observed(same_back, {}, {})])
+    assert p.conflicts == []
+    assert [t["topic"] for t in p.flow_groups[0]["mirrors"][0]["notMirrored"]] == ["b.orders"]
+    for back, name in ((other_sep, "b_a.orders"), (identity_back, "a.orders")):
+        (c,) = preview([obs, observed(back, {}, {})]).conflicts
+        assert c["kind"] == "loop" and c["topic"] == "a.orders" and f"as {name!r}" in c["message"], c
+    # identity both ways copies names back, but provenance headers drop what came from the target: no loop
+    both_identity = preview([observed(group("x", ("a", "h1:9092"), ("b", "h2:9092"), policy="identity"),
+                                      {"orders": 1}, {}), observed(identity_back, {}, {})])
+    assert both_identity.conflicts == []
