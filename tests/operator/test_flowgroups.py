@@ -56,7 +56,7 @@ def test_mm2_keys_map_onto_the_job_config() -> None:
             "replication.policy.separator": "_", "refresh.topics.interval.seconds": 7,
             "sync.topic.configs.enabled": "false", "config.properties.exclude": "a\\..*, b",
             "replication.factor": 3, "offset-syncs.topic.replication.factor": -1, "foo.bar": 1,
-            "sync.topic.acls.enabled": "true"}},
+            "sync.topic.acls.enabled": "true", "sparkmirror.emit.heartbeats.upstream.enabled": "true"}},
         "checkpointConnector": {"config": {"emit.checkpoints.interval.seconds": 5, "sync.group.offsets.enabled": True,
                                            "refresh.groups.interval.seconds": 600}},
         "topicsPattern": "x.*,y", "groupsExcludePattern": "g1"}])
@@ -67,6 +67,7 @@ def test_mm2_keys_map_onto_the_job_config() -> None:
     assert m.refreshTopicsIntervalSeconds == 7 and m.syncTopicConfigs is False
     assert m.configPropertiesExclude == ["a\\..*", "b"] and m.replicationFactor == 3
     assert m.emitCheckpointsIntervalSeconds == 5 and m.syncGroupOffsets is True
+    assert m.emitHeartbeatsUpstream is True and p.groups[0].mirrors[0].emitHeartbeats is True
     assert m.topics == "(?:x.*)|(?:y)" and m.groupsExclude == "g1"
     assert "spec.mirrors[0].sourceConnector.config[offset-syncs.topic.replication.factor]" in p.not_applicable
     assert "spec.mirrors[0].checkpointConnector.config[refresh.groups.interval.seconds]" in p.not_applicable

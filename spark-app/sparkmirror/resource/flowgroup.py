@@ -186,6 +186,10 @@ class Mirror(_Model):
     syncGroupOffsetsIntervalSeconds: float = Field(60.0, gt=0)
     emitHeartbeats: bool = True
     emitHeartbeatsIntervalSeconds: float = Field(1.0, gt=0)
+    emitHeartbeatsUpstream: bool = Field(False, description="Also write heartbeats (target -> source) into the "
+                                         "source's heartbeats topic, as MM2's dedicated mode does (Strimzi's "
+                                         "Connect-based MM2 does not), so the remote heartbeats topic shows this "
+                                         "hop to RemoteClusterUtils on the target; needs write access to the source.")
     lanes: int | None = Field(None, ge=1, le=1024, description="Parallel copy tasks; default the flow group's.")
 
     @field_validator("topics", "topicsExclude", "groups", "groupsExclude")

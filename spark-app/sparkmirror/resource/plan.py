@@ -130,6 +130,8 @@ MIRROR_KEYS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "replication.factor": ("replicationFactor", int),
     "emit.heartbeats.enabled": ("emitHeartbeats", _bool),
     "emit.heartbeats.interval.seconds": ("emitHeartbeatsIntervalSeconds", _float),
+    # not an MM2 key: MM2 writes upstream heartbeats from the disabled reverse flow (B->A.emit.heartbeats.enabled)
+    "sparkmirror.emit.heartbeats.upstream.enabled": ("emitHeartbeatsUpstream", _bool),
     "emit.checkpoints.enabled": ("emitCheckpoints", _bool),
     "emit.checkpoints.interval.seconds": ("emitCheckpointsIntervalSeconds", _float),
     "sync.group.offsets.enabled": ("syncGroupOffsets", _bool),
