@@ -39,10 +39,13 @@ def _mirror(cfg, src: str, dst: str) -> None:
         copy_lane(cfg, mirror, lane.index, list(lane.partitions), 2.0)
 
 
-def _verify(path, *args: str) -> tuple[int, dict, str]:
-    out = sparkmirror("verify", "-f", str(path), "--range-records", "50", "-o", "json", *args, timeout=400)
-    assert out.returncode in (0, 3), out
-    return out.returncode, json.loads(out.stdout), out.stderr
+def _verify(path, *args: str) -> tuple[int, dict]:
+    log = path.with_suffix(".log")
+    out = sparkmirror("verify", "-f", str(path), "--range-records", "50", "-o", "json", "--log-file", str(log),
+                      *args, timeout=400)
+    assert out.returncode in (0, 3), (out, log.read_text()[-3000:] if log.exists() else "")
+    print("".join(line for line in log.read_text().splitlines(True) if "sparkmirror.verify" in line))
+    return out.returncode, json.loads(out.stdout)
 
 
 def test_verify_finds_altered_and_stray_records(tmp_path, kafka_a, kafka_b, topic) -> None:
@@ -62,7 +65,7 @@ def test_verify_finds_altered_and_stray_records(tmp_path, kafka_a, kafka_b, topi
         _produce(kafka_a.bootstrap, src, part, 120, 5)
 
     t0 = time.monotonic()
-    rc, report, _ = _verify(path)
+    rc, report = _verify(path)
     first_seconds = time.monotonic() - t0
     assert rc == 0, report
     assert report["summary"]["differs"] == 0 and report["summary"]["records"] == 240, [r["error"] for r in report["ranges"]]
@@ -85,7 +88,7 @@ def test_verify_finds_altered_and_stray_records(tmp_path, kafka_a, kafka_b, topi
     _mirror(cfg, src, dst)
 
     t0 = time.monotonic()
-    rc, report, _ = _verify(path)
+    rc, report = _verify(path)
     second_seconds = time.monotonic() - t0
     assert rc == 3, report
     differs = sorted((r for r in report["ranges"] if r["status"] != "equal"), key=lambda r: r["source"]["partition"])

@@ -90,20 +90,30 @@ def run(args: argparse.Namespace) -> int:
 
 def _verify(configs, args: argparse.Namespace, extra: dict[str, str]) -> list[dict]:
     import os
+    import time
 
     from ..driver import spark_session
     from ..runner.local import default_master
     from .run import committed_ranges, verify
 
+    log = logging.getLogger("sparkmirror.verify")
+    t0 = time.monotonic()
     ranges = committed_ranges(configs, args.range_records)
+    log.info("progress read: %d ranges in %.1f s", len(ranges), time.monotonic() - t0)
     if not ranges:
         return []
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # local workers: this interpreter, as `run`
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    t0 = time.monotonic()
     spark = spark_session(configs[0], args.master or default_master(configs),
                           {"spark.app.name": "sparkmirror-verify", "spark.driver.memory": "512m",
                            "spark.ui.enabled": "false", **extra})
+    log.info("Spark session up in %.1f s", time.monotonic() - t0)
     try:
-        return verify(spark, configs, ranges)
+        t0 = time.monotonic()
+        rows = verify(spark, configs, ranges)
+        log.info("%d ranges compared in %.1f s (slowest task %.1f s)", len(rows), time.monotonic() - t0,
+                 max(r.get("seconds", 0) for r in rows))
+        return rows
     finally:
         spark.stop()
