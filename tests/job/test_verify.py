@@ -39,13 +39,15 @@ def _mirror(cfg, src: str, dst: str) -> None:
         copy_lane(cfg, mirror, lane.index, list(lane.partitions), 2.0)
 
 
-def _verify(path, *args: str) -> tuple[int, dict]:
+def _verify(path, *args: str) -> tuple[int, dict, float]:
+    """Exit status, report and seconds of one `sparkmirror verify -o json` (its own Spark)."""
     log = path.with_suffix(".log")
+    t0 = time.monotonic()
     out = sparkmirror("verify", "-f", str(path), "--range-records", "50", "-o", "json", "--log-file", str(log),
                       *args, timeout=400)
     assert out.returncode in (0, 3), (out, log.read_text()[-3000:] if log.exists() else "")
     print("".join(line for line in log.read_text().splitlines(True) if "sparkmirror.verify" in line))
-    return out.returncode, json.loads(out.stdout)
+    return out.returncode, json.loads(out.stdout), time.monotonic() - t0
 
 
 def test_verify_finds_altered_and_stray_records(tmp_path, kafka_a, kafka_b, topic) -> None:
@@ -64,9 +66,7 @@ def test_verify_finds_altered_and_stray_records(tmp_path, kafka_a, kafka_b, topi
     for part in (0, 1):  # produced, not mirrored yet: not committed, so not compared
         _produce(kafka_a.bootstrap, src, part, 120, 5)
 
-    t0 = time.monotonic()
-    rc, report = _verify(path)
-    first_seconds = time.monotonic() - t0
+    rc, report, first_seconds = _verify(path)
     assert rc == 0, report
     assert report["summary"]["differs"] == 0 and report["summary"]["records"] == 240, [r["error"] for r in report["ranges"]]
     assert {r["status"] for r in report["ranges"]} == {"equal"}
@@ -87,9 +87,7 @@ def test_verify_finds_altered_and_stray_records(tmp_path, kafka_a, kafka_b, topi
         _produce(kafka_a.bootstrap, src, part, 125, 55)
     _mirror(cfg, src, dst)
 
-    t0 = time.monotonic()
-    rc, report = _verify(path)
-    second_seconds = time.monotonic() - t0
+    rc, report, second_seconds = _verify(path)
     assert rc == 3, report
     differs = sorted((r for r in report["ranges"] if r["status"] != "equal"), key=lambda r: r["source"]["partition"])
     assert len(differs) == 2, differs

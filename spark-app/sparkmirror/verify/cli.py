@@ -14,25 +14,20 @@ import argparse
 import logging
 import sys
 from contextlib import nullcontext
-from pathlib import Path
 
 from ..output import add_output_flag, dump
+from ..runner.cli import add_spark_flags, load_reported, secrets_reported
 from .ranges import DEFAULT_RANGE_RECORDS
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("verify", help="compare mirrored topics with their sources, range by range",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("-f", "--file", action="append", required=True, metavar="FILE",
-                   help="KafkaMirrorMaker2 resource file (YAML, several documents allowed); repeat for more")
-    p.add_argument("--master", help="Spark master (default local threads, as `sparkmirror run`)")
-    p.add_argument("--conf", action="append", default=[], metavar="K=V", help="extra Spark configuration")
+    add_spark_flags(p, "Spark master (default local threads, as `sparkmirror run`)",
+                    "Spark and Kafka client logs on the console")
     p.add_argument("--range-records", type=int, default=DEFAULT_RANGE_RECORDS, metavar="N",
                    help=f"committed records per compared range (default {DEFAULT_RANGE_RECORDS})")
     p.add_argument("--all", action="store_true", help="list every range in the table, not only those that differ")
-    p.add_argument("-v", "--verbose", action="store_true", help="Spark and Kafka client logs on the console")
-    p.add_argument("--log-file", type=Path, metavar="PATH",
-                   help="where those logs go without -v (default a new file in the temp directory)")
     add_output_flag(p, "the report")
     p.set_defaults(func=run)
     return p
@@ -44,26 +39,21 @@ def _err(msg: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..inputs import USAGE_EXIT, InputError, key_values
-    from ..runner.console import LOG_FORMAT, QuietConsole, default_log_path
+    from ..runner.console import QuietConsole, default_log_path
     from ..runner.local import Unreachable, preflight
-    from ..runner.resources import InvalidResource, load, secret_problems
 
-    if args.verbose:
-        logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    loaded = load_reported(args, _err)
+    if loaded is None:
+        return USAGE_EXIT
     try:
-        loaded = load(args.file)
         extra = key_values(args.conf, "--conf")
-    except (InvalidResource, InputError) as e:
-        for problem in str(e).splitlines():
-            _err(problem)
+    except InputError as e:
+        _err(str(e))
         return USAGE_EXIT
     if args.range_records < 1:
         _err(f"--range-records: must be at least 1, got {args.range_records}")
         return USAGE_EXIT
-    problems = secret_problems(loaded)
-    for problem in problems:
-        _err(problem)
-    if problems:
+    if not secrets_reported(loaded, _err):
         return USAGE_EXIT
     try:
         preflight(loaded.configs, loaded.fields)
