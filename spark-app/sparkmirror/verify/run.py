@@ -13,10 +13,16 @@ from .ranges import DEFAULT_RANGE_RECORDS, VerifyRange, plan_ranges
 
 def committed_ranges(configs: list[FlowGroupConfig], range_records: int = DEFAULT_RANGE_RECORDS,
                      timeout: float = 60.0) -> list[VerifyRange]:
-    """Every mirror's committed ranges, as the progress topic on its target holds them now."""
+    """Every mirror's committed ranges, as the progress topic on its target holds them now. A mirror whose topics
+    several flow groups share (same progress topic) is planned once."""
     out: list[VerifyRange] = []
+    seen: set[tuple] = set()
     for cfg in configs:
         for m in cfg.mirrors:
+            key = (cfg.resource, cfg.cluster(m.target).bootstrapServers, cfg.progressTopic, m.source, m.name)
+            if key in seen:
+                continue
+            seen.add(key)
             state = read_progress(cfg.cluster(m.target).client_config(), cfg.progressTopic, m.source,
                                   timeout=timeout, resource=cfg.resource)
             for (_cluster, _topic, _partition), omap in sorted(state.maps.items()):
