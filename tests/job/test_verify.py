@@ -32,10 +32,10 @@ def _produce(bootstrap: str, topic: str, partition: int, start: int, count: int,
     return sorted(offsets)
 
 
-def _mirror(cfg, src: str, dst: str) -> None:
+def _mirror(cfg, src: str, dst: str, partitions: int = 2) -> None:
     """Copy what the source holds with the real lane copier (no Spark needed for the mirror itself)."""
     mirror = cfg.mirrors[0]
-    for lane in plan_lanes(mirror.name, cfg.lanes_of(mirror), [(src, dst, 2)]):
+    for lane in plan_lanes(mirror.name, cfg.lanes_of(mirror), [(src, dst, partitions)]):
         copy_lane(cfg, mirror, lane.index, list(lane.partitions), 2.0)
 
 
@@ -99,7 +99,7 @@ def test_verify_finds_altered_and_stray_records(tmp_path, kafka_a, kafka_b, topi
     assert p1["source"]["partition"] == 1 and p1["target"]["offsets"][0] <= stray <= p1["target"]["offsets"][1]
     assert p1["target"]["count"] == p1["source"]["count"] + 1, p1
     assert p1["firstDifference"]["targetOffset"] == stray, p1
-    assert p1["firstDifference"]["sourceOffset"] == p1["source"]["offsets"][0], p1  # the stray came first
+    assert p1["firstDifference"]["sourceOffset"] == 120, p1  # the stray came before the copy of offset 120
     print(f"verify: {first_seconds:.1f} s (all equal), {second_seconds:.1f} s ({len(report['ranges'])} ranges, "
           "2 differ)")
 
@@ -112,3 +112,47 @@ def test_verify_bad_input_names_the_problem(tmp_path) -> None:
     assert out.returncode == 2 and "--range-records: must be at least 1" in out.stderr, out
     out = sparkmirror("verify", "-f", str(path), "--conf", "nokey")
     assert out.returncode == 2 and "--conf: expected K=V" in out.stderr, out
+
+
+def test_identity_policy_compares_provenance_and_leaves_local_records_out(kafka_a, kafka_b, topic, tmp_path) -> None:
+    """Under the identity policy the target topic is shared: local records are not the mirror's, records that came
+    from the target are not copied, and the provenance header the copier adds is compared (ranges checked
+    in-process here: the Spark part is the test above)."""
+    from sparkmirror.replication import PROVENANCE_HEADER
+    from sparkmirror.verify.compare import check_range
+    from sparkmirror.verify.run import committed_ranges
+
+    name = topic(kafka_a, 1)
+    topic(kafka_b, 1, name=name)
+    r = resource(kafka_a.bootstrap, kafka_b.bootstrap, name)
+    r["spec"]["mirrors"][0]["sourceConnector"] = {"config": {
+        "replication.policy.class": "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"}}
+    cfg = load([str(write(tmp_path, r))]).configs[0]
+    source_conf, target_conf = cfg.cluster("a").client_config(), cfg.cluster("b").client_config()
+    ensure_progress_topic(target_conf, cfg.progressTopic)
+    p = Producer({"bootstrap.servers": kafka_a.bootstrap})
+    p.produce(name, key=b"from-b", value=b"came from b", partition=0, headers=[(PROVENANCE_HEADER, b"b")])
+    assert p.flush(30) == 0
+    _produce(kafka_a.bootstrap, name, 0, 0, 30)
+    _mirror(cfg, name, name, partitions=1)
+    _produce(kafka_b.bootstrap, name, 0, 500, 3)  # local producers of the shared topic, between two commits
+    _produce(kafka_a.bootstrap, name, 0, 30, 30)
+    _mirror(cfg, name, name, partitions=1)
+
+    def check() -> list[dict]:
+        return [check_range(x.as_dict(), source_conf, target_conf, True) for x in committed_ranges([cfg], 20)]
+
+    rows = check()
+    assert {x["status"] for x in rows} == {"equal"}, rows
+    assert sum(x["sourceCount"] for x in rows) == 60 == sum(x["targetCount"] for x in rows)  # "from-b" not copied
+
+    offsets: list[int] = []
+    stray = Producer({"bootstrap.servers": kafka_b.bootstrap,  # a record that claims to come from a
+                      "on_delivery": lambda err, m: offsets.append(m.offset())})
+    stray.produce(name, key=b"k", value=b"v", partition=0, headers=[(PROVENANCE_HEADER, b"a")])
+    assert stray.flush(30) == 0
+    _produce(kafka_a.bootstrap, name, 0, 60, 30)
+    _mirror(cfg, name, name, partitions=1)
+    rows = check()
+    [bad] = [x for x in rows if x["status"] != "equal"]
+    assert bad["targetCount"] == bad["sourceCount"] + 1 and bad["firstDifference"]["targetOffset"] == offsets[0], bad
