@@ -40,6 +40,7 @@ COMMANDS: dict[str, list[str]] = {
     "import": ["-m", "sparkmirror.cli", "import"],
     "run-check": ["-m", "sparkmirror.cli", "run", "--check", "-f"],
     "run": ["-m", "sparkmirror.cli", "run", "-f"],
+    "verify": ["-m", "sparkmirror.cli", "verify", "-f"],
     "job": ["-m", "sparkmirror.job", "--config"],
 }
 

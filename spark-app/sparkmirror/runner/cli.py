@@ -15,8 +15,12 @@ import sys
 import threading
 from contextlib import nullcontext
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..output import add_output_flag, dump
+
+if TYPE_CHECKING:
+    from .resources import Loaded
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -26,11 +30,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     add_plan(subparsers)
     p = subparsers.add_parser("run", help="run a KafkaMirrorMaker2 resource file in local Spark",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("-f", "--file", action="append", required=True, metavar="FILE",
-                   help="KafkaMirrorMaker2 resource file (YAML, several documents allowed); repeat for more")
-    p.add_argument("--master", help="Spark master (default local threads: two per lane, at least 4)")
+    add_spark_flags(p, "Spark master (default local threads: two per lane, at least 4)",
+                    "Spark, lane and Kafka client logs on the console (INFO) instead of in the log file")
     p.add_argument("--checkpoint", help="Spark checkpoint root (an optimisation; default a temp dir)")
-    p.add_argument("--conf", action="append", default=[], metavar="K=V", help="extra Spark configuration")
     p.add_argument("--check", action="store_true", help="validate, print the flow groups and exit")
     p.add_argument("--until-caught-up", action="store_true",
                    help="exit 0 once every mirror has mirrored everything (lag 0)")
@@ -38,13 +40,31 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--interval", type=float, default=1.0, help="seconds between progress updates")
     p.add_argument("--no-watch", dest="watch", action="store_false",
                    help="do not hand running flow groups over to a changed resource file")
-    p.add_argument("-v", "--verbose", action="store_true",
-                   help="Spark, lane and Kafka client logs on the console (INFO) instead of in the log file")
-    p.add_argument("--log-file", type=Path, metavar="PATH",
-                   help="where those logs go without -v (default a new file in the temp directory)")
     add_output_flag(p, "the flow groups (--check) or each progress update")
     p.set_defaults(func=run)
     return p
+
+
+def add_spark_flags(p: argparse.ArgumentParser, master_help: str, verbose_help: str) -> None:
+    """What every command that runs resource files on Spark takes: the files, the master, Spark conf, logs."""
+    p.add_argument("-f", "--file", action="append", required=True, metavar="FILE",
+                   help="KafkaMirrorMaker2 resource file (YAML, several documents allowed); repeat for more")
+    p.add_argument("--master", help=master_help)
+    p.add_argument("--conf", action="append", default=[], metavar="K=V", help="extra Spark configuration")
+    p.add_argument("-v", "--verbose", action="store_true", help=verbose_help)
+    p.add_argument("--log-file", type=Path, metavar="PATH",
+                   help="where those logs go without -v (default a new file in the temp directory)")
+
+
+def load_reported(args: argparse.Namespace, err) -> "Loaded | None":
+    """The flow groups of the files `add_spark_flags` took (with -v, logging on the console first), or None
+    after `err` printed one line per problem (exit 2)."""
+    from .console import LOG_FORMAT
+    from .resources import load_reporting
+
+    if args.verbose:
+        logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    return load_reporting(args.file, err)
 
 
 def _err(msg: str) -> None:
@@ -70,12 +90,8 @@ def follow_changes(local, watch) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..inputs import USAGE_EXIT, InputError, key_values
-    from .console import LOG_FORMAT
-    from .resources import load_reporting, secrets_reported
 
-    if args.verbose:
-        logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
-    loaded = load_reporting(args.file, _err)
+    loaded = load_reported(args, _err)
     if loaded is None:
         return USAGE_EXIT
     for w in loaded.warnings:
