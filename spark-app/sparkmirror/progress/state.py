@@ -40,6 +40,8 @@ class Range(NamedTuple):
     target_topic: str
     source_topic: str
     partition: int
+    mirror: str
+    source_cluster: str
 
 
 _COLUMNS = ("source_first", "source_last", "target_first", "target_last", "count", "commit_ms", "bytes")
@@ -64,7 +66,8 @@ class _Ranges(Sequence[Range]):
             raise IndexError(i)
         j = i + self._m._start
         m = self._m
-        return Range(*(c[j] for c in m._cols), m.target_topic, m.source_topic, m.partition)
+        return Range(*(c[j] for c in m._cols), m.target_topic, m.source_topic, m.partition, m.mirror,
+                     m.source_cluster)
 
 
 class OffsetMap:
@@ -77,7 +80,7 @@ class OffsetMap:
     def __init__(self, records: Iterable[ProgressRecord | Range] = ()) -> None:
         self._cols = tuple(array("q") for _ in _COLUMNS)
         self._start = 0  # ranges before it were dropped (trimmed in chunks: amortised O(1) per append)
-        self.target_topic = self.source_topic = ""
+        self.target_topic = self.source_topic = self.mirror = self.source_cluster = ""  # a map is one route
         self.partition = -1
         for r in records:
             self.append(r)
@@ -91,6 +94,7 @@ class OffsetMap:
 
     def append(self, r: ProgressRecord | Range) -> None:
         self.target_topic, self.source_topic, self.partition = r.target_topic, r.source_topic, r.partition
+        self.mirror, self.source_cluster = r.mirror, r.source_cluster
         for c, name in zip(self._cols, _COLUMNS):
             c.append(getattr(r, name))
 

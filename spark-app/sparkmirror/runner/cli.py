@@ -110,6 +110,8 @@ def run(args: argparse.Namespace) -> int:
         _err(str(e))
         return USAGE_EXIT
 
+    from .resources import secrets_reported
+
     if secrets_reported(loaded, _err):
         return USAGE_EXIT
 

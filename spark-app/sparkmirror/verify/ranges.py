@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
-from ..progress import ProgressRecord
+from ..progress import Range
 
 DEFAULT_RANGE_RECORDS = 50_000
 
@@ -41,14 +41,14 @@ class VerifyRange:
         return asdict(self)
 
 
-def plan_ranges(flow_group: str, mirror: str, target_cluster: str, records: Iterable[ProgressRecord],
+def plan_ranges(flow_group: str, mirror: str, target_cluster: str, records: Iterable[Range],
                 range_records: int = DEFAULT_RANGE_RECORDS) -> list[VerifyRange]:
     """One partition's committed history -> ranges of at least `range_records` committed records (the last one
     may hold fewer). A commit is never split: inside a transaction target offsets are only known at its ends."""
     if range_records < 1:
         raise ValueError("range_records must be at least 1")
     out: list[VerifyRange] = []
-    group: list[ProgressRecord] = []
+    group: list[Range] = []
     n = 0
     src_next = tgt_next = -1  # where the next range starts on each side (-1: at its first commit)
     for rec in records:
@@ -63,7 +63,7 @@ def plan_ranges(flow_group: str, mirror: str, target_cluster: str, records: Iter
     return out
 
 
-def _range(flow_group: str, mirror: str, target_cluster: str, group: list[ProgressRecord], n: int,
+def _range(flow_group: str, mirror: str, target_cluster: str, group: list[Range], n: int,
            src_next: int, tgt_next: int) -> VerifyRange:
     first, last = group[0], group[-1]
     written = [r for r in group if r.count > 0 and r.target_first >= 0]
