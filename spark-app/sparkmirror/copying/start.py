@@ -68,8 +68,10 @@ def close_consumer(consumer: Consumer) -> None:
 
 
 def resume_positions(config: FlowGroupConfig, mirror: Mirror, consumer: Consumer,
-                     partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-    """Resume offsets from the progress topic, checked against what the source still holds."""
+                     partitions: list[tuple[str, int]]
+                     ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], tuple[int, int]]]:
+    """Resume offsets from the progress topic, checked against what the source still holds, and the (records,
+    bytes) totals the next progress records carry on."""
     target_conf = config.cluster(mirror.target).client_config()
     with talking_to("target", mirror.target, f"reading progress topic {config.progressTopic}"):
         state = read_progress(target_conf, config.progressTopic, mirror.source, partitions,
@@ -94,7 +96,7 @@ def resume_positions(config: FlowGroupConfig, mirror: Mirror, consumer: Consumer
             positions[(topic, part)] = _gap(config, mirror, topic, part, lo, why)
         else:
             positions[(topic, part)] = nxt
-    return positions
+    return positions, state.resume_totals(mirror.source)
 
 
 def _gap(config: FlowGroupConfig, mirror: Mirror, topic: str, part: int, lo: int, why: str) -> int:

@@ -6,7 +6,7 @@ Format (versioned, JSON):
           read as belonging to whichever resource reads them)
   value = {"v": 1, "next": n, "src": [first, last], "tgt": [first, last], "tgtTopic": "...", "count": k,
            "commitMs": t, "gen": worker generation, "fg": flow group, "mirror": "...", "lane": i,
-           "bytes": b}
+           "bytes": b, "recTotal": n, "bytesTotal": nb}
   a tombstone (null value) resets the key: the partition's progress starts over.
 
 Generation marks share the topic (they must be read in the same read_committed pass as the progress, see
@@ -21,6 +21,9 @@ transaction markers, aborted records; target transaction markers). A range that 
 skipped) has count 0 and target range [-1, -1]. `bytes` is the key and value bytes those records carried (added
 within version 1: a record written before it reads as 0), so byte rates come from what was committed, like record
 rates.
+`recTotal` / `bytesTotal` are the records and bytes mirrored for the key since its progress started, this range
+included (added within version 1; -1 when absent): the lane carries them on from the record it resumed from, so
+the exported `_total` counters survive driver restarts and compaction of the history they summed before.
 """
 from __future__ import annotations
 
@@ -98,6 +101,8 @@ class ProgressRecord:
     lane: int = -1
     bytes: int = 0
     resource: str | None = None
+    records_total: int = -1  # records mirrored for this key since its progress started, this range included
+    bytes_total: int = -1    # the same in key + value bytes (-1: written before the totals were)
 
     @property
     def source_partition(self) -> SourcePartition:
@@ -112,7 +117,7 @@ class ProgressRecord:
             "src": [self.source_first, self.source_last], "tgt": [self.target_first, self.target_last],
             "tgtTopic": self.target_topic, "count": self.count, "commitMs": self.commit_ms,
             "gen": self.generation, "fg": self.flow_group, "mirror": self.mirror, "lane": self.lane,
-            "bytes": self.bytes,
+            "bytes": self.bytes, "recTotal": self.records_total, "bytesTotal": self.bytes_total,
         }, separators=(",", ":")).encode()
 
     @classmethod
@@ -125,4 +130,4 @@ class ProgressRecord:
         return cls(cluster, topic, partition, int(v["next"]), int(v["src"][0]), int(v["src"][1]),
                    v["tgtTopic"], int(v["tgt"][0]), int(v["tgt"][1]), int(v["count"]), int(v["commitMs"]),
                    int(v["gen"]), v.get("fg", ""), v.get("mirror", ""), int(v.get("lane", -1)),
-                   int(v.get("bytes", 0)), resource)
+                   int(v.get("bytes", 0)), resource, int(v.get("recTotal", -1)), int(v.get("bytesTotal", -1)))
