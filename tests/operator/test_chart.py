@@ -319,7 +319,7 @@ def test_chart_renders_monitors_dashboard_and_rules() -> None:
 
 
 @pytest.mark.skipif(helm() is None or promtool() is None,
-                    reason="no helm or promtool binary (make test builds promtool from its Go module)")
+                    reason="no helm or promtool binary (build: sparkmirror_dev.install.promtool())")
 def test_promtool_checks_the_rules_and_the_dashboard_queries(tmp_path: Path) -> None:
     """`promtool check rules` on the rendered PrometheusRule's spec, and on every dashboard query as a recording
     rule (Grafana's variables replaced by what they expand to), so each one is PromQL Prometheus accepts."""
