@@ -100,6 +100,16 @@ def helm() -> Path:
     return go_tool("helm", "helm.sh/helm/v3/cmd/helm", paths.HELM_VERSION)
 
 
+def promtool() -> Path:
+    """Prometheus' rule checker: the tests run `promtool check rules` on the chart's alerts and dashboard queries."""
+    return go_tool("promtool", "github.com/prometheus/prometheus/cmd/promtool", paths.PROMETHEUS_VERSION)
+
+
+def prometheus() -> Path:
+    """The Prometheus server (API only: the web UI's assets are not built), for `dashboard_picture`."""
+    return go_tool("prometheus", "github.com/prometheus/prometheus/cmd/prometheus", paths.PROMETHEUS_VERSION)
+
+
 def kind() -> Path:
     return go_tool("kind", "sigs.k8s.io/kind", paths.KIND_VERSION)
 

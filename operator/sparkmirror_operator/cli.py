@@ -17,6 +17,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     op.add_argument("--kubeconfig", help="kubeconfig file (default $KUBECONFIG, ~/.kube/config, or in-cluster)")
     op.add_argument("--status-interval", type=float, help="seconds between status and lag refreshes (default 30)")
     op.add_argument("--liveness", default=None, help="liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
+    op.add_argument("--metrics-port", type=int, default=None,
+                    help="serve the operator's Prometheus metrics on this port (default: none)")
+    op.add_argument("--metrics-bind", default="0.0.0.0", help="address of the metrics endpoint (default 0.0.0.0)")
     op.add_argument("--verbose", action="store_true")
     le = op.add_argument_group("leader election (several replicas, one acts; on a coordination.k8s.io Lease)")
     le.add_argument("--leader-elect", action="store_true",
@@ -99,10 +102,14 @@ def run_operator(args: argparse.Namespace) -> int:
     import kopf
 
     from . import handlers  # noqa: F401 - registers the handlers
+    from .metrics import serve
 
     level = "DEBUG" if args.verbose else os.environ.get("SPARKMIRROR_LOG_LEVEL", "INFO").upper()
     logging.basicConfig(level=getattr(logging, level, logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    if args.metrics_port is not None:
+        logging.getLogger(__name__).info("operator metrics on http://%s:%d/metrics", args.metrics_bind,
+                                         serve(args.metrics_port, args.metrics_bind))
 
     def operate(loop: Any = None, stop_flag: Any = None) -> None:
         # standalone: no kopf peering; with --leader-elect the Lease decides who runs at all

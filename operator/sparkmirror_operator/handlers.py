@@ -12,6 +12,7 @@ from typing import Any
 import kopf
 from kubernetes.client import ApiException
 
+from . import metrics
 from .kubeapi import KubeApi, api_client
 from .leader import identity
 from sparkmirror.resource.model import GROUP, KIND, PLURAL, VERSION
@@ -46,6 +47,7 @@ def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
 
 def _finish(body: kopf.Body, patch: kopf.Patch, result: Result) -> None:
     patch.status.update(result.status)
+    metrics.count_handoffs(body["metadata"]["namespace"], body["metadata"]["name"], body.get("status"), result.status)
     for ev in result.events:
         kopf.event(body, type=ev.type, reason=ev.reason, message=ev.message[:1000])
     _announce(body, body.get("status"), result.status)
@@ -62,7 +64,7 @@ def _announce(body: Any, old: dict[str, Any] | None, new: dict[str, Any]) -> Non
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL)
 def reconcile(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
-    _finish(body, patch, memo.reconciler.reconcile(dict(body), apply=True))
+    _finish(body, patch, metrics.timed("change", lambda: memo.reconciler.reconcile(dict(body), apply=True)))
 
 
 def _write_status(api: KubeApi, body: Any, status: dict[str, Any]) -> bool:
@@ -75,6 +77,7 @@ def _write_status(api: KubeApi, body: Any, status: dict[str, Any]) -> bool:
     meta = body["metadata"]
     try:
         api.patch_status(KIND, meta["namespace"], meta["name"], status, resource_version=meta["resourceVersion"])
+        metrics.count_handoffs(meta["namespace"], meta["name"], body.get("status"), status)
         return True
     except ApiException as e:
         if e.status == 409:
@@ -93,7 +96,7 @@ def refresh_status(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     """Periodic status: application states and lag from Kafka. Applies only while a handoff is under way (its
     timeouts are decided here when no Lease or application event comes)."""
     upgrading = _upgrading(body.get("status"))
-    result = memo.reconciler.reconcile(dict(body), apply=upgrading, with_lag=True)
+    result = metrics.timed("refresh", lambda: memo.reconciler.reconcile(dict(body), apply=upgrading, with_lag=True))
     if _write_status(memo.reconciler.api, body, result.status):
         if upgrading:
             for ev in result.events:
@@ -123,7 +126,7 @@ def lease_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
         kmm2 = api.get(KIND, namespace, owner)
         if kmm2 is None or kmm2["metadata"].get("deletionTimestamp") or not _upgrading(kmm2.get("status")):
             return
-        result = memo.reconciler.reconcile(kmm2, apply=True)
+        result = metrics.timed("lease", lambda: memo.reconciler.reconcile(kmm2, apply=True))
         if _write_status(api, kmm2, result.status):
             for ev in result.events:
                 kopf.event(kmm2, type=ev.type, reason=ev.reason, message=ev.message[:1000])
@@ -147,7 +150,7 @@ def application_changed(body: kopf.Body, event: dict[str, Any], memo: kopf.Memo,
             return
         old = kmm2.get("status") or {}
         recreate = recreate and (kmm2.get("spec") or {}).get("state") != "stopped"
-        result = memo.reconciler.reconcile(kmm2, apply=recreate)
+        result = metrics.timed("application", lambda: memo.reconciler.reconcile(kmm2, apply=recreate))
         status = result.status
         if recreate and result.applied:
             kopf.event(kmm2, type="Warning", reason="Recreated",

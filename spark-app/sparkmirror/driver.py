@@ -218,10 +218,23 @@ class Driver:
         """{mirror name: MirrorStats.snapshot()}: what the services and the runner read of the epochs."""
         return {name: s.snapshot() for name, s in list(self.stats.items())}
 
+    def jvm_memory(self) -> dict[str, int]:
+        """The driver JVM's heap in bytes by area (empty before Spark is up): the metrics' driver memory."""
+        jvm = getattr(self.spark, "_jvm", None) if self.spark is not None else None
+        if jvm is None:
+            return {}
+        try:
+            rt = jvm.java.lang.Runtime.getRuntime()
+            total, free, most = int(rt.totalMemory()), int(rt.freeMemory()), int(rt.maxMemory())
+        except Exception:  # noqa: BLE001 - a JVM going away while scraped: no figures this time
+            return {}
+        return {"heap_used": total - free, "heap_committed": total, "heap_max": most}
+
     def _services(self, cfg: FlowGroupConfig):
         from .metrics import DriverServices
 
-        return DriverServices(cfg, stats=self.stats_snapshot, bind=self.metrics_bind).start()
+        return DriverServices(cfg, stats=self.stats_snapshot, bind=self.metrics_bind,
+                              jvm_memory=self.jvm_memory).start()
 
     def start(self) -> "Driver":
         self.initial = [c if c.worker.leaseName else _after_marked(c) for c in self.initial]

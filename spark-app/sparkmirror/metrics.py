@@ -18,16 +18,25 @@ A cluster that does not answer is no error: the mirror is *waiting* (`waiting`, 
 snapshot; `sparkmirror_mirror_stalled` and `sparkmirror_mirror_stalled_seconds`), as the services see it live
 or the lanes reported it at the end of their last epoch; one log line when it starts, one when it ends.
 
-Metric names (labels `flow_group`, `mirror`, `source`, `target`; per partition also `topic`, `partition`,
-`remote_topic`):
-  sparkmirror_partition_lag_records, sparkmirror_partition_source_end_offset,
-  sparkmirror_partition_mirrored_offset, sparkmirror_partition_records_per_second,
-  sparkmirror_partition_bytes_per_second, sparkmirror_partition_replication_latency_ms (label `stat`=avg|max),
-  sparkmirror_partition_records_total, sparkmirror_partition_last_commit_timestamp_seconds,
-  sparkmirror_mirror_lag_records, sparkmirror_mirror_records_per_second, sparkmirror_mirror_bytes_per_second,
+Metric names follow Prometheus' conventions: base units (seconds, bytes), `_total` counters, a histogram for
+latency; rates are PromQL's `rate()` of the counters. Labels `flow_group`, `mirror`, `source`, `target`; per
+partition also `topic`, `partition`, `remote_topic`. `EXPORTED` lists them all (the chart's dashboard and alerts
+are checked against it).
+  sparkmirror_partition_records_total, sparkmirror_partition_bytes_total: counters read from the progress topic
+    (every progress record carries the key's running totals, so they survive driver restarts and compaction);
+  sparkmirror_partition_transactions_total: transactions that committed the partition's records (this driver);
+  sparkmirror_partition_lag_records, sparkmirror_partition_lag_seconds (how long the partition has been behind
+    without its mirrored position advancing: 0 when caught up), sparkmirror_partition_source_end_offset,
+    sparkmirror_partition_mirrored_offset, sparkmirror_partition_last_commit_timestamp_seconds;
+  sparkmirror_mirror_replication_latency_seconds: histogram of commit time on the target minus the source
+    record's timestamp, every record mirrored by this driver;
+  sparkmirror_mirror_lag_records, sparkmirror_mirror_lag_seconds (the partitions' sum and max),
   sparkmirror_mirror_topics, sparkmirror_mirror_partitions, sparkmirror_mirror_up, sparkmirror_mirror_stalled,
-  sparkmirror_mirror_stalled_seconds,
-  sparkmirror_heartbeats_total, sparkmirror_checkpoints_groups.
+  sparkmirror_mirror_stalled_seconds, sparkmirror_mirror_errors_total (label `service`: failures of the
+  monitor, heartbeats or checkpoints), sparkmirror_heartbeats_total, sparkmirror_checkpoints_groups;
+  sparkmirror_flow_group_generation (the worker generation this driver runs), sparkmirror_driver_jvm_memory_bytes
+  (label `area`: heap_used, heap_committed, heap_max), and prometheus_client's `process_*` (the driver's Python
+  process: process_resident_memory_bytes, process_cpu_seconds_total, ...).
 """
 from __future__ import annotations
 
@@ -41,6 +50,7 @@ from dataclasses import dataclass, field
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from .copying.errors import talking_to, transient_reason
+from .copying.summary import LATENCY_BUCKETS_MS
 from .outage import Outage
 from .progress import CommittedCounter, ProgressTail, lag_position, partition_lag, should_count
 from .resource.flowgroup import FlowGroupConfig, Mirror
@@ -65,6 +75,8 @@ class PartitionLive:
     last_commit_ms: int | None = None
     counted_lag: int | None = None   # records actually left, when counted (offsets include txn markers)
     mirrored: int = 0                # records mirrored, from the progress topic (all workers, all time)
+    mirrored_bytes: int = 0          # their key + value bytes
+    behind_since: float | None = None  # when the partition last fell behind (lag > 0), epoch seconds
 
     @property
     def position(self) -> int:
@@ -73,6 +85,12 @@ class PartitionLive:
     @property
     def lag(self) -> int:
         return partition_lag(self.start_offset, self.end_offset, self.next_offset, self.counted_lag)
+
+    def lag_seconds(self, now: float) -> float:
+        """How long the partition has been behind without its mirrored position advancing (0: caught up)."""
+        if self.lag <= 0 or self.behind_since is None:
+            return 0.0
+        return max(now - max(self.behind_since, (self.last_commit_ms or 0) / 1000.0), 0.0)
 
 
 class MirrorMonitor:
@@ -116,12 +134,17 @@ class MirrorMonitor:
                     n += r.count
                     nbytes += r.bytes
                 pl.records_per_s, pl.bytes_per_s = n / RATE_WINDOW_S, nbytes / RATE_WINDOW_S
-                pl.mirrored = totals.get(tp, 0)
+                pl.mirrored, pl.mirrored_bytes = totals.get(tp, (0, 0))
             else:
                 pl.remote_topic = self.policy.format_remote_topic(self.mirror.source, tp[0])
             out[tp] = pl
         self._count_small_lags(out)
-        self.partitions, self.updated = out, time.time()
+        now = time.time()
+        for tp, pl in out.items():
+            before = self.partitions.get(tp)
+            if pl.lag > 0:
+                pl.behind_since = before.behind_since if before and before.behind_since is not None else now
+        self.partitions, self.updated = out, now
         return out
 
     def _count_small_lags(self, parts: dict[tuple[str, int], PartitionLive]) -> None:
@@ -161,6 +184,7 @@ class _Mirror:
     next_checkpoint: float = 0.0
     next_poll: float = 0.0
     errors: dict[str, str] = field(default_factory=dict)
+    error_counts: dict[str, int] = field(default_factory=dict)  # failures by service, since the driver started
     checkpoint_groups: int = 0
     outage: Outage | None = None  # what the services wait for (a cluster that does not answer), by service
 
@@ -173,8 +197,11 @@ class DriverServices:
 
     def __init__(self, config: FlowGroupConfig, stats: Callable[[], dict[str, dict]] | None = None,
                  poll_interval: float = 2.0, bind: str | None = None, heartbeats: bool = True,
-                 checkpoints: bool = True) -> None:
+                 checkpoints: bool = True, jvm_memory: Callable[[], dict[str, int]] | None = None) -> None:
+        """`stats`: the job's epoch figures by mirror (`Driver.stats_snapshot`); `jvm_memory`: the driver JVM's
+        heap figures by area (`Driver.jvm_memory`), both read at scrape time."""
         self.config, self.stats = config, stats or dict
+        self.jvm_memory = jvm_memory or dict
         self.poll_interval = poll_interval
         self.bind = bind or config.metricsBind or os.environ.get("SPARKMIRROR_METRICS_BIND", "0.0.0.0")
         self._want_heartbeats, self._want_checkpoints = heartbeats, checkpoints
@@ -188,10 +215,11 @@ class DriverServices:
     # -- lifecycle
     def start(self) -> "DriverServices":
         if self.config.metricsPort is not None:
-            from prometheus_client import CollectorRegistry, start_http_server
+            from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
 
             registry = CollectorRegistry(auto_describe=False)
             registry.register(_Collector(self))
+            ProcessCollector(registry=registry)  # the driver's memory and CPU
             self._httpd, _t = start_http_server(self.config.metricsPort, addr=self.bind, registry=registry)
             self.metrics_port = self._httpd.server_port
             log.info("flow group %s: metrics on http://%s:%d/metrics", self.config.name, self.bind,
@@ -228,6 +256,7 @@ class DriverServices:
                 if m.errors.get(what) != str(e):
                     log.warning("mirror %s: %s failed: %s", m.mirror.name, what, e)
                 m.errors[what] = str(e)
+                m.error_counts[what] = m.error_counts.get(what, 0) + 1
                 return
             # not an error: waiting for a cluster (the monitor knows which; heartbeats go to the target)
             side = getattr(e, "what", None) or (f"target cluster {m.mirror.target!r}" if what == "heartbeats"
@@ -301,6 +330,11 @@ class DriverServices:
                     "records_per_s": lv.records_per_s if lv else jp.get("records_per_s", 0.0),
                     "bytes_per_s": lv.bytes_per_s if lv else jp.get("bytes_per_s", 0.0),
                     "records_total": max(jp.get("records_total", 0), lv.mirrored if lv else 0),
+                    # the exported counters: the progress topic's running totals only (None until it was read)
+                    "records_committed": lv.mirrored if lv and lv.next_offset is not None else None,
+                    "bytes_committed": lv.mirrored_bytes if lv and lv.next_offset is not None else None,
+                    "transactions": jp.get("transactions_total", 0),
+                    "lag_seconds": lv.lag_seconds(time.time()) if lv else None,
                     "latency_ms_avg": jp.get("latency_ms_avg"), "latency_ms_max": jp.get("latency_ms_max"),
                     "last_commit_ms": (lv.last_commit_ms if lv else None) or jp.get("last_commit_ms"),
                 })
@@ -321,6 +355,7 @@ class DriverServices:
                 "heartbeats": getattr(m.heartbeats, "sent", 0), "checkpoint_groups": m.checkpoint_groups,
                 "updated": m.monitor.updated if m.monitor is not None else None,
                 "errors": errors, "partitions_detail": parts, "waiting": waiting, "waiting_since": since,
+                "error_counts": dict(m.error_counts), "latency": js.get("latency"),
             }
         return out
 
@@ -332,12 +367,27 @@ class _Collector:
         self.services = services
 
     def collect(self) -> Iterable:
-        return families(self.services.config.name, self.services.snapshot())
+        cfg = self.services.config
+        return families(cfg.name, self.services.snapshot(), cfg.worker.generation, self.services.jvm_memory())
 
 
-def families(flow_group: str, snapshot: dict[str, dict]) -> list:
+EXPORTED = (
+    "sparkmirror_partition_lag_records", "sparkmirror_partition_lag_seconds", "sparkmirror_partition_source_end_offset",
+    "sparkmirror_partition_mirrored_offset", "sparkmirror_partition_records_total", "sparkmirror_partition_bytes_total",
+    "sparkmirror_partition_transactions_total", "sparkmirror_partition_last_commit_timestamp_seconds",
+    "sparkmirror_mirror_lag_records", "sparkmirror_mirror_lag_seconds", "sparkmirror_mirror_replication_latency_seconds",
+    "sparkmirror_mirror_topics", "sparkmirror_mirror_partitions", "sparkmirror_mirror_up", "sparkmirror_mirror_stalled",
+    "sparkmirror_mirror_stalled_seconds", "sparkmirror_mirror_errors_total", "sparkmirror_heartbeats_total",
+    "sparkmirror_checkpoints_groups", "sparkmirror_flow_group_generation", "sparkmirror_driver_jvm_memory_bytes",
+)
+"""Every metric family the endpoint serves besides prometheus_client's `process_*` (as scraped: counters with
+`_total`; a histogram's series add `_bucket`, `_sum`, `_count`)."""
+
+
+def families(flow_group: str, snapshot: dict[str, dict], generation: int | None = None,
+             jvm_memory: dict[str, int] | None = None) -> list:
     """Prometheus metric families of a snapshot (pure: used by the endpoint and by tests)."""
-    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
     ml = ["flow_group", "mirror", "source", "target"]
     pl = [*ml, "topic", "partition", "remote_topic"]
@@ -345,68 +395,92 @@ def families(flow_group: str, snapshot: dict[str, dict]) -> list:
     def g(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
         return GaugeMetricFamily(name, doc, labels=labels)
 
-    p_lag = g("sparkmirror_partition_lag_records", "Source end offset minus the next offset to mirror.", pl)
+    def c(name: str, doc: str, labels: list[str]) -> CounterMetricFamily:
+        return CounterMetricFamily(name.removesuffix("_total"), doc, labels=labels)
+
+    p_lag = g("sparkmirror_partition_lag_records", "Records not mirrored yet (source end offset minus next offset "
+              "to mirror, counted when small).", pl)
+    p_lag_s = g("sparkmirror_partition_lag_seconds", "How long the partition has been behind without its mirrored "
+                "position advancing (0: caught up).", pl)
     p_end = g("sparkmirror_partition_source_end_offset", "End offset of the source partition.", pl)
     p_pos = g("sparkmirror_partition_mirrored_offset", "Next source offset to mirror (committed on the target).", pl)
-    p_rps = g("sparkmirror_partition_records_per_second", "Records mirrored per second.", pl)
-    p_bps = g("sparkmirror_partition_bytes_per_second", "Key+value bytes mirrored per second (last epoch).", pl)
-    p_lat = g("sparkmirror_partition_replication_latency_ms", "Commit time minus record timestamp (last epoch).",
-              [*pl, "stat"])
-    p_tot = CounterMetricFamily("sparkmirror_partition_records",
-                                "Records mirrored (progress topic history since its last compaction).", labels=pl)
+    p_tot = c("sparkmirror_partition_records_total", "Records mirrored, from the progress topic's running totals.", pl)
+    p_bytes = c("sparkmirror_partition_bytes_total", "Key and value bytes mirrored, from the progress topic's running "
+                "totals.", pl)
+    p_tx = c("sparkmirror_partition_transactions_total", "Transactions that committed records of the partition "
+             "(since this driver started).", pl)
     p_last = g("sparkmirror_partition_last_commit_timestamp_seconds", "Time of the last commit.", pl)
-    m_lag = g("sparkmirror_mirror_lag_records", "Sum of the partitions' lag.", ml)
-    m_rps = g("sparkmirror_mirror_records_per_second", "Records mirrored per second.", ml)
-    m_bps = g("sparkmirror_mirror_bytes_per_second", "Bytes mirrored per second.", ml)
+    m_lag = g("sparkmirror_mirror_lag_records", "Sum of the partitions' lag in records.", ml)
+    m_lag_s = g("sparkmirror_mirror_lag_seconds", "Largest lag in seconds of the mirror's partitions.", ml)
+    m_lat = HistogramMetricFamily("sparkmirror_mirror_replication_latency_seconds", "Commit time on the target minus "
+                                  "the source record's timestamp, every record mirrored by this driver.", labels=ml)
     m_top = g("sparkmirror_mirror_topics", "Source topics mirrored.", ml)
     m_par = g("sparkmirror_mirror_partitions", "Source partitions mirrored.", ml)
     m_up = g("sparkmirror_mirror_up", "1 when the mirror and its services report no error and wait for nothing.",
              ml)
     m_stall = g("sparkmirror_mirror_stalled", "1 while the mirror waits for a cluster that does not answer.", ml)
     m_stall_s = g("sparkmirror_mirror_stalled_seconds", "How long the mirror has been waiting (0: not waiting).", ml)
-    m_hb = CounterMetricFamily("sparkmirror_heartbeats", "MM2 heartbeats emitted.", labels=ml)
+    m_err = c("sparkmirror_mirror_errors_total", "Failures of the mirror's driver services, by service.",
+              [*ml, "service"])
+    m_hb = c("sparkmirror_heartbeats_total", "MM2 heartbeats emitted.", ml)
     m_ck = g("sparkmirror_checkpoints_groups", "Consumer groups checkpointed in the last round.", ml)
+    f_gen = g("sparkmirror_flow_group_generation", "Worker generation this driver runs.", ["flow_group"])
+    f_mem = g("sparkmirror_driver_jvm_memory_bytes", "The driver JVM's heap, by area.", ["flow_group", "area"])
+    now = time.time()
     for name, s in sorted(snapshot.items()):
         mv = [flow_group, name, s["source"], s["target"]]
+        lag_s = []
         for p in s["partitions_detail"]:
             pv = [*mv, p["topic"], str(p["partition"]), p["remote_topic"] or ""]
             if p["lag"] is not None:
                 p_lag.add_metric(pv, p["lag"])
+            if p.get("lag_seconds") is not None:
+                p_lag_s.add_metric(pv, p["lag_seconds"])
+                lag_s.append(p["lag_seconds"])
             if p["end_offset"] is not None:
                 p_end.add_metric(pv, p["end_offset"])
             if p["next_offset"] is not None:
                 p_pos.add_metric(pv, p["next_offset"])
-            p_rps.add_metric(pv, p["records_per_s"] or 0.0)
-            p_bps.add_metric(pv, p["bytes_per_s"] or 0.0)
-            for stat in ("avg", "max"):
-                if p[f"latency_ms_{stat}"] is not None:
-                    p_lat.add_metric([*pv, stat], p[f"latency_ms_{stat}"])
-            p_tot.add_metric(pv, p["records_total"] or 0)
+            if p.get("records_committed") is not None:
+                p_tot.add_metric(pv, p["records_committed"])
+                p_bytes.add_metric(pv, p["bytes_committed"] or 0)
+            p_tx.add_metric(pv, p.get("transactions") or 0)
             if p["last_commit_ms"]:
                 p_last.add_metric(pv, p["last_commit_ms"] / 1000.0)
         if s["lag"] is not None:
             m_lag.add_metric(mv, s["lag"])
-        m_rps.add_metric(mv, s["records_per_s"])
-        m_bps.add_metric(mv, s["bytes_per_s"])
+        if lag_s:
+            m_lag_s.add_metric(mv, max(lag_s))
+        lat = s.get("latency")
+        if lat:
+            buckets = [(repr(b / 1000), n) for b, n in zip(LATENCY_BUCKETS_MS, lat["le"])]
+            m_lat.add_metric(mv, [*buckets, ("+Inf", lat["count"])], lat["sum_ms"] / 1000.0)
         m_top.add_metric(mv, s["topics"])
         m_par.add_metric(mv, s["partitions"])
         m_up.add_metric(mv, 0 if s["errors"] or s.get("waiting") else 1)
         m_stall.add_metric(mv, 1 if s.get("waiting") else 0)
         since = s.get("waiting_since")
-        m_stall_s.add_metric(mv, max(time.time() - since, 0.0) if s.get("waiting") and since else 0.0)
+        m_stall_s.add_metric(mv, max(now - since, 0.0) if s.get("waiting") and since else 0.0)
+        for service in ("monitor", "heartbeats", "checkpoints"):
+            m_err.add_metric([*mv, service], (s.get("error_counts") or {}).get(service, 0))
         m_hb.add_metric(mv, s["heartbeats"])
         m_ck.add_metric(mv, s["checkpoint_groups"])
-    return [p_lag, p_end, p_pos, p_rps, p_bps, p_lat, p_tot, p_last, m_lag, m_rps, m_bps, m_top, m_par, m_up,
-            m_stall, m_stall_s, m_hb, m_ck]
+    if generation is not None:
+        f_gen.add_metric([flow_group], generation)
+    for area, n in sorted((jvm_memory or {}).items()):
+        f_mem.add_metric([flow_group, area], n)
+    return [p_lag, p_lag_s, p_end, p_pos, p_tot, p_bytes, p_tx, p_last, m_lag, m_lag_s, m_lat, m_top, m_par, m_up,
+            m_stall, m_stall_s, m_err, m_hb, m_ck, f_gen, f_mem]
 
 
-def prometheus_text(flow_group: str, snapshot: dict[str, dict]) -> str:
+def prometheus_text(flow_group: str, snapshot: dict[str, dict], generation: int | None = None,
+                    jvm_memory: dict[str, int] | None = None) -> str:
     """The exposition text of a snapshot (what /metrics serves)."""
     from prometheus_client import CollectorRegistry, generate_latest
 
     class _Static:
         def collect(self):
-            return families(flow_group, snapshot)
+            return families(flow_group, snapshot, generation, jvm_memory)
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Static())

@@ -7,6 +7,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
+from .copying.summary import LATENCY_BUCKETS_MS
+
 
 @dataclass
 class PartitionStats:
@@ -26,6 +28,7 @@ class PartitionStats:
     latency_ms_max: int | None = None
     last_commit_ms: int | None = None
     lane: int = -1
+    transactions_total: int = 0  # transactions that committed this partition's records, since the driver started
 
 
 @dataclass
@@ -40,6 +43,10 @@ class MirrorStats:
     error: str | None = None
     waiting: str | None = None  # what a lane waited for as the last epoch ended ("target cluster 'b' unreachable")
     waiting_since_ms: int = 0
+    # end-to-end latency histogram of every record mirrored since the driver started (cumulative `le` counts)
+    latency_le: list[int] = field(default_factory=lambda: [0] * len(LATENCY_BUCKETS_MS))
+    latency_count: int = 0
+    latency_sum_ms: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def update(self, rows: list) -> None:
@@ -59,6 +66,7 @@ class MirrorStats:
                                                                   r["target_topic"]))
                 secs = max((r["epoch_end_ms"] - r["epoch_start_ms"]) / 1000.0, 1e-3)
                 ps.records_total += r["records"]
+                ps.transactions_total += r.get("transactions") or 0
                 ps.bytes_total += r["bytes"]
                 ps.records_per_s = r["records"] / secs
                 ps.bytes_per_s = r["bytes"] / secs
@@ -70,12 +78,17 @@ class MirrorStats:
                     ps.latency_ms_avg = r["latency_ms_sum"] / r["records"]
                     ps.latency_ms_max = r["latency_ms_max"]
                     ps.last_commit_ms = r["epoch_end_ms"]
+                    if r.get("latency_le"):
+                        self.latency_le = [a + b for a, b in zip(self.latency_le, r["latency_le"])]
+                        self.latency_count += r["records"]
+                        self.latency_sum_ms += r["latency_ms_sum"]
                 self.last_epoch_end_ms = max(self.last_epoch_end_ms or 0, r["epoch_end_ms"])
 
     def snapshot(self) -> dict:
         """A JSON-able copy: totals and per-partition figures (lag in records, records/s, bytes/s, latency)."""
         with self._lock:
             parts = [vars(p).copy() for p in self.partitions.values()]
+            latency = {"le": list(self.latency_le), "count": self.latency_count, "sum_ms": self.latency_sum_ms}
         lags = [p["lag"] for p in parts if p["lag"] >= 0]
         return {"mirror": self.mirror, "epochs": self.epochs, "error": self.error,
                 "topics": len({p["source_topic"] for p in parts}), "partitions": parts,
@@ -84,4 +97,5 @@ class MirrorStats:
                 "bytes_per_s": sum(p["bytes_per_s"] for p in parts),
                 "records_total": sum(p["records_total"] for p in parts),
                 "last_epoch_end_ms": self.last_epoch_end_ms, "waiting": self.waiting,
-                "waiting_since": self.waiting_since_ms / 1000 if self.waiting_since_ms else None}
+                "waiting_since": self.waiting_since_ms / 1000 if self.waiting_since_ms else None,
+                "latency": latency}

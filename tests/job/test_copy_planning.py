@@ -84,6 +84,35 @@ def test_progress_state_one_tombstone_and_reset_rule_and_bounded_history():
     assert s.resume_offsets("a") == {}
 
 
+def test_progress_totals_are_the_running_totals_the_records_carry():
+    """Compaction leaves only the latest records: the totals come from what they carry, not from a sum."""
+    from dataclasses import replace
+
+    from sparkmirror.progress import ProgressState
+
+    k = ("a", "t", 0)
+    r = replace(_rec((90, 99), (95, 104), 10), bytes=1000, records_total=100, bytes_total=10_000)
+    assert ProgressRecord.decode(r.key(), r.value()) == r
+    s = ProgressState()
+    s.add(r)                                            # all a compacted topic still holds of this key
+    assert s.totals[k] == 100 and s.bytes_totals[k] == 10_000
+    assert s.resume_totals("a") == {("t", 0): (100, 10_000)} and s.resume_totals("b") == {}
+    s.add(replace(_rec((100, 104), (105, 109), 5), bytes=500, records_total=105, bytes_total=10_500))
+    assert s.resume_totals("a") == {("t", 0): (105, 10_500)}
+    old = ProgressState()                               # records written before the totals: summed, as before
+    old.add(_rec((0, 9), (0, 9), 10))
+    old.add(replace(_rec((10, 19), (10, 19), 10), bytes=7))
+    assert old.resume_totals("a") == {("t", 0): (20, 7)}
+
+
+def test_latency_buckets_are_cumulative_per_bound():
+    from sparkmirror.copying.summary import LATENCY_BUCKETS_MS, latency_le
+
+    le = latency_le(10_000, [10_000, 9_996, 9_990, 9_000, 0])  # latencies 0, 4, 10, 1000 and 10000 ms
+    assert dict(zip(LATENCY_BUCKETS_MS, le)) == {5: 2, 10: 3, 25: 3, 50: 3, 100: 3, 250: 3, 500: 3, 1000: 4,
+                                                 2500: 4, 5000: 4, 10_000: 5, 30_000: 5, 60_000: 5, 300_000: 5}
+
+
 def test_partition_lag_counts_records_when_known():
     from sparkmirror.progress import EXACT_LAG_BELOW, partition_lag, partition_lags, should_count
 

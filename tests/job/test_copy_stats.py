@@ -33,6 +33,10 @@ def test_stats_and_stream_progress(kafka_a, kafka_b, topic, flowgroup, tmp_path)
             assert p["records_total"] == 1000 and p["next_offset"] == 1000 and p["lag"] == 0
             assert p["bytes_total"] > 0 and p["latency_ms_max"] is not None and p["latency_ms_avg"] >= 0
             assert p["target_topic"] == f"a.{src}"
+            assert p["transactions_total"] >= 1
+        # the latency histogram crossed the data source as an array column: every record, each within 300 s
+        assert snap["latency"]["count"] == 2000 and snap["latency"]["le"][-1] == 2000
+        assert snap["latency"]["sum_ms"] >= 0 and snap["latency"]["le"] == sorted(snap["latency"]["le"])
         observed = []
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:  # the epoch that copied may not be the last one reported

@@ -9,7 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from sparkmirror.copying import copy_lane
 from sparkmirror.lanes import plan_lanes
-from sparkmirror.metrics import DriverServices, prometheus_text
+from sparkmirror.metrics import DriverServices, MirrorMonitor, prometheus_text
 from sparkmirror.progress import ensure_progress_topic
 from sparkmirror.topicsync import TopicSync
 
@@ -31,20 +31,42 @@ def find(ss: dict, name: str, **labels) -> list[float]:
 def test_text_from_snapshot() -> None:
     snap = {"m": {"mirror": "m", "source": "a", "target": "b", "topics": 1, "partitions": 1, "lag": 5,
                   "records_per_s": 10.0, "bytes_per_s": 1000.0, "records_total": 42, "heartbeats": 3,
-                  "checkpoint_groups": 1, "updated": 0, "errors": {},
+                  "checkpoint_groups": 1, "updated": 0, "errors": {}, "error_counts": {"checkpoints": 2},
+                  "latency": {"le": [0, 0, 1, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3], "count": 4, "sum_ms": 2040},
                   "partitions_detail": [{"topic": "t", "partition": 0, "remote_topic": "a.t", "lag": 5,
-                                         "end_offset": 47, "next_offset": 42, "records_per_s": 10.0,
-                                         "bytes_per_s": 1000.0, "records_total": 42, "latency_ms_avg": 12.5,
-                                         "latency_ms_max": 40, "last_commit_ms": 1_700_000_000_000}]}}
-    ss = samples(prometheus_text("fg", snap))
+                                         "lag_seconds": 1.5, "end_offset": 47, "next_offset": 42,
+                                         "records_per_s": 10.0, "bytes_per_s": 1000.0, "records_total": 42,
+                                         "records_committed": 42, "bytes_committed": 4200, "transactions": 7,
+                                         "latency_ms_avg": 12.5, "latency_ms_max": 40,
+                                         "last_commit_ms": 1_700_000_000_000}]}}
+    ss = samples(prometheus_text("fg", snap, generation=3, jvm_memory={"heap_used": 10, "heap_max": 100}))
     lab = dict(flow_group="fg", mirror="m", topic="t", partition=0, remote_topic="a.t")
     assert find(ss, "sparkmirror_partition_lag_records", **lab) == [5]
+    assert find(ss, "sparkmirror_partition_lag_seconds", **lab) == [1.5]
+    assert find(ss, "sparkmirror_mirror_lag_seconds", mirror="m") == [1.5]
     assert find(ss, "sparkmirror_partition_mirrored_offset", **lab) == [42]
-    assert find(ss, "sparkmirror_partition_bytes_per_second", **lab) == [1000.0]
-    assert find(ss, "sparkmirror_partition_replication_latency_ms", stat="max", **lab) == [40]
     assert find(ss, "sparkmirror_partition_records_total", **lab) == [42]
+    assert find(ss, "sparkmirror_partition_bytes_total", **lab) == [4200]
+    assert find(ss, "sparkmirror_partition_transactions_total", **lab) == [7]
+    # the latency histogram in seconds: cumulative buckets, +Inf the count, the sum in seconds
+    assert find(ss, "sparkmirror_mirror_replication_latency_seconds_bucket", mirror="m", le="0.025") == [1]
+    assert find(ss, "sparkmirror_mirror_replication_latency_seconds_bucket", mirror="m", le="1.0") == [3]
+    assert find(ss, "sparkmirror_mirror_replication_latency_seconds_bucket", mirror="m", le="+Inf") == [4]
+    assert find(ss, "sparkmirror_mirror_replication_latency_seconds_sum", mirror="m") == [2.04]
+    assert find(ss, "sparkmirror_mirror_errors_total", mirror="m", service="checkpoints") == [2]
     assert find(ss, "sparkmirror_mirror_up", mirror="m") == [1]
     assert find(ss, "sparkmirror_heartbeats_total", mirror="m") == [3]
+    assert find(ss, "sparkmirror_flow_group_generation", flow_group="fg") == [3]
+    assert find(ss, "sparkmirror_driver_jvm_memory_bytes", area="heap_max") == [100]
+    # no per-second gauges and no milliseconds: rates are rate() of the counters
+    assert not [n for n, _ in ss if n.endswith(("_per_second", "_ms"))]
+
+
+def test_exported_names_are_what_the_endpoint_serves() -> None:
+    """`EXPORTED` (which the chart's dashboard and alerts are checked against) is exactly what families() makes."""
+    from sparkmirror.metrics import EXPORTED, families
+
+    assert sorted(f.name + ("_total" if f.type == "counter" else "") for f in families("fg", {})) == sorted(EXPORTED)
 
 
 def test_live_lag_and_endpoint(kafka_a, kafka_b, topic, flowgroup) -> None:
@@ -71,7 +93,9 @@ def test_live_lag_and_endpoint(kafka_a, kafka_b, topic, flowgroup) -> None:
         ss = scrape()
         assert find(ss, "sparkmirror_partition_mirrored_offset", topic=src) == [100, 100]
         assert find(ss, "sparkmirror_partition_records_total", topic=src) == [100, 100]
-        assert sum(find(ss, "sparkmirror_partition_records_per_second", topic=src)) > 0
+        assert all(b > 100 * 2 for b in find(ss, "sparkmirror_partition_bytes_total", topic=src))
+        assert find(ss, "sparkmirror_partition_lag_seconds", topic=src) == [0, 0]
+        assert find(ss, "process_resident_memory_bytes")[0] > 10 * 2**20
         # MM2 mirrors a source `heartbeats` topic whatever the topic pattern; other tests may have made one
         hb = AdminClient({"bootstrap.servers": kafka_a.bootstrap}).list_topics(timeout=10).topics.get("heartbeats")
         assert find(ss, "sparkmirror_mirror_partitions", mirror=mirror.name) == [2 + (len(hb.partitions) if hb else 0)]
@@ -80,6 +104,21 @@ def test_live_lag_and_endpoint(kafka_a, kafka_b, topic, flowgroup) -> None:
         assert snap["lag"] == 0 and snap["topics"] == 1 + bool(hb) and not snap["errors"], snap["errors"]
     finally:
         services.stop()
+    # a lane started afresh (a restarted driver) carries the totals on in the progress records themselves, so
+    # they hold when compaction leaves only the latest record of each partition
+    produce_numbered(kafka_a.bootstrap, src, 2, 100, 50)
+    for lane in plan_lanes(mirror.name, cfg.lanes_of(mirror),
+                           [(r.source_topic, r.target_topic, r.partitions) for r in routes]):
+        if lane.partitions:
+            copy_lane(cfg, mirror, lane.index, list(lane.partitions), 2.0)
+    monitor = MirrorMonitor(cfg, mirror)
+    try:
+        parts = monitor.poll()
+        latest = monitor.tail.latest()
+        assert [(parts[(src, p)].mirrored, latest[(src, p)].records_total) for p in (0, 1)] == [(150, 150)] * 2
+        assert all(latest[(src, p)].bytes_total == parts[(src, p)].mirrored_bytes > 0 for p in (0, 1))
+    finally:
+        monitor.close()
 
 
 def test_lag_counts_records_not_transaction_markers(kafka_a, kafka_b, topic, flowgroup) -> None:
@@ -87,7 +126,6 @@ def test_lag_counts_records_not_transaction_markers(kafka_a, kafka_b, topic, flo
     from confluent_kafka import Producer
 
     from sparkmirror_dev.testing import unique_name
-    from sparkmirror.metrics import MirrorMonitor
 
     src = topic(kafka_a, 1)
     cfg = flowgroup(src)

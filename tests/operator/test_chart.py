@@ -94,12 +94,13 @@ def test_rendered_chart_is_valid_and_its_rbac_suffices(kube, kmm2_crd, namespace
 
     docs = _template(namespace)  # the default: the release's own namespace only
     kinds = sorted(d["kind"] for d in docs)
-    assert kinds == ["Deployment", "NetworkPolicy", "Role", "Role", "RoleBinding", "RoleBinding", "ServiceAccount"]
+    assert kinds == ["ConfigMap", "Deployment", "NetworkPolicy", "Role", "Role", "RoleBinding", "RoleBinding", "Service",
+                     "Service", "ServiceAccount"]
     cluster_docs = _template(namespace, "--set", "watchAllNamespaces=true", "--set", "replicas=2",
                              "--set-json", 'metrics.networkPolicy.from=[{"namespaceSelector": {}}]')
     assert sorted(d["kind"] for d in cluster_docs) == [
-        "ClusterRole", "ClusterRoleBinding", "Deployment", "NetworkPolicy", "PodDisruptionBudget", "Role", "Role",
-        "RoleBinding", "RoleBinding", "ServiceAccount"]
+        "ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "NetworkPolicy", "PodDisruptionBudget", "Role",
+        "Role", "RoleBinding", "RoleBinding", "Service", "Service", "ServiceAccount"]
     text = yaml.safe_dump_all(docs)
     res = kube.kubectl("apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump_all(cluster_docs), check=False)
     assert res.returncode == 0, res.stderr
@@ -293,3 +294,128 @@ def test_replicas_elect_a_leader_on_one_lease() -> None:
                           "--set", "leaderElection.renewDeadlineSeconds=20"], capture_output=True, text=True)
     assert bad.returncode != 0 and \
         "leaderElection.renewDeadlineSeconds must be less than leaderElection.leaseDurationSeconds" in bad.stderr
+
+
+# ---- monitoring: Services, monitors, dashboard, alerts ----------------------------------------------------------
+
+DASHBOARD = CHART / "dashboards" / "sparkmirror.json"
+MONITORING = ("--set", "metrics.monitors.enabled=true", "--set", "metrics.prometheusRule.enabled=true")
+
+
+def promtool() -> str | None:
+    cached = paths.bin_dir() / "promtool"
+    return str(cached) if cached.exists() else shutil.which("promtool")
+
+
+def exported_series() -> set[str]:
+    """Every series name the drivers and the operator serve, from their own code (not a hand list)."""
+    from prometheus_client import ProcessCollector
+
+    from sparkmirror.metrics import EXPORTED, families
+    from sparkmirror_operator import metrics as operator_metrics
+
+    fams = [*families("fg", {}), *operator_metrics.REGISTRY.collect(), *ProcessCollector(registry=None).collect()]
+    out = {"up"}  # Prometheus' own, per scrape target
+    for f in fams:
+        out |= {f.name + "_total"} if f.type == "counter" else \
+            {f.name + s for s in ("_bucket", "_sum", "_count")} if f.type == "histogram" else {f.name}
+    assert set(EXPORTED) <= {n.removesuffix("_bucket") for n in out}
+    assert set(operator_metrics.EXPORTED) <= {n.removesuffix("_bucket") for n in out}
+    return out
+
+
+def metric_names(expr: str) -> set[str]:
+    """The series a PromQL expression selects (ours, process_*, up): names followed by a selector or range."""
+    found = set(re.findall(r"\b((?:sparkmirror|process)_[a-z0-9_]+|up)\s*(?=[{\[)\s]|$)", expr))
+    return {n for n in found if n != "sparkmirror_operator"}
+
+
+def dashboard_exprs() -> list[str]:
+    dash = json.loads(DASHBOARD.read_text())
+    return [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
+
+
+def test_dashboard_parses_and_names_only_exported_metrics() -> None:
+    dash = json.loads(DASHBOARD.read_text())
+    exprs = dashboard_exprs()
+    assert dash["uid"] == "sparkmirror" and len(exprs) >= 12
+    exported = exported_series()
+    used = set().union(*map(metric_names, exprs))
+    assert used - exported == set(), f"the dashboard names metrics nobody exports: {used - exported}"
+    # what the issue asks the dashboard to show, per mirror and flow group
+    for name in ("sparkmirror_partition_records_total", "sparkmirror_partition_bytes_total",
+                 "sparkmirror_mirror_lag_records", "sparkmirror_mirror_lag_seconds",
+                 "sparkmirror_mirror_replication_latency_seconds_bucket", "sparkmirror_partition_transactions_total",
+                 "sparkmirror_mirror_errors_total", "sparkmirror_operator_handoffs_total",
+                 "process_resident_memory_bytes", "sparkmirror_driver_jvm_memory_bytes",
+                 "sparkmirror_operator_reconciles_total", "sparkmirror_operator_reconcile_duration_seconds_bucket"):
+        assert name in used, name
+    assert all("flow_group" in e for e in exprs if "operator_reconcile" not in e)
+
+
+@pytest.mark.skipif(helm() is None, reason="no helm binary")
+def test_chart_renders_monitors_dashboard_and_rules() -> None:
+    from sparkmirror_operator.render import FIELD_MANAGER, LABEL_MANAGED_BY
+
+    assert not {d["kind"] for d in _template("ops")} & {"PodMonitor", "ServiceMonitor", "PrometheusRule"}
+    docs = _template("ops", *MONITORING, "--set", "watchNamespaces={a,b}", "--set", "metrics.operatorPort=9182",
+                     "--set", "metrics.monitors.labels.release=prom")
+    by_kind: dict[str, list[dict]] = {}
+    for d in docs:
+        by_kind.setdefault(d["kind"], []).append(d)
+    # the dashboard ConfigMap carries the repository's JSON file as it is, for Grafana's sidecar
+    (cm,) = by_kind["ConfigMap"]
+    assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(cm["data"]["sparkmirror.json"]) == json.loads(DASHBOARD.read_text())
+    # drivers: a headless Service per served namespace and a PodMonitor, selecting the labels drivers get
+    drivers = {d["metadata"]["namespace"]: d for d in by_kind["Service"] if d["metadata"]["name"].endswith("-drivers")}
+    assert sorted(drivers) == ["a", "b"]
+    selector = {LABEL_MANAGED_BY: FIELD_MANAGER, "spark-role": "driver"}
+    assert all(d["spec"]["selector"] == selector and d["spec"]["clusterIP"] == "None" and
+               d["spec"]["ports"][0]["targetPort"] == "metrics" for d in drivers.values())
+    (pm,) = by_kind["PodMonitor"]
+    assert pm["spec"]["selector"]["matchLabels"] == selector and pm["metadata"]["labels"]["release"] == "prom"
+    assert pm["spec"]["namespaceSelector"] == {"matchNames": ["a", "b"]}
+    assert pm["spec"]["podMetricsEndpoints"][0]["port"] == "metrics"
+    every = _template("ops", *MONITORING, "--set", "watchAllNamespaces=true")
+    assert next(d for d in every if d["kind"] == "PodMonitor")["spec"]["namespaceSelector"] == {"any": True}
+    # the operator: its container serves the metrics port its Service and ServiceMonitor name
+    dep = by_kind["Deployment"][0]["spec"]["template"]["spec"]["containers"][0]
+    assert "--metrics-port=9182" in dep["args"] and {"name": "metrics", "containerPort": 9182} in dep["ports"]
+    (op_svc,) = [d for d in by_kind["Service"] if d["metadata"]["name"].endswith("-metrics")]
+    (sm,) = by_kind["ServiceMonitor"]
+    assert op_svc["spec"]["ports"][0]["port"] == 9182 and sm["spec"]["endpoints"][0]["port"] == "metrics"
+    assert all(op_svc["metadata"]["labels"][k] == v for k, v in sm["spec"]["selector"]["matchLabels"].items())
+    assert op_svc["spec"]["selector"] == by_kind["Deployment"][0]["spec"]["selector"]["matchLabels"]
+    # the alerts name only exported series; the operator's job is its Service's name
+    (rule,) = by_kind["PrometheusRule"]
+    rules = [r for g in rule["spec"]["groups"] for r in g["rules"]]
+    assert {r["alert"] for r in rules} >= {"SparkmirrorMirrorDown", "SparkmirrorLagGrowing", "SparkmirrorNoCommit",
+                                           "SparkmirrorOperatorDown"}
+    used = set().union(*(metric_names(r["expr"]) for r in rules))
+    assert used - exported_series() == set(), used - exported_series()
+    assert f'job="{op_svc["metadata"]["name"]}"' in next(r["expr"] for r in rules
+                                                         if r["alert"] == "SparkmirrorOperatorDown")
+
+
+@pytest.mark.skipif(helm() is None or promtool() is None,
+                    reason="no helm or promtool binary (build: sparkmirror_dev.install.promtool())")
+def test_promtool_checks_the_rules_and_the_dashboard_queries(tmp_path: Path) -> None:
+    """`promtool check rules` on the rendered PrometheusRule's spec, and on every dashboard query as a recording
+    rule (Grafana's variables replaced by what they expand to), so each one is PromQL Prometheus accepts."""
+    (rule,) = [d for d in _template("ops", *MONITORING) if d["kind"] == "PrometheusRule"]
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(yaml.safe_dump(rule["spec"]))
+    subst = {"$__rate_interval": "1m", "$namespace": ".*", "$flow_group": ".*", "$mirror": ".*"}
+
+    def expand(expr: str) -> str:
+        for k, v in subst.items():
+            expr = expr.replace(k, v)
+        return expr
+
+    queries = tmp_path / "dashboard.yaml"
+    queries.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": [
+        {"record": f"sparkmirror:dashboard:q{i}", "expr": expand(e)} for i, e in enumerate(dashboard_exprs())]}]}))
+    out = subprocess.run([promtool(), "check", "rules", str(rules), str(queries)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "SUCCESS: 6 rules found" in out.stdout and f"SUCCESS: {len(dashboard_exprs())} rules found" in out.stdout

@@ -43,3 +43,9 @@ watchNamespaces, or the release's own namespace when it is empty. */}}
 {{- define "sparkmirror.leaseName" -}}
 {{- printf "%s-leader" (include "sparkmirror.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
+
+{{- /* The mirrors' Spark driver pods: labelled by the operator (managed-by) and the Spark operator (spark-role). */}}
+{{- define "sparkmirror.driverLabels" -}}
+app.kubernetes.io/managed-by: sparkmirror-operator
+spark-role: driver
+{{- end -}}

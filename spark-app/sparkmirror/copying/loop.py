@@ -19,7 +19,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -35,7 +35,7 @@ from .errors import (CopyError, Fault, LaneFenced, SourceGapError, Unreachable, 
                      kafka_error, talking_to)
 from .start import (TopicIds, close_consumer, lane_topic_ids, new_consumer, new_producer, resume_positions,
                     target_max_message_bytes)
-from .summary import PartitionSummary
+from .summary import PartitionSummary, latency_le
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,7 @@ class _Pending:
     nbytes: int = 0
     ts_sum: int = 0
     ts_min: int = -1
+    timestamps: list[int] = field(default_factory=list)  # the records' own, for the latency histogram
     tgt_first: int = -1
     tgt_last: int = -1
 
@@ -100,6 +101,7 @@ class LaneCopier:
         self._delivery_errors: list[tuple[KafkaError, str, int, int]] = []
         self._pending: dict[tuple[str, int], _Pending] = {}
         self._committed_next: dict[tuple[str, int], int] = {}
+        self._committed_totals: dict[tuple[str, int], tuple[int, int]] = {}  # (records, bytes) carried on
         self.protocol: CommitProtocol | None = None  # the producers, see commit.py
         self.consumer: Consumer | None = None
         self.outage = _OUTAGES.setdefault(self.tid, Outage(f"mirror {mirror.name!r} lane {lane}"))
@@ -220,8 +222,8 @@ class LaneCopier:
         self.consumer = new_consumer({**self.source_conf, "error_cb": self._on_client_error}, self.tid)
         # THEN the progress topic: it can no longer change under us
         self.topic_ids = lane_topic_ids(self.config, self.mirror, self.route)
-        positions = resume_positions(self.config, self.mirror, self.consumer, list(self.route), self.topic_ids,
-                                     self.route)
+        positions, self._committed_totals = resume_positions(self.config, self.mirror, self.consumer,
+                                                             list(self.route), self.topic_ids, self.route)
         self._committed_next = dict(positions)
         self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in positions.items()])
         log.info("lane %s: started in %.0f ms (%d partitions)", self.tid, (time.monotonic() - t0) * 1000,
@@ -234,6 +236,7 @@ class LaneCopier:
         self.max_bytes = kept.max_bytes
         self.topic_ids = kept.topic_ids
         self._committed_next = dict(kept._committed_next)
+        self._committed_totals = dict(kept._committed_totals)
         kept.protocol = kept.consumer = None
         self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in self._committed_next.items()])
 
@@ -317,6 +320,7 @@ class LaneCopier:
             pend.count += 1
             pend.nbytes += (len(k) if k else 0) + (len(v) if v else 0)
             pend.ts_sum += ts
+            pend.timestamps.append(ts)
             if pend.ts_min < 0 or ts < pend.ts_min:
                 pend.ts_min = ts
             cb = functools.partial(self._on_delivery, key, off)
@@ -394,11 +398,14 @@ class LaneCopier:
             pass
         self._check_delivery()
         commit_ms = _now_ms()
+        totals = self._committed_totals
         recs = [ProgressRecord(self.mirror.source, topic, part, pend.src_last + 1, pend.src_first, pend.src_last,
                                self.route[(topic, part)], pend.tgt_first, pend.tgt_last, pend.count, commit_ms,
                                self.config.worker.generation, self.config.name, self.mirror.name, self.lane,
                                pend.nbytes, self.config.resource, self.topic_ids.source.get(topic, ""),
-                               self.topic_ids.target.get(self.route[(topic, part)], ""))
+                               self.topic_ids.target.get(self.route[(topic, part)], ""),
+                               totals.get((topic, part), (0, 0))[0] + pend.count,
+                               totals.get((topic, part), (0, 0))[1] + pend.nbytes)
                 for (topic, part), pend in self._pending.items()]
         self.protocol.commit(recs, functools.partial(self._on_delivery, ("<progress>", -1), -1))
         self._check_delivery()
@@ -416,7 +423,9 @@ class LaneCopier:
             if pend.count:
                 s.latency_ms_sum += pend.count * done_ms - pend.ts_sum
                 s.latency_ms_max = max(s.latency_ms_max, done_ms - pend.ts_min)
+                s.latency_le = [a + b for a, b in zip(s.latency_le, latency_le(done_ms, pend.timestamps))]
             self._committed_next[key] = rec.next_offset
+            self._committed_totals[key] = (rec.records_total, rec.bytes_total)
         self._pending.clear()
         self._commits += 1
 

@@ -130,6 +130,7 @@ def _count_carried(mine: dict[tuple[str, int], PartitionSummary],
         for f in ("records", "bytes", "transactions", "latency_ms_sum"):
             setattr(m, f, getattr(m, f) + getattr(c, f))
         m.latency_ms_max = max(m.latency_ms_max, c.latency_ms_max)
+        m.latency_le = [x + y for x, y in zip(m.latency_le, c.latency_le)]
         if c.source_first >= 0:
             m.source_first, m.target_first = c.source_first, c.target_first
             m.source_last, m.target_last = c.source_last, c.target_last

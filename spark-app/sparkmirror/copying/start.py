@@ -92,9 +92,11 @@ def lane_topic_ids(config: FlowGroupConfig, mirror: Mirror, route: dict[tuple[st
 
 def resume_positions(config: FlowGroupConfig, mirror: Mirror, consumer: Consumer,
                      partitions: list[tuple[str, int]], ids: TopicIds | None = None,
-                     route: dict[tuple[str, int], str] | None = None) -> dict[tuple[str, int], int]:
+                     route: dict[tuple[str, int], str] | None = None
+                     ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], tuple[int, int]]]:
     """Resume offsets from the progress topic, checked against what the source still holds and against the
-    topic ids the last progress record carries (`ids`: the topics' ids now; `route`: their remote topics)."""
+    topic ids the last progress record carries (`ids`: the topics' ids now; `route`: their remote topics);
+    and the (records, bytes) totals the next progress records carry on."""
     target_conf = config.cluster(mirror.target).client_config()
     with talking_to("target", mirror.target, f"reading progress topic {config.progressTopic}"):
         state = read_progress(target_conf, config.progressTopic, mirror.source, partitions,
@@ -132,7 +134,7 @@ def resume_positions(config: FlowGroupConfig, mirror: Mirror, consumer: Consumer
             positions[(topic, part)] = _gap(config, mirror, topic, part, lo, why)
         else:
             positions[(topic, part)] = nxt
-    return positions
+    return positions, state.resume_totals(mirror.source)
 
 
 def _replaced(before: str, now: str | None) -> bool:

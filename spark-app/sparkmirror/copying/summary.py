@@ -1,7 +1,18 @@
 """The row a lane task yields per source partition and epoch: all that leaves the executor (records never do)."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from bisect import bisect_left
+from dataclasses import asdict, dataclass, field
+
+LATENCY_BUCKETS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10_000, 30_000, 60_000, 300_000)
+"""Upper bounds of the end-to-end latency histogram (commit on the target minus the source record's timestamp)."""
+
+
+def latency_le(done_ms: int, timestamps: list[int]) -> list[int]:
+    """Per bound of LATENCY_BUCKETS_MS, how many of the records committed at `done_ms` took at most that long
+    (cumulative, as Prometheus' `le` buckets; the count of all is the +Inf bucket)."""
+    ts = sorted(timestamps)  # latency <= b  <=>  timestamp >= done_ms - b
+    return [len(ts) - bisect_left(ts, done_ms - b) for b in LATENCY_BUCKETS_MS]
 
 
 @dataclass
@@ -32,6 +43,7 @@ class PartitionSummary:
     error: str | None = None  # set on the one row a lane yields when it stopped on a CopyError
     waiting: str | None = None  # what the lane waited for as the epoch ended: "target cluster 'b' unreachable"
     waiting_since_ms: int = 0
+    latency_le: list[int] = field(default_factory=lambda: [0] * len(LATENCY_BUCKETS_MS))  # see latency_le()
 
     def row(self) -> tuple:
         return tuple(asdict(self).values())
@@ -41,4 +53,5 @@ SUMMARY_SCHEMA = ("mirror string, lane int, source_topic string, partition int, 
                   "records long, bytes long, source_first long, source_last long, target_first long, "
                   "target_last long, next_offset long, source_end long, lag long, transactions long, "
                   "latency_ms_sum long, latency_ms_max long, epoch_start_ms long, epoch_end_ms long, "
-                  "generation int, fenced boolean, error string, waiting string, waiting_since_ms long")
+                  "generation int, fenced boolean, error string, waiting string, waiting_since_ms long, "
+                  "latency_le array<bigint>")

@@ -220,6 +220,6 @@ class ProgressTail(ProgressReader):
     def latest(self) -> dict[tuple[str, int], ProgressRecord]:
         return {(t, p): r for (_c, t, p), r in self.state.latest.items()}
 
-    def totals(self) -> dict[tuple[str, int], int]:
-        """Records mirrored per source partition, as read so far (since the partition's last reset)."""
-        return {(t, p): n for (_c, t, p), n in self.state.totals.items()}
+    def totals(self) -> dict[tuple[str, int], tuple[int, int]]:
+        """(records, bytes) mirrored per source partition, as read so far (since the partition's last reset)."""
+        return self.state.resume_totals(self.source_cluster)

@@ -6,7 +6,7 @@ Format (versioned, JSON):
           read as belonging to whichever resource reads them)
   value = {"v": 1, "next": n, "src": [first, last], "tgt": [first, last], "tgtTopic": "...", "count": k,
            "commitMs": t, "gen": worker generation, "fg": flow group, "mirror": "...", "lane": i,
-           "bytes": b, "srcId": "<source topic id>", "tgtId": "<target topic id>"}
+           "bytes": b, "recTotal": n, "bytesTotal": nb, "srcId": "<source topic id>", "tgtId": "<target topic id>"}
   a tombstone (null value) resets the key: the partition's progress starts over.
 
 Generation marks share the topic (they must be read in the same read_committed pass as the progress, see
@@ -23,6 +23,9 @@ within version 1: a record written before it reads as 0), so byte rates come fro
 rates. `srcId`/`tgtId` are the topics' Kafka topic ids (KIP-516; added within version 1, empty when unknown):
 a topic deleted and created again under the same name gets a new id, so a lane starting from this record
 knows its source or its remote topic is not the one it mirrored (copying/start.py).
+`recTotal` / `bytesTotal` are the records and bytes mirrored for the key since its progress started, this range
+included (added within version 1; -1 when absent): the lane carries them on from the record it resumed from, so
+the exported `_total` counters survive driver restarts and compaction of the history they summed before.
 """
 from __future__ import annotations
 
@@ -104,6 +107,8 @@ class ProgressRecord:
     resource: str | None = None
     source_topic_id: str = ""
     target_topic_id: str = ""
+    records_total: int = -1  # records mirrored for this key since its progress started, this range included
+    bytes_total: int = -1    # the same in key + value bytes (-1: written before the totals were)
 
     @property
     def source_partition(self) -> SourcePartition:
@@ -118,7 +123,8 @@ class ProgressRecord:
             "src": [self.source_first, self.source_last], "tgt": [self.target_first, self.target_last],
             "tgtTopic": self.target_topic, "count": self.count, "commitMs": self.commit_ms,
             "gen": self.generation, "fg": self.flow_group, "mirror": self.mirror, "lane": self.lane,
-            "bytes": self.bytes, "srcId": self.source_topic_id, "tgtId": self.target_topic_id,
+            "bytes": self.bytes, "recTotal": self.records_total, "bytesTotal": self.bytes_total,
+            "srcId": self.source_topic_id, "tgtId": self.target_topic_id,
         }, separators=(",", ":")).encode()
 
     @classmethod
@@ -132,4 +138,4 @@ class ProgressRecord:
                    intern(v["tgtTopic"]), int(v["tgt"][0]), int(v["tgt"][1]), int(v["count"]), int(v["commitMs"]),
                    int(v["gen"]), intern(v.get("fg", "")), intern(v.get("mirror", "")), int(v.get("lane", -1)),
                    int(v.get("bytes", 0)), intern(resource) if resource else resource, intern(v.get("srcId", "")),
-                   intern(v.get("tgtId", "")))
+                   intern(v.get("tgtId", "")), int(v.get("recTotal", -1)), int(v.get("bytesTotal", -1)))

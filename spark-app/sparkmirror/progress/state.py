@@ -1,10 +1,12 @@
 """Progress read back: the latest record and the dense offset map of each source partition.
 
 `ProgressState` is what both readers (`reader.py`) fill, by the same two rules:
-- a tombstone resets its key: latest record, history and total are dropped;
+- a tombstone resets its key: latest record, history and totals are dropped;
 - a record whose source range starts *before* the last one held for its key, whose source topic id differs
   or whose remote topic is another also resets it first (the progress topic or the source topic was
   recreated, or the route changed, and mirroring started over): only the new history counts.
+Totals (records and bytes mirrored per key) are the latest record's `recTotal`/`bytesTotal`, so they hold across
+compaction; records written before those fields existed add up their counts instead.
 History is bounded: at most `max_history` ranges per source partition (`spark.offsetHistory`, default
 `MAX_HISTORY`), the oldest dropped first (compaction drops old values on the broker too), held as integer
 columns (`OffsetMap`), so a driver's memory is bounded by configuration, not by uptime.
@@ -150,6 +152,7 @@ class ProgressState:
     latest: dict[SourcePartition, ProgressRecord] = field(default_factory=dict)
     maps: dict[SourcePartition, OffsetMap] = field(default_factory=dict)
     totals: dict[SourcePartition, int] = field(default_factory=dict)  # records mirrored since the last reset
+    bytes_totals: dict[SourcePartition, int] = field(default_factory=dict)  # their key + value bytes
     max_history: int = MAX_HISTORY
     generations: dict[GenerationOf, int] = field(default_factory=dict)  # highest worker generation marked
     generation_ids: dict[GenerationOf, dict[str, list[str]]] = field(default_factory=dict)  # and its lanes' ids
@@ -193,13 +196,20 @@ class ProgressState:
         if len(m) > self.max_history:
             m.keep_last(self.max_history)
         self.latest[k] = rec
-        self.totals[k] = self.totals.get(k, 0) + rec.count
+        self.totals[k] = rec.records_total if rec.records_total >= 0 else self.totals.get(k, 0) + rec.count
+        self.bytes_totals[k] = rec.bytes_total if rec.bytes_total >= 0 else self.bytes_totals.get(k, 0) + rec.bytes
 
     def reset(self, k: SourcePartition) -> None:
         """A tombstone (progress deliberately reset) or a restart: forget everything about the partition."""
         self.latest.pop(k, None)
         self.maps.pop(k, None)
         self.totals.pop(k, None)
+        self.bytes_totals.pop(k, None)
+
+    def resume_totals(self, source_cluster: str) -> dict[tuple[str, int], tuple[int, int]]:
+        """(topic, partition) -> (records, bytes) mirrored so far, which the next progress record carries on."""
+        return {(t, p): (n, self.bytes_totals.get((c, t, p), 0)) for (c, t, p), n in self.totals.items()
+                if c == source_cluster}
 
     def resume_offsets(self, source_cluster: str) -> dict[tuple[str, int], int]:
         """(topic, partition) -> next source offset to copy, for one source cluster."""

@@ -1,0 +1,39 @@
+"""The operator's metrics endpoint: reconciles counted and timed by trigger and result, handoffs counted once
+each, served over HTTP on loopback."""
+from __future__ import annotations
+
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from sparkmirror_operator import metrics
+
+
+def _scrape(port: int) -> dict[tuple[str, tuple], float]:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in text_string_to_metric_families(text) for s in f.samples}
+
+
+def test_reconciles_and_handoffs_are_served() -> None:
+    port = metrics.serve(0, "127.0.0.1")
+    before = _scrape(port)
+    assert metrics.timed("lease", lambda: 7) == 7
+    with pytest.raises(RuntimeError), metrics.reconciling("lease"):
+        raise RuntimeError("API server gone")
+    old = {"handoffs": [{"toGeneration": 2, "toFlowGroups": ["g1"]}]}
+    new = {"handoffs": [*old["handoffs"], {"toGeneration": 3, "toFlowGroups": ["g1", "g2"]}]}
+    assert metrics.count_handoffs("ns", "mm", old, new) == 1
+    assert metrics.count_handoffs("ns", "mm", new, new) == 0  # the same status written again counts nothing
+    after = _scrape(port)
+
+    def delta(series: str, **labels: str) -> float:
+        key = (series, tuple(sorted(labels.items())))
+        return after.get(key, 0.0) - before.get(key, 0.0)
+
+    assert delta("sparkmirror_operator_reconciles_total", trigger="lease", result="ok") == 1
+    assert delta("sparkmirror_operator_reconciles_total", trigger="lease", result="error") == 1
+    assert delta("sparkmirror_operator_reconcile_duration_seconds_count", trigger="lease") == 2
+    assert delta("sparkmirror_operator_handoffs_total", namespace="ns", name="mm", flow_group="g1") == 1
+    assert delta("sparkmirror_operator_handoffs_total", namespace="ns", name="mm", flow_group="g2") == 1
