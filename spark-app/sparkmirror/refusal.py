@@ -66,7 +66,10 @@ def check_cluster(conf: dict[str, str], timeout: float, logger: logging.Logger =
 
 def refusal(conf: dict[str, str], timeout: float) -> str | None:
     """What the cluster answers the client with when it refuses its credentials or certificates, else None
-    (it answers, or it is away: an outage to wait out)."""
+    (it answers, or it is away: an outage to wait out). A plaintext client without credentials is never
+    refused: not asked (an outage is not made longer by probes)."""
+    if conf.get("security.protocol", "PLAINTEXT").upper() == "PLAINTEXT":
+        return None
     try:
         check_cluster(conf, timeout)
     except KafkaException as e:
@@ -75,7 +78,7 @@ def refusal(conf: dict[str, str], timeout: float) -> str | None:
     return None
 
 
-def write_refused(conf: dict[str, str], topic: str, timeout: float = 10.0) -> bool:
+def write_refused(conf: dict[str, str], topic: str, timeout: float = 5.0) -> bool:
     """Whether the cluster says this client's principal may not WRITE `topic` (the topic's authorized operations).
 
     A transactional producer refused by ACLs only sees its transaction fail (INVALID_TXN_STATE, an abortable

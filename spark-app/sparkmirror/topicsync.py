@@ -261,7 +261,7 @@ class TopicSync:
 
         for which in ("source", "target"):
             cluster = self.source_cluster if which == "source" else self.target_cluster
-            refused = refusal(cluster.client_config(), min(self.timeout, 10.0))
+            refused = refusal(cluster.client_config(), min(self.timeout, 5.0))
             if refused is not None:
                 raise TopicSyncError(f"{self._where(which)} refuses the mirror: {refused}")
 

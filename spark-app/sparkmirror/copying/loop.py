@@ -447,7 +447,8 @@ class LaneCopier:
             raise LaneFenced()
         if fault is Fault.TRANSIENT:  # the client's own retries ran out: start afresh from the last commit
             written = self.config.progressTopic if topic == "<progress>" else self.route.get((topic, part))
-            if written and write_refused(self.target_conf, written):  # ACLs: the transaction only failed
+            # ACLs: a refused AddPartitionsToTxn leaves only an invalid transaction state; the cause is asked for
+            if err.code() == KafkaError.INVALID_TXN_STATE and written and write_refused(self.target_conf, written):
                 self._abort_quietly()
                 raise CopyError(f"mirror {self.mirror.name!r}: target cluster {self.mirror.target!r} refuses to let "
                                 f"the mirror write topic {written!r} (TOPIC_AUTHORIZATION_FAILED: no WRITE permission "
