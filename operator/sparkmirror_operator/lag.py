@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 
 from sparkmirror import refusal
 from sparkmirror.progress import CommittedCounter, partition_lags, read_progress

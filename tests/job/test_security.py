@@ -13,13 +13,15 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from sparkmirror.checkpoints import CheckpointEmitter
 from sparkmirror.heartbeats import HeartbeatEmitter
 from sparkmirror.mm2formats import Checkpoint, Heartbeat
 from sparkmirror.resource.flowgroup import FlowGroupConfig
+from sparkmirror_dev.certs import CertificateAuthority
 from sparkmirror_dev.kafka import KafkaCluster
-from sparkmirror_dev.testing import check_numbered, numbered_counts
+from sparkmirror_dev.testing import check_numbered, create_topic, numbered_counts
 from sparkmirror_operator.lag import group_lag
 
 from .conftest import produce_numbered, read_topic, unique_name, wait_for
@@ -138,7 +140,6 @@ def test_job_mirrors_mtls_source_and_emitters_and_lag_through_tls(kafka_b, secur
     writers and the lag reader through TLS alone and SCRAM without TLS too."""
     s = secured.cluster
     src = unique_name("mtls")
-    from sparkmirror_dev.testing import create_topic
     create_topic(s.bootstrap, src, 2)
     produce_numbered(s.bootstrap, src, 2, 0, 400)
     cfg = config("mtls", [secured.entry("s", "MTLS"), {"alias": "b", "bootstrapServers": kafka_b.bootstrap}],
@@ -180,7 +181,6 @@ def test_refusals_name_the_cluster_never_the_secret(kafka_a, secured, topic, job
     """A wrong password and an untrusted CA are clear errors naming the cluster (lag reader and job); a
     password that is not UTF-8 text is refused naming its file; the secret shows nowhere."""
     other = tmp_path / "other-ca"
-    from sparkmirror_dev.certs import CertificateAuthority
     secured.file("other-ca.crt", CertificateAuthority(other, name="untrusted").cert.read_bytes())
     src = topic(kafka_a, 1)
     plain_a = {"alias": "a", "bootstrapServers": kafka_a.bootstrap}
@@ -231,7 +231,5 @@ def test_a_user_without_write_on_the_target_topic_stops_the_job(kafka_a, secured
 
 
 def _has_topic(cluster: KafkaCluster, name: str) -> bool:
-    from confluent_kafka.admin import AdminClient
-
     md = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(timeout=10)
     return name in md.topics and md.topics[name].error is None
