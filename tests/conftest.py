@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from sparkmirror_dev.env import start_all
-from sparkmirror_dev.kafka import KafkaCluster
+from sparkmirror_dev.certs import CertificateAuthority
+from sparkmirror_dev.kafka import KafkaCluster, Security
 from sparkmirror_dev.testing import create_topic, unique_name
 
 # Spark must bind to loopback only (it would otherwise pick the machine's first interface).
@@ -65,6 +66,30 @@ def kafka_a(kafka: LocalKafka) -> KafkaCluster:
 @pytest.fixture
 def kafka_b(kafka: LocalKafka) -> KafkaCluster:
     return kafka.cluster("b")
+
+
+SECURED_USERS = {"mirror": "mirror-pw-7Qx2LEAKMARK", "limited": "limited-pw-7Qx2LEAKMARK"}
+"""SCRAM users of the `secured_kafka` cluster; `limited` may not WRITE topics named `*.denied-*`."""
+CLIENT_PRINCIPAL = "User:CN=sparkmirror-client"  # the mTLS client certificate's principal
+
+
+@pytest.fixture(scope="session")
+def secured_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """One cluster with every secured listener (SSL, MTLS, SASL_SSL and SASL_PLAINTEXT with SCRAM-SHA-512) and
+    KRaft's StandardAuthorizer, started only when a test asks for it. Its CA (`.security.ca`) also issued the
+    mTLS client certificate `client`. The PLAINTEXT `bootstrap` is the tests' admin door."""
+    root = tmp_path_factory.mktemp("secured")
+    ca = CertificateAuthority(root / "certs")
+    ca.issue("client", "sparkmirror-client", client=True)
+    cluster = KafkaCluster("s", root / "s", security=Security(ca, scram_users=SECURED_USERS, authorizer=True))
+    cluster.start()
+    try:
+        cluster.allow("User:mirror")
+        cluster.allow(CLIENT_PRINCIPAL)
+        cluster.allow("User:limited", deny={"WRITE": "a.denied-"})
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture

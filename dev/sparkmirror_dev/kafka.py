@@ -1,4 +1,9 @@
-"""A single-node KRaft Kafka cluster (combined broker + controller) run from the cached Maven jars."""
+"""A single-node KRaft Kafka cluster (combined broker + controller) run from the cached Maven jars.
+
+By default it has one PLAINTEXT listener. With `security` it also opens secured listeners, each on its own
+loopback port (TLS, mTLS, SASL/SCRAM-SHA-512 over TLS or plaintext), with certificates the ground makes itself
+and optionally KRaft's StandardAuthorizer; the PLAINTEXT listener stays the tests' own admin door (a super user).
+"""
 from __future__ import annotations
 
 import shutil
@@ -8,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import install, paths
+from .certs import CertificateAuthority
 from .procs import DevEnvError, check_port_free, free_port, spawn, stop_pid, wait_until
 
 
@@ -17,6 +23,43 @@ def java_cmd(libs: Path, main: str, *args: str, heap: str = "512m", log4j: bool 
     if log4j:
         cmd.append(f"-Dlog4j2.configurationFile={paths.HERE / 'log4j2.properties'}")
     return [*cmd, "-cp", f"{libs}/*", main, *args]
+
+
+SCRAM_MECHANISM = "SCRAM-SHA-512"
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+SECURED_PROTOCOLS = {"SSL": "SSL", "MTLS": "SSL", "SASL_SSL": "SASL_SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT"}
+"""Secured listener name -> security protocol; MTLS is SSL with `ssl.client.auth=required`."""
+
+
+@dataclass
+class Security:
+    """What a secured cluster adds: listeners (names of SECURED_PROTOCOLS), SCRAM users created when the
+    storage is formatted (KRaft's way to get first credentials), and the authorizer. With the authorizer on,
+    `User:ANONYMOUS` (the PLAINTEXT, SSL-without-client-certificate and controller listeners) is a super user;
+    every other principal needs ACLs (`KafkaCluster.allow`)."""
+
+    ca: CertificateAuthority
+    listeners: tuple[str, ...] = tuple(SECURED_PROTOCOLS)
+    scram_users: dict[str, str] = field(default_factory=dict)
+    authorizer: bool = False
+
+    def properties(self, broker: "KafkaCluster") -> dict[str, str]:
+        keystore = self.ca.issue(f"broker-{broker.name}", "localhost", ["DNS:localhost", "IP:127.0.0.1"]).keystore
+        props = {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(keystore),
+                 "ssl.truststore.type": "PEM", "ssl.truststore.location": str(self.ca.cert),
+                 "listener.name.mtls.ssl.client.auth": "required"}
+        for name in self.listeners:
+            if SECURED_PROTOCOLS[name].startswith("SASL"):
+                props[f"listener.name.{name.lower()}.sasl.enabled.mechanisms"] = SCRAM_MECHANISM
+                props[f"listener.name.{name.lower()}.{SCRAM_MECHANISM.lower()}.sasl.jaas.config"] = \
+                    "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        if self.authorizer:
+            props |= {"authorizer.class.name": AUTHORIZER, "super.users": "User:ANONYMOUS"}
+        return props
+
+    def format_args(self) -> list[str]:
+        return [a for user, password in self.scram_users.items()
+                for a in ("--add-scram", f"{SCRAM_MECHANISM}=[name={user},password={password}]")]
 
 
 @dataclass
@@ -29,6 +72,8 @@ class KafkaCluster:
     controller_port: int = 0
     heap: str = "512m"
     extra: dict[str, str] = field(default_factory=dict)
+    security: Security | None = None
+    listener_ports: dict[str, int] = field(default_factory=dict)  # secured listener name -> port
     pid: int | None = None
     proc: subprocess.Popen | None = field(default=None, repr=False)
 
@@ -36,19 +81,45 @@ class KafkaCluster:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    def bootstrap_of(self, listener: str) -> str:
+        """The bootstrap address of a secured listener (`SSL`, `MTLS`, `SASL_SSL`, `SASL_PLAINTEXT`)."""
+        return f"127.0.0.1:{self.listener_ports[listener]}"
+
+    def allow(self, principal: str, *, deny: dict[str, str] | None = None, timeout: float = 30.0) -> None:
+        """ACLs (authorizer on): `principal` may do everything on every topic, group, transactional id and the
+        cluster, except the operations `deny` maps to a topic name prefix (e.g. {"WRITE": "a.denied-"})."""
+        from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,
+                                           ResourcePatternType, ResourceType)
+
+        def binding(rtype, name, pattern, op, perm) -> AclBinding:
+            return AclBinding(rtype, name, pattern, principal, "*", op, perm)
+
+        acls = [binding(t, "kafka-cluster" if t == ResourceType.BROKER else "*", ResourcePatternType.LITERAL,
+                        AclOperation.ALL, AclPermissionType.ALLOW)
+                for t in (ResourceType.TOPIC, ResourceType.GROUP, ResourceType.TRANSACTIONAL_ID, ResourceType.BROKER)]
+        acls += [binding(ResourceType.TOPIC, prefix, ResourcePatternType.PREFIXED, AclOperation[op],
+                         AclPermissionType.DENY) for op, prefix in (deny or {}).items()]
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})  # alive until the answers come
+        for fut in admin.create_acls(acls).values():
+            fut.result(timeout)
+
     @property
     def log(self) -> Path:
         return self.home / "kafka.log"
 
     def properties(self) -> dict[str, str]:
+        served = {"PLAINTEXT": self.port, **self.listener_ports}
+        advertised = ",".join(f"{n}://127.0.0.1:{p}" for n, p in served.items())
+        protocols = {"PLAINTEXT": "PLAINTEXT", **{n: SECURED_PROTOCOLS[n] for n in self.listener_ports},
+                     "CONTROLLER": "PLAINTEXT"}
         return {
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listeners": f"{advertised},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": advertised,
             "controller.listener.names": "CONTROLLER",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map": ",".join(f"{n}:{p}" for n, p in protocols.items()),
             "inter.broker.listener.name": "PLAINTEXT",
             "log.dirs": str(self.home / "data"),
             "num.partitions": "1",
@@ -62,6 +133,7 @@ class KafkaCluster:
             "share.coordinator.state.topic.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",
             "log.segment.bytes": str(64 * 1024 * 1024),
+            **(self.security.properties(self) if self.security else {}),
             **self.extra,
         }
 
@@ -69,7 +141,10 @@ class KafkaCluster:
         libs = install.kafka()
         self.port = self.port or free_port()
         self.controller_port = self.controller_port or free_port()
-        for p, role in ((self.port, "broker"), (self.controller_port, "controller")):
+        if self.security is not None:
+            self.listener_ports = {n: self.listener_ports.get(n) or free_port() for n in self.security.listeners}
+        for p, role in ((self.port, "broker"), (self.controller_port, "controller"),
+                        *((p, f"{n} listener") for n, p in self.listener_ports.items())):
             check_port_free(p, f"Kafka cluster {self.name!r} {role}")
         self.home.mkdir(parents=True, exist_ok=True)
         props = self.home / "server.properties"
@@ -78,7 +153,8 @@ class KafkaCluster:
             fmt_log = self.home / "format.log"
             with open(fmt_log, "wb") as out:
                 rc = subprocess.call(java_cmd(libs, "kafka.tools.StorageTool", "format", "-t",
-                                              uuid.uuid4().hex[:22], "-c", str(props), heap="256m"),
+                                              uuid.uuid4().hex[:22], "-c", str(props),
+                                              *(self.security.format_args() if self.security else []), heap="256m"),
                                      stdout=out, stderr=subprocess.STDOUT)
             if rc != 0:
                 raise DevEnvError(f"Kafka cluster {self.name!r}: formatting storage failed; see {fmt_log}:\n"

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .certs import CertificateAuthority
 from .procs import DevEnvError, log_tail, spawn, stop_pid
 
 SCRAM_MECHANISM = "SCRAM-SHA-512"
@@ -104,24 +105,9 @@ def make_tls(common_name: str, dns_names: list[str]) -> dict[str, bytes]:
     """A CA and a server certificate for the broker (PEM): {'ca.crt', 'keystore.pem'}; keystore.pem holds the
     unencrypted PKCS#8 key followed by the certificate chain, as Kafka's PEM keystore expects."""
     with tempfile.TemporaryDirectory() as tmp:
-        d = Path(tmp)
-
-        def ssl(*args: str) -> None:
-            res = subprocess.run(["openssl", *args], cwd=d, capture_output=True, text=True)
-            if res.returncode != 0:
-                raise DevEnvError(f"openssl {args[0]} failed: {res.stderr[-1000:]}")
-
-        ssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
-            "-subj", "/CN=sparkmirror-test-ca")
-        ssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
-            "-subj", f"/CN={common_name}")
-        (d / "ext.cnf").write_text("subjectAltName=" + ",".join(f"DNS:{n}" for n in dns_names) + "\n")
-        ssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-            "-out", "server.crt", "-days", "2", "-extfile", "ext.cnf")
-        ssl("pkcs8", "-topk8", "-nocrypt", "-in", "server.key", "-out", "server.p8")
-        return {"ca.crt": (d / "ca.crt").read_bytes(),
-                "keystore.pem": (d / "server.p8").read_bytes() + (d / "server.crt").read_bytes()
-                + (d / "ca.crt").read_bytes()}
+        ca = CertificateAuthority(Path(tmp))
+        server = ca.issue("server", common_name, [f"DNS:{n}" for n in dns_names])
+        return {"ca.crt": ca.cert.read_bytes(), "keystore.pem": server.keystore.read_bytes()}
 
 
 def cluster_objects(pod: KafkaPod, tls: dict[str, bytes] | None = None) -> list[dict[str, Any]]:

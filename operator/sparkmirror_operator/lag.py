@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 
+from sparkmirror import refusal
 from sparkmirror.progress import CommittedCounter, partition_lags, read_progress
 from sparkmirror.resource.flowgroup import (Cluster, FlowGroupConfig, SecretResolver, SecretUnreadable,
                                             SecretValue)
 from sparkmirror.replication import policy_for
+from sparkmirror.refusal import failure_reason
 from sparkmirror.topicsync import topic_filter
 
 SECRET_REF_ROOT = "secret:"  # plan(secret_root=...) prefix: "secret:/<name>/<key>"
@@ -62,34 +63,9 @@ _KAFKA_LOG = logging.getLogger("sparkmirror_operator.kafka")
 _KAFKA_LOG.setLevel(logging.CRITICAL)  # connection errors are reported on the status, not every 50 ms in the log
 
 
-def _consumer(conf: dict[str, str], errors: list[str] | None = None) -> Consumer:
-    # librdkafka's own log goes to Python logging (DEBUG), not stderr: unreachable clusters are reported on
-    # the resource's status instead. Its error callback keeps the cause (an authentication or TLS refusal)
-    # that a failed call reports only as a transport failure.
-    extra = {"error_cb": lambda err: errors.append(err.str())} if errors is not None else {}
-    return Consumer({**conf, "group.id": f"sparkmirror-operator-lag-{uuid.uuid4().hex[:8]}",
-                     "enable.auto.commit": False, "socket.timeout.ms": 5000,
-                     "isolation.level": "read_committed", **extra}, logger=_KAFKA_LOG)
-
-
-def _cause(e: KafkaException, errors: list[str], c: Consumer | None = None) -> str:
-    """The refusal behind a failed call when the client saw one, else the call's own error."""
-    if c is not None:
-        c.poll(0.2)  # the error callback runs only while the client is polled
-    refusals = [x for x in errors if failure_reason(x) in ("AuthenticationFailed", "TlsFailed")]
-    return refusals[-1] if refusals else (e.args[0].str() if e.args else str(e))
-
-
 def check_cluster(conf: dict[str, str], timeout: float) -> None:
     """Raises KafkaException naming why the cluster cannot be used (unreachable, refusing credentials or TLS)."""
-    errors: list[str] = []
-    c = _consumer(conf, errors)
-    try:
-        c.list_topics(timeout=timeout)
-    except KafkaException as e:
-        raise KafkaException(_cause(e, errors, c)) from None
-    finally:
-        c.close()
+    refusal.check_cluster(conf, timeout, _KAFKA_LOG)
 
 
 def source_end_offsets(conf: dict[str, str], topic_filter, cluster: Cluster, target_alias: str, policy,
@@ -99,10 +75,10 @@ def source_end_offsets(conf: dict[str, str], topic_filter, cluster: Cluster, tar
 
     errors: list[str] = []
     try:
-        c = _consumer(conf, errors)
+        c = refusal.probe_consumer(conf, errors, _KAFKA_LOG)
     except KafkaException as e:  # e.g. a CA or key from a Secret that is not PEM: librdkafka refuses the config
         raise LagError(f"{where}cluster {cluster.alias!r} ({cluster.bootstrapServers}): cannot create a client: "
-                       f"{_cause(e, errors)}") from None
+                       f"{refusal.cause(e, errors)}") from None
     what = "is unreachable"
     try:
         md = c.list_topics(timeout=timeout)
@@ -118,7 +94,7 @@ def source_end_offsets(conf: dict[str, str], topic_filter, cluster: Cluster, tar
         return out
     except KafkaException as e:
         raise LagError(f"{where}cluster {cluster.alias!r} ({cluster.bootstrapServers}) {what}: "
-                       f"{_cause(e, errors, c)}") from None
+                       f"{refusal.cause(e, errors, c)}") from None
     finally:
         c.close()
 
@@ -193,18 +169,6 @@ def group_lag(cfg: FlowGroupConfig, read: SecretReader, env_refs: dict[str, tupl
     except SecretUnreadable as e:  # a value that is not text: named, never shown
         out.lag, out.error, out.reason = None, str(e), "SecretInvalid"
     return out
-
-
-def failure_reason(message: str) -> str:
-    """The condition reason for a cluster the operator could not use: a refusal names itself."""
-    text = message.lower()
-    if "authentication" in text or "sasl" in text:
-        return "AuthenticationFailed"
-    if "ssl" in text or "certificate" in text:
-        return "TlsFailed"
-    if "authoriz" in text:
-        return "AuthorizationFailed"
-    return "ClusterUnreachable"
 
 
 def now_ms() -> int:

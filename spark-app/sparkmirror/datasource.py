@@ -149,18 +149,28 @@ class MirrorStreamReader(DataSourceStreamReader):
         """TopicSync.sync() at most every refreshTopicsIntervalSeconds; its errors stop the query (see
         `_routes_riding_out` for those that do not)."""
         config, mirror = self._config()
-        if self._sync is None:
-            from .progress import ensure_progress_topic
-            from .topicsync import TopicSync
+        from .copying.errors import transient_reason
+        from .progress import ensure_progress_topic
+        from .topicsync import TopicSync
 
-            ensure_progress_topic(config.cluster(mirror.target).client_config(), config.progressTopic)
-            self._sync = TopicSync(config, mirror)
-        now = time.monotonic()
-        if force or self._routes is None or now - self._synced_at >= mirror.refreshTopicsIntervalSeconds:
-            routes = self._sync.sync()
-            self._routes = sorted((r.source_topic, r.target_topic, r.partitions) for r in routes)
-            self._synced_at = now
-        return self._routes
+        sync = self._sync or TopicSync(config, mirror)
+        try:
+            if self._sync is None:
+                ensure_progress_topic(config.cluster(mirror.target).client_config(), config.progressTopic)
+                self._sync = sync
+            now = time.monotonic()
+            if force or self._routes is None or now - self._synced_at >= mirror.refreshTopicsIntervalSeconds:
+                routes = self._sync.sync()
+                self._routes = sorted((r.source_topic, r.target_topic, r.partitions) for r in routes)
+                self._synced_at = now
+        except Exception as e:
+            if transient_reason(e) is None:
+                raise
+            failure = e
+        else:
+            return self._routes
+        sync.check_refusals()  # a refused login looks like an outage: say so and stop (outside the except: the
+        raise failure          # error must not carry the transient one as its context, or it would be retried)
 
     def initialOffset(self) -> dict:
         return {"epoch": 0}

@@ -17,6 +17,7 @@ import logging  # noqa: E402
 from sparkmirror.driver import Driver  # noqa: E402
 from sparkmirror.inputs import USAGE_EXIT, InputError, key_values, mapping_documents  # noqa: E402
 from sparkmirror.resource.flowgroup import FlowGroupConfig  # noqa: E402
+from sparkmirror.runner.resources import config_secret_problems  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,6 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(args.config)
         extra = key_values(args.conf, "--conf")
+        problems = config_secret_problems(config)  # read before Spark starts: a usage error, not a traceback
+        if problems:
+            raise InputError("\n".join(f"{args.config}: {p}" for p in problems))
     except InputError as e:
         for line in str(e).splitlines():
             print(f"sparkmirror-job: {line}", file=sys.stderr)

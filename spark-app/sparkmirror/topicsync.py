@@ -255,6 +255,18 @@ class TopicSync:
         return (f"mirrors[{self.mirror.name}].{which}: cluster {c.alias!r} "
                 f"(clusters[{c.alias}].bootstrapServers={c.bootstrapServers})")
 
+    def check_refusals(self) -> None:
+        """Raises TopicSyncError naming the cluster when one refuses the mirror's credentials or certificates:
+        for librdkafka that is a transport failure, which would otherwise be waited out as an outage for ever.
+        Asked after a failure that looked transient, never on the way of a working sync."""
+        from .refusal import refusal
+
+        for which in ("source", "target"):
+            cluster = self.source_cluster if which == "source" else self.target_cluster
+            refused = refusal(cluster.client_config(), min(self.timeout, 5.0))
+            if refused is not None:
+                raise TopicSyncError(f"{self._where(which)} refuses the mirror: {refused}")
+
     def _list(self, which: str) -> dict[str, int]:
         try:
             md = self._admin(which).list_topics(timeout=self.timeout)

@@ -117,7 +117,7 @@ def test_the_refusal_behind_a_transport_failure_is_reported() -> None:
     """librdkafka fails a metadata call with a transport error; the cause it saw (SASL, TLS) is what we report."""
     from confluent_kafka import KafkaError, KafkaException
 
-    from sparkmirror_operator.lag import _cause
+    from sparkmirror.refusal import cause as _cause
 
     transport = KafkaException(KafkaError(KafkaError._TRANSPORT, "Failed to get metadata"))
     sasl = "SASL authentication error: Authentication failed due to invalid credentials with SCRAM-SHA-512"

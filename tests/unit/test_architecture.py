@@ -32,6 +32,8 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
                             *THIRD_PARTY_SPARK, *DEV_ONLY)),
     ("sparkmirror.topicsync", ("sparkmirror_operator", *SPARK_SIDE, *THIRD_PARTY_K8S, *THIRD_PARTY_SPARK,
                                *DEV_ONLY)),
+    ("sparkmirror.refusal", ("sparkmirror_operator", *SPARK_SIDE, *THIRD_PARTY_K8S, *THIRD_PARTY_SPARK,
+                             *DEV_ONLY)),
     # the CLI front door only dispatches to entry points
     ("sparkmirror.cli", ("sparkmirror_operator", "sparkmirror_dev", *THIRD_PARTY_K8S, *THIRD_PARTY_SPARK)),
     # the one place of the job that reads the operator's Lease (the Kubernetes client, never kopf)

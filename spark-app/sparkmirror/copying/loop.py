@@ -27,6 +27,7 @@ from ..lanes import LanePartition
 from ..outage import Backoff, Outage
 from ..resource.names import transactional_id
 from ..progress import ProgressRecord, partition_lag
+from ..refusal import write_refused
 from ..replication import RecordStamper, policy_for
 from ..resource.flowgroup import FlowGroupConfig, Mirror
 from . import sessions
@@ -454,6 +455,13 @@ class LaneCopier:
         if fault is Fault.FENCED:
             raise LaneFenced()
         if fault is Fault.TRANSIENT:  # the client's own retries ran out: start afresh from the last commit
+            written = self.config.progressTopic if topic == "<progress>" else self.route.get((topic, part))
+            # ACLs: a refused AddPartitionsToTxn leaves only an invalid transaction state; the cause is asked for
+            if err.code() == KafkaError.INVALID_TXN_STATE and written and write_refused(self.target_conf, written):
+                self._abort_quietly()
+                raise CopyError(f"mirror {self.mirror.name!r}: target cluster {self.mirror.target!r} refuses to let "
+                                f"the mirror write topic {written!r} (TOPIC_AUTHORIZATION_FAILED: no WRITE permission "
+                                f"for the mirror's principal); {describe(err)}")
             what = self.config.progressTopic if topic == "<progress>" else f"{topic}/{part} offset {off}"
             raise Unreachable("target", self.mirror.target, f"delivering {what}: {describe(err)}")
         self._abort_quietly()

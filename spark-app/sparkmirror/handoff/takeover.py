@@ -23,10 +23,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from ..progress import ensure_progress_topic, read_progress
 from ..progress.record import generation_key, generation_value
+from ..refusal import refusal
 from ..resource.flowgroup import FlowGroupConfig, Predecessor
 from ..resource.names import transactional_ids
 
@@ -59,8 +60,15 @@ def marked(config: FlowGroupConfig, timeout: float = 60.0) -> Predecessor | None
     of = (config.resource, config.resourceUid, config.name)
     for alias in sorted({m.target for m in config.mirrors}):
         conf = config.cluster(alias).client_config()
-        ensure_progress_topic(conf, config.progressTopic)
-        state = read_progress(conf, config.progressTopic, timeout=timeout, resource=config.resource)
+        try:
+            ensure_progress_topic(conf, config.progressTopic)
+            state = read_progress(conf, config.progressTopic, timeout=timeout, resource=config.resource)
+        except (KafkaException, TimeoutError):
+            refused = refusal(conf, 10.0)  # librdkafka tells a refused login only its error callback
+            if refused is None:
+                raise
+            raise HandoffError(f"flow group {config.name!r}: target cluster {alias!r} "
+                               f"({config.cluster(alias).bootstrapServers}) refuses the mirror: {refused}") from None
         gen = state.generation(*of)
         if gen and (best is None or gen > best.generation):
             best = Predecessor(flowGroup=config.name, generation=gen, transactionalIds=state.generation_ids[of])

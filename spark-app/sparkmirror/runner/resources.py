@@ -101,17 +101,7 @@ class ResourceWatch:
 def secret_problems(loaded: Loaded) -> list[str]:
     """Every secret the clusters need, read once before Spark starts: an unset variable, a missing file or a
     value that is not UTF-8 text, each naming the cluster's resource field (never the value)."""
-    problems = []
-    for cfg in loaded.configs:
-        for c in cfg.clusters:
-            where = loaded.fields.get(cfg.name, {}).get(c.alias, f"clusters[{c.alias}]").removesuffix(
-                ".bootstrapServers")
-            try:
-                c.client_config()
-            except KeyError as e:
-                problems.append(f"{where}: cluster {c.alias!r}: {e.args[0]}")
-            except (OSError, SecretUnreadable) as e:
-                problems.append(f"{where}: cluster {c.alias!r}: {e}")
+    problems = [p for cfg in loaded.configs for p in config_secret_problems(cfg, loaded.fields.get(cfg.name, {}))]
     return list(dict.fromkeys(problems))
 
 
@@ -133,3 +123,18 @@ def secrets_reported(loaded: Loaded, err: Callable[[str], None]) -> bool:
     for problem in problems:
         err(problem)
     return bool(problems)
+
+
+def config_secret_problems(cfg: FlowGroupConfig, fields: dict[str, str] | None = None) -> list[str]:
+    """`secret_problems` of one flow group; `fields` maps a cluster alias to its resource field (else
+    `clusters[<alias>]`, the flow-group config's own)."""
+    problems = []
+    for c in cfg.clusters:
+        where = (fields or {}).get(c.alias, f"clusters[{c.alias}]").removesuffix(".bootstrapServers")
+        try:
+            c.client_config()
+        except KeyError as e:
+            problems.append(f"{where}: cluster {c.alias!r}: {e.args[0]}")
+        except (OSError, SecretUnreadable) as e:
+            problems.append(f"{where}: cluster {c.alias!r}: {e}")
+    return problems
