@@ -6,7 +6,8 @@ client timeout. Afterwards every record is counted per partition: missing, dupli
 bench/results/chaos.json and chaos.md (the latest run).
 
 Per fault: `stall` is the longest time without target progress from the fault until the target grows again after
-the fault was repaired; `recovery` is the time from the fault until that growth."""
+the fault was repaired (a broker or cluster restarted and answering; for the Spark faults: the driver launching a
+task again); `recovery` is the time from the fault until that growth."""
 from __future__ import annotations
 
 import argparse
@@ -168,6 +169,15 @@ class Mirror:
         self.kill()
         return rc
 
+    def log_size(self) -> int:
+        return self.log_path.stat().st_size if self.log_path.exists() else 0
+
+    def task_started_since(self, offset: int) -> bool:
+        """Whether the driver logged a task launch after byte `offset` of its log."""
+        with open(self.log_path, "rb") as f:
+            f.seek(offset)
+            return b"Starting task" in f.read()
+
     def tail(self, chars: int = 3000) -> str:
         return self.log_path.read_text(errors="replace")[-chars:] if self.log_path.exists() else ""
 
@@ -221,27 +231,25 @@ class Chaos:
     # --- the faults -------------------------------------------------------------------------------------------
     def _kill_driver(self, f: Fault) -> None:
         self.mirror.kill()
+        mark = self.mirror.log_size()
         self.mirror.start()  # the supervisor's restart
+        self._tasks_again(f, mark)
+
+    def _tasks_again(self, f: Fault, mark: int) -> None:
+        """Repaired once the (new) driver launches a task again: the orphaned executor of a killed driver may
+        still commit for a while, a lost task is retried, a lost executor replaced."""
+        _wait(lambda: self.mirror.task_started_since(mark), 300)
         f.repaired = time.monotonic()
 
-    def _kill_python_worker(self, f: Fault) -> None:
-        ok = _wait(lambda: bool(python_workers()), 120)
-        if not ok:
-            f.detail = "no Python worker found"
+    def _kill_one(self, f: Fault, find: Callable[[], list[psutil.Process]], what: str) -> None:
+        if not _wait(lambda: bool(find()), 120):
+            f.detail = f"no {what} found"
             return
-        victim = self.rng.choice(python_workers())
+        victim = self.rng.choice(find())
         f.detail = f"pid {victim.pid}"
+        mark = self.mirror.log_size()
         victim.kill()
-        f.repaired = time.monotonic()
-
-    def _kill_executor(self, f: Fault) -> None:
-        if not _wait(lambda: bool(executors()), 120):
-            f.detail = "no executor found"
-            return
-        victim = self.rng.choice(executors())
-        f.detail = f"pid {victim.pid}"
-        victim.kill()
-        f.repaired = time.monotonic()
+        self._tasks_again(f, mark)
 
     def _broker(self, cluster: ReplicatedKafkaCluster, f: Fault) -> None:
         i = self.rng.randrange(len(cluster.nodes))
@@ -259,8 +267,8 @@ class Chaos:
 
     def inject(self, kind: str) -> Fault:
         f = Fault(kind, time.monotonic())
-        act = {"driver": self._kill_driver, "python-worker": self._kill_python_worker,
-               "executor": self._kill_executor, "source-broker": lambda x: self._broker(self.source, x),
+        act = {"driver": self._kill_driver, "python-worker": lambda x: self._kill_one(x, python_workers, "Python worker"),
+               "executor": lambda x: self._kill_one(x, executors, "executor"), "source-broker": lambda x: self._broker(self.source, x),
                "target-broker": lambda x: self._broker(self.target, x),
                "source-outage": lambda x: self._outage(self.source, x),
                "target-outage": lambda x: self._outage(self.target, x)}[kind]
@@ -382,7 +390,8 @@ def render(camp: Campaign, rows: list[dict], machine: dict) -> str:
               f"{camp.catch_up_s:.0f} s. Mirror ended unexpectedly: {len(camp.mirror_ended)}. "
               f"Campaign wall time: {camp.wall_s / 60:.1f} min.", "",
               "Stall: longest time without target growth from the fault until copying resumed after the repair. "
-              "Recovery: fault -> first target growth after the repair (restarted broker, cluster or driver).", "",
+              "Recovery: fault -> first target growth after the repair (broker or cluster restarted and answering; Spark "
+              "faults: the driver launching a task again).", "",
               f"Machine: {machine.get('cpus', '?')} CPUs, load average at the end {machine.get('loadavg', '?')} "
               "(shared with other work: figures include contention)."]
     for e in camp.mirror_ended:
@@ -417,6 +426,8 @@ def run_campaign(kills: int, outages: int, outage_s: float, pause_s: float, rate
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean up the clusters on SIGTERM too
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started in the background
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="sparkmirror-chaos-"))
     camp, rows = run_campaign(args.kills, args.outages, args.outage_seconds, args.pause, args.rate, workdir,
