@@ -392,7 +392,7 @@ def render(camp: Campaign, rows: list[dict], machine: dict) -> str:
               "Stall: longest time without target growth from the fault until copying resumed after the repair. "
               "Recovery: fault -> first target growth after the repair (broker or cluster restarted and answering; Spark "
               "faults: the driver launching a task again).", "",
-              f"Machine: {machine.get('cpus', '?')} CPUs, load average at the end {machine.get('loadavg', '?')} "
+              f"Machine: {machine.get('cores', '?')} cores, load average at the end {machine.get('loadavg', '?')} "
               "(shared with other work: figures include contention)."]
     for e in camp.mirror_ended:
         lines += ["", f"- mirror ended: {e[:500]}"]
@@ -432,11 +432,12 @@ def main(argv: list[str] | None = None) -> int:
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="sparkmirror-chaos-"))
     camp, rows = run_campaign(args.kills, args.outages, args.outage_seconds, args.pause, args.rate, workdir,
                               lambda s: print(s, flush=True))
-    machine = {"cpus": os.cpu_count(), "loadavg": " ".join(f"{x:.1f}" for x in os.getloadavg())}
+    machine: dict = {"cores": os.cpu_count()}
     try:
         machine.update(report.machine())
     except Exception:  # noqa: BLE001 - descriptive only
         pass
+    machine["loadavg"] = " ".join(f"{x:.1f}" for x in os.getloadavg())
     text = render(camp, rows, machine)
     print("\n" + text)
     args.results.mkdir(parents=True, exist_ok=True)
