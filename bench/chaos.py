@@ -88,21 +88,28 @@ class Progress(threading.Thread):
         self._stop_evt = threading.Event()
 
     def run(self) -> None:
-        last = -1
+        """Each partition on its own: one partition whose leader just died must not hide the others' growth; a
+        failed read drops the consumer, so the next one starts from fresh metadata (the new leaders)."""
+        last: dict[int, int] = {}
         c = None
         while not self._stop_evt.wait(self.interval):
-            try:
-                if c is None:
-                    c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "chaos-progress",
-                                  "socket.timeout.ms": 5000})
-                total = sum(c.get_watermark_offsets(TopicPartition(self.topic, p), timeout=3)[1]
-                            for p in range(PARTS))
-            except Exception:  # noqa: BLE001 - target away or topic not there yet: no progress
-                continue
-            if total > last:
-                if last >= 0:
-                    self.grew.append((time.monotonic(), total))
-                last = total
+            grew = False
+            for p in range(PARTS):
+                try:
+                    if c is None:
+                        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "chaos-progress",
+                                      "socket.timeout.ms": 5000})
+                    hi = c.get_watermark_offsets(TopicPartition(self.topic, p), timeout=3)[1]
+                except Exception:  # noqa: BLE001 - leader or cluster away, topic not there yet: no progress here
+                    if c is not None:
+                        c.close()
+                    c = None
+                    continue
+                if p in last and hi > last[p]:
+                    grew = True
+                last[p] = max(hi, last.get(p, -1))
+            if grew:
+                self.grew.append((time.monotonic(), sum(last.values())))
         if c is not None:
             c.close()
 
