@@ -2,9 +2,12 @@
 three brokers (RF 3, min.insync.replicas 2), the mirror on a Spark standalone cluster; every record counted."""
 from __future__ import annotations
 
+import pytest
+
 from bench.chaos import KINDS, OUTAGES, run_campaign
 
 
+@pytest.mark.timeout(1200)  # two 65 s outages, six clusters' restarts and a driver restart, on 2 cores
 def test_every_fault_once_nothing_lost_nothing_duplicated(tmp_path):
     lines: list[str] = []
     camp, rows = run_campaign(kills=1, outages=1, outage_s=65.0, pause_s=5.0, rate=100.0, workdir=tmp_path,
