@@ -1,12 +1,15 @@
-"""A single-node KRaft Kafka cluster (combined broker + controller) run from the cached Maven jars.
+"""KRaft Kafka clusters run from the cached Maven jars: a single combined broker + controller (`KafkaCluster`), or
+three combined nodes with replication factor 3 and min.insync.replicas 2 (`ReplicatedKafkaCluster`).
 
-By default it has one PLAINTEXT listener. With `security` it also opens secured listeners, each on its own
+By default a node has one PLAINTEXT listener. With `security` it also opens secured listeners, each on its own
 loopback port (TLS, mTLS, SASL/SCRAM-SHA-512 over TLS or plaintext), with certificates the ground makes itself
 and optionally KRaft's StandardAuthorizer; the PLAINTEXT listener stays the tests' own admin door (a super user).
 """
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
 import uuid
 from dataclasses import dataclass, field
@@ -74,6 +77,8 @@ class KafkaCluster:
     extra: dict[str, str] = field(default_factory=dict)
     security: Security | None = None
     listener_ports: dict[str, int] = field(default_factory=dict)  # secured listener name -> port
+    cluster_id: str = ""            # shared by the nodes of one multi-node cluster; random when empty
+    brokers: int = 1                # brokers the metadata must list before this node counts as ready
     pid: int | None = None
     proc: subprocess.Popen | None = field(default=None, repr=False)
 
@@ -138,6 +143,12 @@ class KafkaCluster:
         }
 
     def start(self, timeout: float = 90.0) -> "KafkaCluster":
+        self.launch()
+        self.wait_ready(timeout)
+        return self
+
+    def launch(self) -> None:
+        """Format the storage (first time only) and spawn the JVM, without waiting for it."""
         libs = install.kafka()
         self.port = self.port or free_port()
         self.controller_port = self.controller_port or free_port()
@@ -153,7 +164,7 @@ class KafkaCluster:
             fmt_log = self.home / "format.log"
             with open(fmt_log, "wb") as out:
                 rc = subprocess.call(java_cmd(libs, "kafka.tools.StorageTool", "format", "-t",
-                                              uuid.uuid4().hex[:22], "-c", str(props),
+                                              self.cluster_id or uuid.uuid4().hex[:22], "-c", str(props),
                                               *(self.security.format_args() if self.security else []), heap="256m"),
                                      stdout=out, stderr=subprocess.STDOUT)
             if rc != 0:
@@ -161,12 +172,13 @@ class KafkaCluster:
                                   + fmt_log.read_text(errors="replace")[-2000:])
         self.proc = spawn(java_cmd(libs, "kafka.Kafka", str(props), heap=self.heap), self.log)
         self.pid = self.proc.pid
+
+    def wait_ready(self, timeout: float = 90.0) -> None:
         try:
             wait_until(self._ready, self.proc, f"Kafka cluster {self.name!r} ({self.bootstrap})", self.log, timeout)
         except DevEnvError:
             self.stop()
             raise
-        return self
 
     def _ready(self) -> bool:
         import socket
@@ -177,7 +189,7 @@ class KafkaCluster:
 
         admin = AdminClient({"bootstrap.servers": self.bootstrap, "socket.timeout.ms": 1000})
         md = admin.list_topics(timeout=1)
-        return len(md.brokers) == 1 and md.controller_id >= 0
+        return len(md.brokers) == self.brokers and md.controller_id >= 0
 
     def stop(self) -> None:
         if self.pid is not None:
@@ -185,3 +197,81 @@ class KafkaCluster:
             if self.proc is not None:
                 self.proc.wait(timeout=5)
             self.pid = None
+
+    def kill(self) -> None:
+        """SIGKILL the JVM (no clean shutdown); its data stays for the next start."""
+        if self.pid is not None:
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            if self.proc is not None:
+                self.proc.wait(30)
+            self.pid = None
+
+
+_REPLICATED = {
+    "num.partitions": "1", "default.replication.factor": "3", "min.insync.replicas": "2",
+    "offsets.topic.replication.factor": "3", "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2", "share.coordinator.state.topic.replication.factor": "3",
+    "share.coordinator.state.topic.min.isr": "2",
+}
+
+
+@dataclass
+class ReplicatedKafkaCluster:
+    """Three combined broker + controller nodes on loopback (a quorum of 3 controllers survives one loss);
+    topics default to replication factor 3 and min.insync.replicas 2. Nodes can be SIGKILLed and started one
+    by one, or the whole cluster at once, their data kept."""
+
+    name: str
+    home: Path
+    size: int = 3
+    heap: str = "384m"
+    extra: dict[str, str] = field(default_factory=dict)
+    nodes: list[KafkaCluster] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.nodes:
+            ports = [(free_port(), free_port()) for _ in range(self.size)]
+            voters = ",".join(f"{i + 1}@127.0.0.1:{c}" for i, (_, c) in enumerate(ports))
+            cid = uuid.uuid4().hex[:22]
+            self.nodes = [KafkaCluster(f"{self.name}-{i}", self.home / f"node{i}", port=p, controller_port=c,
+                                       heap=self.heap, cluster_id=cid, brokers=self.size,
+                                       extra={"node.id": str(i + 1), "controller.quorum.voters": voters,
+                                              **_REPLICATED, **self.extra})
+                          for i, (p, c) in enumerate(ports)]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(n.bootstrap for n in self.nodes)
+
+    @property
+    def pids(self) -> list[int]:
+        return [n.pid for n in self.nodes if n.pid is not None]
+
+    def start(self, timeout: float = 120.0) -> "ReplicatedKafkaCluster":
+        """Start every node that is not running (together: a controller quorum needs a majority up)."""
+        down = [n for n in self.nodes if n.pid is None]
+        for n in down:
+            n.launch()
+        for n in down:
+            n.wait_ready(timeout)
+        return self
+
+    def kill(self, index: int) -> None:
+        self.nodes[index].kill()
+
+    def start_node(self, index: int, timeout: float = 120.0) -> None:
+        node = self.nodes[index]
+        if node.pid is None:
+            node.launch()
+            node.wait_ready(timeout)
+
+    def kill_all(self) -> None:
+        for n in self.nodes:
+            n.kill()
+
+    def stop(self) -> None:
+        for n in self.nodes:
+            n.stop()

@@ -22,9 +22,9 @@ def unique_name(prefix: str) -> str:
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 3, config: dict[str, str] | None = None,
-                 timeout: float = 30.0) -> str:
+                 timeout: float = 30.0, replication_factor: int = 1) -> str:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    fut = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1,
+    fut = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=replication_factor,
                                         config=config or {})], operation_timeout=timeout)[name]
     fut.result(timeout=timeout)
     return name

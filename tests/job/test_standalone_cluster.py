@@ -3,81 +3,31 @@ the flow group submitted with pyspark's spark-submit; one worker is SIGKILLed mi
 exactly once."""
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
-import pyspark
 import pytest
 
-from sparkmirror_dev.procs import free_port
+from sparkmirror_dev.standalone import SPARK_HOME, StandaloneCluster, master_state
 
 from .conftest import read_topic, wait_for
 from .test_eos_crash import PARTS, NumberedProducer, _check, _target_count
 
-SPARK_HOME = Path(pyspark.__file__).parent
 JOB = Path(__file__).resolve().parents[2] / "spark-app" / "sparkmirror" / "job.py"
-
-
-class Daemon:
-    """A spark-class process in its own process group, log in the test's directory."""
-
-    def __init__(self, name: str, args: list[str], workdir: Path, env: dict[str, str]) -> None:
-        self.log = workdir / f"{name}.log"
-        with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen([str(SPARK_HOME / "bin" / "spark-class"), *args], stdout=out,
-                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                         start_new_session=True)
-
-    def kill(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.proc.wait(30)
 
 
 @pytest.fixture
 def standalone(tmp_path):
-    env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
-           "SPARK_DAEMON_MEMORY": "256m", "PYSPARK_PYTHON": sys.executable, "SPARK_NO_DAEMONIZE": "1"}
-    port, ui = free_port(), free_port()
-    url = f"spark://127.0.0.1:{port}"
-    daemons = [Daemon("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port",
-                                 str(port), "--webui-port", str(ui)], tmp_path, env)]
+    cluster = StandaloneCluster(tmp_path).start()
     try:
-        wait_for(lambda: _state(ui).get("status") == "ALIVE", 120, "standalone master")
-        for i in (1, 2):
-            daemons.append(Daemon(f"worker{i}", ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                                                 "--cores", "1", "--memory", "700m", "--webui-port",
-                                                 str(free_port()), "--work-dir", str(tmp_path / f"work{i}"), url],
-                                  tmp_path, env))
-        wait_for(lambda: _state(ui).get("aliveworkers") == 2, 120, "two workers registered")
-        yield {"url": url, "env": env, "workers": daemons[1:], "ui": ui}
+        yield {"url": cluster.url, "env": cluster.env, "workers": cluster.workers, "ui": cluster.ui}
     finally:
-        for d in reversed(daemons):
-            d.kill()
+        cluster.stop()
 
 
 def _state(ui: int) -> dict:
-    import json
-
-    try:
-        return json.loads(_get(f"http://127.0.0.1:{ui}/json/") or b"{}")
-    except ValueError:
-        return {}
-
-
-def _get(url: str) -> bytes:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as r:
-            return r.read()
-    except OSError:
-        return b""
+    return master_state(ui)
 
 
 def test_spark_submit_to_standalone_survives_a_worker_kill(kafka_a, kafka_b, topic, flowgroup, job, standalone):
