@@ -16,7 +16,8 @@ from sparkmirror_dev.testing import recreate_topic
 from .conftest import produce_numbered, read_topic
 
 
-def _setup(kafka_a, kafka_b, topic, flowgroup, policy: str):
+def _mirrored_100(kafka_a, kafka_b, topic, flowgroup, policy: str):
+    """A one-partition mirror that copied its first 100 records."""
     src = topic(kafka_a, 1)
     dst = topic(kafka_b, 1, name=f"a.{src}")
     cfg = flowgroup(src, lanes=1, sourceGapPolicy=policy)
@@ -25,6 +26,11 @@ def _setup(kafka_a, kafka_b, topic, flowgroup, policy: str):
     parts = list(plan_lanes(mirror.name, 1, [(src, dst, 1)])[0].partitions)
     produce_numbered(kafka_a.bootstrap, src, 1, 0, 100)
     assert sum(s.records for s in copy_lane(cfg, mirror, 0, parts, 2.0)) == 100
+    return cfg, mirror, parts, src, dst
+
+
+def _setup(kafka_a, kafka_b, topic, flowgroup, policy: str):
+    cfg, mirror, parts, src, dst = _mirrored_100(kafka_a, kafka_b, topic, flowgroup, policy)
     produce_numbered(kafka_a.bootstrap, src, 1, 100, 100)  # offsets 100..199, never mirrored
     admin = AdminClient({"bootstrap.servers": kafka_a.bootstrap})
     fut = admin.delete_records([TopicPartition(src, 0, 150)])  # retention "deleted" 100..149
@@ -52,14 +58,7 @@ def _recreated_setup(kafka_a, kafka_b, topic, flowgroup, policy: str, which: str
     """100 records mirrored, then (mirror stopped) the source or the remote topic deleted and created again,
     and 200 records produced to the source: the committed next offset (100) is inside the new topic's range,
     so only the topic ids can tell."""
-    src = topic(kafka_a, 1)
-    dst = topic(kafka_b, 1, name=f"a.{src}")
-    cfg = flowgroup(src, lanes=1, sourceGapPolicy=policy)
-    mirror = cfg.mirrors[0]
-    ensure_progress_topic(cfg.cluster("b").client_config(), cfg.progressTopic)
-    parts = list(plan_lanes(mirror.name, 1, [(src, dst, 1)])[0].partitions)
-    produce_numbered(kafka_a.bootstrap, src, 1, 0, 100)
-    assert sum(s.records for s in copy_lane(cfg, mirror, 0, parts, 2.0)) == 100
+    cfg, mirror, parts, src, dst = _mirrored_100(kafka_a, kafka_b, topic, flowgroup, policy)
     if which == "source":
         recreate_topic(kafka_a.bootstrap, src, 1)
         produce_numbered(kafka_a.bootstrap, src, 1, 1000, 200)  # the new topic's records: 1000..1199
