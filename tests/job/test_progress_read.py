@@ -50,3 +50,14 @@ def test_read_finishes_while_another_lane_commits_continuously(kafka_b) -> None:
     nxt = state.latest[("a", "t", 0)].next_offset
     assert 5 <= nxt <= committed[-1], (nxt, committed[-1])
     assert took < 20
+
+
+def test_a_just_created_progress_topic_reads_empty_before_its_leader_is_known(kafka_b) -> None:
+    """`make demo` read the progress topic right after creating it and died on NOT_LEADER_FOR_PARTITION: a
+    partition without a leader yet is asked again, not reported."""
+    conf = {"bootstrap.servers": kafka_b.bootstrap}
+    for _ in range(5):
+        topic = unique_name("progress-fresh")
+        ensure_progress_topic(conf, topic)
+        state = read_progress(conf, topic, timeout=30)
+        assert state.latest == {} and state.generations == {}

@@ -20,6 +20,10 @@ import json
 from .record import PROGRESS_TOPIC_CONFIG, ProgressRecord, decode_generation_key, decode_key
 from .state import MAX_HISTORY, OffsetMap, ProgressState
 
+_NO_LEADER_YET = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                  KafkaError.UNKNOWN_TOPIC_OR_PART}
+"""What asking a just-created topic's partition for its offsets answers until a leader is elected."""
+
 
 def ensure_progress_topic(target_conf: dict[str, str], topic: str, partitions: int = 1,
                           replication_factor: int = -1, timeout: float = 30.0) -> None:
@@ -170,13 +174,26 @@ class ProgressReader:
             raise RuntimeError(f"progress topic {self.topic!r} not found on the target: {self._missing}")
         ends = {}
         for p in parts:
-            lo, hi = self.consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=timeout)
+            lo, hi = self._watermarks(p, timeout)
             if hi > lo:
                 ends[p] = hi
         if ends:
             self._assign(ends)
             self._consume(ends, timeout, 0.5)
         return self.state
+
+    def _watermarks(self, partition: int, timeout: float) -> tuple[int, int]:
+        """A partition's offsets; a just-created topic's partition has no leader for a moment (NOT_LEADER...,
+        LEADER_NOT_AVAILABLE): asked again until `timeout`, like the client does for fetches."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self.consumer.get_watermark_offsets(TopicPartition(self.topic, partition), timeout=timeout)
+            except KafkaException as e:
+                err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+                if err is None or err.code() not in _NO_LEADER_YET or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
 
     def poll(self, timeout: float = 10.0) -> int:
         """Read what was committed since the last call until the topic goes quiet; returns records read."""
