@@ -75,7 +75,7 @@ def test_copy_keeps_every_field(kafka_a, kafka_b, topic, flowgroup, delivery):
     # the dense offset map translates a source commit boundary to the exact target offset
     for (_, _, p), omap in state.maps.items():
         last = omap.records[-1]
-        assert omap.translate(last.next_offset) == mirrored[p][-1].offset + 1
+        assert omap.translate(last.source_last + 1) == mirrored[p][-1].offset + 1
         assert omap.translate(0) == mirrored[p][0].offset
 
 
