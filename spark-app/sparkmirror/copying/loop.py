@@ -171,6 +171,8 @@ class LaneCopier:
                 self._pending.clear()  # what the fenced clients read is not ours to commit
                 self._delivery_errors.clear()
                 self._close_clients()
+                # nothing was copied yet: the fresh start gets the whole epoch (its start time not counted)
+                deadline, first_start = max(deadline, time.monotonic() + self.epoch_seconds), True
             except Unreachable as e:
                 if self.reused and not self._commits and e.side == "target":
                     # kept clients that fail before their first commit were most likely fenced (the purge can
@@ -181,6 +183,7 @@ class LaneCopier:
                     self._delivery_errors.clear()
                     self._close_clients()
                     self.reused = started = False
+                    deadline, first_start = max(deadline, time.monotonic() + self.epoch_seconds), True
                     continue
                 line = self.outage.failed(e.side, e.what, e.reason)
                 if line:
