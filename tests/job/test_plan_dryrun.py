@@ -17,18 +17,22 @@ from .conftest import produce_numbered
 from .test_runner_cli import resource, sparkmirror, write
 
 
-def snapshot(bootstrap: str) -> dict:
+def snapshot(bootstrap: str, mine: str) -> dict:
     """Everything a dry run must leave alone: topics, partitions, explicit configs, end offsets, consumer groups
-    and their committed offsets."""
+    and their committed offsets -- of this test's topics and groups (names containing `mine`, and the progress
+    topic it names), so that what other tests left running on the shared clusters does not count."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     md = admin.list_topics(timeout=30)
-    topics = {n: len(t.partitions) for n, t in md.topics.items() if t.error is None}
-    futs = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, n) for n in topics], request_timeout=30)
+    topics = {n: len(t.partitions) for n, t in md.topics.items() if t.error is None and mine in n}
+    futs = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, n) for n in topics],
+                                  request_timeout=30) if topics else {}
     configs = {res.name: {k: e.value for k, e in fut.result(timeout=30).items()
                           if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
                for res, fut in futs.items()}
-    ends = list_offsets(admin, [(t, p) for t, n in topics.items() for p in range(n)], OffsetSpec.latest(), 30)
-    groups = sorted(g.group_id for g in admin.list_consumer_groups(request_timeout=30).result(timeout=30).valid)
+    ends = list_offsets(admin, [(t, p) for t, n in topics.items() for p in range(n)], OffsetSpec.latest(), 30) \
+        if topics else {}
+    groups = sorted(g.group_id for g in admin.list_consumer_groups(request_timeout=30).result(timeout=30).valid
+                    if mine in g.group_id)
     committed = {}
     for g in groups:
         res = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(g)])[g].result(timeout=30)
@@ -36,8 +40,12 @@ def snapshot(bootstrap: str) -> dict:
     return {"topics": topics, "configs": configs, "ends": ends, "groups": committed}
 
 
-def both(kafka_a, kafka_b) -> dict:
-    return {"a": snapshot(kafka_a.bootstrap), "b": snapshot(kafka_b.bootstrap)}
+def both(kafka_a, kafka_b, mine: str) -> dict:
+    return {"a": snapshot(kafka_a.bootstrap, mine), "b": snapshot(kafka_b.bootstrap, mine)}
+
+
+def has_topic(bootstrap: str, name: str) -> bool:
+    return name in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30).topics
 
 
 def commit_group(bootstrap: str, group: str, topic: str, offset: int) -> None:
@@ -58,16 +66,16 @@ def test_plan_changes_nothing_and_lists_what_run_does(tmp_path, kafka_a, kafka_b
     create_topic(b, f"a.{p}-same", 2, {"retention.ms": "5000000"})
     produce_numbered(a, f"{p}-new", 3, 0, 20)
     commit_group(a, f"{p}-group", f"{p}-new", 7)
-    res = resource(a, b, f"{p}-.*")
+    res = resource(a, b, f"{p}-.*", progressTopic=f"progress-{p}")
     path = write(tmp_path, res)
     progress = res["spec"]["progressTopic"]
 
-    before = both(kafka_a, kafka_b)
+    before = both(kafka_a, kafka_b, p)
     started = time.monotonic()
     out = sparkmirror("plan", "-f", str(path), "-o", "json")
     took = time.monotonic() - started
     assert out.returncode == 0, out
-    assert both(kafka_a, kafka_b) == before, "plan changed the clusters"
+    assert both(kafka_a, kafka_b, p) == before, "plan changed the clusters"
     assert progress not in before["b"]["topics"]
     plan = json.loads(out.stdout)
     assert plan["conflicts"] == [], plan["conflicts"]
@@ -84,20 +92,20 @@ def test_plan_changes_nothing_and_lists_what_run_does(tmp_path, kafka_a, kafka_b
     internal = {t["role"]: t for t in mirror["internalTopics"]}
     assert internal["progress"] == {"topic": progress, "role": "progress", "configs": PROGRESS_TOPIC_CONFIG,
                                     "action": "create when the mirror starts"}
-    assert internal["heartbeats"]["action"] == ("exists" if "heartbeats" in before["b"]["topics"]
+    assert internal["heartbeats"]["action"] == ("exists" if has_topic(b, "heartbeats")
                                                 else "create at the first heartbeat")
 
     text = sparkmirror("plan", "-f", str(path))
     assert text.returncode == 0, text
     assert "ACTION" in text.stdout and f"a.{p}-grow" in text.stdout and "add partitions 2->4" in text.stdout
     assert "no conflicts" in text.stdout and "ACLs: not synced" in text.stdout, text.stdout
-    assert both(kafka_a, kafka_b) == before
+    assert both(kafka_a, kafka_b, p) == before
 
     # what `run` does when a mirror starts: the data source's first refresh (progress topic, TopicSync.sync())
     (cfg,) = load([str(path)]).configs
     (m,) = cfg.mirrors
     MirrorStreamReader({"config": cfg.model_dump_json(), "mirror": m.name}).refresh_routes(force=True)
-    after = both(kafka_a, kafka_b)
+    after = both(kafka_a, kafka_b, p)
     assert after["a"] == before["a"], "the source cluster changed"
     tb, ta = before["b"], after["b"]
     created = set(ta["topics"]) - set(tb["topics"])
@@ -131,7 +139,7 @@ def test_plan_reports_prevented_and_real_loops(tmp_path, kafka_a, kafka_b) -> No
     pattern = f".*{p}-.*"
     there = resource(a, b, pattern, source="a", target="b")
     back = resource(b, a, pattern, source="b", target="a")
-    before = both(kafka_a, kafka_b)
+    before = both(kafka_a, kafka_b, p)
 
     out = sparkmirror("plan", "-f", str(write(tmp_path, there, back)), "-o", "json")
     assert out.returncode == 0, out
@@ -154,7 +162,7 @@ def test_plan_reports_prevented_and_real_loops(tmp_path, kafka_a, kafka_b) -> No
     assert f"back to its origin as 'b.a.{p}-orders'" in mine[0]["message"], mine[0]
     text = sparkmirror("plan", "-f", str(write(tmp_path, there)), "-f", str(write(tmp_path, west)))
     assert text.returncode == 3 and "conflict(s):" in text.stdout and "loop:" in text.stdout, text
-    assert both(kafka_a, kafka_b) == before
+    assert both(kafka_a, kafka_b, p) == before
 
 
 def test_plan_bad_input_and_unreachable(tmp_path, kafka_b) -> None:
