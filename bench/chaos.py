@@ -68,6 +68,7 @@ class Campaign:
     outage_s: float
     pause_s: float
     rate: float
+    kinds: tuple[str, ...] = KINDS  # which kills each round makes
     faults: list[Fault] = field(default_factory=list)
     sent: int = 0
     records: int = 0
@@ -299,7 +300,7 @@ class Chaos:
         """Rounds of one fault of each kind (in a shuffled order); the outages in the first rounds."""
         out = []
         for r in range(self.camp.kills):
-            kinds = list(KINDS)
+            kinds = list(self.camp.kinds)
             self.rng.shuffle(kinds)
             out += kinds
             if r < self.camp.outages:
@@ -422,8 +423,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def run_campaign(kills: int, outages: int, outage_s: float, pause_s: float, rate: float, workdir: Path,
-                 log: Callable[[str], None] = print) -> tuple[Campaign, list[dict]]:
-    chaos = Chaos(Campaign(kills, outages, outage_s, pause_s, rate), workdir, log)
+                 log: Callable[[str], None] = print, kinds: tuple[str, ...] = KINDS) -> tuple[Campaign, list[dict]]:
+    chaos = Chaos(Campaign(kills, outages, outage_s, pause_s, rate, kinds), workdir, log)
     try:
         camp = chaos.run()
     finally:
