@@ -5,9 +5,14 @@ well inside CI's time: SIGKILLs of the job and of a Python worker in tests/job/t
 away for longer than every client timeout in tests/job/test_outages.py; `make chaos` runs them all."""
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
-from bench.chaos import KINDS, run_campaign
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root, where bench/ lives
+
+from bench.chaos import KINDS, run_campaign  # noqa: E402
 
 SHORT = ("executor", "source-broker", "target-broker")
 assert set(SHORT) <= set(KINDS)
