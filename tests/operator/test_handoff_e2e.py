@@ -30,6 +30,7 @@ def _patch(kapi, namespace: str, name: str, patch: dict) -> None:
                patch, "application/merge-patch+json")
 
 
+@pytest.mark.timeout(1500)  # four handoffs, each a new Spark driver (two for the split), and a rollback, on 2 cores
 def test_handoffs_and_a_rollback_lose_and_repeat_nothing(operator, kapi, namespace, kafka_a, kafka_b, topic,
                                                          tmp_path, capsys) -> None:
     from tests.support.spark_runner import LocalSparkRunner
@@ -72,7 +73,7 @@ def test_handoffs_and_a_rollback_lose_and_repeat_nothing(operator, kapi, namespa
                     return len(st.get("handoffs") or []) >= i and _cond(st, "Upgrading").get("status") == "False" \
                         and st
 
-                st = wait_for(f"handoff {i}: {what}", handed_over, timeout=300, interval=1.0)
+                st = wait_for(f"handoff {i}: {what}", handed_over, timeout=480, interval=1.0)
                 timings.append((what, round(time.monotonic() - t0), st["handoffs"][-1]))
                 assert not runner.errors, runner.errors
             gens = {g["name"]: g["workerGeneration"] for g in st["flowGroups"]}
