@@ -149,15 +149,21 @@ class LocalSparkRunner:
         return job
 
     def _kill(self, name: str) -> None:
-        job = self.jobs.pop(name, None)
-        if job is None or job.proc.poll() is not None:
+        """Stop a job; it leaves `jobs` only once its process has ended (a draining job still copies)."""
+        job = self.jobs.get(name)
+        if job is None:
             return
-        os.killpg(job.proc.pid, signal.SIGTERM)  # the job's own session: this child and its JVM only
         try:
-            job.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(job.proc.pid, signal.SIGKILL)
-            job.proc.wait(10)
+            if job.proc.poll() is not None:
+                return
+            os.killpg(job.proc.pid, signal.SIGTERM)  # the job's own session: this child and its JVM only
+            try:
+                job.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(job.proc.pid, signal.SIGKILL)
+                job.proc.wait(10)
+        finally:
+            self.jobs.pop(name, None)
 
     def _state(self, app: dict, state: str, error: str | None = None) -> None:
         current = ((app.get("status") or {}).get("applicationState") or {})
