@@ -191,7 +191,7 @@ class CheckpointEmitter:
         res = self.source_admin.list_consumer_groups(request_timeout=self.timeout).result(timeout=self.timeout)
         return sorted(g.group_id for g in res.valid if self.groups.matches(g.group_id))
 
-    def _committed(self, admin: AdminClient, group: str) -> dict[tuple[str, int], tuple[int, str]]:
+    def committed(self, admin: AdminClient, group: str) -> dict[tuple[str, int], tuple[int, str]]:
         fut = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
                                                 request_timeout=self.timeout)[group]
         try:
@@ -209,7 +209,7 @@ class CheckpointEmitter:
         maps = self.tail.maps()
         out = {}
         for group in self.source_groups():
-            committed = {k: v for k, v in self._committed(self.source_admin, group).items() if k in maps}
+            committed = {k: v for k, v in self.committed(self.source_admin, group).items() if k in maps}
             cps = translate(group, committed, maps, self.counter)
             if cps:
                 out[group] = cps
@@ -234,28 +234,31 @@ class CheckpointEmitter:
             raise RuntimeError(f"mirrors[{self.mirror.name}]: {left} checkpoints not delivered to {self.topic!r}")
         return n
 
-    def _inactive_on_target(self, groups: list[str]) -> set[str]:
+    def members_on_target(self, groups: list[str]) -> dict[str, int]:
+        """group -> its active members on the target (0: idle, empty or unknown there)."""
         if not groups:
-            return set()
-        out = set()
+            return {}
+        out = {}
         for g, fut in self.target_admin.describe_consumer_groups(groups, request_timeout=self.timeout).items():
             try:
                 d = fut.result(timeout=self.timeout)
             except KafkaException as e:
                 if e.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND:
-                    out.add(g)
+                    out[g] = 0
                     continue
                 raise
-            if d.state in (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD, ConsumerGroupState.UNKNOWN) \
-                    and not d.members:
-                out.add(g)
+            idle = d.state in (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD, ConsumerGroupState.UNKNOWN)
+            out[g] = 0 if idle and not d.members else max(1, len(d.members or []))
         return out
+
+    def _inactive_on_target(self, groups: list[str]) -> set[str]:
+        return {g for g, n in self.members_on_target(groups).items() if n == 0}
 
     def sync_group_offsets(self, checkpoints: Mapping[str, list[Checkpoint]]) -> dict[str, dict[tuple[str, int], int]]:
         """Commit translated offsets to groups idle on the target; returns what was committed per group."""
         done = {}
         for group in sorted(self._inactive_on_target(sorted(checkpoints))):
-            have = {k: off for k, (off, _md) in self._committed(self.target_admin, group).items()}
+            have = {k: off for k, (off, _md) in self.committed(self.target_admin, group).items()}
             todo = offsets_to_sync(checkpoints[group], have)
             if not todo:
                 continue

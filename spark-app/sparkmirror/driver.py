@@ -200,6 +200,7 @@ class Driver:
         self.groups: dict[str, FlowGroupRun] = {}
         self.lease = None  # handoff.lease.LeaseGate while the operator's Lease decides who copies
         self.lost = threading.Event()  # the Lease moved on: drain and exit
+        self._fenced_seen: set[tuple[str, int]] = set()  # (query id, epoch) whose fenced lanes were looked into
 
     # what runs now, in flow-group order
     @property
@@ -341,6 +342,24 @@ class Driver:
     def stopped(self) -> bool:
         return any(not q.isActive for q in self.queries)
 
+    def superseded(self) -> dict[str, str]:
+        """flow group -> why it must stop: its lanes report being fenced and its progress topic names a later
+        generation (`sparkmirror failover`, or another driver that took it over). Without a Lease nothing else
+        stops this driver, whose epochs would otherwise end at once, forever; with one, a handoff is the Lease's
+        to announce and only a failover counts here. Checked once per fenced epoch."""
+        from .handoff.takeover import superseded_why
+
+        out = {}
+        for name, run in self.groups.items():
+            epochs = {e for q in run.queries if (e := _fenced_epoch(q)) is not None} - self._fenced_seen
+            if not epochs:
+                continue
+            self._fenced_seen |= epochs
+            why = superseded_why(run.config, 30.0, failover_only=self.lease is not None)
+            if why is not None:
+                out[name] = why
+        return out
+
     def stop(self) -> None:
         """Drain (no new epochs, running ones commit; at most one epoch plus 30 s), then stop everything."""
         # an epoch still interrupted at the deadline fails its foreachBatch with an InterruptedException that
@@ -401,6 +420,13 @@ class Driver:
                                  self.lease.successor)
                     stopping.set()
                     break
+                superseded = self.superseded()
+                if superseded:
+                    for why in superseded.values():
+                        log.warning("%s: stopping", why)
+                        print(f"sparkmirror: {why}: stopping", file=sys.stderr, flush=True)
+                    stopping.set()
+                    break
                 if self.stopped():
                     for name, error in self.failures().items():
                         self.stats[name].error = self.stats[name].error or error
@@ -417,13 +443,28 @@ class Driver:
 def _after_marked(cfg: FlowGroupConfig) -> FlowGroupConfig:
     """Without a Lease nobody else decides: this driver continues as the generation after the last one that
     took the flow group over (recorded on the progress topic), fencing the lanes that one held."""
-    from .handoff.takeover import marked
+    from .handoff.takeover import HandoffError, newest_mark
+    from .progress.state import failed_over_message
     from .resource.rollout import next_generation
 
-    last = marked(cfg)
+    last, failover = newest_mark(cfg)
+    if failover is not None:  # the mirror must not copy onto topics that consumers now read on the target
+        raise HandoffError(failed_over_message(cfg.name, failover))
     if last is None or last.generation < cfg.worker.generation:
         return cfg
     return next_generation(cfg, last.generation + 1, [last, *cfg.worker.predecessors])
+
+
+def _fenced_epoch(q) -> tuple[str, int] | None:
+    """(query id, epoch) when the query's last epoch had fenced lanes."""
+    try:
+        p = q.lastProgress
+    except Exception:  # noqa: BLE001 - py4j: the JVM is going away
+        return None
+    if not p:
+        return None
+    m = (p.get("observedMetrics") or {}).get("sparkmirror") or {}
+    return (str(p.get("id")), int(p.get("batchId", -1))) if (m.get("fenced") or 0) > 0 else None
 
 
 def _stop_query(q) -> None:

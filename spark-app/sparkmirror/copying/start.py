@@ -101,10 +101,9 @@ def resume_positions(config: FlowGroupConfig, mirror: Mirror, consumer: Consumer
     with talking_to("target", mirror.target, f"reading progress topic {config.progressTopic}"):
         state = read_progress(target_conf, config.progressTopic, mirror.source, partitions,
                               resource=config.resource)
-    marked = state.generation(config.resource, config.resourceUid, config.name)
-    if marked > config.worker.generation:  # read after this lane's fencing: see handoff/takeover.py
-        raise Superseded(f"flow group {config.name!r} was taken over by worker generation {marked}; "
-                         f"this is generation {config.worker.generation}")
+    why = state.superseded_why(config.resource, config.resourceUid, config.name, config.worker.generation)
+    if why is not None:  # read after this lane's fencing: see handoff/takeover.py
+        raise Superseded(why)
     resume = state.resume_offsets(mirror.source)
     ids = ids or TopicIds()
     positions: dict[tuple[str, int], int] = {}

@@ -27,6 +27,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from ..progress import ensure_progress_topic, read_progress
 from ..progress.record import generation_key, generation_value
+from ..progress.state import failed_over_message
 from ..refusal import refusal
 from ..resource.flowgroup import FlowGroupConfig, Predecessor
 from ..resource.names import transactional_ids
@@ -56,7 +57,13 @@ class Takeover:
 def marked(config: FlowGroupConfig, timeout: float = 60.0) -> Predecessor | None:
     """The highest generation marked for this flow group on any of its targets, with the ids its lanes held
     (None: no generation took the group over yet)."""
+    return newest_mark(config, timeout)[0]
+
+
+def newest_mark(config: FlowGroupConfig, timeout: float = 60.0) -> tuple[Predecessor | None, dict | None]:
+    """`marked()`, and what `sparkmirror failover` wrote when that newest mark is a failover (else None)."""
     best: Predecessor | None = None
+    failover: dict | None = None
     of = (config.resource, config.resourceUid, config.name)
     for alias in sorted({m.target for m in config.mirrors}):
         conf = config.cluster(alias).client_config()
@@ -72,7 +79,8 @@ def marked(config: FlowGroupConfig, timeout: float = 60.0) -> Predecessor | None
         gen = state.generation(*of)
         if gen and (best is None or gen > best.generation):
             best = Predecessor(flowGroup=config.name, generation=gen, transactionalIds=state.generation_ids[of])
-    return best
+            failover = state.failovers.get(of)
+    return best, failover
 
 
 def marked_generation(config: FlowGroupConfig, timeout: float = 60.0) -> int:
@@ -80,13 +88,24 @@ def marked_generation(config: FlowGroupConfig, timeout: float = 60.0) -> int:
     return m.generation if m is not None else 0
 
 
+def superseded_why(config: FlowGroupConfig, timeout: float = 60.0, failover_only: bool = False) -> str | None:
+    """Why this generation must not copy: a later one took the flow group over, or it was failed over (None:
+    nothing says so; with `failover_only`, also when a later generation took over without a failover)."""
+    last, failover = newest_mark(config, timeout)
+    if last is None or last.generation <= config.worker.generation or (failover_only and failover is None):
+        return None
+    if failover is not None:
+        return failed_over_message(config.name, failover)
+    return (f"flow group {config.name!r} of {config.resource} was taken over by worker generation "
+            f"{last.generation}; this is generation {config.worker.generation}: it must not copy")
+
+
 def check_not_superseded(config: FlowGroupConfig, timeout: float = 60.0) -> None:
     """HandoffError when a later generation already took the flow group over (run it while in standby: it reads
     the whole progress topic, which the handoff itself should not wait for)."""
-    marked = marked_generation(config, timeout)
-    if marked > config.worker.generation:
-        raise HandoffError(f"flow group {config.name!r} of {config.resource} was taken over by worker generation "
-                           f"{marked}; this is generation {config.worker.generation}: it must not copy")
+    why = superseded_why(config, timeout)
+    if why is not None:
+        raise HandoffError(why)
 
 
 def prepare(config: FlowGroupConfig) -> None:
@@ -107,7 +126,7 @@ def take_over(config: FlowGroupConfig, timeout: float = 60.0) -> Takeover:
     at_ms = int(time.time() * 1000)
     targets = sorted({m.target for m in config.mirrors})
     for alias in targets:
-        _mark(config, alias, groups, at_ms, timeout, go=False)
+        write_mark(config, alias, groups, at_ms, timeout, go=False)
     t_mark = time.monotonic()
     known = {c.alias for c in config.clusters}
     ids = sorted(_to_fence(config, preds, known))
@@ -115,12 +134,10 @@ def take_over(config: FlowGroupConfig, timeout: float = 60.0) -> Takeover:
     if skipped:  # a mirror to that target was removed: nothing of this generation writes there
         log.info("flow group %s: not fencing lanes on targets %s that this generation no longer writes to",
                  config.name, skipped)
-    if ids:
-        with ThreadPoolExecutor(max_workers=min(8, len(ids))) as pool:
-            list(pool.map(lambda a: _fence(config, a[0], a[1], timeout), ids))
+    fence_all(config, set(ids), timeout)
     t_fenced = time.monotonic()
     for alias in targets:
-        _mark(config, alias, [config.name], at_ms, timeout, go=True)
+        write_mark(config, alias, [config.name], at_ms, timeout, go=True)
     took = int((time.monotonic() - t0) * 1000)
     log.info("flow group %s: generation %d took over %s in %d ms (superseded in %d ms, %d other transactional "
              "ids fenced in %d ms)", config.name, gen, groups, took, (t_mark - t0) * 1000, len(ids),
@@ -157,23 +174,36 @@ def _producer(conf: dict[str, str], config: FlowGroupConfig) -> Producer:
     return _PRODUCERS[key]
 
 
-def _mark(config: FlowGroupConfig, alias: str, groups: list[str], at_ms: int, timeout: float, go: bool) -> None:
+def write_mark(config: FlowGroupConfig, alias: str, groups: list[str], at_ms: int, timeout: float, go: bool,
+          generation: int | None = None, ids: dict[str, list[str]] | None = None,
+          failover: dict | None = None) -> None:
+    """Write the generation mark of `groups` on target `alias`: by default this config's generation holding its
+    own lanes' ids; a failover mark names a later generation that holds none."""
     conf = config.cluster(alias).client_config()
     if (repr(sorted(conf.items())), config.progressTopic) not in _ENSURED:
         ensure_progress_topic(conf, config.progressTopic)
         _ENSURED.add((repr(sorted(conf.items())), config.progressTopic))
     errors: list[KafkaError] = []
     producer = _producer(conf, config)
-    ids = transactional_ids(config.resource, config.name, config.lane_routes())
+    if ids is None:
+        ids = transactional_ids(config.resource, config.name, config.lane_routes())
+    gen = config.worker.generation if generation is None else generation
     for g in groups:
         producer.produce(config.progressTopic, key=generation_key(config.resource, config.resourceUid, g),
-                         value=generation_value(config.worker.generation, config.name, at_ms, ids, go),
+                         value=generation_value(gen, config.name, at_ms, ids, go, failover),
                          on_delivery=lambda err, _m: errors.append(err) if err is not None else None)
     left = producer.flush(timeout)
     if left or errors:
         why = errors[0].str() if errors else f"{left} not acknowledged in {timeout:.0f} s"
         raise HandoffError(f"flow group {config.name!r}: cannot write its generation mark to the progress topic "
                            f"{config.progressTopic!r} on target {alias!r}: {why}")
+
+
+def fence_all(config: FlowGroupConfig, ids: set[tuple[str, str]], timeout: float) -> None:
+    """`_fence` every (target alias, transactional id), in parallel."""
+    if ids:
+        with ThreadPoolExecutor(max_workers=min(8, len(ids))) as pool:
+            list(pool.map(lambda a: _fence(config, a[0], a[1], timeout), sorted(ids)))
 
 
 def _fence(config: FlowGroupConfig, alias: str, tid: str, timeout: float) -> None:

@@ -94,7 +94,8 @@ class ProgressReader:
         if of is not None:
             if msg.value() is not None and (self.resource is None or of[0] == self.resource):
                 v = json.loads(msg.value())
-                self.state.mark_generation(of, int(v["gen"]), v.get("ids"), bool(v.get("go", True)))
+                self.state.mark_generation(of, int(v["gen"]), v.get("ids"), bool(v.get("go", True)),
+                                           v.get("failover"))
             return False
         if msg.value() is None:  # a tombstone: progress deliberately reset for this key
             k, resource = decode_key(msg.key())

@@ -15,7 +15,9 @@ Generation marks share the topic (they must be read in the same read_committed p
   value = {"v": 1, "gen": n, "by": "<flow group that took over>", "atMs": t,
            "ids": {"<target alias>": [transactional ids of generation n's lanes]}, "go": false|true}
   written twice per takeover: "go": false supersedes the older generations, "go": true (after their lanes were
-  fenced) lets the new generation's waiting lanes start.
+  fenced) lets the new generation's waiting lanes start. `sparkmirror failover` writes a mark of its own: a
+  generation with no lanes ("ids": {}, "go": false) and "failover": {"atMs": t, "mirrors": [...]}, so every
+  older generation is stopped for good; `failover --undo` writes the next generation without "failover".
 Ranges are inclusive offsets; `count` is how many records the range held (ranges can contain gaps: source
 transaction markers, aborted records; target transaction markers). A range that wrote nothing (every record
 skipped) has count 0 and target range [-1, -1]. `bytes` is the key and value bytes those records carried (added
@@ -78,9 +80,12 @@ def decode_generation_key(key: bytes | None) -> GenerationOf | None:
     return resource, uid, group
 
 
-def generation_value(generation: int, by: str, at_ms: int, ids: dict[str, list[str]], go: bool) -> bytes:
-    return json.dumps({"v": PROGRESS_FORMAT_VERSION, "gen": generation, "by": by, "atMs": at_ms, "ids": ids,
-                       "go": go}, separators=(",", ":")).encode()
+def generation_value(generation: int, by: str, at_ms: int, ids: dict[str, list[str]], go: bool,
+                     failover: dict | None = None) -> bytes:
+    v = {"v": PROGRESS_FORMAT_VERSION, "gen": generation, "by": by, "atMs": at_ms, "ids": ids, "go": go}
+    if failover is not None:
+        v["failover"] = failover
+    return json.dumps(v, separators=(",", ":")).encode()
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ columns (`OffsetMap`), so a driver's memory is bounded by configuration, not by 
 """
 from __future__ import annotations
 
+import datetime
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
@@ -157,14 +158,19 @@ class ProgressState:
     generations: dict[GenerationOf, int] = field(default_factory=dict)  # highest worker generation marked
     generation_ids: dict[GenerationOf, dict[str, list[str]]] = field(default_factory=dict)  # and its lanes' ids
     generation_go: dict[GenerationOf, bool] = field(default_factory=dict)  # its older lanes are fenced
+    failovers: dict[GenerationOf, dict] = field(default_factory=dict)  # the newest mark is a failover: what it said
 
     def mark_generation(self, of: GenerationOf, generation: int, ids: dict[str, list[str]] | None = None,
-                        go: bool = True) -> None:
+                        go: bool = True, failover: dict | None = None) -> None:
         known = self.generations.get(of, 0)
         if generation > known:
             self.generations[of] = generation
             self.generation_ids[of] = ids or {}
             self.generation_go[of] = go
+            if failover is None:
+                self.failovers.pop(of, None)
+            else:
+                self.failovers[of] = failover
         elif generation == known:
             self.generation_go[of] = self.generation_go.get(of, False) or go
             self.generation_ids[of] = ids or self.generation_ids.get(of, {})
@@ -180,6 +186,17 @@ class ProgressState:
     def generation(self, resource: str, uid: str, flow_group: str) -> int:
         """The highest worker generation that took `flow_group` over (0: none marked)."""
         return self.generations.get((resource, uid, flow_group), 0)
+
+    def superseded_why(self, resource: str, uid: str, flow_group: str, generation: int) -> str | None:
+        """Why worker `generation` of the flow group must not copy (None: it may, as far as marks go)."""
+        of = (resource, uid, flow_group)
+        marked = self.generations.get(of, 0)
+        if marked <= generation:
+            return None
+        failover = self.failovers.get(of)
+        if failover is not None:
+            return failed_over_message(flow_group, failover)
+        return f"flow group {flow_group!r} was taken over by worker generation {marked}; this is generation {generation}"
 
     def add(self, rec: ProgressRecord) -> None:
         k = rec.source_partition
@@ -219,3 +236,11 @@ class ProgressState:
 def _other_topic(before: str, now: str) -> bool:
     """Two topic ids that both are known and differ: the topic was deleted and created again in between."""
     return bool(before and now and before != now)
+
+
+def failed_over_message(flow_group: str, failover: dict) -> str:
+    """One line for logs and errors: when, which mirrors, and how to mirror again."""
+    at = datetime.datetime.fromtimestamp(int(failover.get("atMs", 0)) / 1000, datetime.timezone.utc)
+    return (f"flow group {flow_group!r} was failed over at {at:%Y-%m-%d %H:%M:%S} UTC (`sparkmirror failover`, "
+            f"mirrors {', '.join(failover.get('mirrors') or []) or '-'}): it copies nothing more until "
+            "`sparkmirror failover --undo` lets it")

@@ -170,12 +170,17 @@ def _run_live(args: argparse.Namespace, loaded, extra: dict[str, str], out) -> i
         if watch is not None:
             follow_changes(r, watch)
 
+    from ..handoff.takeover import HandoffError
+
     outcome = "stopped"
     try:
         try:
             local.start()
         except KeyboardInterrupt:  # Ctrl-C while Spark was starting (SparkContext's own SIGINT handler)
             stop.set()
+        except HandoffError as e:  # e.g. failed over: it stays stopped
+            _err(str(e))
+            return 1
         # SparkContext replaces the SIGINT handler with one that cancels jobs and raises KeyboardInterrupt;
         # ours drains instead, so running epochs commit and the queries stop cleanly
         for s in previous:

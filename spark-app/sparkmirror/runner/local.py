@@ -132,6 +132,11 @@ def wait(run: LocalRun, stop: threading.Event, on_tick: Callable[[LocalRun], Non
             on_tick(run)
         if run.failures():
             return "failed"
+        superseded = run.superseded()
+        if superseded:
+            for why in superseded.values():
+                print(f"sparkmirror run: {why}: stopping", file=sys.stderr, flush=True)
+            return "superseded"
         if until is not None and until(run):
             return "done"
         if deadline is not None and time.monotonic() > deadline:

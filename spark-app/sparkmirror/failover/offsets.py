@@ -1,0 +1,127 @@
+"""Consumer-group positions for a failover (I/O): translated now, or read from the last checkpoints.
+
+Source reachable: each selected group's committed offsets are read from the source and translated through the
+progress topic read to its end after the flow groups were stopped (so the map is final), with the same exact
+translation as checkpoints (`checkpoints.translate`, counting inside gapped ranges on the source). The results
+are also emitted as checkpoints, so `RemoteClusterUtils` on the target agrees with what was committed.
+
+Source unreachable (the disaster case): the newest checkpoint per group and partition on the target's
+`<source>.checkpoints.internal` topic, which the mirror emitted every `emitCheckpointsIntervalSeconds`: what a
+group committed on the source after that is unknowable now, so its consumers repeat at most that interval.
+"""
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from ..checkpoints import CheckpointEmitter, GroupFilter, translate
+from ..mm2formats import Checkpoint
+from ..progress import read_progress
+from ..resource.flowgroup import FlowGroupConfig, Mirror
+from ..topicsync import topic_filter
+from .report import Untranslated
+
+
+def source_error(config: FlowGroupConfig, mirror: Mirror, timeout: float) -> str | None:
+    """Why the source cannot be read now (None: it answers)."""
+    try:
+        AdminClient(config.cluster(mirror.source).client_config()).list_topics(timeout=timeout)
+        return None
+    except KafkaException as e:
+        why = e.args[0].str() if isinstance(e.args[0], KafkaError) else str(e)
+        return f"source cluster {mirror.source!r} ({config.cluster(mirror.source).bootstrapServers}) does not answer: {why}"
+
+
+def translate_now(emitter: CheckpointEmitter, select: Callable[[str], bool], timeout: float
+                  ) -> tuple[dict[str, list[Checkpoint]], dict[str, list[Untranslated]]]:
+    """group -> checkpoints, and group -> partitions without an exact position, from the source's offsets now."""
+    config, mirror = emitter.config, emitter.mirror
+    state = read_progress(config.cluster(mirror.target).client_config(), config.progressTopic, mirror.source,
+                          timeout=timeout, resource=config.resource)
+    maps = {(t, p): m for (_c, t, p), m in state.maps.items()}
+    mirrored = topic_filter(config, mirror)
+    checkpoints: dict[str, list[Checkpoint]] = {}
+    untranslated: dict[str, list[Untranslated]] = {}
+    for group in emitter.source_groups():
+        if not select(group):
+            continue
+        for (topic, part), (offset, metadata) in sorted(emitter.committed(emitter.source_admin, group).items()):
+            if offset < 0 or ((topic, part) not in maps and not mirrored.matches(topic)):
+                continue  # no committed offset, or a topic this mirror does not copy
+            cps = translate(group, {(topic, part): (offset, metadata)}, maps, emitter.counter)
+            if cps:
+                checkpoints.setdefault(group, []).extend(cps)
+                continue
+            m = maps.get((topic, part))
+            why = ("nothing of this partition was mirrored yet" if m is None or not m.records else
+                   f"offset {offset} is older than the progress history held (from source offset "
+                   f"{m.records[0].source_first})")
+            untranslated.setdefault(group, []).append(Untranslated(group, topic, part, offset, why))
+    return checkpoints, untranslated
+
+
+def last_checkpoints(config: FlowGroupConfig, mirror: Mirror, select: Callable[[str], bool], topic: str,
+                     timeout: float) -> dict[str, list[Checkpoint]]:
+    """group -> the newest checkpoint of each of its partitions on the target's checkpoints topic."""
+    groups = GroupFilter.of(mirror)
+    c = Consumer({**config.cluster(mirror.target).client_config(), "group.id": f"sparkmirror-failover-"
+                  f"{uuid.uuid4().hex[:8]}", "enable.auto.commit": False, "enable.partition.eof": True})
+    newest: dict[tuple[str, str, int], Checkpoint] = {}
+    try:
+        md = c.list_topics(topic, timeout=timeout).topics.get(topic)
+        if md is None or md.error is not None:
+            return {}
+        open_ = set(md.partitions)
+        c.assign([TopicPartition(topic, p, -2) for p in md.partitions])  # -2: from the beginning
+        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1] for p in md.partitions}
+        open_ = {p for p in open_ if ends[p] > 0}
+        while open_:
+            msgs = c.consume(500, timeout=timeout)
+            if not msgs:
+                raise TimeoutError(f"reading checkpoints topic {topic!r} on target {mirror.target!r}: no answer "
+                                   f"within {timeout:.0f} s")
+            for m in msgs:
+                if m.error() is not None:
+                    if m.error().code() == KafkaError._PARTITION_EOF:
+                        open_.discard(m.partition())
+                        continue
+                    raise KafkaException(m.error())
+                if m.offset() >= ends[m.partition()] - 1:
+                    open_.discard(m.partition())
+                if m.key() is None or m.value() is None:
+                    continue
+                cp = Checkpoint.decode(m.key(), m.value())
+                if groups.matches(cp.group) and select(cp.group):
+                    newest[(cp.group, cp.topic, cp.partition)] = cp
+    finally:
+        c.close()
+    out: dict[str, list[Checkpoint]] = {}
+    for (group, _t, _p), cp in sorted(newest.items()):
+        out.setdefault(group, []).append(cp)
+    return out
+
+
+def on_target(emitter: CheckpointEmitter, groups: list[str]) -> tuple[dict[str, int], dict[str, dict]]:
+    """(group -> active members on the target, group -> its committed offsets there)."""
+    members = emitter.members_on_target(groups)
+    committed = {g: {k: off for k, (off, _md) in emitter.committed(emitter.target_admin, g).items()} for g in groups}
+    return members, committed
+
+
+def commit(emitter: CheckpointEmitter, offsets: dict[str, dict[tuple[str, int], int]]) -> dict[str, str]:
+    """Commit the offsets on the target; group -> error for those that could not be (e.g. a consumer joined)."""
+    errors = {}
+    for group, todo in sorted(offsets.items()):
+        req = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, o) for (t, p), o in sorted(todo.items())])
+        fut = emitter.target_admin.alter_consumer_group_offsets([req], request_timeout=emitter.timeout)[group]
+        try:
+            res = fut.result(timeout=emitter.timeout)
+            bad = [tp for tp in res.topic_partitions if tp.error is not None]
+            if bad:
+                errors[group] = f"{bad[0].topic}[{bad[0].partition}]: {bad[0].error}"
+        except KafkaException as e:
+            errors[group] = str(e.args[0])
+    return errors

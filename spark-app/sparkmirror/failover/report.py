@@ -1,0 +1,121 @@
+"""What a failover did per consumer group and partition: decided here (pure), shown as a table or a document.
+
+Actions per partition:
+- committed: the group's translated offset was committed on the target;
+- kept: the group on the target already stood at or past it (never moved backwards);
+- active: the group has members on the target, so its offsets cannot be set (stop those consumers, run again);
+- failed: the commit on the target failed (e.g. a consumer joined meanwhile);
+- untranslated: no exact target position is known (nothing of the partition mirrored yet, or the offset is
+  older than the progress history); the group has no offset there and would start at `auto.offset.reset`.
+Consumers can move when every partition is `committed` or `kept`: exit 0; else 1.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+
+from ..mm2formats import Checkpoint
+
+MOVED = ("committed", "kept")
+
+
+@dataclass(frozen=True)
+class Untranslated:
+    group: str
+    source_topic: str
+    partition: int
+    source_offset: int
+    why: str
+
+
+@dataclass(frozen=True)
+class PartitionMove:
+    group: str
+    source_topic: str
+    target_topic: str
+    partition: int
+    source_offset: int
+    target_offset: int | None
+    action: str
+    detail: str = ""
+
+    def as_dict(self) -> dict:
+        return {k[0] + k.title().replace("_", "")[1:]: v for k, v in asdict(self).items()}
+
+
+def decide(group: str, checkpoints: Iterable[Checkpoint], on_target: Mapping[tuple[str, int], int], members: int,
+           upstream: Mapping[str, str], untranslated: Iterable[Untranslated] = ()) -> list[PartitionMove]:
+    """One group's rows: `on_target` its committed offsets on the target, `members` its active members there,
+    `upstream` remote topic -> source topic."""
+    rows = []
+    for cp in sorted(checkpoints, key=lambda c: (c.topic, c.partition)):
+        src = upstream.get(cp.topic, cp.topic)
+        have = on_target.get((cp.topic, cp.partition))
+        if members:
+            action, detail = "active", f"{members} consumer(s) active on the target: stop them and run again"
+        elif have is not None and have >= cp.downstream_offset:
+            action, detail = "kept", f"the group already stands at {have} on the target (never moved back)"
+        else:
+            action, detail = "committed", "" if have is None else f"was {have}"
+        rows.append(PartitionMove(group, src, cp.topic, cp.partition, cp.upstream_offset, cp.downstream_offset,
+                                  action, detail))
+    for u in sorted(untranslated, key=lambda u: (u.source_topic, u.partition)):
+        rows.append(PartitionMove(group, u.source_topic, "", u.partition, u.source_offset, None, "untranslated",
+                                  u.why))
+    return rows
+
+
+def to_commit(rows: Iterable[PartitionMove]) -> dict[str, dict[tuple[str, int], int]]:
+    """group -> (target topic, partition) -> offset, for the rows whose action is `committed`."""
+    out: dict[str, dict[tuple[str, int], int]] = {}
+    for r in rows:
+        if r.action == "committed" and r.target_offset is not None:
+            out.setdefault(r.group, {})[(r.target_topic, r.partition)] = r.target_offset
+    return out
+
+
+def can_move(rows: Iterable[PartitionMove]) -> bool:
+    return all(r.action in MOVED for r in rows)
+
+
+def table(doc: dict) -> str:
+    """The report for people."""
+    out = []
+    src = "source" if doc["offsetsFrom"] == "source" else "last checkpoints on the target (source unreachable)"
+    if doc.get("undo"):
+        for s in doc["stopped"]:
+            out.append(f"flow group {s['flowGroup']}: may copy again (worker generation {s['generation']})"
+                       if s["generation"] else f"flow group {s['flowGroup']}: was not failed over")
+        return "\n".join(out) + "\n"
+    out.append(f"failover of mirror {doc['mirror']} ({doc['source']} -> {doc['target']})")
+    for s in doc["stopped"]:
+        how = "already failed over; fenced again" if s["alreadyFailedOver"] else "stopped"
+        others = [m for m in s.get("mirrors", []) if m != doc["mirror"]]
+        out.append(f"  flow group {s['flowGroup']}: {how} as worker generation {s['generation']} "
+                   f"({len(s['fencedIds'])} transactional ids fenced, {s['tookMs']} ms)"
+                   + (f"; its other mirrors stop with it: {', '.join(others)}" if others else ""))
+    out.append(f"  group offsets from: {src}")
+    rows = [r for g in doc["groups"] for r in g["partitions"]]
+    if not rows:
+        out.append("  no consumer group to move")
+    else:
+        head = ("GROUP", "SOURCE TOPIC", "PARTITION", "SOURCE OFFSET", "TARGET TOPIC", "TARGET OFFSET", "ACTION")
+        cells = [head] + [(r["group"], r["sourceTopic"], str(r["partition"]), str(r["sourceOffset"]),
+                           r["targetTopic"] or "-", "-" if r["targetOffset"] is None else str(r["targetOffset"]),
+                           r["action"] + (f" ({r['detail']})" if r["detail"] else "")) for r in rows]
+        widths = [max(len(c[i]) for c in cells) for i in range(len(head) - 1)]
+        for c in cells:
+            out.append("  " + "  ".join(v.ljust(w) for v, w in zip(c, widths)) + "  " + c[-1])
+    out.append("consumers can move to the target" if doc["ok"] else
+               "consumers cannot all move yet: see the groups marked active or untranslated")
+    return "\n".join(out) + "\n"
+
+
+def document(mirror: str, source: str, target: str, offsets_from: str, stopped: list[dict],
+             rows: list[PartitionMove]) -> dict:
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(r.group, []).append(r.as_dict())
+    return {"mirror": mirror, "source": source, "target": target, "offsetsFrom": offsets_from,
+            "stopped": stopped, "groups": [{"group": g, "partitions": p} for g, p in sorted(groups.items())],
+            "ok": can_move(rows)}

@@ -1,0 +1,197 @@
+"""`sparkmirror failover`: the mirror stops at a consistent point, consumer groups move exactly, `--undo`.
+
+Real brokers throughout; the running mirror is the real job (local Spark). Every record a consumer reads on the
+target after the failover is counted by sequence number: what the group had not consumed on the source, each
+exactly once.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from sparkmirror.checkpoints import CheckpointEmitter
+from sparkmirror.cli import main
+from sparkmirror.copying import copy_lane
+from sparkmirror.failover.report import PartitionMove, can_move, decide, document, table, to_commit
+from sparkmirror.failover.run import failover, undo_all
+from sparkmirror.lanes import plan_lanes
+from sparkmirror.mm2formats import Checkpoint
+from sparkmirror.progress import ensure_progress_topic
+from sparkmirror.topicsync import TopicSync
+from sparkmirror_dev.testing import count_records, produce_numbered, read_topic, unique_name
+
+from .conftest import wait_for
+
+
+def _commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        c.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
+    finally:
+        c.close()
+
+
+def _group_offsets(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
+    res = AdminClient({"bootstrap.servers": bootstrap}).list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group)])[group].result(30)
+    return {(tp.topic, tp.partition): tp.offset for tp in res.topic_partitions if tp.offset >= 0}
+
+
+def _consume_as(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, list[int]]:
+    """What a consumer of `group` reads on `topic` from its committed offsets to the end: sequences per partition."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                  "isolation.level": "read_committed", "enable.partition.eof": True, "auto.offset.reset": "error"})
+    out: dict[int, list[int]] = {p: [] for p in range(partitions)}
+    try:
+        committed = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
+        assert all(tp.offset >= 0 for tp in committed), f"{group} has no committed offset on {committed}"
+        c.assign(committed)
+        todo = set(range(partitions))
+        deadline = time.monotonic() + 60
+        while todo and time.monotonic() < deadline:
+            for m in c.consume(500, 0.5):
+                if m.error():
+                    todo.discard(m.partition())
+                    continue
+                out[m.partition()].append(int(m.value().decode().split(":")[1]))
+        assert not todo, f"did not reach the end of {topic} partitions {todo}"
+    finally:
+        c.close()
+    return out
+
+
+def test_decide_moves_idle_groups_forward_only() -> None:
+    cps = [Checkpoint("g", "a.t", 0, 60, 58), Checkpoint("g", "a.t", 1, 10, 9)]
+    rows = decide("g", cps, {("a.t", 1): 20}, 0, {"a.t": "t"})
+    assert [(r.partition, r.action) for r in rows] == [(0, "committed"), (1, "kept")]
+    assert to_commit(rows) == {"g": {("a.t", 0): 58}} and can_move(rows)
+    busy = decide("g", cps, {}, 2, {"a.t": "t"})
+    assert {r.action for r in busy} == {"active"} and not can_move(busy) and to_commit(busy) == {}
+    assert PartitionMove("g", "t", "a.t", 0, 1, 2, "committed").as_dict()["sourceTopic"] == "t"
+    stopped = [{"flowGroup": "fg", "generation": 4, "fencedIds": ["x.lane-0"], "atMs": 1, "tookMs": 80,
+                "alreadyFailedOver": False, "mirrors": ["a-to-b", "c-to-b"]}]
+    doc = document("a-to-b", "a", "b", "source", stopped, rows + busy)
+    assert not doc["ok"] and [g["group"] for g in doc["groups"]] == ["g"]
+    text = table(doc).splitlines()
+    assert text[1].endswith("its other mirrors stop with it: c-to-b")
+    assert any(line.split()[:7] == ["g", "t", "0", "60", "a.t", "58", "committed"] for line in text)
+    assert text[-1].startswith("consumers cannot all move yet")
+
+
+@pytest.mark.kafka
+def test_failover_stops_the_mirror_and_moves_groups_exactly(kafka_a, kafka_b, topic, flowgroup, job) -> None:
+    src = topic(kafka_a, 2)
+    cfg = flowgroup(src, mirror={"groups": "fo-.*", "emitCheckpointsIntervalSeconds": 2})
+    mirror = cfg.mirrors[0]
+    dst = f"a.{src}"
+    produce_numbered(kafka_a.bootstrap, src, 2, 0, 150)
+    running = job(cfg)
+    wait_for(lambda: count_records(kafka_b.bootstrap, dst) == 300, 240, "the first 300 records on the target")
+    group, idle = unique_name("fo-app"), unique_name("fo-idle")
+    _commit(kafka_a.bootstrap, group, {(src, 0): 60, (src, 1): 100})  # the group consumed part of it
+    produce_numbered(kafka_a.bootstrap, src, 2, 150, 50)
+
+    # a planned switch: producers stopped, the mirror catches up, then stops; the group moves exactly
+    t0 = time.monotonic()
+    doc = failover([cfg], mirror, lambda g: g == group, timeout=30, wait_seconds=120)
+    took = time.monotonic() - t0
+    assert doc["ok"], doc
+    assert doc["offsetsFrom"] == "source" and [s["flowGroup"] for s in doc["stopped"]] == [cfg.name]
+    assert len(doc["stopped"][0]["fencedIds"]) == 2  # both lanes' transactional ids
+    rows = {r["partition"]: r for g in doc["groups"] for r in g["partitions"]}
+    assert {p: (r["action"], r["sourceOffset"]) for p, r in rows.items()} == {0: ("committed", 60), 1: ("committed", 100)}
+    assert _group_offsets(kafka_b.bootstrap, group) == {(dst, p): r["targetOffset"] for p, r in rows.items()}
+    assert idle not in {g["group"] for g in doc["groups"]}
+    # every record the group had not consumed, exactly once, and nothing else
+    assert _consume_as(kafka_b.bootstrap, group, dst, 2) == {0: list(range(60, 200)), 1: list(range(100, 200))}
+    print(f"\nfailover (caught up, stopped, translated, committed) in {took:.1f} s")
+
+    # the running job sees the failover mark and exits by itself; nothing is copied afterwards
+    running.proc.wait(120)
+    assert running.proc.returncode == 0, running.log()[-3000:]
+    assert "was failed over" in running.log()
+    produce_numbered(kafka_a.bootstrap, src, 2, 200, 20)
+    assert count_records(kafka_b.bootstrap, dst) == 400
+    # a driver started now refuses to copy, saying why
+    refused = job(cfg)
+    refused.proc.wait(120)
+    assert refused.proc.returncode == 1 and "was failed over" in refused.log()
+    assert count_records(kafka_b.bootstrap, dst) == 400
+
+    # undo: the mirror copies again from where it stopped, nothing lost or repeated
+    undone = undo_all([cfg], mirror)
+    assert undone["stopped"][0]["generation"] == doc["stopped"][0]["generation"] + 1
+    again = job(cfg)
+    wait_for(lambda: count_records(kafka_b.bootstrap, dst) >= 440, 240, "the 40 later records on the target")
+    seqs = {p: [int(r.value.decode().split(":")[1]) for r in recs] for p, recs in read_topic(kafka_b.bootstrap, dst).items()}
+    assert seqs == {0: list(range(220)), 1: list(range(220))}
+    assert again.stop() == 0
+
+
+@pytest.mark.kafka
+def test_failover_command_with_the_source_gone_uses_the_last_checkpoints(kafka_a, kafka_b, topic, tmp_path,
+                                                                          capfd) -> None:
+    """The disaster case: the source does not answer; groups move to their last checkpoints, and a group with
+    consumers on the target is refused (exit 1), named in the report."""
+    src = topic(kafka_a, 2)
+    name = unique_name("fo")
+    doc = {"apiVersion": "sparkmirror.io/v1alpha1", "kind": "KafkaMirrorMaker2",
+           "metadata": {"name": name, "namespace": "dr"},
+           "spec": {"target": {"alias": "b", "bootstrapServers": kafka_b.bootstrap},
+                    "mirrors": [{"source": {"alias": "a", "bootstrapServers": kafka_a.bootstrap},
+                                 "topicsPattern": src, "groupsPattern": "dr-.*"}]}}
+    live = tmp_path / "live.yaml"
+    live.write_text(json.dumps(doc))
+    from sparkmirror.runner.resources import load
+
+    cfg = load([str(live)]).configs[0]
+    mirror = cfg.mirrors[0]
+    produce_numbered(kafka_a.bootstrap, src, 2, 0, 80)
+    routes = TopicSync(cfg, mirror).sync()
+    ensure_progress_topic(cfg.cluster("b").client_config(), cfg.progressTopic)
+    for lane in plan_lanes(mirror.name, cfg.lanes_of(mirror), [(r.source_topic, r.target_topic, r.partitions)
+                                                              for r in routes]):
+        if lane.partitions:
+            copy_lane(cfg, mirror, lane.index, list(lane.partitions), 3.0)
+    moved, busy = unique_name("dr-moved"), unique_name("dr-busy")
+    _commit(kafka_a.bootstrap, moved, {(src, 0): 30, (src, 1): 50})
+    _commit(kafka_a.bootstrap, busy, {(src, 0): 10})
+    emitter = CheckpointEmitter(cfg, mirror)  # what the running mirror emitted before the source went away
+    try:
+        emitter.run_once(sync_offsets=False)
+    finally:
+        emitter.close()
+    dst = routes[0].target_topic
+    consumer = Consumer({"bootstrap.servers": kafka_b.bootstrap, "group.id": busy, "auto.offset.reset": "earliest"})
+    consumer.subscribe([dst])
+    try:
+        wait_for(lambda: consumer.poll(0.5) is not None or bool(consumer.assignment()), 60, "the busy consumer joins")
+        doc["spec"]["mirrors"][0]["source"]["bootstrapServers"] = "127.0.0.1:9"  # the source is gone
+        gone = tmp_path / "gone.yaml"
+        gone.write_text(json.dumps(doc))
+        rc = main(["failover", "-f", str(gone), "--mirror", "a", "-o", "json", "--timeout", "20",
+                   "--log-file", str(tmp_path / "failover.log")])
+    finally:
+        consumer.close()
+    out, err = capfd.readouterr()
+    report = json.loads(out)
+    assert rc == 1, (out, err)
+    assert "source cluster 'a'" in err and "using the last checkpoints" in err
+    assert report["offsetsFrom"] == "checkpoints" and not report["ok"]
+    groups = {g["group"]: g["partitions"] for g in report["groups"]}
+    assert {r["action"] for r in groups[busy]} == {"active"}
+    assert {(r["partition"], r["action"], r["sourceOffset"]) for r in groups[moved]} == \
+        {(0, "committed", 30), (1, "committed", 50)}
+    # with the source's records numbered and copied densely, the target offsets are the same positions
+    assert _consume_as(kafka_b.bootstrap, moved, dst, 2) == {0: list(range(30, 80)), 1: list(range(50, 80))}
+
+    # usage errors: one line naming the option, exit 2
+    assert main(["failover", "-f", str(gone), "--mirror", "nope"]) == 2
+    assert re.search(r"--mirror: no mirror named 'nope'", capfd.readouterr().err)
+    assert main(["failover", "-f", str(gone), "--groups", "["]) == 2
+    assert "--groups: invalid regex" in capfd.readouterr().err
