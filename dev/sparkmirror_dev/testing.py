@@ -192,3 +192,12 @@ def check_numbered(bootstrap: str, topic: str, partitions: int, sent: int, exact
             assert set(seqs) == set(range(sent)), f"partition {part}: missing {sorted(set(range(sent)) - set(seqs))[:10]}"
             first_seen = list(dict.fromkeys(seqs))
             assert first_seen == list(range(sent)), f"partition {part}: out of order"
+
+
+def commit_group(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    """Commit (topic, partition) -> offset for `group`, as a consumer that read that far would."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        c.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
+    finally:
+        c.close()

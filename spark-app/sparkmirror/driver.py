@@ -200,7 +200,6 @@ class Driver:
         self.groups: dict[str, FlowGroupRun] = {}
         self.lease = None  # handoff.lease.LeaseGate while the operator's Lease decides who copies
         self.lost = threading.Event()  # the Lease moved on: drain and exit
-        self._fenced_seen: set[tuple[str, int]] = set()  # (query id, epoch) whose fenced lanes were looked into
 
     # what runs now, in flow-group order
     @property
@@ -343,19 +342,13 @@ class Driver:
         return any(not q.isActive for q in self.queries)
 
     def superseded(self) -> dict[str, str]:
-        """flow group -> why it must stop: its lanes report being fenced and its progress topic names a later
-        generation (`sparkmirror failover`, or another driver that took it over). Without a Lease nothing else
-        stops this driver, whose epochs would otherwise end at once, forever; with one, a handoff is the Lease's
-        to announce and only a failover counts here. Checked once per fenced epoch."""
-        from .handoff.takeover import superseded_why
-
+        """flow group -> why it must stop: its progress topic says it was failed over, or names a later generation
+        (another driver took it over). Without a Lease nothing else stops this driver, whose lanes would just find
+        themselves fenced epoch after epoch; with one, a handoff is the Lease's to announce and only a failover
+        counts. Read from what the flow group's services follow of the progress topic: no request here."""
         out = {}
         for name, run in self.groups.items():
-            epochs = {e for q in run.queries if (e := _fenced_epoch(q)) is not None} - self._fenced_seen
-            if not epochs:
-                continue
-            self._fenced_seen |= epochs
-            why = superseded_why(run.config, 30.0, failover_only=self.lease is not None)
+            why = run.services.superseded_why(failover_only=self.lease is not None) if run.services else None
             if why is not None:
                 out[name] = why
         return out
@@ -453,18 +446,6 @@ def _after_marked(cfg: FlowGroupConfig) -> FlowGroupConfig:
     if last is None or last.generation < cfg.worker.generation:
         return cfg
     return next_generation(cfg, last.generation + 1, [last, *cfg.worker.predecessors])
-
-
-def _fenced_epoch(q) -> tuple[str, int] | None:
-    """(query id, epoch) when the query's last epoch had fenced lanes."""
-    try:
-        p = q.lastProgress
-    except Exception:  # noqa: BLE001 - py4j: the JVM is going away
-        return None
-    if not p:
-        return None
-    m = (p.get("observedMetrics") or {}).get("sparkmirror") or {}
-    return (str(p.get("id")), int(p.get("batchId", -1))) if (m.get("fenced") or 0) > 0 else None
 
 
 def _stop_query(q) -> None:

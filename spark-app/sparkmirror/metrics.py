@@ -244,6 +244,22 @@ class DriverServices:
                     except Exception:  # noqa: BLE001 - closing on the way out
                         pass
 
+    def superseded_why(self, failover_only: bool = False) -> str | None:
+        """Why this flow group's generation must not copy, as the mirrors' progress-topic tails have read the
+        marks so far (`ProgressState.superseded_why`; with `failover_only`, only a failover counts)."""
+        cfg = self.config
+        for m in list(self.mirrors.values()):
+            if m.monitor is None:
+                continue
+            state = m.monitor.tail.state
+            of = (cfg.resource, cfg.resourceUid, cfg.name)
+            if failover_only and of not in state.failovers:
+                continue
+            why = state.superseded_why(*of, cfg.worker.generation)
+            if why is not None:
+                return why
+        return None
+
     # -- the loop
     def _guard(self, m: _Mirror, what: str, fn: Callable[[], object]) -> None:
         assert m.outage is not None

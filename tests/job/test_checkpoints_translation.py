@@ -7,7 +7,7 @@ from confluent_kafka.admin import AdminClient
 
 from sparkmirror.checkpoints import CheckpointEmitter, GroupFilter, offsets_to_sync, translate
 from sparkmirror.copying import copy_lane
-from sparkmirror_dev.testing import unique_name
+from sparkmirror_dev.testing import commit_group, unique_name
 from sparkmirror.lanes import plan_lanes
 from sparkmirror.mm2formats import Checkpoint
 from sparkmirror.progress import OffsetMap, ProgressRecord, ensure_progress_topic
@@ -100,14 +100,6 @@ def _first_committed(bootstrap: str, topic: str, partition: int, offset: int) ->
         c.close()
 
 
-def _commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-    try:
-        c.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
-    finally:
-        c.close()
-
-
 JAVA = r"""
 import java.time.Duration;
 import java.util.*;
@@ -148,9 +140,9 @@ def test_checkpoints_translate_exactly_and_sync_groups(kafka_a, kafka_b, topic, 
     ends = {p: c.get_watermark_offsets(TopicPartition(src, p), timeout=10)[1] for p in (0, 1)}
     c.close()
     committed_txn_first = 40 + 15 + 1  # 40 plain, 15 aborted, 1 abort marker
-    _commit(kafka_a.bootstrap, g1, {(src, 0): 17, (src, 1): committed_txn_first})
-    _commit(kafka_a.bootstrap, g2, {(src, 0): ends[0], (src, 1): ends[1]})
-    _commit(kafka_a.bootstrap, other, {(src, 0): 3})
+    commit_group(kafka_a.bootstrap, g1, {(src, 0): 17, (src, 1): committed_txn_first})
+    commit_group(kafka_a.bootstrap, g2, {(src, 0): ends[0], (src, 1): ends[1]})
+    commit_group(kafka_a.bootstrap, other, {(src, 0): 3})
 
     emitter = CheckpointEmitter(cfg, mirror)
     try:
@@ -178,7 +170,7 @@ def test_checkpoints_translate_exactly_and_sync_groups(kafka_a, kafka_b, topic, 
 
     # emit.checkpoints.enabled=false, sync.group.offsets.enabled=true: the group is synced, no checkpoint written
     g3 = unique_name("ckpt-g3")
-    _commit(kafka_a.bootstrap, g3, {(src, 0): 17})
+    commit_group(kafka_a.bootstrap, g3, {(src, 0): 17})
     quiet = CheckpointEmitter(cfg, mirror.model_copy(update={"emitCheckpoints": False}))
     try:
         assert g3 in quiet.run_once()

@@ -23,17 +23,9 @@ from sparkmirror.lanes import plan_lanes
 from sparkmirror.mm2formats import Checkpoint
 from sparkmirror.progress import ensure_progress_topic
 from sparkmirror.topicsync import TopicSync
-from sparkmirror_dev.testing import count_records, produce_numbered, read_topic, unique_name
+from sparkmirror_dev.testing import commit_group, count_records, produce_numbered, read_topic, unique_name
 
 from .conftest import wait_for
-
-
-def _commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-    try:
-        c.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
-    finally:
-        c.close()
 
 
 def _group_offsets(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
@@ -73,12 +65,13 @@ def test_decide_moves_idle_groups_forward_only() -> None:
     busy = decide("g", cps, {}, 2, {"a.t": "t"})
     assert {r.action for r in busy} == {"active"} and not can_move(busy) and to_commit(busy) == {}
     assert PartitionMove("g", "t", "a.t", 0, 1, 2, "committed").as_dict()["sourceTopic"] == "t"
-    stopped = [{"flowGroup": "fg", "generation": 4, "fencedIds": ["x.lane-0"], "atMs": 1, "tookMs": 80,
-                "alreadyFailedOver": False, "mirrors": ["a-to-b", "c-to-b"]}]
-    doc = document("a-to-b", "a", "b", "source", stopped, rows + busy)
+    stopped = [{"flowGroup": "fg", "fencedIds": ["x.lane-0"], "atMs": 1, "tookMs": 80, "alreadyFailedOver": False,
+                "mirrors": ["a-to-b", "c-to-b"]}]
+    doc = document("a-to-b", "a", "b", "source", stopped, rows + busy, not_copied=7)
     assert not doc["ok"] and [g["group"] for g in doc["groups"]] == ["g"]
     text = table(doc).splitlines()
     assert text[1].endswith("its other mirrors stop with it: c-to-b")
+    assert text[3].strip().startswith("7 records on the source were not copied")
     assert any(line.split()[:7] == ["g", "t", "0", "60", "a.t", "58", "committed"] for line in text)
     assert text[-1].startswith("consumers cannot all move yet")
 
@@ -92,8 +85,9 @@ def test_failover_stops_the_mirror_and_moves_groups_exactly(kafka_a, kafka_b, to
     produce_numbered(kafka_a.bootstrap, src, 2, 0, 150)
     running = job(cfg)
     wait_for(lambda: count_records(kafka_b.bootstrap, dst) == 300, 240, "the first 300 records on the target")
-    group, idle = unique_name("fo-app"), unique_name("fo-idle")
-    _commit(kafka_a.bootstrap, group, {(src, 0): 60, (src, 1): 100})  # the group consumed part of it
+    group, other = unique_name("fo-app"), unique_name("fo-other")
+    commit_group(kafka_a.bootstrap, group, {(src, 0): 60, (src, 1): 100})  # the group consumed part of it
+    commit_group(kafka_a.bootstrap, other, {(src, 0): 5})  # selected by the mirror, not by this failover
     produce_numbered(kafka_a.bootstrap, src, 2, 150, 50)
 
     # a planned switch: producers stopped, the mirror catches up, then stops; the group moves exactly
@@ -101,31 +95,37 @@ def test_failover_stops_the_mirror_and_moves_groups_exactly(kafka_a, kafka_b, to
     doc = failover([cfg], mirror, lambda g: g == group, timeout=30, wait_seconds=120)
     took = time.monotonic() - t0
     assert doc["ok"], doc
+    # the job keeps running until it notices; records produced now must not reach the target
+    produce_numbered(kafka_a.bootstrap, src, 2, 200, 20)
     assert doc["offsetsFrom"] == "source" and [s["flowGroup"] for s in doc["stopped"]] == [cfg.name]
+    assert doc["notCopied"] == 0  # --wait-caught-up: everything was copied before the stop
     assert len(doc["stopped"][0]["fencedIds"]) == 2  # both lanes' transactional ids
     rows = {r["partition"]: r for g in doc["groups"] for r in g["partitions"]}
     assert {p: (r["action"], r["sourceOffset"]) for p, r in rows.items()} == {0: ("committed", 60), 1: ("committed", 100)}
     assert _group_offsets(kafka_b.bootstrap, group) == {(dst, p): r["targetOffset"] for p, r in rows.items()}
-    assert idle not in {g["group"] for g in doc["groups"]}
+    assert other not in {g["group"] for g in doc["groups"]} and not _group_offsets(kafka_b.bootstrap, other)
     # every record the group had not consumed, exactly once, and nothing else
     assert _consume_as(kafka_b.bootstrap, group, dst, 2) == {0: list(range(60, 200)), 1: list(range(100, 200))}
     print(f"\nfailover (caught up, stopped, translated, committed) in {took:.1f} s")
 
-    # the running job sees the failover mark and exits by itself; nothing is copied afterwards
+    # the running job sees the failover mark and exits by itself, having copied nothing more
     running.proc.wait(120)
     assert running.proc.returncode == 0, running.log()[-3000:]
     assert "was failed over" in running.log()
-    produce_numbered(kafka_a.bootstrap, src, 2, 200, 20)
     assert count_records(kafka_b.bootstrap, dst) == 400
+    # run again, the failover is idempotent: same time, fenced again, the group already where it belongs
+    again_doc = failover([cfg], mirror, lambda g: g == group, timeout=30)
+    assert again_doc["stopped"][0]["alreadyFailedOver"] and again_doc["stopped"][0]["atMs"] == doc["stopped"][0]["atMs"]
+    assert {r["action"] for g in again_doc["groups"] for r in g["partitions"]} == {"kept"}
+    assert again_doc["notCopied"] == 40  # produced after the failover: they stay on the source
     # a driver started now refuses to copy, saying why
     refused = job(cfg)
     refused.proc.wait(120)
     assert refused.proc.returncode == 1 and "was failed over" in refused.log()
-    assert count_records(kafka_b.bootstrap, dst) == 400
 
     # undo: the mirror copies again from where it stopped, nothing lost or repeated
     undone = undo_all([cfg], mirror)
-    assert undone["stopped"][0]["generation"] == doc["stopped"][0]["generation"] + 1
+    assert undone["stopped"] == [{"flowGroup": cfg.name, "undone": True}]
     again = job(cfg)
     wait_for(lambda: count_records(kafka_b.bootstrap, dst) >= 440, 240, "the 40 later records on the target")
     seqs = {p: [int(r.value.decode().split(":")[1]) for r in recs] for p, recs in read_topic(kafka_b.bootstrap, dst).items()}
@@ -159,8 +159,8 @@ def test_failover_command_with_the_source_gone_uses_the_last_checkpoints(kafka_a
         if lane.partitions:
             copy_lane(cfg, mirror, lane.index, list(lane.partitions), 3.0)
     moved, busy = unique_name("dr-moved"), unique_name("dr-busy")
-    _commit(kafka_a.bootstrap, moved, {(src, 0): 30, (src, 1): 50})
-    _commit(kafka_a.bootstrap, busy, {(src, 0): 10})
+    commit_group(kafka_a.bootstrap, moved, {(src, 0): 30, (src, 1): 50})
+    commit_group(kafka_a.bootstrap, busy, {(src, 0): 10})
     emitter = CheckpointEmitter(cfg, mirror)  # what the running mirror emitted before the source went away
     try:
         emitter.run_once(sync_offsets=False)

@@ -14,19 +14,24 @@ def test_bytes_round_trip_and_records_without_them_read_as_zero() -> None:
     assert ProgressRecord.decode(rec.key(), json.dumps(old).encode()).bytes == 0
 
 
-def test_a_failover_mark_stops_older_generations_until_a_later_mark_clears_it() -> None:
+def test_a_failover_mark_stops_every_generation_until_undone() -> None:
+    from sparkmirror.progress.record import decode_mark_key, failover_key, generation_key
     from sparkmirror.progress.state import ProgressState
 
     of = ("ns/r", "uid", "fg")
+    assert decode_mark_key(failover_key(*of)) == ("failoverOf", of)
+    assert decode_mark_key(generation_key(*of)) == ("generationOf", of)
+    assert decode_mark_key(b'["a","t",0]') is None
     st = ProgressState()
     st.mark_generation(of, 3, {"b": ["t.lane-0"]}, True)
-    assert st.superseded_why(*of, 3) is None
-    st.mark_generation(of, 4, {}, False, {"atMs": 1_700_000_000_000, "mirrors": ["a-to-b"]})
+    assert st.superseded_why(*of, 3) is None and st.may_copy(*of, 3)
+    st.mark_failover(of, {"active": True, "atMs": 1_700_000_000_000, "mirrors": ["a-to-b"]})
     why = st.superseded_why(*of, 3)
     assert why is not None and "was failed over at 2023-11-14 22:13:20 UTC" in why and "a-to-b" in why
     assert "failover --undo" in why
-    st.mark_generation(of, 4, {}, True)  # the same generation again (its go mark): still failed over
-    assert "failed over" in (st.superseded_why(*of, 3) or "")
-    st.mark_generation(of, 5, {}, False)  # --undo
+    # a later generation taking over (a rollout, a handoff) does not undo it: no generation may copy
+    st.mark_generation(of, 4, {"b": ["t.lane-0"]}, True)
+    assert "failed over" in (st.superseded_why(*of, 4) or "") and st.may_copy(*of, 4) is False
+    st.mark_failover(of, {"active": False, "atMs": 1_700_000_100_000, "mirrors": []})  # --undo
     assert of not in st.failovers
-    assert st.superseded_why(*of, 5) is None and "taken over by worker generation 5" in (st.superseded_why(*of, 4) or "")
+    assert st.superseded_why(*of, 4) is None and "taken over by worker generation 4" in (st.superseded_why(*of, 3) or "")

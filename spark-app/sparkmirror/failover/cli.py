@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from contextlib import nullcontext
+from contextlib import ExitStack
 from pathlib import Path
 
 from confluent_kafka import KafkaException
@@ -89,7 +89,12 @@ def run(args: argparse.Namespace) -> int:
         return USAGE_EXIT
     configs, mirror = chosen
     log_path = None if args.verbose else (args.log_file or default_log_path())
-    with QuietConsole(log_path) if log_path else nullcontext() as console:
+    with ExitStack() as stack:
+        try:
+            console = stack.enter_context(QuietConsole(log_path)) if log_path else None
+        except OSError as e:
+            _err(f"--log-file: cannot write {log_path}: {e.strerror or e}")
+            return USAGE_EXIT
         if console is not None:
             _err(f"logs (Kafka clients): {console.log_path}; -v shows them here")
         try:

@@ -11,6 +11,7 @@ group committed on the source after that is unknowable now, so its consumers rep
 """
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable
 
@@ -23,6 +24,8 @@ from ..progress import read_progress
 from ..resource.flowgroup import FlowGroupConfig, Mirror
 from ..topicsync import topic_filter
 from .report import Untranslated
+
+log = logging.getLogger(__name__)
 
 
 def source_error(config: FlowGroupConfig, mirror: Mirror, timeout: float) -> str | None:
@@ -56,9 +59,13 @@ def translate_now(emitter: CheckpointEmitter, select: Callable[[str], bool], tim
                 checkpoints.setdefault(group, []).extend(cps)
                 continue
             m = maps.get((topic, part))
-            why = ("nothing of this partition was mirrored yet" if m is None or not m.records else
-                   f"offset {offset} is older than the progress history held (from source offset "
-                   f"{m.records[0].source_first})")
+            if m is None or not m.records:
+                why = "nothing of this partition was mirrored yet"
+            elif offset < m.records[0].source_first:
+                why = (f"offset {offset} is older than the progress history held (from source offset "
+                       f"{m.records[0].source_first})")
+            else:
+                why = "the records of its committed range could not be counted on the source (see the log)"
             untranslated.setdefault(group, []).append(Untranslated(group, topic, part, offset, why))
     return checkpoints, untranslated
 
@@ -73,7 +80,9 @@ def last_checkpoints(config: FlowGroupConfig, mirror: Mirror, select: Callable[[
     try:
         md = c.list_topics(topic, timeout=timeout).topics.get(topic)
         if md is None or md.error is not None:
-            return {}
+            raise RuntimeError(f"target cluster {mirror.target!r} has no checkpoints topic {topic!r}: the mirror "
+                               "emitted none (emitCheckpoints off, or it never ran a checkpoint interval), so with "
+                               "the source unreachable no group can be translated")
         open_ = set(md.partitions)
         c.assign([TopicPartition(topic, p, -2) for p in md.partitions])  # -2: from the beginning
         ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1] for p in md.partitions}
@@ -93,7 +102,11 @@ def last_checkpoints(config: FlowGroupConfig, mirror: Mirror, select: Callable[[
                     open_.discard(m.partition())
                 if m.key() is None or m.value() is None:
                     continue
-                cp = Checkpoint.decode(m.key(), m.value())
+                try:
+                    cp = Checkpoint.decode(m.key(), m.value())
+                except ValueError as e:  # not ours to judge: another writer's record; skipped, and said
+                    log.warning("checkpoints topic %s offset %d: not a checkpoint (%s); skipped", topic, m.offset(), e)
+                    continue
                 if groups.matches(cp.group) and select(cp.group):
                     newest[(cp.group, cp.topic, cp.partition)] = cp
     finally:

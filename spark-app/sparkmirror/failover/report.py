@@ -84,17 +84,19 @@ def table(doc: dict) -> str:
     src = "source" if doc["offsetsFrom"] == "source" else "last checkpoints on the target (source unreachable)"
     if doc.get("undo"):
         for s in doc["stopped"]:
-            out.append(f"flow group {s['flowGroup']}: may copy again (worker generation {s['generation']})"
-                       if s["generation"] else f"flow group {s['flowGroup']}: was not failed over")
+            out.append(f"flow group {s['flowGroup']}: " + ("may copy again" if s["undone"] else "was not failed over"))
         return "\n".join(out) + "\n"
     out.append(f"failover of mirror {doc['mirror']} ({doc['source']} -> {doc['target']})")
     for s in doc["stopped"]:
         how = "already failed over; fenced again" if s["alreadyFailedOver"] else "stopped"
         others = [m for m in s.get("mirrors", []) if m != doc["mirror"]]
-        out.append(f"  flow group {s['flowGroup']}: {how} as worker generation {s['generation']} "
-                   f"({len(s['fencedIds'])} transactional ids fenced, {s['tookMs']} ms)"
+        out.append(f"  flow group {s['flowGroup']}: {how} ({len(s['fencedIds'])} transactional ids fenced, "
+                   f"{s['tookMs']} ms)"
                    + (f"; its other mirrors stop with it: {', '.join(others)}" if others else ""))
     out.append(f"  group offsets from: {src}")
+    if doc.get("notCopied"):
+        out.append(f"  {doc['notCopied']} records on the source were not copied before the stop (they stay on "
+                   "the source; --wait-caught-up waits for them)")
     rows = [r for g in doc["groups"] for r in g["partitions"]]
     if not rows:
         out.append("  no consumer group to move")
@@ -112,10 +114,12 @@ def table(doc: dict) -> str:
 
 
 def document(mirror: str, source: str, target: str, offsets_from: str, stopped: list[dict],
-             rows: list[PartitionMove]) -> dict:
+             rows: list[PartitionMove], not_copied: int | None = None) -> dict:
+    """`not_copied`: records the source held that the mirror had not copied when it stopped (None: unknown, the
+    source did not answer)."""
     groups: dict[str, list[dict]] = {}
     for r in rows:
         groups.setdefault(r.group, []).append(r.as_dict())
     return {"mirror": mirror, "source": source, "target": target, "offsetsFrom": offsets_from,
-            "stopped": stopped, "groups": [{"group": g, "partitions": p} for g, p in sorted(groups.items())],
-            "ok": can_move(rows)}
+            "stopped": stopped, "notCopied": not_copied,
+            "groups": [{"group": g, "partitions": p} for g, p in sorted(groups.items())], "ok": can_move(rows)}

@@ -9,7 +9,7 @@ from ..checkpoints import CheckpointEmitter
 from ..resource.flowgroup import FlowGroupConfig, Mirror
 from .offsets import commit, last_checkpoints, on_target, source_error, translate_now
 from .report import decide, document, to_commit
-from .stop import stop, undo, wait_caught_up
+from .stop import mirror_lag, stop, undo, wait_caught_up
 
 log = logging.getLogger("sparkmirror.failover")
 
@@ -29,10 +29,10 @@ def failover(configs: list[FlowGroupConfig], mirror: Mirror, select: Callable[[s
     stopped = []
     for cfg in configs:
         s = stop(cfg, [mirror.name], timeout)
-        log.info("flow group %s stopped as worker generation %d (%d ids fenced) in %d ms", s.flow_group,
-                 s.generation, len(s.fenced), s.took_ms)
+        log.info("flow group %s failed over (%d ids fenced) in %d ms", s.flow_group, len(s.fenced), s.took_ms)
         stopped.append(s.as_dict())
     unreachable = source_error(configs[0], mirror, min(timeout, 10.0))
+    not_copied = mirror_lag(configs[0], mirror, timeout) if unreachable is None else None
     emitter = CheckpointEmitter(configs[0], mirror, timeout)
     try:
         if unreachable is None:
@@ -55,7 +55,7 @@ def failover(configs: list[FlowGroupConfig], mirror: Mirror, select: Callable[[s
     finally:
         emitter.close()
     return document(mirror.name, mirror.source, mirror.target, "source" if unreachable is None else "checkpoints",
-                    stopped, rows)
+                    stopped, rows, not_copied)
 
 
 def undo_all(configs: list[FlowGroupConfig], mirror: Mirror, timeout: float = 30.0) -> dict:
@@ -63,6 +63,6 @@ def undo_all(configs: list[FlowGroupConfig], mirror: Mirror, timeout: float = 30
     stopped = []
     for cfg in configs:
         s = undo(cfg, timeout)
-        stopped.append(s.as_dict() if s is not None else {"flowGroup": cfg.name, "generation": 0})
+        stopped.append({"flowGroup": cfg.name, "undone": s is not None})
     return {"mirror": mirror.name, "source": mirror.source, "target": mirror.target, "undo": True,
             "offsetsFrom": "", "stopped": stopped, "groups": [], "ok": True}

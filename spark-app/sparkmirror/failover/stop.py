@@ -1,12 +1,14 @@
 """Stopping a mirror's flow groups for a failover, at a consistent point.
 
-The same two steps as a takeover (`handoff/takeover.py`), with a generation that holds no lanes:
-1. a generation mark one above the newest, with "failover" set, on each target's progress topic: every lane
-   that initialises from now on reads it after its own fencing and stops (`copying.start.resume_positions`);
+Like a takeover (`handoff/takeover.py`), mark first, then fence:
+1. a failover mark for the flow group on each target's progress topic (a key of its own, so no generation mark
+   replaces it): every lane that initialises from now on reads it after its own fencing and stops
+   (`copying.start.resume_positions`), whatever its worker generation;
 2. `init_transactions` on every transactional id the newest generation's lanes held (and this config's own):
    their open transactions are aborted and they can commit nothing more.
-After both, the progress topic says exactly what the target holds, and it stays so: a driver that starts later
-refuses to copy the flow group (`failover --undo` lets it again).
+After both, the progress topic says what the target holds, and it stays so until `failover --undo` (for
+exactly-once mirrors; an at-least-once lane may land up to one commit interval of records after step 2, which
+consumers on the target then read: at least once). A running driver sees the mark and exits.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, TopicPartition
 
-from ..handoff.takeover import fence_all, newest_mark, write_mark
+from ..handoff.takeover import fence_all, marks_by_target, write_failover
 from ..progress import read_progress
 from ..progress.lag import CommittedCounter, partition_lags
 from ..replication import policy_for
@@ -30,54 +32,52 @@ class Stopped:
     """One flow group stopped (or let copy again, for `--undo`)."""
 
     flow_group: str
-    generation: int
     fenced: list[str] = field(default_factory=list)
     at_ms: int = 0
     took_ms: int = 0
-    already: bool = False  # it had been failed over before: nothing was written this time
+    already: bool = False  # it had been failed over before: the first failover's time is kept
     mirrors: list[str] = field(default_factory=list)  # every mirror the flow group carries: all of them stop
 
     def as_dict(self) -> dict:
-        return {"flowGroup": self.flow_group, "generation": self.generation, "fencedIds": self.fenced,
-                "atMs": self.at_ms, "tookMs": self.took_ms, "alreadyFailedOver": self.already,
-                "mirrors": self.mirrors}
+        return {"flowGroup": self.flow_group, "fencedIds": self.fenced, "atMs": self.at_ms, "tookMs": self.took_ms,
+                "alreadyFailedOver": self.already, "mirrors": self.mirrors}
 
 
 def stop(config: FlowGroupConfig, mirrors: list[str], timeout: float = 60.0) -> Stopped:
-    """Fail the flow group over: mark, then fence (see the module docstring). Idempotent: a group already failed
-    over is fenced again (cheap) and keeps its mark."""
+    """Fail the flow group over: mark on every target, then fence (see the module docstring). Run again, it
+    writes the mark where a failed run left it out and fences again (both idempotent)."""
     t0 = time.monotonic()
-    last, failover = newest_mark(config, timeout)
-    targets = sorted({m.target for m in config.mirrors})
-    held = dict(last.transactionalIds) if last is not None else {}
+    of = (config.resource, config.resourceUid, config.name)
+    states = marks_by_target(config, timeout)
+    before = next((s.failovers[of] for s in states.values() if of in s.failovers), None)
+    at_ms = int(before.get("atMs", 0)) if before else int(time.time() * 1000)
+    marked_mirrors = sorted({*mirrors, *(before.get("mirrors") or [] if before else [])})
+    held: dict[str, set[str]] = {}
+    for alias, state in states.items():
+        for a, tids in state.generation_ids.get(of, {}).items():
+            held.setdefault(a, set()).update(tids)
+        if of not in state.failovers:
+            write_failover(config, alias, True, at_ms, marked_mirrors, timeout)
     for alias, tids in transactional_ids(config.resource, config.name, config.lane_routes()).items():
-        held[alias] = sorted({*held.get(alias, []), *tids})
-    ids = {(alias, tid) for alias, tids in held.items() if alias in targets for tid in tids}
-    if failover is not None and last is not None:
-        fence_all(config, ids, timeout)
-        return Stopped(config.name, last.generation, sorted(t for _a, t in ids), int(failover.get("atMs", 0)),
-                       int((time.monotonic() - t0) * 1000), True, [m.name for m in config.mirrors])
-    generation = max(last.generation if last is not None else 0, config.worker.generation) + 1
-    at_ms = int(time.time() * 1000)
-    for alias in targets:
-        write_mark(config, alias, [config.name], at_ms, timeout, go=False, generation=generation, ids={},
-              failover={"atMs": at_ms, "mirrors": sorted(mirrors)})
+        held.setdefault(alias, set()).update(tids)
+    ids = {(alias, tid) for alias, tids in held.items() if alias in states for tid in tids}
     fence_all(config, ids, timeout)
-    return Stopped(config.name, generation, sorted(t for _a, t in ids), at_ms, int((time.monotonic() - t0) * 1000),
-                   mirrors=[m.name for m in config.mirrors])
+    return Stopped(config.name, sorted(t for _a, t in ids), at_ms, int((time.monotonic() - t0) * 1000),
+                   before is not None, [m.name for m in config.mirrors])
 
 
 def undo(config: FlowGroupConfig, timeout: float = 60.0) -> Stopped | None:
-    """Let the flow group copy again after a failover (a drill, or a source that is primary again): a generation
-    mark above the failover's without "failover". A `sparkmirror run` started afterwards continues from what was
-    committed. None when the flow group is not failed over."""
-    last, failover = newest_mark(config, timeout)
-    if failover is None or last is None:
+    """Let the flow group copy again after a failover (a drill, or a source that is primary again): the failover
+    mark made inactive on every target. A driver started afterwards continues from what was committed. None when
+    the flow group is not failed over."""
+    of = (config.resource, config.resourceUid, config.name)
+    states = marks_by_target(config, timeout)
+    if not any(of in s.failovers for s in states.values()):
         return None
     at_ms = int(time.time() * 1000)
-    for alias in sorted({m.target for m in config.mirrors}):
-        write_mark(config, alias, [config.name], at_ms, timeout, go=False, generation=last.generation + 1, ids={})
-    return Stopped(config.name, last.generation + 1, at_ms=at_ms)
+    for alias in states:
+        write_failover(config, alias, False, at_ms, [], timeout)
+    return Stopped(config.name, at_ms=at_ms, mirrors=[m.name for m in config.mirrors])
 
 
 def mirror_lag(config: FlowGroupConfig, mirror: Mirror, timeout: float = 15.0) -> int:

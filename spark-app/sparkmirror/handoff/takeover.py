@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from ..progress import ensure_progress_topic, read_progress
-from ..progress.record import generation_key, generation_value
+from ..progress.record import failover_key, failover_value, generation_key, generation_value
+from ..progress.state import ProgressState
 from ..progress.state import failed_over_message
 from ..refusal import refusal
 from ..resource.flowgroup import FlowGroupConfig, Predecessor
@@ -61,10 +62,21 @@ def marked(config: FlowGroupConfig, timeout: float = 60.0) -> Predecessor | None
 
 
 def newest_mark(config: FlowGroupConfig, timeout: float = 60.0) -> tuple[Predecessor | None, dict | None]:
-    """`marked()`, and what `sparkmirror failover` wrote when that newest mark is a failover (else None)."""
+    """`marked()`, and the active failover mark of the flow group on any of its targets (else None)."""
     best: Predecessor | None = None
     failover: dict | None = None
     of = (config.resource, config.resourceUid, config.name)
+    for state in marks_by_target(config, timeout).values():
+        gen = state.generation(*of)
+        if gen and (best is None or gen > best.generation):
+            best = Predecessor(flowGroup=config.name, generation=gen, transactionalIds=state.generation_ids[of])
+        failover = failover or state.failovers.get(of)
+    return best, failover
+
+
+def marks_by_target(config: FlowGroupConfig, timeout: float = 60.0) -> dict[str, ProgressState]:
+    """Each target's progress topic read to its end (marks included), by target alias."""
+    out = {}
     for alias in sorted({m.target for m in config.mirrors}):
         conf = config.cluster(alias).client_config()
         try:
@@ -76,11 +88,8 @@ def newest_mark(config: FlowGroupConfig, timeout: float = 60.0) -> tuple[Predece
                 raise
             raise HandoffError(f"flow group {config.name!r}: target cluster {alias!r} "
                                f"({config.cluster(alias).bootstrapServers}) refuses the mirror: {refused}") from None
-        gen = state.generation(*of)
-        if gen and (best is None or gen > best.generation):
-            best = Predecessor(flowGroup=config.name, generation=gen, transactionalIds=state.generation_ids[of])
-            failover = state.failovers.get(of)
-    return best, failover
+        out[alias] = state
+    return out
 
 
 def marked_generation(config: FlowGroupConfig, timeout: float = 60.0) -> int:
@@ -92,10 +101,10 @@ def superseded_why(config: FlowGroupConfig, timeout: float = 60.0, failover_only
     """Why this generation must not copy: a later one took the flow group over, or it was failed over (None:
     nothing says so; with `failover_only`, also when a later generation took over without a failover)."""
     last, failover = newest_mark(config, timeout)
-    if last is None or last.generation <= config.worker.generation or (failover_only and failover is None):
-        return None
     if failover is not None:
         return failed_over_message(config.name, failover)
+    if failover_only or last is None or last.generation <= config.worker.generation:
+        return None
     return (f"flow group {config.name!r} of {config.resource} was taken over by worker generation "
             f"{last.generation}; this is generation {config.worker.generation}: it must not copy")
 
@@ -174,28 +183,35 @@ def _producer(conf: dict[str, str], config: FlowGroupConfig) -> Producer:
     return _PRODUCERS[key]
 
 
-def write_mark(config: FlowGroupConfig, alias: str, groups: list[str], at_ms: int, timeout: float, go: bool,
-          generation: int | None = None, ids: dict[str, list[str]] | None = None,
-          failover: dict | None = None) -> None:
-    """Write the generation mark of `groups` on target `alias`: by default this config's generation holding its
-    own lanes' ids; a failover mark names a later generation that holds none."""
+def write_mark(config: FlowGroupConfig, alias: str, groups: list[str], at_ms: int, timeout: float, go: bool) -> None:
+    """This config's generation mark, holding its lanes' ids, for `groups` on target `alias`."""
+    ids = transactional_ids(config.resource, config.name, config.lane_routes())
+    _write(config, alias, [(generation_key(config.resource, config.resourceUid, g),
+                            generation_value(config.worker.generation, config.name, at_ms, ids, go)) for g in groups],
+           "generation mark", timeout)
+
+
+def write_failover(config: FlowGroupConfig, alias: str, active: bool, at_ms: int, mirrors: list[str],
+                   timeout: float) -> None:
+    """The flow group's failover mark on target `alias` (active: failed over; else undone)."""
+    _write(config, alias, [(failover_key(config.resource, config.resourceUid, config.name),
+                            failover_value(active, at_ms, mirrors))], "failover mark", timeout)
+
+
+def _write(config: FlowGroupConfig, alias: str, records: list[tuple[bytes, bytes]], what: str, timeout: float) -> None:
     conf = config.cluster(alias).client_config()
     if (repr(sorted(conf.items())), config.progressTopic) not in _ENSURED:
         ensure_progress_topic(conf, config.progressTopic)
         _ENSURED.add((repr(sorted(conf.items())), config.progressTopic))
     errors: list[KafkaError] = []
     producer = _producer(conf, config)
-    if ids is None:
-        ids = transactional_ids(config.resource, config.name, config.lane_routes())
-    gen = config.worker.generation if generation is None else generation
-    for g in groups:
-        producer.produce(config.progressTopic, key=generation_key(config.resource, config.resourceUid, g),
-                         value=generation_value(gen, config.name, at_ms, ids, go, failover),
+    for key, value in records:
+        producer.produce(config.progressTopic, key=key, value=value,
                          on_delivery=lambda err, _m: errors.append(err) if err is not None else None)
     left = producer.flush(timeout)
     if left or errors:
         why = errors[0].str() if errors else f"{left} not acknowledged in {timeout:.0f} s"
-        raise HandoffError(f"flow group {config.name!r}: cannot write its generation mark to the progress topic "
+        raise HandoffError(f"flow group {config.name!r}: cannot write its {what} to the progress topic "
                            f"{config.progressTopic!r} on target {alias!r}: {why}")
 
 

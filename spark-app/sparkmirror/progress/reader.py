@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 import json
 
-from .record import PROGRESS_TOPIC_CONFIG, ProgressRecord, decode_generation_key, decode_key
+from .record import PROGRESS_TOPIC_CONFIG, ProgressRecord, decode_key, decode_mark_key
 from .state import MAX_HISTORY, OffsetMap, ProgressState
 
 _NO_LEADER_YET = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
@@ -90,12 +90,15 @@ class ProgressReader:
 
     def _apply(self, msg: Message) -> bool:
         """One committed message into the state; True when it concerns a selected partition."""
-        of = decode_generation_key(msg.key())
-        if of is not None:
+        mark = decode_mark_key(msg.key())
+        if mark is not None:
+            kind, of = mark
             if msg.value() is not None and (self.resource is None or of[0] == self.resource):
                 v = json.loads(msg.value())
-                self.state.mark_generation(of, int(v["gen"]), v.get("ids"), bool(v.get("go", True)),
-                                           v.get("failover"))
+                if kind == "failoverOf":
+                    self.state.mark_failover(of, v)
+                else:
+                    self.state.mark_generation(of, int(v["gen"]), v.get("ids"), bool(v.get("go", True)))
             return False
         if msg.value() is None:  # a tombstone: progress deliberately reset for this key
             k, resource = decode_key(msg.key())

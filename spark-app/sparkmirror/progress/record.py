@@ -15,9 +15,12 @@ Generation marks share the topic (they must be read in the same read_committed p
   value = {"v": 1, "gen": n, "by": "<flow group that took over>", "atMs": t,
            "ids": {"<target alias>": [transactional ids of generation n's lanes]}, "go": false|true}
   written twice per takeover: "go": false supersedes the older generations, "go": true (after their lanes were
-  fenced) lets the new generation's waiting lanes start. `sparkmirror failover` writes a mark of its own: a
-  generation with no lanes ("ids": {}, "go": false) and "failover": {"atMs": t, "mirrors": [...]}, so every
-  older generation is stopped for good; `failover --undo` writes the next generation without "failover".
+  fenced) lets the new generation's waiting lanes start.
+Failover marks too (`sparkmirror failover`), under a key of their own so that no generation mark replaces one:
+  key   = JSON {"failoverOf": ["<namespace/name>", "<resource uid>", "<flow group>"]}
+  value = {"v": 1, "active": true|false, "atMs": t, "mirrors": ["<mirror>", ...]}
+  while active, no worker generation of the flow group copies, whatever its number; `failover --undo` writes
+  "active": false.
 Ranges are inclusive offsets; `count` is how many records the range held (ranges can contain gaps: source
 transaction markers, aborted records; target transaction markers). A range that wrote nothing (every record
 skipped) has count 0 and target range [-1, -1]. `bytes` is the key and value bytes those records carried (added
@@ -72,20 +75,30 @@ def generation_key(resource: str, uid: str, flow_group: str) -> bytes:
     return json.dumps({"generationOf": [resource, uid, flow_group]}, separators=(",", ":")).encode()
 
 
-def decode_generation_key(key: bytes | None) -> GenerationOf | None:
-    """The flow group a generation mark is about, or None when `key` is a progress key."""
+def generation_value(generation: int, by: str, at_ms: int, ids: dict[str, list[str]], go: bool) -> bytes:
+    return json.dumps({"v": PROGRESS_FORMAT_VERSION, "gen": generation, "by": by, "atMs": at_ms, "ids": ids,
+                       "go": go}, separators=(",", ":")).encode()
+
+
+def failover_key(resource: str, uid: str, flow_group: str) -> bytes:
+    return json.dumps({"failoverOf": [resource, uid, flow_group]}, separators=(",", ":")).encode()
+
+
+def failover_value(active: bool, at_ms: int, mirrors: list[str]) -> bytes:
+    return json.dumps({"v": PROGRESS_FORMAT_VERSION, "active": active, "atMs": at_ms, "mirrors": mirrors},
+                      separators=(",", ":")).encode()
+
+
+def decode_mark_key(key: bytes | None) -> tuple[str, GenerationOf] | None:
+    """("generationOf" | "failoverOf", the flow group) of a mark's key, or None when `key` is a progress key."""
     if not key or not key.startswith(b"{"):
         return None
-    resource, uid, group = json.loads(key)["generationOf"]
-    return resource, uid, group
-
-
-def generation_value(generation: int, by: str, at_ms: int, ids: dict[str, list[str]], go: bool,
-                     failover: dict | None = None) -> bytes:
-    v = {"v": PROGRESS_FORMAT_VERSION, "gen": generation, "by": by, "atMs": at_ms, "ids": ids, "go": go}
-    if failover is not None:
-        v["failover"] = failover
-    return json.dumps(v, separators=(",", ":")).encode()
+    k = json.loads(key)
+    kind = "generationOf" if "generationOf" in k else "failoverOf" if "failoverOf" in k else None
+    if kind is None:
+        raise ValueError(f"not a mark key: {key[:200]!r}")
+    resource, uid, group = k[kind]
+    return kind, (resource, uid, group)
 
 
 @dataclass(frozen=True, slots=True)

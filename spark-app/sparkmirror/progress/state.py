@@ -158,28 +158,32 @@ class ProgressState:
     generations: dict[GenerationOf, int] = field(default_factory=dict)  # highest worker generation marked
     generation_ids: dict[GenerationOf, dict[str, list[str]]] = field(default_factory=dict)  # and its lanes' ids
     generation_go: dict[GenerationOf, bool] = field(default_factory=dict)  # its older lanes are fenced
-    failovers: dict[GenerationOf, dict] = field(default_factory=dict)  # the newest mark is a failover: what it said
+    failovers: dict[GenerationOf, dict] = field(default_factory=dict)  # failed over (the mark's value)
+
+    def mark_failover(self, of: GenerationOf, value: dict) -> None:
+        """A failover mark (the newest per flow group wins): active stops every generation, else it was undone."""
+        if value.get("active", True):
+            self.failovers[of] = value
+        else:
+            self.failovers.pop(of, None)
 
     def mark_generation(self, of: GenerationOf, generation: int, ids: dict[str, list[str]] | None = None,
-                        go: bool = True, failover: dict | None = None) -> None:
+                        go: bool = True) -> None:
         known = self.generations.get(of, 0)
         if generation > known:
             self.generations[of] = generation
             self.generation_ids[of] = ids or {}
             self.generation_go[of] = go
-            if failover is None:
-                self.failovers.pop(of, None)
-            else:
-                self.failovers[of] = failover
         elif generation == known:
             self.generation_go[of] = self.generation_go.get(of, False) or go
             self.generation_ids[of] = ids or self.generation_ids.get(of, {})
 
     def may_copy(self, resource: str, uid: str, flow_group: str, generation: int) -> bool | None:
-        """True once `generation` took the flow group over (go), False once a later one did, None meanwhile."""
+        """True once `generation` took the flow group over (go), False once a later one did or the flow group was
+        failed over, None meanwhile."""
         of = (resource, uid, flow_group)
         marked = self.generations.get(of, 0)
-        if marked > generation:
+        if marked > generation or of in self.failovers:
             return False
         return True if marked == generation and self.generation_go.get(of) else None
 
@@ -190,12 +194,11 @@ class ProgressState:
     def superseded_why(self, resource: str, uid: str, flow_group: str, generation: int) -> str | None:
         """Why worker `generation` of the flow group must not copy (None: it may, as far as marks go)."""
         of = (resource, uid, flow_group)
+        if of in self.failovers:
+            return failed_over_message(flow_group, self.failovers[of])
         marked = self.generations.get(of, 0)
         if marked <= generation:
             return None
-        failover = self.failovers.get(of)
-        if failover is not None:
-            return failed_over_message(flow_group, failover)
         return f"flow group {flow_group!r} was taken over by worker generation {marked}; this is generation {generation}"
 
     def add(self, rec: ProgressRecord) -> None:

@@ -46,11 +46,11 @@ class QuietConsole:
         if outer is not None:
             self.log_path, self.out, self.err = outer.log_path, outer.out, outer.err
             return self
-        QuietConsole._active = self
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         sys.stdout.flush()
         sys.stderr.flush()
-        fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)  # OSError: nothing changed yet
+        QuietConsole._active = self
         try:
             for n in (1, 2):
                 self._saved[n] = os.dup(n)
