@@ -11,7 +11,7 @@ import re
 import time
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from sparkmirror.checkpoints import CheckpointEmitter
@@ -167,6 +167,9 @@ def test_failover_command_with_the_source_gone_uses_the_last_checkpoints(kafka_a
     finally:
         emitter.close()
     dst = routes[0].target_topic
+    stray = Producer({"bootstrap.servers": kafka_b.bootstrap})  # another writer's record: skipped, not a crash
+    stray.produce(emitter.topic, key=b"\x00\x01x", value=b"not a checkpoint", partition=0)
+    assert stray.flush(30) == 0
     consumer = Consumer({"bootstrap.servers": kafka_b.bootstrap, "group.id": busy, "auto.offset.reset": "earliest"})
     consumer.subscribe([dst])
     try:
@@ -189,6 +192,15 @@ def test_failover_command_with_the_source_gone_uses_the_last_checkpoints(kafka_a
         {(0, "committed", 30), (1, "committed", 50)}
     # with the source's records numbered and copied densely, the target offsets are the same positions
     assert _consume_as(kafka_b.bootstrap, moved, dst, 2) == {0: list(range(30, 80)), 1: list(range(50, 80))}
+
+    # a mirror that never emitted checkpoints, its source gone: nothing to translate from, said plainly (exit 1)
+    never = json.loads(json.dumps(doc))
+    never["metadata"]["name"] = unique_name("fo-never")
+    never["spec"]["mirrors"][0]["source"]["alias"] = "zz"
+    (tmp_path / "never.yaml").write_text(json.dumps(never))
+    assert main(["failover", "-f", str(tmp_path / "never.yaml"), "--timeout", "20",
+                 "--log-file", str(tmp_path / "never.log")]) == 1
+    assert "has no checkpoints topic 'zz.checkpoints.internal'" in capfd.readouterr().err
 
     # usage errors: one line naming the option, exit 2
     assert main(["failover", "-f", str(gone), "--mirror", "nope"]) == 2
