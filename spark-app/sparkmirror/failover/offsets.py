@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient
 
 from ..checkpoints import CheckpointEmitter, GroupFilter, translate
 from ..mm2formats import Checkpoint
-from ..progress import read_progress
+from ..progress.state import ProgressState
 from ..resource.flowgroup import FlowGroupConfig, Mirror
 from ..topicsync import topic_filter
 from .report import Untranslated
@@ -38,12 +38,11 @@ def source_error(config: FlowGroupConfig, mirror: Mirror, timeout: float) -> str
         return f"source cluster {mirror.source!r} ({config.cluster(mirror.source).bootstrapServers}) does not answer: {why}"
 
 
-def translate_now(emitter: CheckpointEmitter, select: Callable[[str], bool], timeout: float
+def translate_now(emitter: CheckpointEmitter, select: Callable[[str], bool], state: ProgressState
                   ) -> tuple[dict[str, list[Checkpoint]], dict[str, list[Untranslated]]]:
-    """group -> checkpoints, and group -> partitions without an exact position, from the source's offsets now."""
+    """group -> checkpoints, and group -> partitions without an exact position, from the source's offsets now
+    and `state`, the mirror's progress read after the stop (so its map is final)."""
     config, mirror = emitter.config, emitter.mirror
-    state = read_progress(config.cluster(mirror.target).client_config(), config.progressTopic, mirror.source,
-                          timeout=timeout, resource=config.resource)
     maps = {(t, p): m for (_c, t, p), m in state.maps.items()}
     mirrored = topic_filter(config, mirror)
     checkpoints: dict[str, list[Checkpoint]] = {}

@@ -9,7 +9,7 @@ from ..checkpoints import CheckpointEmitter
 from ..resource.flowgroup import FlowGroupConfig, Mirror
 from .offsets import commit, last_checkpoints, on_target, source_error, translate_now
 from .report import decide, document, to_commit
-from .stop import mirror_lag, stop, undo, wait_caught_up
+from .stop import mirror_lag, mirror_progress, stop, undo, wait_caught_up
 
 log = logging.getLogger("sparkmirror.failover")
 
@@ -32,11 +32,12 @@ def failover(configs: list[FlowGroupConfig], mirror: Mirror, select: Callable[[s
         log.info("flow group %s failed over (%d ids fenced) in %d ms", s.flow_group, len(s.fenced), s.took_ms)
         stopped.append(s.as_dict())
     unreachable = source_error(configs[0], mirror, min(timeout, 10.0))
-    not_copied = mirror_lag(configs[0], mirror, timeout) if unreachable is None else None
+    progress = mirror_progress(configs[0], mirror, timeout) if unreachable is None else None  # read once, final
+    not_copied = mirror_lag(configs[0], mirror, timeout, progress) if progress is not None else None
     emitter = CheckpointEmitter(configs[0], mirror, timeout)
     try:
-        if unreachable is None:
-            checkpoints, untranslated = translate_now(emitter, select, timeout)
+        if progress is not None:
+            checkpoints, untranslated = translate_now(emitter, select, progress)
             if mirror.emitCheckpoints:
                 emitter.emit(checkpoints)
         else:

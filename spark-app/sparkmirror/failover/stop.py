@@ -21,6 +21,7 @@ from confluent_kafka import Consumer, TopicPartition
 from ..handoff.takeover import fence_all, marks_by_target, write_failover
 from ..progress import read_progress
 from ..progress.lag import CommittedCounter, partition_lags
+from ..progress.state import ProgressState
 from ..replication import policy_for
 from ..resource.flowgroup import FlowGroupConfig, Mirror
 from ..resource.names import transactional_ids
@@ -80,11 +81,18 @@ def undo(config: FlowGroupConfig, timeout: float = 60.0) -> Stopped | None:
     return Stopped(config.name, at_ms=at_ms, mirrors=[m.name for m in config.mirrors])
 
 
-def mirror_lag(config: FlowGroupConfig, mirror: Mirror, timeout: float = 15.0) -> int:
-    """Records of the mirror's source topics not committed on the target yet (`progress.lag`'s definition)."""
+def mirror_progress(config: FlowGroupConfig, mirror: Mirror, timeout: float = 15.0) -> ProgressState:
+    """The mirror's progress as its target holds it now (read to the end)."""
+    return read_progress(config.cluster(mirror.target).client_config(), config.progressTopic, mirror.source,
+                         timeout=timeout, resource=config.resource)
+
+
+def mirror_lag(config: FlowGroupConfig, mirror: Mirror, timeout: float = 15.0,
+               state: ProgressState | None = None) -> int:
+    """Records of the mirror's source topics not committed on the target yet (`progress.lag`'s definition);
+    `state`: the progress already read (else read now)."""
     source_conf = config.cluster(mirror.source).client_config()
-    state = read_progress(config.cluster(mirror.target).client_config(), config.progressTopic, mirror.source,
-                          timeout=timeout, resource=config.resource)
+    state = state if state is not None else mirror_progress(config, mirror, timeout)
     c = Consumer({**source_conf, "group.id": f"sparkmirror-failover-{uuid.uuid4().hex[:8]}",
                   "enable.auto.commit": False})
     counter = CommittedCounter(source_conf, min(timeout, 5.0))
