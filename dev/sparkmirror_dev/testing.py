@@ -21,6 +21,23 @@ def unique_name(prefix: str) -> str:
     return f"{prefix}-{os.getpid() % 10000}-{next(_counter)}-{uuid.uuid4().hex[:5]}"
 
 
+def open_transactions(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    """partition -> offsets between the last stable offset and the end: >0 while a transaction is open there
+    (read_committed consumers of that partition are held back until it ends)."""
+    from confluent_kafka import IsolationLevel
+    from confluent_kafka.admin import OffsetSpec
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+
+    def ends(level) -> dict[int, int]:
+        res = admin.list_offsets({TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)},
+                                 isolation_level=level, request_timeout=30)
+        return {tp.partition: f.result(timeout=30).offset for tp, f in res.items()}
+
+    hw, lso = ends(IsolationLevel.READ_UNCOMMITTED), ends(IsolationLevel.READ_COMMITTED)
+    return {p: hw[p] - lso[p] for p in range(partitions) if hw[p] != lso[p]}
+
+
 def create_topic(bootstrap: str, name: str, partitions: int = 3, config: dict[str, str] | None = None,
                  timeout: float = 30.0, replication_factor: int = 1) -> str:
     admin = AdminClient({"bootstrap.servers": bootstrap})

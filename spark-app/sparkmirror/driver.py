@@ -120,18 +120,22 @@ def _observed(df):
                       F.sum(F.col("fenced").cast("int")).alias("fenced"))
 
 
-def drain(queries: list, drain_files: list[str], timeout: float, settle: float = 1.0) -> None:
+def drain(queries: list, drain_files: list[str], timeout: float, settle: float = 1.0) -> bool:
     """Stop cleanly: no new epochs, wait (up to `timeout`) for running epochs to commit, then `settle` seconds
-    for lanes copying between epochs to end their transactions, then stop."""
+    for lanes copying between epochs to end their transactions, then stop. False when an epoch was still
+    running at the deadline (its lanes, on a lost executor say, may have left transactions open)."""
+    in_time = True
     if drain_files:
         for f in drain_files:
             Path(f).touch()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and _any_running(queries):
             time.sleep(0.5)
+        in_time = not _any_running(queries)
         time.sleep(settle)
     for q in queries:
         _stop_query(q)
+    return in_time
 
 
 def _any_running(queries: list) -> bool:
@@ -169,6 +173,11 @@ class FlowGroupRun:
     def drain_file(self) -> str:
         return str(self.files / "drain")
 
+    @property
+    def copying(self) -> bool:
+        """Whether this generation took the flow group over (a standby one never holds its lanes' ids)."""
+        return Path(self.go_file).exists()
+
     def go(self) -> None:
         Path(self.go_file).touch()
 
@@ -200,6 +209,7 @@ class Driver:
         self.groups: dict[str, FlowGroupRun] = {}
         self.lease = None  # handoff.lease.LeaseGate while the operator's Lease decides who copies
         self.lost = threading.Event()  # the Lease moved on: drain and exit
+        self.handed_on = False  # another generation or a failover holds the flow groups now: never fence them
 
     # what runs now, in flow-group order
     @property
@@ -358,11 +368,13 @@ class Driver:
         # an epoch still interrupted at the deadline fails its foreachBatch with an InterruptedException that
         # py4j logs as an error; expected then (its open transactions are aborted, nothing is lost)
         logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
-        if self.lease is not None:
-            self.lease.close()
         if self.queries:
             epoch = max(c.epochSeconds for c in self.configs)
-            drain(self.queries, [g.drain_file for g in self.groups.values()], epoch + 30, self._settle_seconds(epoch))
+            if not drain(self.queries, [g.drain_file for g in self.groups.values()], epoch + 30,
+                         self._settle_seconds(epoch)):
+                self._fence_own_lanes()
+        if self.lease is not None:
+            self.lease.close()
         for svc in self.services:
             svc.stop()
         self.groups = {}
@@ -372,6 +384,31 @@ class Driver:
             except Exception as e:  # noqa: BLE001
                 log.warning("stopping Spark: %s", e)
             self.spark = None
+
+    def _fence_own_lanes(self) -> None:
+        """An epoch outlived the drain: lanes on a lost executor may hold transactions open, and read_committed
+        consumers on the target would wait for them until the transaction timeout or the next start. Fence this
+        driver's own lane ids (aborting those transactions), unless a later generation or a failover holds the
+        flow group by now: its lanes may share those ids, and it fenced ours itself."""
+        from .handoff.takeover import HandoffError, fence_all
+        from .resource.names import transactional_ids
+
+        if self.handed_on or (self.lease is not None and self.lease.successor is not None):
+            return
+        for run in self.groups.values():
+            cfg = run.config
+            if not run.copying:
+                continue
+            ids = {(alias, tid) for alias, tids in
+                   transactional_ids(cfg.resource, cfg.name, cfg.lane_routes()).items() for tid in tids}
+            t0 = time.monotonic()
+            try:
+                fence_all(cfg, ids, 15.0)
+            except HandoffError as e:
+                log.warning("after the drain ran out of time: %s", e)
+                continue
+            log.info("flow group %s: an epoch outlived the drain; fenced its %d lane transactional ids in %d ms "
+                     "(their open transactions are aborted)", cfg.name, len(ids), (time.monotonic() - t0) * 1000)
 
     def _settle_seconds(self, epoch_seconds: float) -> float:
         """How long lanes may go on copying between epochs after the last one: in local mode they see the drain
@@ -415,6 +452,7 @@ class Driver:
                     break
                 superseded = self.superseded()
                 if superseded:
+                    self.handed_on = True
                     for why in superseded.values():
                         log.warning("%s: stopping", why)
                         print(f"sparkmirror: {why}: stopping", file=sys.stderr, flush=True)

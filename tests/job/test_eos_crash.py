@@ -15,7 +15,7 @@ import time
 import psutil
 import pytest
 
-from sparkmirror_dev.testing import NumberedProducer, check_numbered
+from sparkmirror_dev.testing import NumberedProducer, check_numbered, open_transactions
 
 from .conftest import read_topic, wait_for
 
@@ -110,3 +110,40 @@ def test_kill_one_python_worker(kafka_a, kafka_b, topic, flowgroup, job):
     time.sleep(2)
     _check(kafka_b.bootstrap, remote, sent, True)
     assert jp.stop() == 0, jp.log()[-3000:]
+
+
+def test_stop_with_a_lane_stuck_leaves_no_transaction_open(kafka_a, kafka_b, topic, flowgroup, job):
+    """A lane frozen mid-transaction (as on an executor that was lost): the driver's drain runs out of time, so
+    it fences its own lanes on the way out. No transaction stays open on the target to hold read_committed
+    consumers back, and a restart copies every record exactly once."""
+    src = topic(kafka_a, PARTS)
+    remote = f"a.{src}"
+    cfg = flowgroup(src, epochSeconds=2)
+    producer = NumberedProducer(kafka_a.bootstrap, src)
+    producer.start()
+    jp = job(cfg)
+    wait_for(lambda: _target_count(kafka_b.bootstrap, remote) > 0 or jp.proc.poll() is not None, 360, "copying")
+    frozen = False
+    for _ in range(20):  # freeze a worker whose lane has records of an open transaction on the target
+        started = len(re.findall(r"starts in worker \d+", jp.log()))
+        wait_for(lambda: len(re.findall(r"starts in worker \d+", jp.log())) > started, 120, "a lane task starting")
+        busy = int(re.findall(r"starts in worker (\d+)", jp.log())[-1])
+        time.sleep(random.uniform(0.5, 1.5))
+        os.kill(busy, signal.SIGSTOP)
+        deadline = time.monotonic() + 4
+        while time.monotonic() < deadline and not frozen:
+            frozen = open_transactions(kafka_b.bootstrap, remote, PARTS) != {}
+            time.sleep(0.5)
+        if frozen:
+            break
+        os.kill(busy, signal.SIGCONT)
+    assert frozen, "no lane could be frozen with a transaction open"
+    t0 = time.monotonic()
+    assert jp.stop(150) == 0, jp.log()[-3000:]
+    print(f"stopped in {time.monotonic() - t0:.0f}s with a frozen lane", flush=True)
+    assert re.search(r"an epoch outlived the drain; fenced its \d+ lane transactional ids", jp.log()), \
+        jp.log()[-3000:]
+    assert open_transactions(kafka_b.bootstrap, remote, PARTS) == {}
+    sent = producer.stop()
+    _catch_up(job, cfg, kafka_b.bootstrap, remote, sent)
+    _check(kafka_b.bootstrap, remote, sent, True)

@@ -16,7 +16,7 @@ import uuid
 import pytest
 from confluent_kafka import Producer
 
-from sparkmirror_dev.testing import create_topic, produce_numbered, read_topic
+from sparkmirror_dev.testing import create_topic, open_transactions, produce_numbered, read_topic
 from sparkmirror_dev.kindground import MIRROR_NS, SCRAM_USER, KindGround
 
 # the first test also builds the ground (cold: Go builds and images, about 15 minutes on 2 cores)
@@ -79,23 +79,6 @@ def _count(bootstrap: str, topic: str, produced: dict[int, int]) -> tuple[int, i
         missing += len(set(range(n)) - set(seqs))
         duplicated += len(seqs) - len(set(seqs))
     return missing, duplicated
-
-
-def _open_transactions(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
-    """partition -> offsets between the last stable offset and the end: >0 while a transaction is open there
-    (read_committed consumers of that partition are held back until it ends)."""
-    from confluent_kafka import IsolationLevel, TopicPartition as TP
-    from confluent_kafka.admin import AdminClient, OffsetSpec
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-
-    def ends(level) -> dict[int, int]:
-        res = admin.list_offsets({TP(topic, p): OffsetSpec.latest() for p in range(partitions)},
-                                 isolation_level=level, request_timeout=30)
-        return {tp.partition: f.result(timeout=30).offset for tp, f in res.items()}
-
-    hw, lso = ends(IsolationLevel.READ_UNCOMMITTED), ends(IsolationLevel.READ_COMMITTED)
-    return {p: hw[p] - lso[p] for p in range(partitions) if hw[p] != lso[p]}
 
 
 class SteadyProducer:
@@ -166,7 +149,7 @@ def test_mirror_on_kind(kind_ground: KindGround) -> None:
         # deleted like a rollout would: SIGTERM, the driver drains, so it leaves no transaction open
         t_del = time.monotonic()
         g.kubectl("-n", MIRROR_NS, "delete", "pod", _pod(g, app, "driver"), "--wait=true", "--timeout=180s")
-        left_open = _open_transactions(g.west.external_bootstrap, f"east.{orders}", 4)
+        left_open = open_transactions(g.west.external_bootstrap, f"east.{orders}", 4)
         print(f"driver pod deleted in {time.monotonic() - t_del:.0f}s; transactions left open: {left_open}",
               flush=True)
         assert left_open == {}, "the stopped driver left transactions open on the target"
