@@ -87,15 +87,16 @@ def iter_records(bootstrap: str, topic: str, timeout: float = 60.0, isolation: s
             raise KeyError(topic)
         if partitions is not None:
             partitions.extend(md.partitions)
-        todo = set()
+        ends: dict[int, int] = {}  # the end offsets when called: a topic still written to never shows EOF
         assign = []
         for p in md.partitions:
             lo, hi = c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
             if hi > lo:
-                todo.add(p)
+                ends[p] = hi
                 assign.append(TopicPartition(topic, p, lo))
         if assign:
             c.assign(assign)
+        todo = set(ends)
         deadline = time.monotonic() + timeout
         while todo and time.monotonic() < deadline:
             for m in c.consume(1000, 0.5):
@@ -104,7 +105,14 @@ def iter_records(bootstrap: str, topic: str, timeout: float = 60.0, isolation: s
                         todo.discard(m.partition())
                         continue
                     raise KafkaException(m.error())
-                yield m
+                if m.offset() < ends[m.partition()]:
+                    yield m
+                if m.offset() >= ends[m.partition()] - 1:
+                    todo.discard(m.partition())
+            if todo:  # past the end by control records (transaction markers) or aborted records
+                for tp in c.position([TopicPartition(topic, p) for p in todo]):
+                    if tp.offset >= ends[tp.partition]:
+                        todo.discard(tp.partition)
         assert not todo, f"reading {topic} did not reach the end of partitions {todo}"
     finally:
         c.close()

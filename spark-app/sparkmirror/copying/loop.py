@@ -291,7 +291,8 @@ class LaneCopier:
                 msgs = self.consumer.consume(num_messages=5000, timeout=left)
                 if msgs:
                     protocol.begin()
-                    self._source_answered()
+                    if "source" in self.outage.down:  # maybe fetched before it went away: ask it before saying so
+                        self._next_source_probe = 0.0
                 self._copy(msgs)
                 protocol.producer.poll(0)
             if self._pending:
