@@ -83,14 +83,20 @@ def _python_workers(root_pid: int) -> list[psutil.Process]:
     return out
 
 
-def test_kill_one_python_worker(kafka_a, kafka_b, topic, flowgroup, job):
+def _copying(kafka_a, kafka_b, topic, flowgroup, job, epoch_seconds: float):
+    """A job copying a topic of its own while a producer writes to it: (remote topic, config, producer, job)."""
     src = topic(kafka_a, PARTS)
     remote = f"a.{src}"
-    cfg = flowgroup(src, epochSeconds=10)
+    cfg = flowgroup(src, epochSeconds=epoch_seconds)
     producer = NumberedProducer(kafka_a.bootstrap, src)
     producer.start()
     jp = job(cfg)
     wait_for(lambda: _target_count(kafka_b.bootstrap, remote) > 0 or jp.proc.poll() is not None, 360, "copying")
+    return remote, cfg, producer, jp
+
+
+def test_kill_one_python_worker(kafka_a, kafka_b, topic, flowgroup, job):
+    remote, cfg, producer, jp = _copying(kafka_a, kafka_b, topic, flowgroup, job, 10)
     killed = 0
     for _ in range(2):
         # a worker that just started a lane task (workers between tasks keep idle clients, or copy between
@@ -116,13 +122,7 @@ def test_stop_with_a_lane_stuck_leaves_no_transaction_open(kafka_a, kafka_b, top
     """A lane frozen mid-transaction (as on an executor that was lost): the driver's drain runs out of time, so
     it fences its own lanes on the way out. No transaction stays open on the target to hold read_committed
     consumers back, and a restart copies every record exactly once."""
-    src = topic(kafka_a, PARTS)
-    remote = f"a.{src}"
-    cfg = flowgroup(src, epochSeconds=2)
-    producer = NumberedProducer(kafka_a.bootstrap, src)
-    producer.start()
-    jp = job(cfg)
-    wait_for(lambda: _target_count(kafka_b.bootstrap, remote) > 0 or jp.proc.poll() is not None, 360, "copying")
+    remote, cfg, producer, jp = _copying(kafka_a, kafka_b, topic, flowgroup, job, 2)
     frozen = False
     for _ in range(20):  # freeze a worker whose lane has records of an open transaction on the target
         started = len(re.findall(r"starts in worker \d+", jp.log()))
