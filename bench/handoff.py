@@ -30,6 +30,7 @@ from sparkmirror.resource.flowgroup import FlowGroupConfig
 from sparkmirror_dev.testing import NumberedProducer, create_topic, numbered_counts, unique_name
 
 from .harness import Env
+from .jobproc import start_job, stop_job
 
 HERE = Path(__file__).resolve().parent
 PARTITIONS = 4
@@ -145,31 +146,9 @@ def run_handoff(env: Env, src: str, args: argparse.Namespace) -> dict:
 def run_restart(env: Env, src: str, args: argparse.Namespace) -> dict:
     tgt, topic, cfg, producer, arrivals = _ground(env, src, args, "restart")
     work = args.work / "restart"
-    work.mkdir(parents=True, exist_ok=True)
-    lanes = cfg.lanes
-    env_vars = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-                "SPARK_LOCAL_IP": "127.0.0.1"}
 
     def start(c: FlowGroupConfig) -> subprocess.Popen:
-        path = work / f"{c.worker.version}.yaml"
-        path.write_text(c.to_yaml())
-        log = open(work / f"{c.worker.version}.log", "ab")
-        return subprocess.Popen([sys.executable, "-m", "sparkmirror.job", "--config", str(path),
-                                 "--checkpoint", str(work / "ckpt"), "--master", f"local[{2 * lanes + 2},4]",
-                                 "--conf", "spark.driver.memory=512m", "--conf", "spark.ui.enabled=false"],
-                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env_vars,
-                                start_new_session=True)
-
-    def stop(p: subprocess.Popen) -> None:
-        p.terminate()  # the driver drains (running epochs commit) and exits
-        try:
-            p.wait(120)
-        except subprocess.TimeoutExpired:
-            pass
-        try:
-            os.killpg(p.pid, 9)  # Python workers left behind
-        except (ProcessLookupError, PermissionError):
-            pass
+        return start_job(c, work, c.worker.version)
 
     producer.start()
     arrivals.start()
@@ -180,13 +159,13 @@ def run_restart(env: Env, src: str, args: argparse.Namespace) -> dict:
         for i in range(args.changes):
             time.sleep(args.every)
             changes.append(int(time.time() * 1000))
-            stop(proc)
+            stop_job(proc)
             proc = start(_with_version(cfg, f"v{i + 2}"))
             print(f"  restart {i + 1}: resubmitted", flush=True)
         time.sleep(args.every)
         return _finish(src, tgt, topic, producer, arrivals, changes)
     finally:
-        stop(proc)
+        stop_job(proc)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,6 +14,8 @@ class Sample:
     cpu: float        # user+system seconds of the whole tree so far (exited children included)
     rss: int          # bytes, sum over the live tree
     by_kind: dict[str, float] = field(default_factory=dict)  # cpu split by kind of process (see kind_of)
+    rss_by_kind: dict[str, int] = field(default_factory=dict)  # bytes per kind of process, live tree
+    procs_by_kind: dict[str, int] = field(default_factory=dict)  # live processes per kind
 
 
 @dataclass
@@ -60,18 +62,22 @@ class ProcessTreeMonitor:
         return list(found.values())
 
     def sample(self) -> Sample:
-        rss = 0
+        rss_by_kind: dict[str, int] = {}
+        procs: dict[str, int] = {}
         for p in self._tree():
             try:
                 with p.oneshot():
                     ct = p.cpu_times()
-                    rss += p.memory_info().rss
+                    rss = p.memory_info().rss
                     key = (p.pid, p.create_time())
                 self._cpu_by_pid[key] = ct.user + ct.system
-                self._kind_by_pid[key] = kind_of(p)  # every time: spark-class `exec`s java in the same pid
+                kind = self._kind_by_pid[key] = kind_of(p)  # every time: spark-class `exec`s java in the same pid
+                rss_by_kind[kind] = rss_by_kind.get(kind, 0) + rss
+                procs[kind] = procs.get(kind, 0) + 1
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 continue
-        s = Sample(time.time(), sum(self._cpu_by_pid.values()), rss, self.cpu_by_kind())
+        s = Sample(time.time(), sum(self._cpu_by_pid.values()), sum(rss_by_kind.values()), self.cpu_by_kind(),
+                   rss_by_kind, procs)
         self.samples.append(s)
         return s
 

@@ -1,0 +1,32 @@
+"""The soak's verdict without brokers: per kind of process, the RSS trend after the warm-up."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from bench.procmon import Sample  # noqa: E402
+from bench.soak import MB, rss_trend  # noqa: E402
+
+
+def _sample(t: float, jvm_mb: float, worker_mb: float, workers: int = 2) -> Sample:
+    rss = {"jvm": int(jvm_mb * MB), "python-worker": int(worker_mb * MB), "other": 0}
+    return Sample(t, 0.0, sum(rss.values()), {}, rss, {"jvm": 1, "python-worker": workers})
+
+
+def test_a_flat_process_and_a_leaking_one_after_the_warmup() -> None:
+    # warm-up: both grow; then the JVM stays at 400 MB while the workers leak 1 MB a minute
+    samples = [_sample(t, 100 + t, 50 + t) for t in range(0, 300, 10)]
+    samples += [_sample(300 + t, 400, 350 + t / 60, workers=2 + t // 600) for t in range(0, 3600, 10)]
+
+    trend = rss_trend(samples, since=300)
+
+    assert set(trend) == {"jvm", "python-worker", "total"}  # a kind that never held memory is left out
+    assert trend["jvm"]["growth_mb"] == 0 and trend["jvm"]["slope_mb_per_hour"] == 0
+    assert trend["jvm"]["first_mb"] == trend["jvm"]["last_mb"] == trend["jvm"]["peak_mb"] == 400
+    assert 59 <= trend["python-worker"]["slope_mb_per_hour"] <= 61
+    assert 50 <= trend["python-worker"]["growth_mb"] <= 60  # medians of the first and last tenth
+    assert (trend["python-worker"]["processes_min"], trend["python-worker"]["processes_max"]) == (2, 7)
+    assert trend["total"]["slope_mb_per_hour"] == trend["python-worker"]["slope_mb_per_hour"]
