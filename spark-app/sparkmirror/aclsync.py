@@ -44,8 +44,9 @@ whose offsets expired on the source) keeps its bindings on the target as they ar
 
 Shape: `plan_acl_sync()` is pure (source bindings, target bindings, `AclScope`) -> `AclPlan(create, delete,
 skipped)`; `AclSync` reads both clusters with confluent-kafka's AdminClient and applies the plan. A cluster
-without an authorizer (SECURITY_DISABLED) means nothing to sync and a target that refuses to create ACLs is a
-warning; both are logged once per change of state, never raised: ACLs are not data, the copy goes on.
+without an authorizer (SECURITY_DISABLED; Kafka 4 brokers list no ACLs then, and say so when one is created)
+means nothing to sync, and a target that refuses to create ACLs is a warning; both are logged once per change
+of state, never raised: ACLs are not data, the copy goes on.
 """
 from __future__ import annotations
 
@@ -318,7 +319,7 @@ class AclSync:
             except KafkaException as e:
                 return self._read_failure(which, e)
         groups: frozenset[str] = frozenset()
-        if any(b.restype == GROUP for b in bindings["source"]):
+        if any(b.restype == GROUP for side in bindings.values() for b in side):  # to copy, or to remove
             try:
                 groups = self._groups()
             except KafkaException as e:
@@ -352,15 +353,24 @@ class AclSync:
     def _apply(self, state: AclState) -> AclState:
         plan = state.plan
         assert plan is not None
-        admin, refused, failed = self.admin("target"), [], []
+        admin = self.admin("target")
+        refused: list[str] = []
+        failed: list[str] = []
+        disabled: list[str] = []
+
+        def failure(e: KafkaException) -> None:
+            code = _code(e)
+            (refused if code == KafkaError.CLUSTER_AUTHORIZATION_FAILED else
+             disabled if code == KafkaError.SECURITY_DISABLED else failed).append(_text(e))
+
         if plan.create:
             for binding, fut in admin.create_acls(plan.create, request_timeout=self.timeout).items():
                 try:
                     fut.result(timeout=self.timeout)
                     log.info("mirror %s: ACL created on %s: %s", self.name, self.target_alias, describe(binding))
                 except KafkaException as e:
-                    (refused if _code(e) == KafkaError.CLUSTER_AUTHORIZATION_FAILED else failed).append(_text(e))
-        if plan.delete and not refused:
+                    failure(e)
+        if plan.delete and not (refused or disabled):
             filters = [AclBindingFilter(b.restype, b.name, b.resource_pattern_type, b.principal, b.host, b.operation,
                                         b.permission_type) for b in plan.delete]
             for flt, fut in admin.delete_acls(filters, request_timeout=self.timeout).items():
@@ -368,7 +378,10 @@ class AclSync:
                     for binding in fut.result(timeout=self.timeout):
                         log.info("mirror %s: ACL deleted on %s: %s", self.name, self.target_alias, describe(binding))
                 except KafkaException as e:
-                    (refused if _code(e) == KafkaError.CLUSTER_AUTHORIZATION_FAILED else failed).append(_text(e))
+                    failure(e)
+        if disabled:  # a broker without an authorizer lists no ACLs rather than saying so; creating one tells
+            return AclState("no-authorizer", f"target cluster {self.target_alias!r} has no authorizer: no ACLs to "
+                                             "sync", plan)
         if refused:
             return AclState("refused", f"target cluster {self.target_alias!r} refuses to change ACLs (the mirror "
                                        f"needs ALTER on the cluster): {refused[0]}; the copy goes on", plan)
