@@ -203,9 +203,12 @@ def _done(value=None, error: int | None = None) -> Future:
 class FakeAdmin:
     """Answers describe/create/delete like confluent-kafka's AdminClient: per-request futures."""
 
-    def __init__(self, bindings=(), describe_error: int | None = None, alter_error: int | None = None) -> None:
+    def __init__(self, bindings=(), describe_error: int | None = None, alter_error: int | None = None,
+                 groups=()) -> None:
         self.bindings, self.describe_error, self.alter_error = set(bindings), describe_error, alter_error
+        self.groups = list(groups)
         self.created: list[AclBinding] = []
+        self.deleted: list[AclBinding] = []
 
     def describe_acls(self, flt, request_timeout=None) -> Future:
         return _done(sorted(self.bindings), self.describe_error)
@@ -217,11 +220,25 @@ class FakeAdmin:
         return {b: _done(None, self.alter_error) for b in acls}
 
     def delete_acls(self, filters, request_timeout=None) -> dict:
-        return {f: _done([], self.alter_error) for f in filters}
+        out = {}
+        for f in filters:  # exact filters, as AclSync makes them
+            gone = [b for b in self.bindings if (b.restype, b.name, b.resource_pattern_type, b.principal, b.host,
+                                                 b.operation, b.permission_type) ==
+                    (f.restype, f.name, f.resource_pattern_type, f.principal, f.host, f.operation, f.permission_type)]
+            if self.alter_error is None:
+                self.bindings -= set(gone)
+                self.deleted += gone
+            out[f] = _done(gone, self.alter_error)
+        return out
 
     def list_consumer_groups(self, request_timeout=None) -> Future:
+        class Group:
+            def __init__(self, group_id: str) -> None:
+                self.group_id = group_id
+
         class Res:
-            valid = []
+            valid = [Group(g) for g in self.groups]
+            errors: list = []
         return _done(Res())
 
 
@@ -262,3 +279,11 @@ def test_unreadable_acls_never_raise(error, caplog) -> None:
     state = sync.sync({"orders": "a.orders"}, [])
     assert state.status in ("refused", "unavailable") and state.plan is None
     assert "target cluster 'b'" in state.message
+
+
+def test_a_group_binding_goes_when_the_source_has_no_group_binding_left() -> None:
+    source = FakeAdmin([acl("orders")], groups=["app"])
+    target = FakeAdmin([acl("app", rtype=GROUP), acl("a.orders")])
+    state = make_sync(source, target).sync({"orders": "a.orders"}, [])
+    assert state.status == "ok" and target.deleted == [acl("app", rtype=GROUP)]
+    assert target.bindings == {acl("a.orders")}
