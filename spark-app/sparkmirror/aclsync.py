@@ -33,17 +33,23 @@ What goes across
   principal and host, an operation it denies, a replicated topic or synced group in common).
 - Principals and hosts are kept: a principal is taken to be the same user on both clusters, as MM2 does.
 
-Removals: the mirror owns the read-side bindings (the kinds it copies: ALLOW READ/DESCRIBE/DESCRIBE_CONFIGS,
-DENY of those or ALL, not for `User:*` or itself) of the resources in scope on the target: LITERAL bindings on
-its remote topics and on synced groups, PREFIXED bindings that map back to a prefix covering a replicated
-topic (synced group) and cover no target topic the mirror does not write. Those of them the source no longer
-implies are deleted: the source says who may read a remote topic, as it says what its configs are. A
-hand-made WRITE (any write-side binding) on a remote topic, bindings on the target's own topics and groups,
-and wildcard bindings are never touched. A topic or group that leaves the scope (no longer replicated, a group
-whose offsets expired on the source) keeps its bindings on the target as they are.
+Removals: only of bindings this mirror created. The mirror records on the target what it created and still
+owns (its ACL record, under a key of its own in its progress topic, see `progress/record.py`). A binding is
+deleted when the mirror owns it, it is in scope (a kind the sync copies -- ALLOW READ/DESCRIBE/DESCRIBE_CONFIGS,
+DENY of those or ALL, not for `User:*` or itself -- LITERAL on a remote topic or a synced group, PREFIXED mapping
+back to a prefix covering a replicated topic (synced group) and covering no target topic the mirror does not
+write) and the source no longer implies it. A binding that was on the target before the mirror would have
+created it (made by hand: a DR consumer's or an analytics team's READ on a remote topic) is never adopted: the
+mirror did not create it, so it stays whatever the source says. A binding the mirror owns that someone deleted
+by hand is created again while the source implies it (the source is the truth), and forgotten once it does not.
+Write-side bindings, bindings on the target's own topics and groups, and wildcards are never touched. A topic or
+group that leaves the scope keeps its bindings on the target as they are (and the mirror keeps owning them).
+After a sync: owned' = (owned still on the target - deleted) | created, written back when it changed.
 
-Shape: `plan_acl_sync()` is pure (source bindings, target bindings, `AclScope`) -> `AclPlan(create, delete,
-skipped)`; `AclSync` reads both clusters with confluent-kafka's AdminClient and applies the plan. A cluster
+Shape: `plan_acl_sync()` is pure (source bindings, target bindings, `AclScope`, owned bindings) ->
+`AclPlan(create, delete, skipped, kept)`; `AclSync` reads both clusters with confluent-kafka's AdminClient and
+its ACL record with the progress reader (once, then kept in memory: the mirror is the record's only writer),
+applies the plan and writes the record back (`AclRecord`); `sparkmirror plan` reads the record, writes nothing. A cluster
 without an authorizer (SECURITY_DISABLED; Kafka 4 brokers list no ACLs then, and say so when one is created)
 means nothing to sync, and a target that refuses to create ACLs is a warning; both are logged once per change
 of state, never raised: ACLs are not data, the copy goes on.
@@ -51,6 +57,7 @@ of state, never raised: ACLs are not data, the copy goes on.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -59,6 +66,9 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
                                    ResourcePatternType, ResourceType)
 
+from .handoff.takeover import write_records
+from .progress import read_progress
+from .progress.record import PROGRESS_FORMAT_VERSION, acls_key, acls_value
 from .replication import IdentityReplicationPolicy, ReplicationPolicy
 
 log = logging.getLogger(__name__)
@@ -131,6 +141,15 @@ class AclPlan:
     create: list[AclBinding] = field(default_factory=list)
     delete: list[AclBinding] = field(default_factory=list)
     skipped: list[tuple[AclBinding, str]] = field(default_factory=list)  # source bindings in scope, not copied: why
+    kept: frozenset[AclBinding] = frozenset()  # owned, on the target, not deleted: still the mirror's after it
+
+    def owned_after(self, created: Iterable[AclBinding] | None = None,
+                    deleted: Iterable[AclBinding] | None = None) -> frozenset[AclBinding]:
+        """What the mirror owns once the plan was applied: the bindings kept, those `created`, and those it
+        meant to delete but did not (still on the target). Defaults: everything went as planned."""
+        created = self.create if created is None else created
+        deleted = self.delete if deleted is None else deleted
+        return self.kept | frozenset(created) | (frozenset(self.delete) - frozenset(deleted))
 
 
 def covered(binding: AclBinding, scope: AclScope) -> frozenset[str]:
@@ -179,8 +198,9 @@ def _target_patterns(binding: AclBinding, names: frozenset[str],
     return [(PREFIXED, prefix)]
 
 
-def owned(binding: AclBinding, scope: AclScope) -> bool:
-    """Whether a target binding is one the sync may have made, so it goes when the source no longer implies it."""
+def in_scope(binding: AclBinding, scope: AclScope) -> bool:
+    """Whether a target binding is of a kind, and on a resource, the sync governs now: one it may have made.
+    Only those the mirror also owns (created) go when the source no longer implies them."""
     if binding.restype not in READ_SIDE or binding.name == WILDCARD or not is_read_side(binding):
         return False
     if binding.permission_type == DENY and binding.principal in scope.own_principals:
@@ -198,9 +218,12 @@ def owned(binding: AclBinding, scope: AclScope) -> bool:
         and not any(f.startswith(binding.name) for f in scope.foreign)
 
 
-def plan_acl_sync(source: Iterable[AclBinding], target: Iterable[AclBinding], scope: AclScope) -> AclPlan:
-    """What to create and delete on the target so its read-side ACLs of the mirror's scope are those the
-    source implies (see the module's rule); `skipped` says which source bindings in scope are not copied."""
+def plan_acl_sync(source: Iterable[AclBinding], target: Iterable[AclBinding], scope: AclScope,
+                  owned: Iterable[AclBinding] = frozenset()) -> AclPlan:
+    """What to create and delete on the target so that the read-side ACLs the source implies are there and
+    those the mirror created (`owned`) and the source no longer implies are not (see the module's rule);
+    `skipped` says which source bindings in scope are not copied. A binding on the target that is not owned is
+    never deleted, and not adopted by being implied."""
     plan = AclPlan()
     allows: list[tuple[AclBinding, frozenset[str], tuple[AclOperation, ...]]] = []
     denies: list[tuple[AclBinding, frozenset[str]]] = []
@@ -251,9 +274,23 @@ def plan_acl_sync(source: Iterable[AclBinding], target: Iterable[AclBinding], sc
         for pattern, name in _target_patterns(b, names, scope):
             desired.add(AclBinding(b.restype, name, pattern, b.principal, b.host, b.operation, DENY))
     have = set(target)
+    mine = have & set(owned)  # an owned binding deleted by hand is no longer the mirror's, unless created again
     plan.create = sorted(desired - have)
-    plan.delete = sorted(b for b in have - desired if owned(b, scope))
+    plan.delete = sorted(b for b in mine - desired if in_scope(b, scope))
+    plan.kept = frozenset(mine - set(plan.delete))
     return plan
+
+
+def binding_row(b: AclBinding) -> list[str]:
+    """A binding as the ACL record holds it: enum names, in AclBinding's order."""
+    return [b.restype.name, b.name, b.resource_pattern_type.name, b.principal, b.host, b.operation.name,
+            b.permission_type.name]
+
+
+def binding_of(row: list[str]) -> AclBinding:
+    rtype, name, pattern, principal, host, op, perm = row
+    return AclBinding(ResourceType[rtype], name, ResourcePatternType[pattern], principal, host, AclOperation[op],
+                      AclPermissionType[perm])
 
 
 # ---------------------------------------------------------------------------------------------- I/O
@@ -268,12 +305,50 @@ class AclState:
     plan: AclPlan | None = None
 
 
+def _exact(b: AclBinding) -> AclBindingFilter:
+    """The filter that matches exactly one binding (and hashes like the one the admin client answers for)."""
+    return AclBindingFilter(b.restype, b.name, b.resource_pattern_type, b.principal, b.host, b.operation,
+                            b.permission_type)
+
+
 def mirror_principal(cluster) -> str | None:  # cluster: resource.flowgroup.Cluster
     """The mirror's principal on a cluster where it is known from the config: its SASL user."""
     auth = cluster.authentication
     if auth is not None and auth.type != "tls" and auth.username:
         return f"User:{auth.username}"
     return None
+
+
+class AclRecord:
+    """A mirror's ACL record in its progress topic on the target: read with the progress reader (marks only,
+    no progress), written as the marks are (`write_records`)."""
+
+    def __init__(self, config, mirror: str, timeout: float = 15.0) -> None:  # config: FlowGroupConfig
+        self.config, self.mirror, self.timeout = config, mirror, timeout
+        self.target = next(m.target for m in config.mirrors if m.name == mirror)
+
+    def where(self) -> str:
+        return f"progress topic {self.config.progressTopic!r} on target {self.target!r}"
+
+    def read(self, target_topics: Iterable[str]) -> frozenset[AclBinding]:
+        """The bindings the mirror owns (none while its progress topic does not exist: it wrote nothing yet)."""
+        if self.config.progressTopic not in set(target_topics):
+            return frozenset()
+        state = read_progress(self.config.cluster(self.target).client_config(), self.config.progressTopic,
+                              source_partitions=[], timeout=self.timeout, resource=self.config.resource)
+        value = state.acls.get((self.config.resource, self.mirror))
+        if value is None:
+            return frozenset()
+        if value.get("v") != PROGRESS_FORMAT_VERSION:
+            raise ValueError(f"the ACL record of mirror {self.mirror!r} has format version {value.get('v')!r}; "
+                             f"this version reads {PROGRESS_FORMAT_VERSION}")
+        return frozenset(binding_of(row) for row in value.get("bindings", []))
+
+    def write(self, bindings: Iterable[AclBinding]) -> None:
+        rows = [binding_row(b) for b in sorted(bindings)]
+        write_records(self.config, self.target, [(acls_key(self.config.resource, self.mirror),
+                                                  acls_value(rows, int(time.time() * 1000)))],
+                      f"ACL record of mirror {self.mirror!r}", self.timeout)
 
 
 def _code(e: KafkaException) -> int | None:
@@ -287,17 +362,27 @@ def _text(e: KafkaException) -> str:
 
 
 class AclSync:
-    """Reads both clusters' ACLs, plans with `plan_acl_sync`, applies; never raises. Owned by a TopicSync,
-    whose admin clients it uses (`admin("source")`, `admin("target")`) and whose routes define its scope."""
+    """Reads both clusters' ACLs and the mirror's ACL record, plans with `plan_acl_sync`, applies, records what
+    it owns; never raises. Owned by a TopicSync, whose admin clients it uses (`admin("source")`,
+    `admin("target")`) and whose routes define its scope. `record`: where the owned bindings are kept (an
+    `AclRecord`; any object with its `read`/`write`/`where`)."""
 
     def __init__(self, name: str, source_alias: str, target_alias: str, policy: ReplicationPolicy,
                  admin: Callable[[str], AdminClient], group_filter: Callable[[str], bool],
-                 own_principals: Iterable[str] = (), timeout: float = 15.0) -> None:
+                 own_principals: Iterable[str] = (), timeout: float = 15.0, record: AclRecord | None = None) -> None:
         self.name, self.source_alias, self.target_alias = name, source_alias, target_alias
         self.policy, self.admin, self.group_filter, self.timeout = policy, admin, group_filter, timeout
         self.own_principals = frozenset({ANY_PRINCIPAL, *own_principals})
+        self.record = record
+        self.owned: frozenset[AclBinding] | None = None  # read once, then kept: the mirror is the only writer
+        self.unsaved = False            # owned changed but writing the record failed: written at the next sync
         self.state: str | None = None   # the last status logged, so each change is said once
         self.last: AclState | None = None
+
+    def _owned(self, target_topics: Iterable[str]) -> frozenset[AclBinding]:
+        if self.owned is None:
+            self.owned = self.record.read(target_topics) if self.record is not None else frozenset()
+        return self.owned
 
     def _alias(self, which: str) -> str:
         return self.source_alias if which == "source" else self.target_alias
@@ -311,7 +396,7 @@ class AclSync:
         return frozenset(g.group_id for g in res.valid if self.group_filter(g.group_id))
 
     def observe(self, remote: Mapping[str, str], target_topics: Iterable[str]) -> AclState:
-        """Read both clusters and plan, writing nothing (what `sparkmirror plan` shows)."""
+        """Read both clusters and the ACL record and plan, writing nothing (what `sparkmirror plan` shows)."""
         bindings = {}
         for which in ("source", "target"):
             try:
@@ -325,9 +410,14 @@ class AclSync:
             except KafkaException as e:
                 return AclState("unavailable", f"listing consumer groups of source {self.source_alias!r} "
                                                f"failed: {_text(e)}")
+        try:
+            owned = self._owned(target_topics)
+        except Exception as e:  # noqa: BLE001 - without it nothing may be removed, nor the record rewritten
+            return AclState("unavailable", f"reading the ACLs this mirror created from {self.record.where()} "
+                                           f"failed: {type(e).__name__}: {e}")
         scope = AclScope(self.source_alias, self.policy, dict(remote), groups, frozenset(target_topics),
                          self.own_principals)
-        return AclState("ok", "", plan_acl_sync(bindings["source"], bindings["target"], scope))
+        return AclState("ok", "", plan_acl_sync(bindings["source"], bindings["target"], scope, owned))
 
     def _read_failure(self, which: str, e: KafkaException) -> AclState:
         alias, code = self._alias(which), _code(e)
@@ -340,6 +430,7 @@ class AclSync:
 
     def sync(self, remote: Mapping[str, str], target_topics: Iterable[str]) -> AclState:
         """Observe and apply. Problems are logged once per change of state and returned, never raised."""
+        target_topics = list(target_topics)
         try:
             state = self.observe(remote, target_topics)
             if state.plan is not None:
@@ -363,22 +454,26 @@ class AclSync:
             (refused if code == KafkaError.CLUSTER_AUTHORIZATION_FAILED else
              disabled if code == KafkaError.SECURITY_DISABLED else failed).append(_text(e))
 
+        created: list[AclBinding] = []
+        deleted: list[AclBinding] = []
         if plan.create:
             for binding, fut in admin.create_acls(plan.create, request_timeout=self.timeout).items():
                 try:
                     fut.result(timeout=self.timeout)
+                    created.append(binding)
                     log.info("mirror %s: ACL created on %s: %s", self.name, self.target_alias, describe(binding))
                 except KafkaException as e:
                     failure(e)
         if plan.delete and not (refused or disabled):
-            filters = [AclBindingFilter(b.restype, b.name, b.resource_pattern_type, b.principal, b.host, b.operation,
-                                        b.permission_type) for b in plan.delete]
-            for flt, fut in admin.delete_acls(filters, request_timeout=self.timeout).items():
+            by_filter = {_exact(b): b for b in plan.delete}
+            for flt, fut in admin.delete_acls(list(by_filter), request_timeout=self.timeout).items():
                 try:
                     for binding in fut.result(timeout=self.timeout):
                         log.info("mirror %s: ACL deleted on %s: %s", self.name, self.target_alias, describe(binding))
+                    deleted.append(by_filter[flt])  # answered: it is gone (or was already)
                 except KafkaException as e:
                     failure(e)
+        unsaved = self._remember(plan.owned_after(created, deleted))
         if disabled:  # a broker without an authorizer lists no ACLs rather than saying so; creating one tells
             return AclState("no-authorizer", f"target cluster {self.target_alias!r} has no authorizer: no ACLs to "
                                              "sync", plan)
@@ -388,7 +483,24 @@ class AclSync:
         if failed:
             return AclState("unavailable", f"changing ACLs on target cluster {self.target_alias!r} failed: "
                                            f"{failed[0]}", plan)
+        if unsaved:
+            return AclState("unavailable", unsaved, plan)
         return AclState("ok", "", plan)
+
+    def _remember(self, owned: frozenset[AclBinding]) -> str:
+        """Keep what the mirror owns now and write its record when that changed (or the last write failed);
+        returns why writing failed ('' when it did not). Kept in memory either way: the next sync writes it."""
+        if self.record is None or (owned == self.owned and not self.unsaved):
+            self.owned = owned
+            return ""
+        self.owned, self.unsaved = owned, True
+        try:
+            self.record.write(owned)
+        except Exception as e:  # noqa: BLE001 - the bindings stay on the target; the record is written next time
+            return (f"cannot record the ACLs this mirror created in {self.record.where()}: {e}; it will try "
+                    "again at the next sync")
+        self.unsaved = False
+        return ""
 
     def _report(self, state: AclState) -> None:
         key = f"{state.status}: {state.message.split(':')[0]}"  # the kind and the cluster, not the error's details

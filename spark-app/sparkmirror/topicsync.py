@@ -19,7 +19,8 @@ more partitions than its source is accepted and only the source's partitions are
 
 Topic ACLs follow MM2's `sync.topic.acls.enabled` (every `syncTopicAclsIntervalSeconds`, checked at each
 `sync()`): `aclsync` holds the rule and the I/O; `sync()` runs it after the topics are in place and it never
-stops the copy.
+stops the copy. What the mirror created is recorded in its progress topic (`aclsync.AclRecord`), so only that
+is ever removed.
 
 A topic deleted and recreated at the source (new topic id, or its end offsets going backwards) is never
 handled silently: with the flow group's `sourceGapPolicy: fail` `sync()` raises `TopicRecreated`; with
@@ -38,7 +39,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPa
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
                                    NewPartitions, NewTopic, OffsetSpec)
 
-from .aclsync import AclState, AclSync, mirror_principal
+from .aclsync import AclRecord, AclState, AclSync, mirror_principal
 from .resource.flowgroup import Cluster, FlowGroupConfig, Mirror
 from .replication import ReplicationPolicy, TopicFilter, policy_for, should_replicate_topic
 
@@ -306,7 +307,8 @@ class TopicSync:
 
             own = mirror_principal(self.target_cluster)
             self._acls = AclSync(self.mirror.name, self.mirror.source, self.mirror.target, self.policy, self._admin,
-                                 GroupFilter.of(self.mirror).matches, [own] if own else [], self.timeout)
+                                 GroupFilter.of(self.mirror).matches, [own] if own else [], self.timeout,
+                                 AclRecord(self.config, self.mirror.name, self.timeout))
         return self._acls
 
     def acl_state(self, routes: list[TopicRoute] | None = None) -> AclState:

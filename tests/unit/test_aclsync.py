@@ -1,6 +1,6 @@
 """ACL sync's rule (`aclsync.plan_acl_sync`), pure: which source bindings go across and how, what is removed on
-the target, what is never touched; plus `AclSync`'s handling of clusters without an authorizer or rights, with
-an admin client that answers like the broker does."""
+the target (only what the mirror created and owns), what is never touched; plus `AclSync`'s handling of clusters
+without an authorizer or rights and of its ACL record, with an admin client that answers like the broker does."""
 from __future__ import annotations
 
 import logging
@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
 
-from sparkmirror.aclsync import AclScope, AclSync, owned, plan_acl_sync
+from sparkmirror.aclsync import AclScope, AclSync, binding_of, binding_row, in_scope, plan_acl_sync
 from sparkmirror.replication import DefaultReplicationPolicy, IdentityReplicationPolicy, TopicFilter
 from sparkmirror.topicsync import select_topics
 
@@ -35,13 +35,15 @@ def scope(topics: list[str], policy=None, groups=(), target_topics=(), topics_rx
                     frozenset(target_topics), frozenset(own))
 
 
-def converged(source: list[AclBinding], target: list[AclBinding], sc: AclScope) -> set[AclBinding]:
-    """Apply a plan to the target, then check a second look finds nothing to do (desired bindings are owned)."""
-    plan = plan_acl_sync(source, target, sc)
-    after = (set(target) | set(plan.create)) - set(plan.delete)
-    again = plan_acl_sync(source, after, sc)
+def converged(source: list[AclBinding], target: list[AclBinding], sc: AclScope,
+              owned=frozenset()) -> tuple[set[AclBinding], frozenset[AclBinding]]:
+    """Apply a plan to the target, then check a second look finds nothing to do; (target, owned) after it."""
+    plan = plan_acl_sync(source, target, sc, owned)
+    after, mine = (set(target) | set(plan.create)) - set(plan.delete), plan.owned_after()
+    again = plan_acl_sync(source, after, sc, mine)
     assert (again.create, again.delete) == ([], []), again
-    return after
+    assert again.owned_after() == mine
+    return after, mine
 
 
 def test_literal_read_goes_to_the_remote_name_and_write_never() -> None:
@@ -148,7 +150,7 @@ def test_group_acls_of_checkpointed_groups_keep_their_names() -> None:
     assert [(b.name, b.operation) for b, _ in plan.skipped] == [("app-1", Op.DELETE)]
 
 
-def test_removals_take_only_what_the_sync_owns() -> None:
+def test_removals_take_only_what_the_mirror_created_and_still_governs() -> None:
     sc = scope(["orders", "pay"], groups=["app"], target_topics=["a.orders", "a.pay", "local", "heartbeats"])
     target = [
         acl("a.orders"),                                   # copied once, gone from the source: removed
@@ -164,29 +166,88 @@ def test_removals_take_only_what_the_sync_owns() -> None:
         acl("other-group", rtype=GROUP),                   # not a checkpointed group: stays
         acl("a.gone"),                                     # a remote topic no longer replicated: left as it is
     ]
-    plan = plan_acl_sync([acl("pay")], target, sc)
+    # the mirror's record lists everything (as if it had made them all): only what it governs goes
+    plan = plan_acl_sync([acl("pay")], target, sc, set(target))
     assert plan.create == [acl("a.pay")]
     assert plan.delete == sorted([acl("a.orders"), acl("a.pay", Op.DESCRIBE, DENY), acl("a.p", pattern=PREFIXED),
                                   acl("app", rtype=GROUP)])
-    converged([acl("pay")], target, sc)
+    assert plan.owned_after() == (set(target) - set(plan.delete)) | {acl("a.pay")}
+    converged([acl("pay")], target, sc, set(target))
+    # the same target, nothing recorded: nothing was the mirror's, nothing goes
+    assert plan_acl_sync([acl("pay")], target, sc).delete == []
 
 
 def test_identity_removal_leaves_prefixes_shared_with_the_targets_own_topics() -> None:
     sc = scope(["orders"], IdentityReplicationPolicy(), target_topics=["orders", "ord-local", "x"])
     target = [acl("orders"), acl("ord", pattern=PREFIXED), acl("orders", pattern=PREFIXED), acl("x")]
-    plan = plan_acl_sync([], target, sc)
+    plan = plan_acl_sync([], target, sc, set(target))
     # `ord*` also covers the target's ord-local: it cannot be the sync's, so it stays; `orders*` is the sync's
     assert plan.delete == sorted([acl("orders"), acl("orders", pattern=PREFIXED)])
-    assert not owned(acl("ord", pattern=PREFIXED), sc) and not owned(acl("x"), sc)
+    assert not in_scope(acl("ord", pattern=PREFIXED), sc) and not in_scope(acl("x"), sc)
 
 
 def test_the_round_trip_converges_from_any_target_state() -> None:
     sc = scope(["orders", "ordinals", "pay"], groups=["g"], target_topics=["a.orders", "t-own"])
     source = [acl("ord", pattern=PREFIXED), acl("pay", Op.ALL), acl("pay", Op.READ, DENY, principal="User:eve"),
               acl("g", rtype=GROUP), acl("pay", Op.WRITE)]
-    after = converged(source, [acl("a.orders", principal="User:old"), acl("t-own")], sc)
-    assert acl("t-own") in after and acl("a.orders", principal="User:old") not in after
+    old = acl("a.orders", principal="User:old")  # the mirror created it once; the source no longer implies it
+    after, mine = converged(source, [old, acl("t-own")], sc, {old})
+    assert acl("t-own") in after and old not in after and old not in mine
     assert not any(b.operation == Op.WRITE for b in after)
+    assert mine == after - {acl("t-own")}  # everything else there the mirror created
+
+
+def test_a_hand_made_read_on_a_remote_topic_stays_when_the_source_revokes_the_same_binding() -> None:
+    """A DR consumer's READ made by hand on the remote topic, equal to what the source implies: the mirror does
+    not create it (it is there), does not adopt it, and does not delete it once the source revokes it."""
+    sc = scope(["orders"])
+    hand = acl("a.orders", principal="User:carol")
+    plan = plan_acl_sync([acl("orders", principal="User:carol")], [hand], sc)
+    assert (plan.create, plan.delete, plan.owned_after()) == ([], [], frozenset())
+    revoked = plan_acl_sync([], [hand], sc, plan.owned_after())
+    assert revoked.delete == [] and revoked.owned_after() == frozenset()
+
+
+def test_an_owned_binding_goes_when_the_source_revokes_it() -> None:
+    sc = scope(["orders"])
+    first = plan_acl_sync([acl("orders")], [], sc)
+    assert first.create == [acl("a.orders")] and first.owned_after() == {acl("a.orders")}
+    revoked = plan_acl_sync([], [acl("a.orders")], sc, first.owned_after())
+    assert revoked.delete == [acl("a.orders")] and revoked.owned_after() == frozenset()
+
+
+def test_an_owned_binding_deleted_by_hand_is_created_again_while_the_source_implies_it() -> None:
+    sc = scope(["orders"])
+    again = plan_acl_sync([acl("orders")], [], sc, {acl("a.orders")})
+    assert again.create == [acl("a.orders")] and again.owned_after() == {acl("a.orders")}
+    # once the source no longer implies it, it is forgotten (nothing to delete): a hand-made one later stays
+    gone = plan_acl_sync([], [], sc, {acl("a.orders")})
+    assert (gone.delete, gone.owned_after()) == ([], frozenset())
+    assert plan_acl_sync([], [acl("a.orders")], sc, gone.owned_after()).delete == []
+
+
+def test_a_pre_existing_binding_equal_to_an_implied_one_is_not_adopted() -> None:
+    """Made by hand before the mirror would have created it: left out of `create`, so never owned, even while
+    the mirror owns other bindings on the same topic."""
+    sc = scope(["orders"])
+    hand = acl("a.orders", principal="User:carol")
+    plan = plan_acl_sync([acl("orders"), acl("orders", principal="User:carol")], [hand], sc)
+    assert plan.create == [acl("a.orders")] and plan.owned_after() == {acl("a.orders")}
+    after = plan_acl_sync([], [hand, acl("a.orders")], sc, plan.owned_after())
+    assert after.delete == [acl("a.orders")] and after.owned_after() == frozenset()
+
+
+def test_a_plan_partly_applied_owns_what_was_done() -> None:
+    sc = scope(["orders", "pay"])
+    plan = plan_acl_sync([acl("orders")], [acl("a.pay")], sc, {acl("a.pay")})
+    assert plan.create == [acl("a.orders")] and plan.delete == [acl("a.pay")]
+    assert plan.owned_after(created=[], deleted=[]) == {acl("a.pay")}  # both failed: still on the target, still ours
+
+
+def test_record_rows_round_trip() -> None:
+    b = acl("a.", Op.DESCRIBE, DENY, PREFIXED, GROUP, "User:x", "10.0.0.1")
+    assert binding_row(b) == ["GROUP", "a.", "PREFIXED", "User:x", "10.0.0.1", "DESCRIBE", "DENY"]
+    assert binding_of(binding_row(b)) == b
 
 
 # ------------------------------------------------------------------------------------------------ AclSync I/O
@@ -242,9 +303,32 @@ class FakeAdmin:
         return _done(Res())
 
 
-def make_sync(source: FakeAdmin, target: FakeAdmin) -> AclSync:
+class FakeRecord:
+    """The mirror's ACL record, as `AclRecord` reads and writes it; `fail` makes writing fail."""
+
+    def __init__(self, owned=(), fail: bool = False) -> None:
+        self.owned, self.fail = frozenset(owned), fail
+        self.reads = 0
+        self.writes: list[frozenset[AclBinding]] = []
+
+    def where(self) -> str:
+        return "progress topic 'p' on target 'b'"
+
+    def read(self, target_topics) -> frozenset[AclBinding]:
+        self.reads += 1
+        return self.owned
+
+    def write(self, bindings) -> None:
+        if self.fail:
+            raise RuntimeError("broker says no")
+        self.owned = frozenset(bindings)
+        self.writes.append(self.owned)
+
+
+def make_sync(source: FakeAdmin, target: FakeAdmin, record: FakeRecord | None = None) -> AclSync:
     admins = {"source": source, "target": target}
-    return AclSync("a", "a", "b", DefaultReplicationPolicy(), admins.__getitem__, lambda g: True, ["User:mirror"])
+    return AclSync("a", "a", "b", DefaultReplicationPolicy(), admins.__getitem__, lambda g: True, ["User:mirror"],
+                   record=record or FakeRecord())
 
 
 def test_no_authorizer_is_one_log_line_and_nothing_else(caplog) -> None:
@@ -284,6 +368,42 @@ def test_unreadable_acls_never_raise(error, caplog) -> None:
 def test_a_group_binding_goes_when_the_source_has_no_group_binding_left() -> None:
     source = FakeAdmin([acl("orders")], groups=["app"])
     target = FakeAdmin([acl("app", rtype=GROUP), acl("a.orders")])
-    state = make_sync(source, target).sync({"orders": "a.orders"}, [])
+    record = FakeRecord([acl("app", rtype=GROUP), acl("a.orders")])
+    state = make_sync(source, target, record).sync({"orders": "a.orders"}, [])
     assert state.status == "ok" and target.deleted == [acl("app", rtype=GROUP)]
-    assert target.bindings == {acl("a.orders")}
+    assert target.bindings == {acl("a.orders")} and record.owned == {acl("a.orders")}
+
+
+def test_the_record_is_read_once_and_written_only_when_what_the_mirror_owns_changed() -> None:
+    hand = acl("a.orders", principal="User:carol")
+    source, target, record = FakeAdmin([acl("orders")]), FakeAdmin([hand]), FakeRecord()
+    sync = make_sync(source, target, record)
+    for _ in range(3):
+        assert sync.sync({"orders": "a.orders"}, []).status == "ok"
+    assert record.reads == 1 and record.writes == [{acl("a.orders")}]
+    source.bindings = set()  # the source revokes everything: the mirror's binding goes, carol's stays
+    assert sync.sync({"orders": "a.orders"}, []).status == "ok"
+    assert target.bindings == {hand} and record.writes[-1] == frozenset()
+
+
+def test_a_record_that_cannot_be_written_is_written_at_the_next_sync(caplog) -> None:
+    source, target, record = FakeAdmin([acl("orders")]), FakeAdmin(), FakeRecord(fail=True)
+    sync = make_sync(source, target, record)
+    with caplog.at_level(logging.INFO, logger="sparkmirror.aclsync"):
+        state = sync.sync({"orders": "a.orders"}, [])
+    assert state.status == "unavailable" and "cannot record the ACLs this mirror created" in state.message
+    assert target.bindings == {acl("a.orders")} and sync.owned == {acl("a.orders")}
+    record.fail = False
+    assert sync.sync({"orders": "a.orders"}, []).status == "ok"  # nothing to change on the target, still written
+    assert record.writes == [{acl("a.orders")}]
+
+
+def test_an_unreadable_record_removes_nothing() -> None:
+    class Unreadable(FakeRecord):
+        def read(self, target_topics):
+            raise TimeoutError("no answer")
+
+    target = FakeAdmin([acl("a.orders")])
+    state = make_sync(FakeAdmin(), target, Unreadable()).sync({"orders": "a.orders"}, [])
+    assert state.status == "unavailable" and "reading the ACLs this mirror created" in state.message
+    assert target.deleted == [] and state.plan is None
