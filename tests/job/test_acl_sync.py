@@ -1,7 +1,7 @@
 """ACL sync round trip against real brokers with KRaft's StandardAuthorizer and SCRAM users on both sides: a user
 allowed on source topics is allowed on their remote topics and nothing more, her group ACL goes across, a
-binding removed at the source goes on the target, a hand-made one stays; `sparkmirror plan` shows it first and
-changes nothing."""
+binding the mirror created and the source removed goes on the target (also after a restart: what it created is
+read back from its progress topic), hand-made ones stay; `sparkmirror plan` shows it first and changes nothing."""
 from __future__ import annotations
 
 import logging
@@ -14,7 +14,9 @@ from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, A
                                    ResourcePatternType, ResourceType,
                                    ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion)
 
+from sparkmirror.aclsync import binding_of
 from sparkmirror.preview import observe, preview
+from sparkmirror.progress import read_progress
 from sparkmirror.resource.flowgroup import FlowGroupConfig
 from sparkmirror.runner.dryrun import lines
 from sparkmirror.topicsync import TopicSync
@@ -31,8 +33,12 @@ Op = AclOperation
 LISTENER = "SASL_PLAINTEXT"
 
 
+def admin_conf(cluster: KafkaCluster) -> dict[str, str]:
+    return {"bootstrap.servers": cluster.bootstrap}  # the PLAINTEXT door: a super user
+
+
 def admin(cluster: KafkaCluster) -> AdminClient:
-    return AdminClient({"bootstrap.servers": cluster.bootstrap})  # the PLAINTEXT door: a super user
+    return AdminClient(admin_conf(cluster))
 
 
 def acls_of(cluster: KafkaCluster, principal: str) -> set[AclBinding]:
@@ -134,12 +140,15 @@ def config(source: KafkaCluster, target: KafkaCluster, prefix: str, tmp_path) ->
 def test_acl_round_trip_between_secured_clusters(secured_kafka, secured_kafka_2, tmp_path, caplog) -> None:
     """alice may read (and write) `T` and read topics under a prefix on the source; after one sync she reads
     their remote topics on the target with her own SCRAM login, but cannot write them nor read anything else;
-    her group ACL went across; a source binding removed goes on the next sync, a hand-made one stays."""
+    her group ACL went across; a source binding removed goes on the next sync, a hand-made WRITE stays. carol's
+    READ on the remote topic, made by hand before the first sync (and equal to what the source grants her), is
+    not the mirror's: it stays after the source revokes everything, while everything the mirror created goes."""
     caplog.set_level(logging.INFO, logger="sparkmirror.aclsync")
     started = time.monotonic()
     src, dst = secured_kafka, secured_kafka_2
     p = unique_name("acl")
     alice, password = f"User:{p}-alice", f"{p}-pw"
+    carol = f"User:{p}-carol"
     topic, under, other = f"{p}-t", f"{p}-pfx-1", f"{p}-other"
     group = f"{p}-group"
     for t in (topic, under, other):
@@ -153,11 +162,19 @@ def test_acl_round_trip_between_secured_clusters(secured_kafka, secured_kafka_2,
         return AclBinding(rtype, name, pattern, principal, "*", op, perm)
 
     source_acls = [binding(topic), binding(topic, Op.WRITE), binding(f"{p}-pfx-", pattern=PREFIXED),
-                   binding(group, rtype=GROUP)]
+                   binding(group, rtype=GROUP), binding(topic, principal=carol)]
     hand_made = binding(f"src.{topic}", Op.WRITE, principal=f"User:{p}-ops")
+    carol_reads = binding(f"src.{topic}", principal=carol)  # a DR consumer's grant, made by hand on the target
     create_acls(src, source_acls)
-    create_acls(dst, [hand_made])
+    create_acls(dst, [hand_made, carol_reads])
     cfg = config(src, dst, p, tmp_path)
+
+    def recorded() -> set[AclBinding]:
+        """The bindings the mirror's ACL record in its progress topic says it created."""
+        state = read_progress(admin_conf(dst), cfg.progressTopic, source_partitions=[], resource=cfg.resource)
+        return {binding_of(r) for r in state.acls[(cfg.resource, "src-to-dst")]["bindings"]}
+
+    mine = {binding(f"src.{topic}"), binding(f"src.{p}-pfx-", pattern=PREFIXED), binding(group, rtype=GROUP)}
     try:
         # the dry run lists what the sync will do, and does nothing
         before = acls_of(dst, alice)
@@ -170,6 +187,7 @@ def test_acl_round_trip_between_secured_clusters(secured_kafka, secured_kafka_2,
         assert planned == {("TOPIC", "LITERAL", f"src.{topic}", "READ"), ("TOPIC", "PREFIXED", f"src.{p}-pfx-", "READ"),
                            ("GROUP", "LITERAL", group, "READ")}
         assert any(s["principal"] == alice and s["operation"] == "WRITE" for s in acl_view["skipped"])
+        assert not any(b["principal"] == carol for b in acl_view["create"]) and acl_view["delete"] == []
         text = "\n".join(lines(preview([obs]).as_dict()))
         assert f"create ALLOW READ {alice} from * on TOPIC LITERAL src.{topic}" in text, text
         assert acls_of(dst, alice) == before == set()
@@ -180,8 +198,8 @@ def test_acl_round_trip_between_secured_clusters(secured_kafka, secured_kafka_2,
         sync = TopicSync(cfg, cfg.mirrors[0])
         sync.sync()
         assert sync.acls.last is not None and sync.acls.last.status == "ok", sync.acls.last
-        assert acls_of(dst, alice) == {binding(f"src.{topic}"), binding(f"src.{p}-pfx-", pattern=PREFIXED),
-                                       binding(group, rtype=GROUP)}
+        assert acls_of(dst, alice) == mine
+        assert recorded() == mine  # carol's was there already: not the mirror's
         for t in (f"src.{topic}", f"src.{under}", f"src.{other}"):
             fill(dst, t)          # what the copy would have written
         fill(dst, topic)
@@ -201,11 +219,27 @@ def test_acl_round_trip_between_secured_clusters(secured_kafka, secured_kafka_2,
         assert hand_made in acls_of(dst, hand_made.principal)
         assert consume(as_alice, f"src.{topic}", group, 1)[1] in ("TOPIC_AUTHORIZATION_FAILED",
                                                                   "GROUP_AUTHORIZATION_FAILED")
+        assert recorded() == {binding(f"src.{p}-pfx-", pattern=PREFIXED)}
         sync.close()
+
+        # the source revokes everything; a mirror started again reads what it created from its progress topic:
+        # plan lists alice's prefix only, the sync deletes it; carol's hand-made READ and the WRITE stay
+        delete_acls(src, source_acls)
+        (obs,) = observe([cfg], timeout=15)
+        (mirror,) = preview([obs]).as_dict()["flowGroups"][0]["mirrors"]
+        assert [(b["principal"], b["name"]) for b in mirror["acls"]["delete"]] == [(alice, f"src.{p}-pfx-")]
+        restarted = TopicSync(cfg, cfg.mirrors[0])
+        restarted.sync()
+        assert restarted.acls.last is not None and restarted.acls.last.status == "ok", restarted.acls.last
+        assert acls_of(dst, alice) == set() and recorded() == set()
+        assert acls_of(dst, carol) == {carol_reads} and hand_made in acls_of(dst, hand_made.principal)
+        restarted.close()
         assert "Traceback" not in caplog.text and "ACLs not synced" not in caplog.text, caplog.text
         assert f"ACL deleted on dst: ALLOW READ {alice} from * on TOPIC LITERAL src.{topic}" in caplog.text
+        assert f"ACL deleted on dst: ALLOW READ {carol}" not in caplog.text
     finally:
         delete_acls(src, source_acls)
+        delete_acls(dst, [hand_made, carol_reads])
     print(f"ACL round trip: {time.monotonic() - started:.1f} s")
 
 
