@@ -73,15 +73,10 @@ SECURED_USERS = {"mirror": "mirror-pw-7Qx2LEAKMARK", "limited": "limited-pw-7Qx2
 CLIENT_PRINCIPAL = "User:CN=sparkmirror-client"  # the mTLS client certificate's principal
 
 
-@pytest.fixture(scope="session")
-def secured_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    """One cluster with every secured listener (SSL, MTLS, SASL_SSL and SASL_PLAINTEXT with SCRAM-SHA-512) and
-    KRaft's StandardAuthorizer, started only when a test asks for it. Its CA (`.security.ca`) also issued the
-    mTLS client certificate `client`. The PLAINTEXT `bootstrap` is the tests' admin door."""
-    root = tmp_path_factory.mktemp("secured")
+def _secured_cluster(root: Path, name: str) -> Iterator[KafkaCluster]:
     ca = CertificateAuthority(root / "certs")
     ca.issue("client", "sparkmirror-client", client=True)
-    cluster = KafkaCluster("s", root / "s", security=Security(ca, scram_users=SECURED_USERS, authorizer=True))
+    cluster = KafkaCluster(name, root / name, security=Security(ca, scram_users=SECURED_USERS, authorizer=True))
     cluster.start()
     try:
         cluster.allow("User:mirror")
@@ -90,6 +85,21 @@ def secured_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaClu
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def secured_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """One cluster with every secured listener (SSL, MTLS, SASL_SSL and SASL_PLAINTEXT with SCRAM-SHA-512) and
+    KRaft's StandardAuthorizer, started only when a test asks for it. Its CA (`.security.ca`) also issued the
+    mTLS client certificate `client`. The PLAINTEXT `bootstrap` is the tests' admin door."""
+    yield from _secured_cluster(tmp_path_factory.mktemp("secured"), "s")
+
+
+@pytest.fixture(scope="session")
+def secured_kafka_2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """A second cluster like `secured_kafka` (same users, same ACLs of its own, its own CA), for what needs the
+    authorizer on both sides of a mirror (ACL sync); started only when a test asks for it."""
+    yield from _secured_cluster(tmp_path_factory.mktemp("secured2"), "s2")
 
 
 @pytest.fixture

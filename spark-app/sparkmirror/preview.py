@@ -8,8 +8,10 @@
   conflicts `run` would not resolve: two source topics or two mirrors writing one target topic, a topic that
   would be mirrored back to its origin, a progress topic `run` refuses.
 
-ACLs: sparkmirror does not sync topic ACLs yet (`sync.topic.acls.enabled`); every mirror says so instead of
-listing ACLs nobody would create.
+ACLs (`sync.topic.acls.enabled`): per mirror, the bindings `run`'s ACL sync would create and delete on the
+target and the source bindings in scope it does not copy, with why (`TopicSync.acl_state()`, which reads the
+ACLs of both clusters and plans with `aclsync.plan_acl_sync`, writing nothing); or why nothing would be synced
+(off, no authorizer, not allowed to read ACLs).
 """
 from __future__ import annotations
 
@@ -17,13 +19,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .aclsync import AclState, describe
 from .checkpoints import MM2_INTERNAL_TOPIC_CONFIG
 from .progress import PROGRESS_TOPIC_CONFIG, progress_topic_problem
 from .replication import ReplicationPolicy, TopicFilter, policy_for, should_replicate_topic
 from .resource.flowgroup import FlowGroupConfig, Mirror
 from .topicsync import SyncPlan, TopicSync, topic_filter
 
-ACLS_NOT_SUPPORTED = "not synced: ACL sync (sync.topic.acls.enabled) is not supported yet"
 CONFLICT_EXIT = 3  # `sparkmirror plan` found conflicts (1: a cluster unreachable, 2: bad input)
 
 
@@ -37,6 +39,7 @@ class MirrorObservation:
     source_topics: Mapping[str, int]        # every source topic -> partitions
     target_topics: Mapping[str, int]        # every target topic -> partitions
     progress_cleanup_policy: str | None     # of the existing progress topic (None: it does not exist)
+    acls: AclState | None = None            # what ACL sync would do (None: not looked at)
 
 
 @dataclass
@@ -59,13 +62,15 @@ def observe(configs: Iterable[FlowGroupConfig], timeout: float = 15.0) -> list[M
             sync = TopicSync(cfg, m, timeout)
             try:
                 plan = sync.plan()
+                acls = sync.acl_state(plan.routes)
                 progress = None
                 if cfg.progressTopic in sync.target_topics:
                     described = sync.describe_configs("target", [cfg.progressTopic]).get(cfg.progressTopic, {})
                     progress = getattr(described.get("cleanup.policy"), "value", None) or ""
             finally:
                 sync.close()
-            out.append(MirrorObservation(cfg, m, plan, dict(sync.source_topics), dict(sync.target_topics), progress))
+            out.append(MirrorObservation(cfg, m, plan, dict(sync.source_topics), dict(sync.target_topics), progress,
+                                         acls))
     return out
 
 
@@ -106,6 +111,30 @@ def _topic_row(route, plan: SyncPlan, target_topics: Mapping[str, int]) -> dict[
         actions.append("up to date" + (f" (target has {more} more partitions, not copied)" if more > 0 else ""))
     row["action"] = "; ".join(actions)
     return row
+
+
+def _acl_binding(b) -> dict[str, Any]:
+    return {"resourceType": b.restype.name, "patternType": b.resource_pattern_type.name, "name": b.name,
+            "principal": b.principal, "host": b.host, "operation": b.operation.name,
+            "permission": b.permission_type.name, "text": describe(b)}
+
+
+def _acl_view(obs: MirrorObservation) -> dict[str, Any]:
+    """ACL sync's part of the plan: what it would create and delete on the target, what it does not copy."""
+    state = obs.acls
+    if not obs.mirror.syncTopicAcls:
+        return {"status": "off", "message": "not synced: sync.topic.acls.enabled is false", "create": [],
+                "delete": [], "skipped": []}
+    if state is None:
+        return {"status": "unknown", "message": "not looked at", "create": [], "delete": [], "skipped": []}
+    plan = state.plan
+    view: dict[str, Any] = {"status": state.status, "message": state.message, "create": [], "delete": [],
+                            "skipped": []}
+    if plan is not None:
+        view["create"] = [_acl_binding(b) for b in plan.create]
+        view["delete"] = [_acl_binding(b) for b in plan.delete]
+        view["skipped"] = [{**_acl_binding(b), "reason": why} for b, why in plan.skipped]
+    return view
 
 
 def _internal_rows(obs: MirrorObservation) -> list[dict[str, Any]]:
@@ -154,7 +183,7 @@ def preview(observations: list[MirrorObservation], warnings: Iterable[str] = ())
             "name": m.name, "source": m.source, "target": m.target, "replicationPolicy": policy.name,
             "lanes": cfg.lanes_of(m), "syncTopicConfigs": m.syncTopicConfigs,
             "topics": [_topic_row(r, obs.plan, obs.target_topics) for r in obs.plan.routes],
-            "internalTopics": _internal_rows(obs), "notMirrored": prevented, "acls": ACLS_NOT_SUPPORTED})
+            "internalTopics": _internal_rows(obs), "notMirrored": prevented, "acls": _acl_view(obs)})
     out.flow_groups = list(groups.values())
     for (_, topic), who in sorted(writers.items()):
         mirrors = sorted({(g, mn) for g, mn, _ in who})

@@ -17,6 +17,11 @@ remote topic but no longer on the source goes back to the target's default. Excl
 remote topic are left alone. Partition counts only grow (Kafka cannot shrink them); a remote topic with
 more partitions than its source is accepted and only the source's partitions are copied.
 
+Topic ACLs follow MM2's `sync.topic.acls.enabled` (every `syncTopicAclsIntervalSeconds`, checked at each
+`sync()`): `aclsync` holds the rule and the I/O; `sync()` runs it after the topics are in place and it never
+stops the copy. What the mirror created is recorded in its progress topic (`aclsync.AclRecord`), so only that
+is ever removed.
+
 A topic deleted and recreated at the source (new topic id, or its end offsets going backwards) is never
 handled silently: with the flow group's `sourceGapPolicy: fail` `sync()` raises `TopicRecreated`; with
 `skip` it logs an error, records it in `TopicSync.problems` and goes on (the copier then applies the same
@@ -34,6 +39,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPa
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
                                    NewPartitions, NewTopic, OffsetSpec)
 
+from .aclsync import AclRecord, AclState, AclSync, mirror_principal
 from .resource.flowgroup import Cluster, FlowGroupConfig, Mirror
 from .replication import ReplicationPolicy, TopicFilter, policy_for, should_replicate_topic
 
@@ -237,6 +243,8 @@ class TopicSync:
         self.routes: list[TopicRoute] = []
         self.problems: list[Problem] = []
         self._configs_synced_at = float("-inf")
+        self._acls_synced_at = float("-inf")
+        self._acls: AclSync | None = None
         self.source_topics: dict[str, int] = {}   # every topic -> partitions, as the last plan() listed them
         self.target_topics: dict[str, int] = {}
         self.last_sync: float | None = None
@@ -292,6 +300,35 @@ class TopicSync:
         return out
 
 
+    @property
+    def acls(self) -> AclSync:
+        if self._acls is None:
+            from .checkpoints import GroupFilter  # the groups whose offsets are checkpointed are those whose ACLs go
+
+            own = mirror_principal(self.target_cluster)
+            self._acls = AclSync(self.mirror.name, self.mirror.source, self.mirror.target, self.policy, self._admin,
+                                 GroupFilter.of(self.mirror).matches, [own] if own else [], self.timeout,
+                                 AclRecord(self.config, self.mirror.name, self.timeout))
+        return self._acls
+
+    def acl_state(self, routes: list[TopicRoute] | None = None) -> AclState:
+        """What ACL sync would do now, writing nothing (after `plan()`, whose routes and target topics it uses)."""
+        if not self.mirror.syncTopicAcls:
+            return AclState("off", "sync.topic.acls.enabled is false")
+        remote = {r.source_topic: r.target_topic for r in (self.routes if routes is None else routes)}
+        try:
+            return self.acls.observe(remote, self.target_topics)
+        except Exception as e:  # noqa: BLE001 - a look at ACLs never fails the plan
+            return AclState("unavailable", f"reading ACLs failed: {type(e).__name__}: {e}")
+
+    def _sync_acls(self, routes: list[TopicRoute], now: float) -> None:
+        """ACL sync at its own interval; a look that could not read both clusters is tried again next time."""
+        if not self.mirror.syncTopicAcls or now - self._acls_synced_at < self.mirror.syncTopicAclsIntervalSeconds:
+            return
+        state = self.acls.sync({r.source_topic: r.target_topic for r in routes}, self.target_topics)
+        if state.status != "unavailable":
+            self._acls_synced_at = now
+
     def _end_offsets(self, routes: list[TopicRoute]) -> dict[tuple[str, int], int]:
         tps = [(r.source_topic, p) for r in routes for p in range(r.partitions)]
         return list_offsets(self._admin("source"), tps, OffsetSpec.latest(), self.timeout)
@@ -329,6 +366,7 @@ class TopicSync:
         self._apply(plan)
         if with_configs:
             self._configs_synced_at = now
+        self._sync_acls(plan.routes, now)
         self._check_recreated(plan.routes)
         self.routes, self.last_sync = plan.routes, time.time()
         return list(plan.routes)

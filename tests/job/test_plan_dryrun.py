@@ -81,7 +81,9 @@ def test_plan_changes_nothing_and_lists_what_run_does(tmp_path, kafka_a, kafka_b
     assert plan["conflicts"] == [], plan["conflicts"]
     (group,) = plan["flowGroups"]
     (mirror,) = group["mirrors"]
-    assert mirror["acls"].startswith("not synced") and "not supported yet" in mirror["acls"]
+    # no authorizer on these clusters: they list no ACLs, so nothing to sync (the round trip: test_acl_sync.py)
+    assert (mirror["acls"]["status"], mirror["acls"]["create"], mirror["acls"]["delete"]) == ("ok", [], []), \
+        mirror["acls"]
     rows = {t["source"]: t for t in mirror["topics"] if t["source"].startswith(p)}
     assert {s: (t["partitions"], t["target"], t["action"]) for s, t in rows.items()} == {
         f"{p}-new": (3, f"a.{p}-new", "create retention.ms=3600000"),
@@ -98,7 +100,8 @@ def test_plan_changes_nothing_and_lists_what_run_does(tmp_path, kafka_a, kafka_b
     text = sparkmirror("plan", "-f", str(path))
     assert text.returncode == 0, text
     assert "ACTION" in text.stdout and f"a.{p}-grow" in text.stdout and "add partitions 2->4" in text.stdout
-    assert "no conflicts" in text.stdout and "ACLs: not synced" in text.stdout, text.stdout
+    assert "no conflicts" in text.stdout, text.stdout
+    assert "    ACLs: up to date\n" in text.stdout, text.stdout
     assert both(kafka_a, kafka_b, p) == before
 
     # what `run` does when a mirror starts: the data source's first refresh (progress topic, TopicSync.sync())

@@ -61,3 +61,37 @@ def test_a_just_created_progress_topic_reads_empty_before_its_leader_is_known(ka
         ensure_progress_topic(conf, topic)
         state = read_progress(conf, topic, timeout=30)
         assert state.latest == {} and state.generations == {}
+
+
+def test_acl_records_and_unknown_marks_are_read_apart_and_never_count_as_progress(kafka_b) -> None:
+    """ACL sync's record (`aclsOf`) shares the topic: the bounded read and the tail skip it as progress (no
+    latest record, no offset map, not counted) and keep the latest one per mirror of the selected resource; a
+    mark kind of a later version is skipped without error."""
+    from sparkmirror.progress import ProgressTail
+    from sparkmirror.progress.record import acls_key, acls_value
+
+    conf = {"bootstrap.servers": kafka_b.bootstrap}
+    topic = unique_name("progress-acls")
+    ensure_progress_topic(conf, topic)
+    row = ["TOPIC", "a.t", "LITERAL", "User:alice", "*", "READ", "ALLOW"]
+    p = Producer(conf)
+    p.produce(topic, key=json.dumps(["a", "t", 0, "ns/r"]).encode(), value=_value(0))
+    p.produce(topic, key=acls_key("ns/r", "a-to-b"), value=acls_value([], 1))
+    p.produce(topic, key=acls_key("ns/r", "a-to-b"), value=acls_value([row], 2))       # the newest wins
+    p.produce(topic, key=acls_key("ns/other", "a-to-b"), value=acls_value([row], 3))   # another resource's
+    p.produce(topic, key=acls_key("ns/r", "gone"), value=acls_value([row], 4))
+    p.produce(topic, key=acls_key("ns/r", "gone"), value=None)                          # forgotten
+    p.produce(topic, key=b'{"somethingLaterOf":["ns/r","x"]}', value=b'{"v":2}')
+    p.flush(30)
+    state = read_progress(conf, topic, timeout=30, resource="ns/r")
+    assert list(state.latest) == [("a", "t", 0)] and list(state.maps) == [("a", "t", 0)]
+    assert state.totals == {("a", "t", 0): 1} and state.generations == {} and state.failovers == {}
+    assert state.acls == {("ns/r", "a-to-b"): {"v": 1, "bindings": [row], "atMs": 2}}
+    marks_only = read_progress(conf, topic, source_partitions=[], timeout=30)  # what ACL sync reads
+    assert marks_only.latest == {} and set(marks_only.acls) == {("ns/r", "a-to-b"), ("ns/other", "a-to-b")}
+    tail = ProgressTail(conf, topic, "a", resource="ns/r")
+    try:
+        assert tail.poll(10) == 1  # only the progress record counts
+        assert list(tail.latest()) == [("t", 0)]
+    finally:
+        tail.close()

@@ -56,7 +56,8 @@ def test_mm2_keys_map_onto_the_job_config() -> None:
             "replication.policy.separator": "_", "refresh.topics.interval.seconds": 7,
             "sync.topic.configs.enabled": "false", "config.properties.exclude": "a\\..*, b",
             "replication.factor": 3, "offset-syncs.topic.replication.factor": -1, "foo.bar": 1,
-            "sync.topic.acls.enabled": "true", "sparkmirror.emit.heartbeats.upstream.enabled": "true"}},
+            "sync.topic.acls.enabled": "true", "sync.topic.acls.interval.seconds": 30,
+            "sparkmirror.emit.heartbeats.upstream.enabled": "true"}},
         "checkpointConnector": {"config": {"emit.checkpoints.interval.seconds": 5, "sync.group.offsets.enabled": True,
                                            "refresh.groups.interval.seconds": 600}},
         "topicsPattern": "x.*,y", "groupsExcludePattern": "g1"}])
@@ -72,7 +73,8 @@ def test_mm2_keys_map_onto_the_job_config() -> None:
     assert "spec.mirrors[0].sourceConnector.config[offset-syncs.topic.replication.factor]" in p.not_applicable
     assert "spec.mirrors[0].checkpointConnector.config[refresh.groups.interval.seconds]" in p.not_applicable
     assert "spec.mirrors[0].sourceConnector.config[foo.bar]" in p.unsupported
-    assert any(u.startswith("spec.mirrors[0].sourceConnector.config[sync.topic.acls.enabled]") for u in p.unsupported)
+    assert m.syncTopicAcls is True and m.syncTopicAclsIntervalSeconds == 30
+    assert not any("sync.topic.acls" in k for k in p.unsupported + p.not_applicable)
 
 
 def test_default_one_group_per_mirror_and_declared_groups() -> None:

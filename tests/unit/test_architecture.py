@@ -32,6 +32,8 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
                             *THIRD_PARTY_SPARK, *DEV_ONLY)),
     ("sparkmirror.topicsync", ("sparkmirror_operator", *SPARK_SIDE, *THIRD_PARTY_K8S, *THIRD_PARTY_SPARK,
                                *DEV_ONLY)),
+    ("sparkmirror.aclsync", ("sparkmirror_operator", *SPARK_SIDE, *THIRD_PARTY_K8S, *THIRD_PARTY_SPARK,
+                             *DEV_ONLY)),
     ("sparkmirror.refusal", ("sparkmirror_operator", *SPARK_SIDE, *THIRD_PARTY_K8S, *THIRD_PARTY_SPARK,
                              *DEV_ONLY)),
     # the CLI front door only dispatches to entry points

@@ -65,3 +65,40 @@ def test_loops_by_separator_and_policy_mix() -> None:
     both_identity = preview([observed(group("x", ("a", "h1:9092"), ("b", "h2:9092"), policy="identity"),
                                       {"orders": 1}, {}), observed(identity_back, {}, {})])
     assert both_identity.conflicts == []
+
+
+def test_acl_actions_in_the_plan() -> None:
+    """What ACL sync would do shows per mirror: bindings to create and delete, source bindings not copied and
+    why; or why nothing is synced."""
+    from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
+
+    from sparkmirror.aclsync import AclPlan, AclState
+
+    def acl(name: str, op=AclOperation.READ) -> AclBinding:
+        return AclBinding(ResourceType.TOPIC, name, ResourcePatternType.LITERAL, "User:alice", "*", op,
+                          AclPermissionType.ALLOW)
+
+    cfg = group("g", ("a", "h1:9092"), ("b", "h2:9092"))
+    obs = observed(cfg, {"orders": 1}, {})
+    obs.acls = AclState("ok", "", AclPlan([acl("a.orders")], [acl("a.old")],
+                                          [(acl("orders", AclOperation.WRITE), "write-side: never copied")]))
+    (m,) = preview([obs]).as_dict()["flowGroups"][0]["mirrors"]
+    assert [b["name"] for b in m["acls"]["create"]] == ["a.orders"]
+    assert m["acls"]["create"][0]["operation"] == "READ" and m["acls"]["create"][0]["patternType"] == "LITERAL"
+    assert m["acls"]["skipped"][0]["reason"] == "write-side: never copied"
+    text = "\n".join(lines(preview([obs]).as_dict()))
+    assert "    ACLs: 1 to create, 1 to delete on the target (1 source ACL(s) not copied)" in text
+    assert "      create ALLOW READ User:alice from * on TOPIC LITERAL a.orders" in text
+    assert "      delete ALLOW READ User:alice from * on TOPIC LITERAL a.old" in text
+    assert "      not copied: ALLOW WRITE User:alice from * on TOPIC LITERAL orders: write-side: never copied" in text
+
+    obs.acls = AclState("no-authorizer", "target cluster 'b' has no authorizer: no ACLs to sync")
+    assert "    ACLs: not synced: target cluster 'b' has no authorizer: no ACLs to sync" in \
+        "\n".join(lines(preview([obs]).as_dict()))
+    off = observed(cfg.model_copy(update={"mirrors": [replace_mirror(cfg, syncTopicAcls=False)]}), {"orders": 1}, {})
+    assert "    ACLs: not synced: sync.topic.acls.enabled is false" in "\n".join(lines(preview([off]).as_dict()))
+
+
+def replace_mirror(cfg: FlowGroupConfig, **kw):
+    (m,) = cfg.mirrors
+    return m.model_copy(update=kw)

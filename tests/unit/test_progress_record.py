@@ -35,3 +35,14 @@ def test_a_failover_mark_stops_every_generation_until_undone() -> None:
     st.mark_failover(of, {"active": False, "atMs": 1_700_000_100_000, "mirrors": []})  # --undo
     assert of not in st.failovers
     assert st.superseded_why(*of, 4) is None and "taken over by worker generation 4" in (st.superseded_why(*of, 3) or "")
+
+
+def test_acl_records_and_unknown_mark_kinds_are_told_apart_from_progress() -> None:
+    """An ACL record's key is a mark of its own kind (never a progress key, never a ValueError); a kind a later
+    version adds is (its kind, ()) for readers to skip."""
+    from sparkmirror.progress.record import acls_key, acls_value, decode_mark_key
+
+    assert decode_mark_key(acls_key("ns/r", "a-to-b")) == ("aclsOf", ("ns/r", "a-to-b"))
+    assert decode_mark_key(b'{"somethingLaterOf":["ns/r"]}') == ("somethingLaterOf", ())
+    row = ["TOPIC", "a.t", "LITERAL", "User:alice", "*", "READ", "ALLOW"]
+    assert json.loads(acls_value([row], 5)) == {"v": 1, "bindings": [row], "atMs": 5}

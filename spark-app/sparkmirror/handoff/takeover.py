@@ -186,19 +186,23 @@ def _producer(conf: dict[str, str], config: FlowGroupConfig) -> Producer:
 def write_mark(config: FlowGroupConfig, alias: str, groups: list[str], at_ms: int, timeout: float, go: bool) -> None:
     """This config's generation mark, holding its lanes' ids, for `groups` on target `alias`."""
     ids = transactional_ids(config.resource, config.name, config.lane_routes())
-    _write(config, alias, [(generation_key(config.resource, config.resourceUid, g),
-                            generation_value(config.worker.generation, config.name, at_ms, ids, go)) for g in groups],
-           "generation mark", timeout)
+    marks = [(generation_key(config.resource, config.resourceUid, g),
+              generation_value(config.worker.generation, config.name, at_ms, ids, go)) for g in groups]
+    write_records(config, alias, marks, "generation mark", timeout)
 
 
 def write_failover(config: FlowGroupConfig, alias: str, active: bool, at_ms: int, mirrors: list[str],
                    timeout: float) -> None:
     """The flow group's failover mark on target `alias` (active: failed over; else undone)."""
-    _write(config, alias, [(failover_key(config.resource, config.resourceUid, config.name),
-                            failover_value(active, at_ms, mirrors))], "failover mark", timeout)
+    write_records(config, alias, [(failover_key(config.resource, config.resourceUid, config.name),
+                                   failover_value(active, at_ms, mirrors))], "failover mark", timeout)
 
 
-def _write(config: FlowGroupConfig, alias: str, records: list[tuple[bytes, bytes]], what: str, timeout: float) -> None:
+def write_records(config: FlowGroupConfig, alias: str, records: list[tuple[bytes, bytes]], what: str,
+                  timeout: float) -> None:
+    """Plain (non-transactional) records -- marks, ACL records -- to the progress topic on target `alias`, made
+    if missing; waits for them to be acknowledged (read_committed readers see them at once). HandoffError
+    naming `what` when they are not."""
     conf = config.cluster(alias).client_config()
     if (repr(sorted(conf.items())), config.progressTopic) not in _ENSURED:
         ensure_progress_topic(conf, config.progressTopic)

@@ -91,14 +91,8 @@ class ProgressReader:
     def _apply(self, msg: Message) -> bool:
         """One committed message into the state; True when it concerns a selected partition."""
         mark = decode_mark_key(msg.key())
-        if mark is not None:
-            kind, of = mark
-            if msg.value() is not None and (self.resource is None or of[0] == self.resource):
-                v = json.loads(msg.value())
-                if kind == "failoverOf":
-                    self.state.mark_failover(of, v)
-                else:
-                    self.state.mark_generation(of, int(v["gen"]), v.get("ids"), bool(v.get("go", True)))
+        if mark is not None:  # a mark or an ACL record: never progress
+            self._mark(*mark, msg.value())
             return False
         if msg.value() is None:  # a tombstone: progress deliberately reset for this key
             k, resource = decode_key(msg.key())
@@ -111,6 +105,19 @@ class ProgressReader:
             return False
         self.state.add(rec)
         return True
+
+    def _mark(self, kind: str, of: tuple[str, ...], value: bytes | None) -> None:
+        """A mark or ACL record of the selected resource into the state; kinds this version does not know are
+        skipped (a later version's)."""
+        if not of or (self.resource is not None and of[0] != self.resource):
+            return
+        if kind == "aclsOf":
+            self.state.mark_acls((of[0], of[1]), json.loads(value) if value is not None else None)
+        elif value is not None and kind == "failoverOf":
+            self.state.mark_failover((of[0], of[1], of[2]), json.loads(value))
+        elif value is not None and kind == "generationOf":
+            v = json.loads(value)
+            self.state.mark_generation((of[0], of[1], of[2]), int(v["gen"]), v.get("ids"), bool(v.get("go", True)))
 
     def _selected(self, k: tuple[str, str, int], resource: str | None) -> bool:
         cluster, topic, partition = k

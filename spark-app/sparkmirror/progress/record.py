@@ -21,6 +21,14 @@ Failover marks too (`sparkmirror failover`), under a key of their own so that no
   value = {"v": 1, "active": true|false, "atMs": t, "mirrors": ["<mirror>", ...]}
   while active, no worker generation of the flow group copies, whatever its number; `failover --undo` writes
   "active": false.
+ACL records (ACL sync, `aclsync.py`), one per mirror: what the mirror created on this target and still owns,
+so that it removes only bindings it made, never hand-made ones:
+  key   = JSON {"aclsOf": ["<namespace/name>", "<mirror>"]}
+  value = {"v": 1, "bindings": [[resourceType, name, patternType, principal, host, operation, permission], ...],
+           "atMs": t}   (enum names as strings: ["TOPIC", "a.orders", "LITERAL", "User:alice", "*", "READ", "ALLOW"])
+  rewritten whole by the mirror (its only writer) after each ACL sync that changed what it owns.
+Marks and ACL records are not progress: readers keep them apart and never count them; a mark key of a kind this
+version does not know is skipped, so a later kind does not stop an older reader.
 Ranges are inclusive offsets; `count` is how many records the range held (ranges can contain gaps: source
 transaction markers, aborted records; target transaction markers). A range that wrote nothing (every record
 skipped) has count 0 and target range [-1, -1]. `bytes` is the key and value bytes those records carried (added
@@ -89,14 +97,36 @@ def failover_value(active: bool, at_ms: int, mirrors: list[str]) -> bytes:
                       separators=(",", ":")).encode()
 
 
-def decode_mark_key(key: bytes | None) -> tuple[str, GenerationOf] | None:
-    """("generationOf" | "failoverOf", the flow group) of a mark's key, or None when `key` is a progress key."""
+AclsOf = tuple[str, str]
+"""(resource namespace/name, mirror): whose created ACLs an ACL record lists."""
+
+MARK_KINDS = ("generationOf", "failoverOf", "aclsOf")
+
+
+def acls_key(resource: str, mirror: str) -> bytes:
+    return json.dumps({"aclsOf": [resource, mirror]}, separators=(",", ":")).encode()
+
+
+def acls_value(bindings: list[list[str]], at_ms: int) -> bytes:
+    return json.dumps({"v": PROGRESS_FORMAT_VERSION, "bindings": bindings, "atMs": at_ms},
+                      separators=(",", ":")).encode()
+
+
+def decode_mark_key(key: bytes | None) -> tuple[str, tuple[str, ...]] | None:
+    """(kind, whose) of a mark's key -- ("generationOf" | "failoverOf", (resource, uid, flow group)) or
+    ("aclsOf", (resource, mirror)) -- or None when `key` is a progress key. A JSON object of another kind (a
+    later version's) is (its kind, ()), for readers to skip."""
     if not key or not key.startswith(b"{"):
         return None
     k = json.loads(key)
-    kind = "generationOf" if "generationOf" in k else "failoverOf" if "failoverOf" in k else None
-    if kind is None:
+    if not isinstance(k, dict) or not k:
         raise ValueError(f"not a mark key: {key[:200]!r}")
+    kind = next((m for m in MARK_KINDS if m in k), None)
+    if kind is None:
+        return str(next(iter(k))), ()
+    if kind == "aclsOf":
+        resource, mirror = k[kind]
+        return kind, (resource, mirror)
     resource, uid, group = k[kind]
     return kind, (resource, uid, group)
 

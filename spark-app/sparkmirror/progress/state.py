@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from .record import GenerationOf, ProgressRecord, SourcePartition
+from .record import AclsOf, GenerationOf, ProgressRecord, SourcePartition
 
 MAX_HISTORY = 200_000  # progress records kept per source partition (oldest dropped first)
 
@@ -159,6 +159,14 @@ class ProgressState:
     generation_ids: dict[GenerationOf, dict[str, list[str]]] = field(default_factory=dict)  # and its lanes' ids
     generation_go: dict[GenerationOf, bool] = field(default_factory=dict)  # its older lanes are fenced
     failovers: dict[GenerationOf, dict] = field(default_factory=dict)  # failed over (the mark's value)
+    acls: dict[AclsOf, dict] = field(default_factory=dict)  # ACL records: the latest value per mirror (aclsync)
+
+    def mark_acls(self, of: AclsOf, value: dict | None) -> None:
+        """A mirror's ACL record (the newest wins; a tombstone forgets it). Kept as written: `aclsync` reads it."""
+        if value is None:
+            self.acls.pop(of, None)
+        else:
+            self.acls[of] = value
 
     def mark_failover(self, of: GenerationOf, value: dict) -> None:
         """A failover mark (the newest per flow group wins): active stops every generation, else it was undone."""

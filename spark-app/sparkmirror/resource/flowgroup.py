@@ -179,6 +179,10 @@ class Mirror(_Model):
     syncTopicConfigs: bool = True
     syncTopicConfigsIntervalSeconds: float = Field(60.0, gt=0)
     configPropertiesExclude: list[str] = Field(default_factory=lambda: list(DEFAULT_CONFIG_PROPERTIES_EXCLUDE))
+    syncTopicAcls: bool = Field(True, description="Copy read access to replicated topics and checkpointed groups "
+                                "onto the target, and remove what the source no longer grants (MM2's "
+                                "sync.topic.acls.enabled; the rule is in sparkmirror/aclsync.py).")
+    syncTopicAclsIntervalSeconds: float = Field(600.0, gt=0, description="MM2's sync.topic.acls.interval.seconds.")
     replicationFactor: int = Field(-1, description="Replication factor of created remote topics; -1 = broker default.")
     emitCheckpoints: bool = True
     emitCheckpointsIntervalSeconds: float = Field(60.0, gt=0)

@@ -125,6 +125,8 @@ MIRROR_KEYS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "refresh.topics.interval.seconds": ("refreshTopicsIntervalSeconds", _float),
     "sync.topic.configs.enabled": ("syncTopicConfigs", _bool),
     "sync.topic.configs.interval.seconds": ("syncTopicConfigsIntervalSeconds", _float),
+    "sync.topic.acls.enabled": ("syncTopicAcls", _bool),
+    "sync.topic.acls.interval.seconds": ("syncTopicAclsIntervalSeconds", _float),
     "config.properties.exclude": ("configPropertiesExclude", lambda v: [p.strip() for p in str(v).split(",")
                                                                         if p.strip()]),
     "replication.factor": ("replicationFactor", int),
@@ -143,7 +145,6 @@ MIRROR_KEYS: dict[str, tuple[str, Callable[[Any], Any]]] = {
 }
 # keys that must have a given value to mean what sparkmirror does; another value is unsupported
 MIRROR_KEYS_FIXED: dict[str, Any] = {
-    "sync.topic.acls.enabled": False,
     "refresh.topics.enabled": True,
     "refresh.groups.enabled": True,
 }
@@ -151,7 +152,7 @@ MIRROR_KEYS_FIXED: dict[str, Any] = {
 MIRROR_KEYS_NOT_APPLICABLE_PREFIXES = (
     "offset-syncs.", "offset.lag.max", "checkpoints.topic.", "heartbeats.topic.", "tasks.max",
     "refresh.groups.interval.seconds", "key.converter", "value.converter", "header.converter",
-    "exactly.once.support", "transaction.boundary", "emit.offset-syncs.", "sync.topic.acls.interval.seconds",
+    "exactly.once.support", "transaction.boundary", "emit.offset-syncs.",
     "errors.", "consumer.poll.timeout.ms", "admin.timeout.ms", "replication.policy.internal.topic.separator",
 )
 # Kafka Connect worker properties in a cluster's config: accepted, not applicable; the rest goes to the clients

@@ -4,8 +4,9 @@ Per flow group and mirror: the source topics `run` would copy with their partiti
 goes to and what `run` would do to it (create / add partitions N->M / update configs k=v / up to date), the
 topics it creates beside the data, the loops the replication policy prevents, and every conflict: two topics
 or mirrors writing one target topic, a topic that would be mirrored back to its origin, a progress topic
-`run` refuses. ACL sync is not supported yet and is reported as such. The plan is computed by the same
-`TopicSync.plan()` that `run` applies when a mirror starts.
+`run` refuses; and the ACLs `run` would create and delete on the target (`sync.topic.acls.enabled`), with the
+source ACLs it does not copy and why. The plan is computed by the same `TopicSync.plan()` and
+`TopicSync.acl_state()` that `run` applies when a mirror starts.
 
 Exit status: 0 no conflict; 3 conflicts found; 1 a cluster is unreachable; 2 a file does not validate.
 """
@@ -63,6 +64,20 @@ def _table(rows: list[list[str]], indent: str) -> list[str]:
     return [indent + "  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] for r in rows]
 
 
+def _acl_lines(acls: dict[str, Any]) -> list[str]:
+    if acls["status"] != "ok":
+        return [f"    ACLs: not synced: {acls['message'].removeprefix('not synced: ')}"]
+    if not acls["create"] and not acls["delete"]:
+        head = "    ACLs: up to date"
+    else:
+        head = f"    ACLs: {len(acls['create'])} to create, {len(acls['delete'])} to delete on the target"
+    out = [head + (f" ({len(acls['skipped'])} source ACL(s) not copied)" if acls["skipped"] else "")]
+    out += [f"      create {b['text']}" for b in acls["create"]]
+    out += [f"      delete {b['text']}" for b in acls["delete"]]
+    out += [f"      not copied: {b['text']}: {b['reason']}" for b in acls["skipped"]]
+    return out
+
+
 def lines(plan: dict[str, Any]) -> list[str]:
     """The plan as a readable text: one table of topics per mirror, then the conflicts."""
     out = []
@@ -78,7 +93,7 @@ def lines(plan: dict[str, Any]) -> list[str]:
                 out.append(f"    {t['role']} topic {t['topic']} on {m['target']}: {t['action']}")
             for t in m["notMirrored"]:
                 out.append(f"    not mirrored: {t['topic']}: {t['reason']}")
-            out.append(f"    ACLs: {m['acls']}")
+            out += _acl_lines(m["acls"])
     if plan["conflicts"]:
         out.append(f"{len(plan['conflicts'])} conflict(s):")
         out += [f"  - {c['message']}" for c in plan["conflicts"]]
