@@ -221,9 +221,12 @@ def test_a_user_without_write_on_the_target_topic_stops_the_job(kafka_a, secured
                          secured.entry("s", "SASL_SSL", user="limited")], "a", "s", src)
     jp = job(cfg)
     started = time.monotonic()
-    wait_for(lambda: jp.proc.poll() is not None, 240, "the job refused WRITE to end")
-    print(f"ACL refusal: job ended after {time.monotonic() - started:.1f}s, exit {jp.proc.returncode}")
-    log = jp.log()
+    try:
+        wait_for(lambda: jp.proc.poll() is not None, 240, "the job refused WRITE to end")
+    finally:
+        log = jp.log()
+        print(f"ACL refusal: job ended after {time.monotonic() - started:.1f}s, exit {jp.proc.returncode}; "
+              f"its log's last lines:\n" + "\n".join(log.splitlines()[-25:]))
     assert jp.proc.returncode != 0
     assert "TOPIC_AUTHORIZATION_FAILED" in log or "not authorized" in log.lower(), log[-3000:]
     assert f"a.{src}" in log, log[-3000:]

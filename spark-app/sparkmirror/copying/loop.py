@@ -412,7 +412,14 @@ class LaneCopier:
                                totals.get((topic, part), (0, 0))[0] + pend.count,
                                totals.get((topic, part), (0, 0))[1] + pend.nbytes)
                 for (topic, part), pend in self._pending.items()]
-        self.protocol.commit(recs, functools.partial(self._on_delivery, ("<progress>", -1), -1))
+        try:
+            self.protocol.commit(recs, functools.partial(self._on_delivery, ("<progress>", -1), -1))
+        except KafkaException as e:
+            # the commit can fail before the records' own delivery reports are served: theirs name the cause
+            self.protocol.producer.poll(0)
+            self._check_delivery()
+            self._raise_if_write_refused(e.args[0], [rec.target_topic for rec in recs])
+            raise
         self._check_delivery()
         done_ms = _now_ms()
         for rec in recs:
@@ -460,12 +467,7 @@ class LaneCopier:
             raise LaneFenced()
         if fault is Fault.TRANSIENT:  # the client's own retries ran out: start afresh from the last commit
             written = self.config.progressTopic if topic == "<progress>" else self.route.get((topic, part))
-            # ACLs: a refused AddPartitionsToTxn leaves only an invalid transaction state; the cause is asked for
-            if err.code() == KafkaError.INVALID_TXN_STATE and written and write_refused(self.target_conf, written):
-                self._abort_quietly()
-                raise CopyError(f"mirror {self.mirror.name!r}: target cluster {self.mirror.target!r} refuses to let "
-                                f"the mirror write topic {written!r} (TOPIC_AUTHORIZATION_FAILED: no WRITE permission "
-                                f"for the mirror's principal); {describe(err)}")
+            self._raise_if_write_refused(err, [written] if written else [])
             what = self.config.progressTopic if topic == "<progress>" else f"{topic}/{part} offset {off}"
             raise Unreachable("target", self.mirror.target, f"delivering {what}: {describe(err)}")
         self._abort_quietly()
@@ -473,6 +475,19 @@ class LaneCopier:
             raise CopyError(f"mirror {self.mirror.name!r}: writing progress to {self.mirror.target}/"
                             f"{self.config.progressTopic} failed: {describe(err)}")
         self._raise_refused(err, topic, part, off)
+
+    def _raise_if_write_refused(self, err: KafkaError, written: list[str]) -> None:
+        """ACLs: a refused AddPartitionsToTxn leaves only an invalid transaction state, which looks transient;
+        the cluster is asked whether the mirror's principal may write the topics, so a refusal stops the mirror
+        instead of being waited on."""
+        if err.code() != KafkaError.INVALID_TXN_STATE:
+            return
+        for topic in dict.fromkeys(written):
+            if write_refused(self.target_conf, topic):
+                self._abort_quietly()
+                raise CopyError(f"mirror {self.mirror.name!r}: target cluster {self.mirror.target!r} refuses to let "
+                                f"the mirror write topic {topic!r} (TOPIC_AUTHORIZATION_FAILED: no WRITE permission "
+                                f"for the mirror's principal); {describe(err)}")
 
     def _raise_refused(self, err: KafkaError, topic: str, part: int, offset: int) -> None:
         target = self.route.get((topic, part), "?")

@@ -1,0 +1,76 @@
+"""A WRITE refused by ACLs reaches a transactional producer only as an invalid transaction state, and either
+the records' delivery reports or the commit itself can report it first (which one depends on timing). Both
+orders must stop the lane with the refusal named, never wait on it as an outage (a CI run on a busy machine
+waited 240 s). The protocol here fails on cue; the real refusal is tested on a secured cluster in
+tests/job/test_security.py."""
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from sparkmirror.copying import loop
+from sparkmirror.copying.errors import CopyError, Unreachable
+from sparkmirror.copying.loop import LaneCopier, _Pending
+from sparkmirror.lanes import LanePartition
+from sparkmirror.resource.flowgroup import FlowGroupConfig
+
+INVALID = KafkaError(KafkaError.INVALID_TXN_STATE, "Failed to end transaction", txn_requires_abort=True)
+
+
+class _Producer:
+    def flush(self, timeout: float) -> int:
+        return 0
+
+    def poll(self, timeout: float) -> int:
+        return 0
+
+
+class _FailingCommit:
+    """Commits by raising the error the client raises for a refused AddPartitionsToTxn."""
+
+    def __init__(self) -> None:
+        self.producer = _Producer()
+        self.aborted = 0
+
+    def commit(self, progress, on_delivery) -> None:
+        raise KafkaException(INVALID)
+
+    def abort(self) -> None:
+        self.aborted += 1
+
+
+def _copier() -> LaneCopier:
+    cfg = FlowGroupConfig.model_validate({
+        "name": "fg", "clusters": [{"alias": "src", "bootstrapServers": "127.0.0.1:1"},
+                                   {"alias": "tgt", "bootstrapServers": "127.0.0.1:2"}],
+        "mirrors": [{"name": "src-to-tgt", "source": "src", "target": "tgt", "topics": "t",
+                     "emitCheckpoints": False}]})
+    copier = LaneCopier(cfg, cfg.mirrors[0], 0, [LanePartition("t", 0, "src.t")])
+    copier.protocol = _FailingCommit()  # type: ignore[assignment]
+    copier._pending[("t", 0)] = _Pending(src_first=0, src_last=4, count=5)
+    return copier
+
+
+def test_a_commit_refused_by_acls_stops_the_lane_naming_the_topic(monkeypatch) -> None:
+    asked: list[str] = []
+    monkeypatch.setattr(loop, "write_refused", lambda conf, topic: asked.append(topic) or True)
+    copier = _copier()
+    with pytest.raises(CopyError, match=r"refuses to let the mirror write topic 'src\.t'.*TOPIC_AUTHORIZATION"):
+        copier._commit()
+    assert asked == ["src.t"] and copier.protocol is not None and copier.protocol.aborted == 1
+
+
+def test_a_commit_failing_while_the_topic_is_writable_is_waited_out(monkeypatch) -> None:
+    monkeypatch.setattr(loop, "write_refused", lambda conf, topic: False)
+    with pytest.raises(Unreachable):
+        with loop.talking_to("target", "tgt", "copying"):
+            _copier()._commit()
+
+
+def test_the_records_delivery_error_is_reported_before_the_commits(monkeypatch) -> None:
+    """When the records' own reports are waiting, they name the cause (here a record too large)."""
+    monkeypatch.setattr(loop, "write_refused", lambda conf, topic: False)
+    copier = _copier()
+    copier._delivery_errors.append((KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "too large"), "t", 0, 3))
+    with pytest.raises(CopyError, match=r"offset 3 -> tgt/src\.t: MSG_SIZE_TOO_LARGE"):
+        copier._commit()
