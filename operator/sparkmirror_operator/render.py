@@ -143,7 +143,11 @@ def _secret_mounts(ctx: GroupContext) -> tuple[list[dict], list[dict], list[dict
 
 
 SPARK_UID = 185  # the Spark image's user
-DRAIN_MARGIN_SECONDS = 60  # beyond one epoch: the drain's own 30 s and Spark's stop
+DRAIN_MARGIN_SECONDS = 80
+"""A stopping driver's grace is 2 epochs plus this (driver.Driver.stop): the running epoch and 30 s, lanes carrying
+on between epochs (up to an epoch and 2 s), fencing lanes an epoch left open (15 s), then the services and Spark
+stop. 1 epoch + 60 s was too short on a busy node: the kubelet killed a draining driver, leaving transactions
+open."""
 DRIVER_CONTAINER = "spark-kubernetes-driver"
 EXECUTOR_CONTAINER = "spark-kubernetes-executor"
 # the `restricted` Pod Security Standard; fsGroup makes mounted Secrets (mode 0440) readable by the job's user
@@ -217,9 +221,9 @@ def render_spark_application(ctx: GroupContext) -> list[dict[str, Any]]:
                                executor.coreLimit), "instances": executor.instances},
         },
     }
-    # a stopping driver drains (the running epoch commits, at most one epoch plus 30 s; see driver.Driver.stop)
+    # a stopping driver drains (see DRAIN_MARGIN_SECONDS)
     app["spec"]["driver"]["template"]["spec"]["terminationGracePeriodSeconds"] = \
-        int(ctx.config.epochSeconds) + DRAIN_MARGIN_SECONDS
+        2 * int(ctx.config.epochSeconds) + DRAIN_MARGIN_SECONDS
     if spark.imagePullPolicy:
         app["spec"]["imagePullPolicy"] = spark.imagePullPolicy
     pull_secrets = list(dict.fromkeys([*ctx.settings.image_pull_secrets, *spark.imagePullSecrets]))
