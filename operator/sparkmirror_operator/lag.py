@@ -194,7 +194,11 @@ def consumer_group_lags(cfg: FlowGroupConfig, source_confs: dict[str, dict[str, 
         except (KafkaException, TimeoutError) as e:
             _LOG.debug("flow group %s: consumer groups of %s not read: %s", cfg.name, m.source, e)
             return None
-        out += consumer_lags(committed, {tp: hi for tp, (_lo, hi) in ends.get(m.source, {}).items()})
+        counter = CommittedCounter(source_confs[m.source], min(timeout, 5.0), logger=_KAFKA_LOG)
+        try:
+            out += consumer_lags(committed, ends.get(m.source, {}), count_source=counter.count)
+        finally:
+            counter.close()
     return sorted(out, key=lambda c: (-c.lag, c.group))
 
 

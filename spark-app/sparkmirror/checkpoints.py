@@ -35,7 +35,7 @@ from .consumerlag import ConsumerLag, committed_offsets, consumer_lags, matching
 from .resource.flowgroup import FlowGroupConfig, Mirror
 from .mm2formats import Checkpoint
 from .replication import RecordStamper, policy_for
-from .progress import Inside, OffsetMap, ProgressTail, Range
+from .progress import CommittedCounter, Inside, OffsetMap, ProgressTail, Range
 from .topicsync import list_offsets
 
 log = logging.getLogger(__name__)
@@ -190,6 +190,7 @@ class CheckpointEmitter:
         self.last: dict[str, list[Checkpoint]] = {}
         self.committed_last: dict[str, dict[tuple[str, int], int]] = {}  # group -> its mirrored source offsets
         self.lags: list[ConsumerLag] = []  # of the last round (consumerlag.py)
+        self.lag_counters: tuple[CommittedCounter, CommittedCounter] | None = None  # source, target
 
     def source_groups(self) -> list[str]:
         return matching_groups(self.source_admin, self.groups.matches, self.timeout)
@@ -281,15 +282,28 @@ class CheckpointEmitter:
         return cps
 
     def consumer_lags(self, cps: Mapping[str, list[Checkpoint]]) -> list[ConsumerLag]:
-        """The groups' lag on the source and after their checkpoints on the target (two offset requests)."""
+        """The groups' lag on the source and after their checkpoints on the target (offset requests; small lags
+        counted read_committed, as the mirror's own lag is)."""
         src = sorted({tp for offsets in self.committed_last.values() for tp in offsets})
         tgt = sorted({(cp.topic, cp.partition) for group in cps.values() for cp in group})
-        source_ends = list_offsets(self.source_admin, src, OffsetSpec.latest(), self.timeout)
-        target_ends = list_offsets(self.target_admin, tgt, OffsetSpec.latest(), self.timeout)
-        return consumer_lags(self.committed_last, source_ends, cps, target_ends)
+        if self.lag_counters is None:
+            self.lag_counters = (CommittedCounter(self.config.cluster(self.mirror.source).client_config(),
+                                                  self.timeout),
+                                 CommittedCounter(self.config.cluster(self.mirror.target).client_config(),
+                                                  self.timeout))
+        return consumer_lags(self.committed_last, self._marks(self.source_admin, src), cps,
+                             self._marks(self.target_admin, tgt), self.lag_counters[0].count,
+                             self.lag_counters[1].count)
+
+    def _marks(self, admin: AdminClient, tps: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
+        low = list_offsets(admin, tps, OffsetSpec.earliest(), self.timeout)
+        high = list_offsets(admin, tps, OffsetSpec.latest(), self.timeout)
+        return {tp: (low[tp], high[tp]) for tp in tps if tp in low and tp in high}
 
     def close(self) -> None:
         self.producer.flush(self.timeout)
         if self._own_tail:
             self.tail.close()
         self.counter.close()
+        for counter in self.lag_counters or ():
+            counter.close()

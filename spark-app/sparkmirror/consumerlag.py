@@ -14,13 +14,16 @@ offsets is shared by both and by the checkpoint emitter.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
+from .progress import partition_lags
+
 TP = tuple[str, int]
+Count = Callable[[dict[TP, tuple[int, int]]], Mapping[TP, int]]  # e.g. progress.CommittedCounter.count
 
 STATUS_GROUPS = 20
 """Groups listed on a flow group's status (the most lagging): a status stays small with thousands of groups."""
@@ -34,24 +37,32 @@ class ConsumerLag:
     target_lag: int | None = None   # records after its translated offsets on the target (None: no checkpoint)
 
 
-def consumer_lags(committed: Mapping[str, Mapping[TP, int]], source_ends: Mapping[TP, int],
+def consumer_lags(committed: Mapping[str, Mapping[TP, int]], source_marks: Mapping[TP, tuple[int, int]],
                   checkpoints: Mapping[str, Iterable] | None = None,
-                  target_ends: Mapping[TP, int] | None = None) -> list[ConsumerLag]:
+                  target_marks: Mapping[TP, tuple[int, int]] | None = None,
+                  count_source: Count | None = None, count_target: Count | None = None) -> list[ConsumerLag]:
     """Lag per group, the most lagging first. `committed`: group -> source (topic, partition) -> offset;
-    partitions without a source end offset are not the mirror's and are left out, as are groups with none.
-    `checkpoints`: group -> `mm2formats.Checkpoint`s (remote topic, downstream offset) for `target_ends`."""
-    checkpoints, target_ends = checkpoints or {}, target_ends or {}
+    partitions without source watermarks (low, high) are not the mirror's and are left out, as are groups with
+    none. `checkpoints`: group -> `mm2formats.Checkpoint`s (remote topic, downstream offset) for `target_marks`.
+    Per partition `progress.partition_lags`: small lags are counted read_committed by `count_*` (the mirror writes
+    the target in transactions, so offsets there include a commit marker per transaction)."""
+    checkpoints, target_marks = checkpoints or {}, target_marks or {}
     out = []
     for group, offsets in committed.items():
-        parts = [(tp, off) for tp, off in offsets.items() if tp in source_ends and off >= 0]
-        if not parts:
+        positions = {tp: off for tp, off in offsets.items() if tp in source_marks and off >= 0}
+        if not positions:
             continue
-        lag = sum(max(source_ends[tp] - off, 0) for tp, off in parts)
-        on_target = [cp for cp in checkpoints.get(group, ()) if (cp.topic, cp.partition) in target_ends]
-        target_lag = sum(max(target_ends[(cp.topic, cp.partition)] - cp.downstream_offset, 0)
-                         for cp in on_target) if on_target else None
-        out.append(ConsumerLag(group, lag, len(parts), target_lag))
+        lag = _lag({tp: source_marks[tp] for tp in positions}, positions, count_source)
+        on_target = {(cp.topic, cp.partition): cp.downstream_offset for cp in checkpoints.get(group, ())
+                     if (cp.topic, cp.partition) in target_marks}
+        target_lag = _lag({tp: target_marks[tp] for tp in on_target}, on_target, count_target) if on_target \
+            else None
+        out.append(ConsumerLag(group, lag, len(positions), target_lag))
     return sorted(out, key=lambda c: (-c.lag, c.group))
+
+
+def _lag(marks: Mapping[TP, tuple[int, int]], positions: Mapping[TP, int], count: Count | None) -> int:
+    return sum(partition_lags(marks, positions, count).values())
 
 
 def matching_groups(admin: AdminClient, matches, timeout: float) -> list[str]:
