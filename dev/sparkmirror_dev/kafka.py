@@ -150,13 +150,19 @@ class KafkaCluster:
     def launch(self) -> None:
         """Format the storage (first time only) and spawn the JVM, without waiting for it."""
         libs = install.kafka()
-        self.port = self.port or free_port()
-        self.controller_port = self.controller_port or free_port()
-        if self.security is not None:
-            self.listener_ports = {n: self.listener_ports.get(n) or free_port() for n in self.security.listeners}
-        for p, role in ((self.port, "broker"), (self.controller_port, "controller"),
-                        *((p, f"{n} listener") for n, p in self.listener_ports.items())):
-            check_port_free(p, f"Kafka cluster {self.name!r} {role}")
+        given = (self.port, self.controller_port, dict(self.listener_ports))
+        for attempt in range(10):  # another process (a client's source port, a broker) can take a free one
+            self.port, self.controller_port = given[0] or free_port(), given[1] or free_port()
+            if self.security is not None:
+                self.listener_ports = {n: given[2].get(n) or free_port() for n in self.security.listeners}
+            try:
+                for p, role in ((self.port, "broker"), (self.controller_port, "controller"),
+                                *((p, f"{n} listener") for n, p in self.listener_ports.items())):
+                    check_port_free(p, f"Kafka cluster {self.name!r} {role}")
+                break
+            except DevEnvError:
+                if (given[0] and given[1]) or attempt == 9:  # ports the caller chose are reported, never swapped
+                    raise
         self.home.mkdir(parents=True, exist_ok=True)
         props = self.home / "server.properties"
         props.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))

@@ -45,11 +45,17 @@ class KubeApiServer:
     # --- start / stop -------------------------------------------------------------------------------
     def start(self, timeout: float = 120.0) -> "KubeApiServer":
         bins = install.kubernetes()
-        self.port = self.port or free_port()
-        self.etcd_port = self.etcd_port or free_port()
-        self.etcd_peer_port = self.etcd_peer_port or free_port()
-        for p, what in ((self.port, "kube-apiserver"), (self.etcd_port, "etcd"), (self.etcd_peer_port, "etcd peer")):
-            check_port_free(p, what)
+        given = (self.port, self.etcd_port, self.etcd_peer_port)
+        for attempt in range(10):  # another process (a test's broker, a client's source port) can take a free one
+            self.port, self.etcd_port, self.etcd_peer_port = (p or free_port() for p in given)
+            try:
+                for p, what in ((self.port, "kube-apiserver"), (self.etcd_port, "etcd"),
+                                (self.etcd_peer_port, "etcd peer")):
+                    check_port_free(p, what)
+                break
+            except DevEnvError:
+                if all(given) or attempt == 9:  # ports the caller chose are reported, never swapped
+                    raise
         self.home.mkdir(parents=True, exist_ok=True)
         try:
             self._start_etcd(bins, timeout)

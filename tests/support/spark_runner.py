@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+from kubernetes.client import ApiException
 
 from sparkmirror_operator.kubeapi import KubeApi
 
@@ -171,5 +172,10 @@ class LocalSparkRunner:
             return
         status = {"applicationState": {"state": state, **({"errorMessage": error} if error else {})},
                   "driverInfo": {"podName": f"{app['metadata']['name']}-driver"}}
-        self.api.patch_status("SparkApplication", self.namespace, app["metadata"]["name"], status)
+        try:
+            self.api.patch_status("SparkApplication", self.namespace, app["metadata"]["name"], status)
+        except ApiException as e:
+            if e.status == 404:  # deleted since it was listed (e.g. a generation pruned): the next pass stops it
+                return
+            raise
         app.setdefault("status", {}).update(status)
