@@ -15,8 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from sparkmirror import refusal
+from sparkmirror.consumerlag import ConsumerLag, committed_offsets, consumer_lags, matching_groups
 from sparkmirror.progress import CommittedCounter, partition_lags, read_progress
 from sparkmirror.resource.flowgroup import (Cluster, FlowGroupConfig, SecretResolver, SecretUnreadable,
                                             SecretValue)
@@ -43,6 +45,7 @@ class GroupLag:
     records_per_second: float | None = None
     error: str | None = None
     reason: str | None = None
+    consumer_groups: list[ConsumerLag] | None = None  # checkpointed groups, the most lagging first
 
 
 def secret_resolver(read: SecretReader, env_refs: dict[str, tuple[str, str]]) -> SecretResolver:
@@ -59,6 +62,7 @@ def secret_resolver(read: SecretReader, env_refs: dict[str, tuple[str, str]]) ->
     return resolve
 
 
+_LOG = logging.getLogger(__name__)
 _KAFKA_LOG = logging.getLogger("sparkmirror_operator.kafka")
 _KAFKA_LOG.setLevel(logging.CRITICAL)  # connection errors are reported on the status, not every 50 ms in the log
 
@@ -161,6 +165,7 @@ def group_lag(cfg: FlowGroupConfig, read: SecretReader, env_refs: dict[str, tupl
                     history = state.maps.get((alias, t, p))
                     recent += sum(r.count for r in (history.records if history else []) if r.commit_ms >= since)
         out.lag, out.last_commit_ms = total, last
+        out.consumer_groups = consumer_group_lags(cfg, source_confs, ends, timeout)
         out.records_per_second = round(recent / (RATE_WINDOW_MS / 1000), 1) if state else 0.0
     except LagError as e:
         out.lag, out.error, out.reason = None, str(e), failure_reason(str(e))
@@ -169,6 +174,32 @@ def group_lag(cfg: FlowGroupConfig, read: SecretReader, env_refs: dict[str, tupl
     except SecretUnreadable as e:  # a value that is not text: named, never shown
         out.lag, out.error, out.reason = None, str(e), "SecretInvalid"
     return out
+
+
+def consumer_group_lags(cfg: FlowGroupConfig, source_confs: dict[str, dict[str, str]],
+                        ends: dict[str, dict[tuple[str, int], tuple[int, int]]], timeout: float) -> list[ConsumerLag] | None:
+    """Source-side lag of the groups the flow group's mirrors checkpoint (`sparkmirror.consumerlag`); None when
+    no mirror checkpoints or a source did not answer the group requests (the flow group's own lag stands)."""
+    from sparkmirror.checkpoints import GroupFilter
+
+    mirrors = [m for m in cfg.mirrors if m.emitCheckpoints or m.syncGroupOffsets]
+    if not mirrors:
+        return None
+    out: list[ConsumerLag] = []
+    for m in mirrors:
+        admin = AdminClient({**source_confs[m.source], "logger": _KAFKA_LOG})
+        try:
+            committed = {g: {tp: off for tp, (off, _md) in committed_offsets(admin, g, timeout).items()}
+                         for g in matching_groups(admin, GroupFilter.of(m).matches, timeout)}
+        except (KafkaException, TimeoutError) as e:
+            _LOG.debug("flow group %s: consumer groups of %s not read: %s", cfg.name, m.source, e)
+            return None
+        counter = CommittedCounter(source_confs[m.source], min(timeout, 5.0), logger=_KAFKA_LOG)
+        try:
+            out += consumer_lags(committed, ends.get(m.source, {}), count_source=counter.count)
+        finally:
+            counter.close()
+    return sorted(out, key=lambda c: (-c.lag, c.group))
 
 
 def now_ms() -> int:

@@ -15,6 +15,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
+from sparkmirror.consumerlag import STATUS_GROUPS
 from sparkmirror.resource.plan import Plan
 from .lag import GroupLag
 from .rollout import MAX_HANDOFFS, Plan as Rollout
@@ -98,10 +99,14 @@ def build_status(*, name: str, generation: int | None, plan: Plan, apps: dict[st
             if lag.last_commit_ms:
                 g["lastCommitTime"] = dt.datetime.fromtimestamp(lag.last_commit_ms / 1000, dt.timezone.utc) \
                     .replace(microsecond=0).isoformat().replace("+00:00", "Z")
+            if lag.consumer_groups is not None:
+                g["consumerGroupLag"] = sum(c.lag for c in lag.consumer_groups)
+                g["consumerGroups"] = [{"group": c.group, "lag": c.lag, "partitions": c.partitions}
+                                       for c in lag.consumer_groups[:STATUS_GROUPS]]
             if lag.error:
                 g["message"] = lag.error
         elif cfg.name in old_groups:
-            for k in ("lag", "partitions", "lastCommitTime", "recordsPerSecond"):
+            for k in ("lag", "partitions", "lastCommitTime", "recordsPerSecond", "consumerGroupLag", "consumerGroups"):
                 if k in old_groups[cfg.name]:
                     g[k] = old_groups[cfg.name][k]
         if standby is not None and state not in FAILED:

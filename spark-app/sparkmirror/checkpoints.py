@@ -29,12 +29,14 @@ from dataclasses import dataclass
 
 from confluent_kafka import (Consumer, ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaError, KafkaException,
                              Producer, TopicPartition)
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
+from .consumerlag import ConsumerLag, committed_offsets, consumer_lags, matching_groups
 from .resource.flowgroup import FlowGroupConfig, Mirror
 from .mm2formats import Checkpoint
 from .replication import RecordStamper, policy_for
-from .progress import Inside, OffsetMap, ProgressTail, Range
+from .progress import CommittedCounter, Inside, OffsetMap, ProgressTail, Range
+from .topicsync import list_offsets
 
 log = logging.getLogger(__name__)
 
@@ -186,30 +188,25 @@ class CheckpointEmitter:
         self._emitted: dict[tuple[str, str, int], tuple[int, int]] = {}
         self._topic_ready = False
         self.last: dict[str, list[Checkpoint]] = {}
+        self.committed_last: dict[str, dict[tuple[str, int], int]] = {}  # group -> its mirrored source offsets
+        self.lags: list[ConsumerLag] = []  # of the last round (consumerlag.py)
+        self.lag_counters: tuple[CommittedCounter, CommittedCounter] | None = None  # source, target
 
     def source_groups(self) -> list[str]:
-        res = self.source_admin.list_consumer_groups(request_timeout=self.timeout).result(timeout=self.timeout)
-        return sorted(g.group_id for g in res.valid if self.groups.matches(g.group_id))
+        return matching_groups(self.source_admin, self.groups.matches, self.timeout)
 
     def committed(self, admin: AdminClient, group: str) -> dict[tuple[str, int], tuple[int, str]]:
-        fut = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
-                                                request_timeout=self.timeout)[group]
-        try:
-            res = fut.result(timeout=self.timeout)
-        except KafkaException as e:
-            if e.args[0].code() in (KafkaError.GROUP_ID_NOT_FOUND, KafkaError.COORDINATOR_NOT_AVAILABLE):
-                return {}
-            raise
-        return {(tp.topic, tp.partition): (tp.offset, tp.metadata or "") for tp in res.topic_partitions
-                if tp.error is None}
+        return committed_offsets(admin, group, self.timeout)
 
     def translate_all(self) -> dict[str, list[Checkpoint]]:
         """group -> checkpoints, from the source's committed offsets and the progress read so far."""
         self.tail.poll(self.timeout)
         maps = self.tail.maps()
         out = {}
+        self.committed_last = {}
         for group in self.source_groups():
             committed = {k: v for k, v in self.committed(self.source_admin, group).items() if k in maps}
+            self.committed_last[group] = {k: off for k, (off, _md) in committed.items()}
             cps = translate(group, committed, maps, self.counter)
             if cps:
                 out[group] = cps
@@ -281,10 +278,32 @@ class CheckpointEmitter:
         if self.mirror.syncGroupOffsets if sync_offsets is None else sync_offsets:
             self.sync_group_offsets(cps)
         self.last = cps
+        self.lags = self.consumer_lags(cps)
         return cps
+
+    def consumer_lags(self, cps: Mapping[str, list[Checkpoint]]) -> list[ConsumerLag]:
+        """The groups' lag on the source and after their checkpoints on the target (offset requests; small lags
+        counted read_committed, as the mirror's own lag is)."""
+        src = sorted({tp for offsets in self.committed_last.values() for tp in offsets})
+        tgt = sorted({(cp.topic, cp.partition) for group in cps.values() for cp in group})
+        if self.lag_counters is None:
+            self.lag_counters = (CommittedCounter(self.config.cluster(self.mirror.source).client_config(),
+                                                  self.timeout),
+                                 CommittedCounter(self.config.cluster(self.mirror.target).client_config(),
+                                                  self.timeout))
+        return consumer_lags(self.committed_last, self._marks(self.source_admin, src), cps,
+                             self._marks(self.target_admin, tgt), self.lag_counters[0].count,
+                             self.lag_counters[1].count)
+
+    def _marks(self, admin: AdminClient, tps: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
+        low = list_offsets(admin, tps, OffsetSpec.earliest(), self.timeout)
+        high = list_offsets(admin, tps, OffsetSpec.latest(), self.timeout)
+        return {tp: (low[tp], high[tp]) for tp in tps if tp in low and tp in high}
 
     def close(self) -> None:
         self.producer.flush(self.timeout)
         if self._own_tail:
             self.tail.close()
         self.counter.close()
+        for counter in self.lag_counters or ():
+            counter.close()

@@ -34,6 +34,8 @@ are checked against it).
   sparkmirror_mirror_topics, sparkmirror_mirror_partitions, sparkmirror_mirror_up, sparkmirror_mirror_stalled,
   sparkmirror_mirror_stalled_seconds, sparkmirror_mirror_errors_total (label `service`: failures of the
   monitor, heartbeats or checkpoints), sparkmirror_heartbeats_total, sparkmirror_checkpoints_groups;
+  sparkmirror_consumer_group_lag_records, sparkmirror_consumer_group_target_lag_records (label `group`: each
+    checkpointed group's lag on the source and after its translated offsets on the target, `consumerlag.py`);
   sparkmirror_flow_group_generation (the worker generation this driver runs), sparkmirror_driver_jvm_memory_bytes
   (label `area`: heap_used, heap_committed, heap_max), and prometheus_client's `process_*` (the driver's Python
   process: process_resident_memory_bytes, process_cpu_seconds_total, ...).
@@ -369,6 +371,8 @@ class DriverServices:
                 "bytes_per_s": sum(p["bytes_per_s"] or 0.0 for p in parts),
                 "records_total": sum(p["records_total"] or 0 for p in parts),
                 "heartbeats": getattr(m.heartbeats, "sent", 0), "checkpoint_groups": m.checkpoint_groups,
+                "consumer_groups": [{"group": c.group, "lag": c.lag, "target_lag": c.target_lag,
+                                     "partitions": c.partitions} for c in getattr(m.checkpoints, "lags", [])],
                 "updated": m.monitor.updated if m.monitor is not None else None,
                 "errors": errors, "partitions_detail": parts, "waiting": waiting, "waiting_since": since,
                 "error_counts": dict(m.error_counts), "latency": js.get("latency"),
@@ -394,7 +398,9 @@ EXPORTED = (
     "sparkmirror_mirror_lag_records", "sparkmirror_mirror_lag_seconds", "sparkmirror_mirror_replication_latency_seconds",
     "sparkmirror_mirror_topics", "sparkmirror_mirror_partitions", "sparkmirror_mirror_up", "sparkmirror_mirror_stalled",
     "sparkmirror_mirror_stalled_seconds", "sparkmirror_mirror_errors_total", "sparkmirror_heartbeats_total",
-    "sparkmirror_checkpoints_groups", "sparkmirror_flow_group_generation", "sparkmirror_driver_jvm_memory_bytes",
+    "sparkmirror_checkpoints_groups", "sparkmirror_consumer_group_lag_records",
+    "sparkmirror_consumer_group_target_lag_records", "sparkmirror_flow_group_generation",
+    "sparkmirror_driver_jvm_memory_bytes",
 )
 """Every metric family the endpoint serves besides prometheus_client's `process_*` (as scraped: counters with
 `_total`; a histogram's series add `_bucket`, `_sum`, `_count`)."""
@@ -440,6 +446,11 @@ def families(flow_group: str, snapshot: dict[str, dict], generation: int | None 
               [*ml, "service"])
     m_hb = c("sparkmirror_heartbeats_total", "MM2 heartbeats emitted.", ml)
     m_ck = g("sparkmirror_checkpoints_groups", "Consumer groups checkpointed in the last round.", ml)
+    gl = [*ml, "group"]
+    g_lag = g("sparkmirror_consumer_group_lag_records", "Records a checkpointed consumer group has not read on the "
+              "source (end offset minus committed offset, over the mirrored partitions).", gl)
+    g_tlag = g("sparkmirror_consumer_group_target_lag_records", "Records after the group's translated offsets on "
+               "the target: what it would read there if it failed over now.", gl)
     f_gen = g("sparkmirror_flow_group_generation", "Worker generation this driver runs.", ["flow_group"])
     f_mem = g("sparkmirror_driver_jvm_memory_bytes", "The driver JVM's heap, by area.", ["flow_group", "area"])
     now = time.time()
@@ -481,12 +492,16 @@ def families(flow_group: str, snapshot: dict[str, dict], generation: int | None 
             m_err.add_metric([*mv, service], (s.get("error_counts") or {}).get(service, 0))
         m_hb.add_metric(mv, s["heartbeats"])
         m_ck.add_metric(mv, s["checkpoint_groups"])
+        for cg in s.get("consumer_groups") or []:
+            g_lag.add_metric([*mv, cg["group"]], cg["lag"])
+            if cg["target_lag"] is not None:
+                g_tlag.add_metric([*mv, cg["group"]], cg["target_lag"])
     if generation is not None:
         f_gen.add_metric([flow_group], generation)
     for area, n in sorted((jvm_memory or {}).items()):
         f_mem.add_metric([flow_group, area], n)
     return [p_lag, p_lag_s, p_end, p_pos, p_tot, p_bytes, p_tx, p_last, m_lag, m_lag_s, m_lat, m_top, m_par, m_up,
-            m_stall, m_stall_s, m_err, m_hb, m_ck, f_gen, f_mem]
+            m_stall, m_stall_s, m_err, m_hb, m_ck, g_lag, g_tlag, f_gen, f_mem]
 
 
 def prometheus_text(flow_group: str, snapshot: dict[str, dict], generation: int | None = None,

@@ -202,3 +202,50 @@ def test_transactional_source_lag_is_zero_in_status_and_metrics(kafka_a, kafka_b
         assert (after.error, after.lag, after.partitions) == (None, 0, 2)
     finally:
         services.stop()
+
+
+def test_consumer_group_lag_in_metrics_and_status(kafka_a, kafka_b, topic, flowgroup) -> None:
+    """A group at offsets 30/60 of 100 per partition: 110 records behind on the source, and 110 after its
+    checkpoints on the target once everything is copied. 50 more records per partition, not copied yet: 210 on
+    the source, still 110 on the target (those records are not there). The operator's status reads the same."""
+    from sparkmirror_dev.testing import unique_name
+    from sparkmirror_operator.lag import group_lag
+
+    from .test_security import commit_group
+
+    src = topic(kafka_a, 2)
+    group = unique_name("lagging")
+    cfg = flowgroup(src, metricsPort=0, mirror={"groups": "lagging-.*", "emitCheckpointsIntervalSeconds": 0.5,
+                                                 "emitHeartbeats": False})
+    mirror = cfg.mirrors[0]
+    produce_numbered(kafka_a.bootstrap, src, 2, 0, 100)
+    commit_group(kafka_a.bootstrap, group, {(src, 0): 30, (src, 1): 60})
+    routes = TopicSync(cfg, mirror).sync()
+    ensure_progress_topic(cfg.cluster("b").client_config(), cfg.progressTopic)
+
+    def copy() -> None:
+        for lane in plan_lanes(mirror.name, cfg.lanes_of(mirror),
+                               [(r.source_topic, r.target_topic, r.partitions) for r in routes]):
+            if lane.partitions:
+                copy_lane(cfg, mirror, lane.index, list(lane.partitions), 2.0)
+
+    copy()
+    services = DriverServices(cfg, stats=lambda: {}, poll_interval=0.3, bind="127.0.0.1").start()
+    try:
+        url = f"http://127.0.0.1:{services.metrics_port}/metrics"
+
+        def lags() -> tuple[list[float], list[float]]:
+            ss = samples(urllib.request.urlopen(url, timeout=5).read().decode())
+            return (find(ss, "sparkmirror_consumer_group_lag_records", group=group),
+                    find(ss, "sparkmirror_consumer_group_target_lag_records", group=group))
+
+        wait_for(lambda: lags() == ([110], [110]), 60, "the group's lag: 110 on the source and on the target")
+        produce_numbered(kafka_a.bootstrap, src, 2, 100, 50)
+        wait_for(lambda: lags() == ([210], [110]), 60, "210 behind on the source, still 110 on the target")
+        status = group_lag(cfg, lambda name, key: "", {}, timeout=10)
+        assert status.error is None and status.lag == 100
+        assert [(c.group, c.lag, c.partitions) for c in status.consumer_groups or []] == [(group, 210, 2)]
+        copy()
+        wait_for(lambda: lags() == ([210], [210]), 60, "210 on both once the mirror caught up")
+    finally:
+        services.stop()

@@ -161,3 +161,22 @@ def test_reconciling_and_stalled_for_gitops_tools() -> None:
     assert gitops(st)[0] == ("True", "Pausing")
     for st in (starting, missing, failed, unreachable):
         assert sum(c["status"] == "True" for c in st["conditions"] if c["type"] in ("Reconciling", "Stalled")) <= 1
+
+
+def test_consumer_group_lag_lists_the_most_lagging_groups_and_is_carried_over() -> None:
+    from sparkmirror.consumerlag import STATUS_GROUPS, ConsumerLag
+
+    groups = [ConsumerLag(f"g{i:02d}", 100 - i, 2) for i in range(STATUS_GROUPS + 5)]
+    first = build_status(name="m", generation=3, plan=plan(RES), apps={"a": app("RUNNING"), "c": app("RUNNING")},
+                         lags={"a": GroupLag(lag=0, partitions=2, consumer_groups=groups),
+                               "c": GroupLag(lag=0, partitions=1)}, problems=[], old=None, now="T1")
+    a, c = first["flowGroups"]
+    assert a["consumerGroupLag"] == sum(g.lag for g in groups)  # every group counts in the sum
+    assert len(a["consumerGroups"]) == STATUS_GROUPS and a["consumerGroups"][0] == {"group": "g00", "lag": 100,
+                                                                                    "partitions": 2}
+    assert "consumerGroups" not in c  # no mirror of `c` checkpoints: nothing to say, not zero
+    second = build_status(name="m", generation=3, plan=plan(RES), apps={"a": app("RUNNING"), "c": app("RUNNING")},
+                          lags=None, problems=[], old=first, now="T2")
+    assert second["flowGroups"][0]["consumerGroups"] == a["consumerGroups"]
+    from sparkmirror.resource.model import KafkaMirrorMaker2Status
+    KafkaMirrorMaker2Status.model_validate(first)  # the CRD's schema takes it

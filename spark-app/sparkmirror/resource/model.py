@@ -349,6 +349,15 @@ class Condition(_Model):
     observedGeneration: int | None = Field(None, description="Generation of the spec this condition is about.")
 
 
+class ConsumerGroupLagStatus(_Model):
+    """One consumer group a mirror checkpoints (sparkmirror.consumerlag)."""
+
+    group: str = Field(description="Consumer group on the source.")
+    lag: int = Field(description="Records it has not read on the source, over the mirrored partitions it "
+                                 "committed (end offset minus committed offset).")
+    partitions: int = Field(description="Mirrored partitions it has committed offsets for.")
+
+
 class FlowGroupStatus(_Model):
     name: str = Field(description="Flow-group name.")
     application: str | None = Field(None, description="Name of the SparkApplication running the group.")
@@ -361,6 +370,10 @@ class FlowGroupStatus(_Model):
     lag: int | None = Field(None, description="Records on the sources not yet committed on the target.")
     recordsPerSecond: float | None = Field(None, description="Recent copy rate.")
     lastCommitTime: str | None = Field(None, description="Time of the last committed transaction.")
+    consumerGroupLag: int | None = Field(None, description="Records the consumer groups the group's mirrors "
+                                                           "checkpoint have not read on the sources, summed.")
+    consumerGroups: list[ConsumerGroupLagStatus] = Field(default_factory=list, description="The most lagging "
+                                                         "checkpointed consumer groups (at most 20).")
     message: str | None = Field(None, description="Why the group is not running, if it is not.")
 
 
