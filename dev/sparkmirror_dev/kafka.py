@@ -17,7 +17,7 @@ from pathlib import Path
 
 from . import install, paths
 from .certs import CertificateAuthority
-from .procs import DevEnvError, check_port_free, free_port, spawn, stop_pid, wait_until
+from .procs import DevEnvError, free_port, pick_ports, spawn, stop_pid, wait_until
 
 
 def java_cmd(libs: Path, main: str, *args: str, heap: str = "512m", log4j: bool = True) -> list[str]:
@@ -138,6 +138,7 @@ class KafkaCluster:
             "share.coordinator.state.topic.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",
             "log.segment.bytes": str(64 * 1024 * 1024),
+            "log.cleaner.backoff.ms": "1000",  # a topic made to compact soon (tests) does within seconds
             **(self.security.properties(self) if self.security else {}),
             **self.extra,
         }
@@ -150,19 +151,13 @@ class KafkaCluster:
     def launch(self) -> None:
         """Format the storage (first time only) and spawn the JVM, without waiting for it."""
         libs = install.kafka()
-        given = (self.port, self.controller_port, dict(self.listener_ports))
-        for attempt in range(10):  # another process (a client's source port, a broker) can take a free one
-            self.port, self.controller_port = given[0] or free_port(), given[1] or free_port()
-            if self.security is not None:
-                self.listener_ports = {n: given[2].get(n) or free_port() for n in self.security.listeners}
-            try:
-                for p, role in ((self.port, "broker"), (self.controller_port, "controller"),
-                                *((p, f"{n} listener") for n, p in self.listener_ports.items())):
-                    check_port_free(p, f"Kafka cluster {self.name!r} {role}")
-                break
-            except DevEnvError:
-                if (given[0] and given[1]) or attempt == 9:  # ports the caller chose are reported, never swapped
-                    raise
+        listeners = list(self.security.listeners) if self.security is not None else []
+        ports = pick_ports({"broker": self.port, "controller": self.controller_port,
+                            **{f"{n} listener": self.listener_ports.get(n) for n in listeners}},
+                           f"Kafka cluster {self.name!r}")
+        self.port, self.controller_port = ports["broker"], ports["controller"]
+        if self.security is not None:
+            self.listener_ports = {n: ports[f"{n} listener"] for n in listeners}
         self.home.mkdir(parents=True, exist_ok=True)
         props = self.home / "server.properties"
         props.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))

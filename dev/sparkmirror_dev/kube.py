@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from . import install, paths
-from .procs import DevEnvError, check_port_free, free_port, spawn, stop_pid, wait_until
+from .procs import DevEnvError, pick_ports, spawn, stop_pid, wait_until
 
 ADMIN_USER = "sparkmirror-admin"
 
@@ -45,17 +45,8 @@ class KubeApiServer:
     # --- start / stop -------------------------------------------------------------------------------
     def start(self, timeout: float = 120.0) -> "KubeApiServer":
         bins = install.kubernetes()
-        given = (self.port, self.etcd_port, self.etcd_peer_port)
-        for attempt in range(10):  # another process (a test's broker, a client's source port) can take a free one
-            self.port, self.etcd_port, self.etcd_peer_port = (p or free_port() for p in given)
-            try:
-                for p, what in ((self.port, "kube-apiserver"), (self.etcd_port, "etcd"),
-                                (self.etcd_peer_port, "etcd peer")):
-                    check_port_free(p, what)
-                break
-            except DevEnvError:
-                if all(given) or attempt == 9:  # ports the caller chose are reported, never swapped
-                    raise
+        ports = pick_ports({"kube-apiserver": self.port, "etcd": self.etcd_port, "etcd peer": self.etcd_peer_port})
+        self.port, self.etcd_port, self.etcd_peer_port = ports["kube-apiserver"], ports["etcd"], ports["etcd peer"]
         self.home.mkdir(parents=True, exist_ok=True)
         try:
             self._start_etcd(bins, timeout)

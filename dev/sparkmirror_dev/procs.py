@@ -69,6 +69,22 @@ def check_port_free(port: int, what: str, host: str = "127.0.0.1") -> None:
             raise DevEnvError(f"{what}: port {host}:{port} is already in use ({e.strerror})") from e
 
 
+def pick_ports(given: dict[str, int | None], what: str = "") -> dict[str, int]:
+    """role -> a bindable port: the caller's where given (checked, reported when taken, never swapped), a free
+    one otherwise, chosen again (up to 10 times) when another process (a client's source port, a broker) took
+    it between choosing and checking."""
+    for attempt in range(10):
+        ports = {role: p or free_port() for role, p in given.items()}
+        try:
+            for role, p in ports.items():
+                check_port_free(p, f"{what} {role}".strip())
+            return ports
+        except DevEnvError:
+            if all(given.values()) or attempt == 9:
+                raise
+    raise AssertionError("unreachable")
+
+
 def spawn(cmd: list[str], log: Path, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.Popen:
     """Start a process in its own session (so a stop reaches its children), output to `log`."""
     log.parent.mkdir(parents=True, exist_ok=True)

@@ -24,7 +24,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from confluent_kafka import (Consumer, ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaError, KafkaException,
@@ -34,13 +34,15 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from .consumerlag import ConsumerLag, committed_offsets, consumer_lags, matching_groups
 from .resource.flowgroup import FlowGroupConfig, Mirror
 from .mm2formats import Checkpoint
-from .replication import RecordStamper, policy_for
-from .progress import CommittedCounter, Inside, OffsetMap, ProgressTail, Range
+from .replication import RecordStamper, policy_for, provenance
+from .progress.record import anchor_key
+from .progress import Between, CommittedCounter, Inside, OffsetMap, ProgressTail, Range
 from .topicsync import list_offsets
 
 log = logging.getLogger(__name__)
 
 MM2_INTERNAL_TOPIC_CONFIG = {"cleanup.policy": "compact"}
+PRUNE_ANCHORS_SECONDS = 600.0  # how often the emitter looks for anchors the target's retention made useless
 
 
 # ------------------------------------------------------------------------------------------------- pure
@@ -71,7 +73,8 @@ class GroupFilter:
 
 
 def translate(group: str, committed: Mapping[tuple[str, int], tuple[int, str]],
-              maps: Mapping[tuple[str, int], OffsetMap], inside: Inside | None = None) -> list[Checkpoint]:
+              maps: Mapping[tuple[str, int], OffsetMap], inside: Inside | None = None,
+              between: Between | None = None) -> list[Checkpoint]:
     """Checkpoints for one group: committed[(source topic, partition)] = (offset, metadata).
 
     Partitions with no progress yet (nothing mirrored) or whose offset is older than the history held are
@@ -84,7 +87,7 @@ def translate(group: str, committed: Mapping[tuple[str, int], tuple[int, str]],
         m = maps.get((topic, partition))
         if m is None or not m.records:
             continue
-        downstream = m.translate(offset, inside)
+        downstream = m.translate(offset, inside, between)
         if downstream is None:
             continue
         out.append(Checkpoint(group, m.records[-1].target_topic, partition, offset, downstream, metadata or ""))
@@ -117,52 +120,105 @@ def ensure_topic(admin: AdminClient, topic: str, config: dict[str, str], replica
 
 
 class SourceCounter:
-    """`Inside` for gapped ranges: counts, on the source, the records the copier wrote below an offset.
+    """`Inside` for gapped ranges and `Between` for stretches compaction dropped: counts, on the source, the
+    records the copier wrote below an offset (and, for `between`, finds that many on the target).
 
-    Reads the range read_committed from its first offset (ranges are one transaction: ~100 ms of data) and
-    counts the records the copier copies (all of them, or under the identity policy those the provenance
-    header lets through). Results are cached per (range, offset): groups usually sit still.
+    Reads read_committed and counts the records the copier copies (all of them, or under the identity policy
+    those the provenance header lets through). A range is one transaction (~100 ms of data); a stretch between
+    two held ranges is at most about one anchor block (`progress.record.ANCHOR_EVERY` source offsets). Results
+    are cached: groups usually sit still.
     """
 
-    def __init__(self, source_conf: dict[str, str], stamper: RecordStamper | None = None, timeout: float = 15.0) -> None:
-        self.stamper, self.timeout = stamper, timeout
-        self.consumer = Consumer({**source_conf, "group.id": f"sparkmirror-ckpt-count-{uuid.uuid4().hex[:8]}",
-                                  "enable.auto.commit": False, "isolation.level": "read_committed",
-                                  "enable.partition.eof": True})
+    def __init__(self, source_conf: dict[str, str], stamper: RecordStamper | None = None, timeout: float = 15.0,
+                 target_conf: dict[str, str] | None = None, source_alias: str = "") -> None:
+        self.stamper, self.timeout, self.source_alias = stamper, timeout, source_alias
+        self.consumer = self._consumer(source_conf)
+        self._target_conf = target_conf
+        self._target: Consumer | None = None
         self._cache: dict[tuple, int | None] = {}
 
+    @staticmethod
+    def _consumer(conf: dict[str, str]) -> Consumer:
+        return Consumer({**conf, "group.id": f"sparkmirror-ckpt-count-{uuid.uuid4().hex[:8]}",
+                         "enable.auto.commit": False, "isolation.level": "read_committed",
+                         "enable.partition.eof": True, "auto.offset.reset": "error",
+                         "fetch.wait.max.ms": 20})  # short reads of data that is there: no long polls
+
     def __call__(self, r: Range, offset: int) -> int | None:
-        k = (r.source_topic, r.partition, r.source_first, r.source_last, offset)
-        if k not in self._cache:
+        return self._cached(("in", r.source_topic, r.partition, r.source_first, r.source_last, offset),
+                            lambda: self._count(r.source_topic, r.partition, r.source_first, offset, self.timeout))
+
+    def between(self, before: Range, after: Range, start: int, offset: int) -> int | None:
+        if self._target_conf is None:
+            return None
+        key = ("between", before.source_topic, before.partition, before.source_last, after.source_first, offset)
+
+        def find() -> int | None:
+            budget = max(self.timeout, 60.0)  # at most ~one anchor block on each side
+            n = self._count(before.source_topic, before.partition, before.source_last + 1, offset, budget)
+            return None if n is None else self._nth_on_target(after, start, n, budget)
+        return self._cached(key, find)
+
+    def _cached(self, key: tuple, count: Callable[[], int | None]) -> int | None:
+        if key not in self._cache:
             if len(self._cache) > 100_000:
                 self._cache.clear()
-            self._cache[k] = self._count(r, offset)
-        return self._cache[k]
+            self._cache[key] = count()
+        return self._cache[key]
 
-    def _count(self, r: Range, offset: int) -> int | None:
-        self.consumer.assign([TopicPartition(r.source_topic, r.partition, r.source_first)])
-        n, deadline = 0, time.monotonic() + self.timeout
+    def _count(self, topic: str, partition: int, first: int, offset: int, timeout: float) -> int | None:
+        """Records the copier copies in [first, offset) of a source partition (None: not all there to count)."""
+        n = 0
+        for m in self._read(self.consumer, topic, partition, first, timeout):
+            if m is None:
+                return None
+            if m.offset() >= offset:
+                return n
+            if self.stamper is None or self.stamper.should_copy(m.headers()):
+                n += 1
+        return None
+
+    def _nth_on_target(self, after: Range, start: int, n: int, timeout: float) -> int | None:
+        """The target offset of the n-th (0-based) record mirrored from the source at or after `start`, or
+        `after.target_first` when the stretch holds no more (None: could not read)."""
+        if n == 0:
+            return start
+        if self._target is None:
+            self._target = self._consumer(self._target_conf or {})
+        seen = 0
+        for m in self._read(self._target, after.target_topic, after.partition, start, timeout):
+            if m is None:
+                return None
+            if m.offset() >= after.target_first:
+                return after.target_first
+            if self.stamper is None or provenance(m.headers())[-1:] == [self.source_alias]:
+                if seen == n:
+                    return m.offset()
+                seen += 1
+        return None
+
+    def _read(self, consumer: Consumer, topic: str, partition: int, first: int, timeout: float):
+        """Messages of one partition from `first` until the caller stops; None once the partition ends or the
+        read fails (logged), and then nothing more; nothing more when `timeout` passes."""
+        consumer.assign([TopicPartition(topic, partition, first)])
+        deadline = time.monotonic() + timeout
         try:
             while time.monotonic() < deadline:
-                for m in self.consumer.consume(num_messages=1000, timeout=0.5):
+                for m in consumer.consume(num_messages=1000, timeout=0.05):  # what is there: no batch wait
                     if m.error() is not None:
-                        if m.error().code() == KafkaError._PARTITION_EOF:
-                            return None  # the range is no longer (or not yet) all there
-                        raise KafkaException(m.error())
-                    if m.offset() >= offset:
-                        return n
-                    if self.stamper is None or self.stamper.should_copy(m.headers()):
-                        n += 1
-            return None
-        except KafkaException as e:
-            log.warning("counting %s[%d] from %d on the source failed: %s", r.source_topic, r.partition,
-                        r.source_first, e)
-            return None
+                        if m.error().code() != KafkaError._PARTITION_EOF:
+                            log.warning("counting %s[%d] from offset %d failed: %s", topic, partition, first,
+                                        m.error().str())
+                        yield None
+                        return
+                    yield m
         finally:
-            self.consumer.unassign()
+            consumer.unassign()
 
     def close(self) -> None:
         self.consumer.close()
+        if self._target is not None:
+            self._target.close()
 
 
 class CheckpointEmitter:
@@ -184,13 +240,15 @@ class CheckpointEmitter:
                                  max_history=config.offsetHistory) if tail is None else tail
         stamper = RecordStamper.of(self.policy, mirror.source, mirror.target)
         self.counter = SourceCounter(config.cluster(mirror.source).client_config(),
-                                     stamper if stamper.uses_provenance else None, timeout)
+                                     stamper if stamper.uses_provenance else None, timeout, target_conf, mirror.source)
         self._emitted: dict[tuple[str, str, int], tuple[int, int]] = {}
         self._topic_ready = False
         self.last: dict[str, list[Checkpoint]] = {}
         self.committed_last: dict[str, dict[tuple[str, int], int]] = {}  # group -> its mirrored source offsets
         self.lags: list[ConsumerLag] = []  # of the last round (consumerlag.py)
         self.lag_counters: tuple[CommittedCounter, CommittedCounter] | None = None  # source, target
+        self._prune_at = time.monotonic() + PRUNE_ANCHORS_SECONDS
+        self._pruned: dict[tuple[str, int], set[int]] = {}  # anchor blocks tombstoned, per source partition
 
     def source_groups(self) -> list[str]:
         return matching_groups(self.source_admin, self.groups.matches, self.timeout)
@@ -207,7 +265,7 @@ class CheckpointEmitter:
         for group in self.source_groups():
             committed = {k: v for k, v in self.committed(self.source_admin, group).items() if k in maps}
             self.committed_last[group] = {k: off for k, (off, _md) in committed.items()}
-            cps = translate(group, committed, maps, self.counter)
+            cps = translate(group, committed, maps, self.counter, self.counter.between)
             if cps:
                 out[group] = cps
         return out
@@ -279,7 +337,38 @@ class CheckpointEmitter:
             self.sync_group_offsets(cps)
         self.last = cps
         self.lags = self.consumer_lags(cps)
+        if time.monotonic() >= self._prune_at:
+            self._prune_at = time.monotonic() + PRUNE_ANCHORS_SECONDS
+            self.prune_anchors()
         return cps
+
+    def prune_anchors(self) -> int:
+        """Tombstones the anchors (`progress/record.py`) of this mirror whose stretch of the target its retention
+        has deleted, so anchors live as long as the data they translate to, not as long as the mirror. Returns
+        how many it wrote; a failure is logged, never raised (the next round tries again)."""
+        maps = self.tail.maps()
+        try:
+            lows = list_offsets(self.target_admin, [(m.target_topic, p) for (_t, p), m in maps.items()],
+                                OffsetSpec.earliest(), self.timeout)
+            n = 0
+            for (topic, part), m in maps.items():
+                low = lows.get((m.target_topic, part))
+                done = self._pruned.setdefault((topic, part), set())
+                for block in (m.dead_blocks(low) if low else []):
+                    if block not in done:
+                        self.producer.produce(self.config.progressTopic, key=anchor_key(
+                            self.mirror.source, topic, part, self.config.resource, block), value=None)
+                        done.add(block)
+                        n += 1
+            if n:
+                self.producer.flush(self.timeout)
+                log.info("mirror %s: %d anchors of the offset map removed (their target records were deleted by "
+                         "retention)", self.mirror.name, n)
+            return n
+        except KafkaException as e:
+            log.warning("mirror %s: removing old anchors of the offset map failed (tried again later): %s",
+                        self.mirror.name, e)
+            return 0
 
     def consumer_lags(self, cps: Mapping[str, list[Checkpoint]]) -> list[ConsumerLag]:
         """The groups' lag on the source and after their checkpoints on the target (offset requests; small lags

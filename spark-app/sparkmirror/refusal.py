@@ -78,21 +78,30 @@ def refusal(conf: dict[str, str], timeout: float) -> str | None:
     return None
 
 
-def write_refused(conf: dict[str, str], topic: str, timeout: float = 5.0) -> bool:
-    """Whether the cluster says this client's principal may not WRITE `topic` (the topic's authorized operations).
+def write_refused(conf: dict[str, str], topics: list[str], timeout: float = 5.0) -> str | None:
+    """The first of `topics` the cluster says this client's principal may not WRITE (the topics' authorized
+    operations, asked in one request).
 
     A transactional producer refused by ACLs only sees its transaction fail (INVALID_TXN_STATE, an abortable
-    error that looks transient); the cause goes to librdkafka's log. False when it may write or does not
-    answer (an outage is waited out as before)."""
+    error that looks transient); the cause goes to librdkafka's log. None when it may write them all or the
+    cluster does not answer (an outage is waited out as before)."""
     from confluent_kafka import TopicCollection
     from confluent_kafka.admin import AclOperation, AdminClient
 
+    wanted = list(dict.fromkeys(topics))
+    if not wanted:
+        return None
     admin = AdminClient({**conf, "socket.timeout.ms": str(int(timeout * 1000))}, logger=_QUIET)
     try:
-        fut = admin.describe_topics(TopicCollection([topic]), request_timeout=timeout,
-                                    include_authorized_operations=True)[topic]
-        ops = fut.result(timeout)
-    except Exception:  # noqa: BLE001 - unreachable or unknown: not a refusal we can name
-        return False
-    allowed = ops.authorized_operations
-    return allowed is not None and not {AclOperation.WRITE, AclOperation.ALL} & set(allowed)
+        futures = admin.describe_topics(TopicCollection(wanted), request_timeout=timeout,
+                                        include_authorized_operations=True)
+    except Exception:  # noqa: BLE001 - as below
+        return None
+    for topic in wanted:
+        try:
+            allowed = futures[topic].result(timeout).authorized_operations
+        except Exception:  # noqa: BLE001 - unreachable or unknown: not a refusal we can name
+            continue
+        if allowed is not None and not {AclOperation.WRITE, AclOperation.ALL} & set(allowed):
+            return topic
+    return None

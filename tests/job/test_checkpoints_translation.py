@@ -186,3 +186,114 @@ def test_checkpoints_translate_exactly_and_sync_groups(kafka_a, kafka_b, topic, 
     out = run_java("TranslateProbe", JAVA, kafka_b.bootstrap, "a", g1).splitlines()
     java = {(t, int(p)): int(o) for t, p, o in (line.split("\t") for line in out)}
     assert java == {(dst, cp.partition): cp.downstream_offset for cp in cps[g1]}
+
+
+def _raw_progress_values(bootstrap: str, topic: str, key: bytes) -> int:
+    """How many values of one key the progress topic still holds (compaction drops older ones)."""
+    return sum(1 for r in read_topic(bootstrap, topic)[0] if r.key == key)
+
+
+@pytest.mark.kafka
+def test_translation_stays_exact_after_the_progress_topic_compacted(kafka_a, kafka_b, topic, flowgroup,
+                                                                     monkeypatch) -> None:
+    """A group far behind: the ranges it sits in were compacted away; anchors and counting on both clusters
+    still give the exact target position for every offset."""
+    import sparkmirror.progress.record as record
+    from sparkmirror.progress import PROGRESS_TOPIC_CONFIG, progress_key, read_progress
+    from sparkmirror_dev.testing import create_topic
+
+    monkeypatch.setattr(record, "ANCHOR_EVERY", 100)  # an anchor per 100 source offsets (50,000 in production)
+    src = topic(kafka_a, 1)
+    cfg = flowgroup(src, mirror={"groups": "lagging-.*"})
+    mirror = cfg.mirrors[0]
+    create_topic(kafka_b.bootstrap, cfg.progressTopic, 1,
+                 {**PROGRESS_TOPIC_CONFIG, "segment.ms": "200", "min.cleanable.dirty.ratio": "0.01"})
+    routes = TopicSync(cfg, mirror).sync()
+    dst = routes[0].target_topic
+    tx = Producer({"bootstrap.servers": kafka_a.bootstrap, "transactional.id": unique_name("anchor-tx")})
+    tx.init_transactions(30)
+    plain = Producer({"bootstrap.servers": kafka_a.bootstrap})
+    for chunk in range(12):  # ~12+ ranges, with aborted records and transaction markers inside them
+        for i in range(25):
+            plain.produce(src, value=f"{chunk}:p{i}".encode(), partition=0)
+        assert plain.flush(30) == 0
+        for what in ("abort", "commit"):
+            tx.begin_transaction()
+            for i in range(7):
+                tx.produce(src, value=f"{chunk}:{what}{i}".encode(), partition=0)
+            tx.flush(30)
+            (tx.abort_transaction if what == "abort" else tx.commit_transaction)(30)
+        lane = plan_lanes(mirror.name, 1, [(src, dst, 1)])[0]
+        copy_lane(cfg, mirror, lane.index, list(lane.partitions), 0.5)
+
+    key = progress_key("a", src, 0, cfg.resource)
+    written = 12  # at least a range per chunk
+    import time
+    t0 = time.monotonic()
+    for _ in range(90):  # the broker compacts the progress topic (a segment per 200 ms, cleaner every 1 s)
+        plain.produce(src, value=b"tick", partition=0)  # later records roll the segments the cleaner may take
+        plain.flush(30)
+        lane = plan_lanes(mirror.name, 1, [(src, dst, 1)])[0]
+        copy_lane(cfg, mirror, lane.index, list(lane.partitions), 0.2)
+        if _raw_progress_values(kafka_b.bootstrap, cfg.progressTopic, key) <= 3:
+            break
+    print(f"compacted after {time.monotonic() - t0:.1f}s, {_} rounds")
+    held = read_progress(cfg.cluster("b").client_config(), cfg.progressTopic, "a", resource=cfg.resource)
+    m = held.maps[("a", src, 0)]
+    total_ranges = held.latest[("a", src, 0)]
+    assert _raw_progress_values(kafka_b.bootstrap, cfg.progressTopic, key) <= 3, "the progress topic did not compact"
+    assert 3 <= len(m) < written, f"{len(m)} ranges held of {written}+ written: anchors expected"
+
+    source = {r.offset: r.value for r in read_topic(kafka_a.bootstrap, src)[0]}
+    target = [(r.offset, r.value) for r in read_topic(kafka_b.bootstrap, dst)[0]]
+    end = max(source) + 1
+    assert [v for _o, v in target] == [source[o] for o in sorted(source)]
+
+    def expected(o: int) -> int:
+        """The target offset of the first record at or after source offset `o` (the end: past the last)."""
+        rest = [v for s, v in sorted(source.items()) if s >= o]
+        return next(t for t, v in target if v == rest[0]) if rest else target[-1][0] + 1
+
+    def reads_first(t: int) -> int:
+        """What a consumer at target offset `t` reads first (a transaction marker's offset reads the next)."""
+        return next((x for x, _v in target if x >= t), target[-1][0] + 1)
+
+    emitter = CheckpointEmitter(cfg, mirror)
+    try:
+        maps = {(src, 0): m}
+        offsets = sorted(set(range(0, end + 1, 7)) | {end})
+        got = {o: translate("lagging-g", {(src, 0): (o, "")}, maps, emitter.counter, emitter.counter.between)
+               for o in offsets}
+        wrong = {o: (got[o][0].downstream_offset if got[o] else None, expected(o)) for o in offsets
+                 if not got[o] or reads_first(got[o][0].downstream_offset) != expected(o)}
+        assert not wrong, f"translated / exact: {wrong}"
+        print(f"translated {len(offsets)} offsets in {time.monotonic() - t0:.1f}s; {len(m)} ranges held")
+        # without counting across the dropped ranges a lagging group would repeat records: the holes are real
+        plain_map = {o: translate("lagging-g", {(src, 0): (o, "")}, maps, emitter.counter) for o in offsets}
+        assert sum(reads_first(plain_map[o][0].downstream_offset) != expected(o) for o in offsets) > len(offsets) // 3
+
+        # a lagging group gets its checkpoint from the emitter itself, read from the compacted topic
+        g = unique_name("lagging-g")
+        commit_group(kafka_a.bootstrap, g, {(src, 0): 40})
+        cps = emitter.run_once()
+        assert [(cp.upstream_offset, reads_first(cp.downstream_offset)) for cp in cps[g]] == [(40, expected(40))]
+
+        # the target's retention deletes the older records: their anchors are removed, the newest stays
+        newest = m.records[-1]
+        admin = AdminClient({"bootstrap.servers": kafka_b.bootstrap})  # held until the answer: the future needs it
+        cut = TopicPartition(dst, 0, newest.target_first)
+        admin.delete_records([cut])[cut].result(30)
+        assert emitter.prune_anchors() == len({b for b in (record.anchor_block(r.source_first) for r in m.records)
+                                               if b < record.anchor_block(newest.source_first)}) > 0
+        assert emitter.prune_anchors() == 0  # once
+        for _ in range(60):
+            plain.produce(src, value=b"tick", partition=0)
+            plain.flush(30)
+            copy_lane(cfg, mirror, lane.index, list(lane.partitions), 0.2)
+            now = read_progress(cfg.cluster("b").client_config(), cfg.progressTopic, "a", resource=cfg.resource)
+            if now.maps[("a", src, 0)].records[0].source_first >= newest.source_first:
+                break
+        assert now.maps[("a", src, 0)].records[0].source_first >= newest.source_first
+    finally:
+        emitter.close()
+    assert total_ranges.next_offset == end

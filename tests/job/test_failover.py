@@ -23,6 +23,7 @@ from sparkmirror.lanes import plan_lanes
 from sparkmirror.mm2formats import Checkpoint
 from sparkmirror.progress import ensure_progress_topic
 from sparkmirror.topicsync import TopicSync
+from sparkmirror_dev.kafka import KafkaCluster
 from sparkmirror_dev.testing import commit_group, count_records, produce_numbered, read_topic, unique_name
 
 from .conftest import wait_for
@@ -54,6 +55,25 @@ def _consume_as(bootstrap: str, group: str, topic: str, partitions: int) -> dict
         assert not todo, f"did not reach the end of {topic} partitions {todo}"
     finally:
         c.close()
+    return out
+
+
+def _read_as(bootstrap: str, group: str, topic: str, upto: dict[int, int]) -> dict[int, list[int]]:
+    """A consumer of `group` reads each partition's first `upto[p]` records and commits: sequences read."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                  "isolation.level": "read_committed"})
+    out: dict[int, list[int]] = {p: [] for p in upto}
+    try:
+        c.assign([TopicPartition(topic, p, 0) for p in upto])
+        deadline = time.monotonic() + 60
+        while any(len(out[p]) < n for p, n in upto.items()) and time.monotonic() < deadline:
+            for m in c.consume(100, 0.5):
+                if m.error() is None and len(out[m.partition()]) < upto[m.partition()]:
+                    out[m.partition()].append(int(m.value().decode().split(":")[1]))
+        c.commit(offsets=[TopicPartition(topic, p, upto[p]) for p in upto], asynchronous=False)
+    finally:
+        c.close()
+    assert {p: len(v) for p, v in out.items()} == upto
     return out
 
 
@@ -140,10 +160,18 @@ def test_failover_stops_the_mirror_and_moves_groups_exactly(kafka_a, kafka_b, to
 
 
 @pytest.mark.kafka
-def test_failover_command_with_the_source_gone_uses_the_last_checkpoints(kafka_a, kafka_b, topic, tmp_path,
-                                                                          capfd) -> None:
-    """The disaster case: the source does not answer; groups move to their last checkpoints, and a group with
+def test_failover_command_with_the_source_gone_uses_the_last_checkpoints(kafka_b, topic, tmp_path, capfd) -> None:
+    """The disaster case: the source cluster's broker is stopped; groups move to their last checkpoints, a group
+    that read part of the topic on the source reads the rest on the target, each record once, and a group with
     consumers on the target is refused (exit 1), named in the report."""
+    east = KafkaCluster("east", tmp_path / "east").start()  # its own: this test stops it
+    try:
+        _source_dies(east, kafka_b, topic, tmp_path, capfd)
+    finally:
+        east.stop()
+
+
+def _source_dies(kafka_a: KafkaCluster, kafka_b: KafkaCluster, topic, tmp_path, capfd) -> None:
     src = topic(kafka_a, 2)
     name = unique_name("fo")
     alias = unique_name("east")  # its own `<alias>.checkpoints.internal` on the shared target: others read theirs
@@ -166,7 +194,7 @@ def test_failover_command_with_the_source_gone_uses_the_last_checkpoints(kafka_a
         if lane.partitions:
             copy_lane(cfg, mirror, lane.index, list(lane.partitions), 3.0)
     moved, busy = unique_name("dr-moved"), unique_name("dr-busy")
-    commit_group(kafka_a.bootstrap, moved, {(src, 0): 30, (src, 1): 50})
+    read_on_source = _read_as(kafka_a.bootstrap, moved, src, {0: 30, 1: 50})  # consumed and committed there
     commit_group(kafka_a.bootstrap, busy, {(src, 0): 10})
     emitter = CheckpointEmitter(cfg, mirror)  # what the running mirror emitted before the source went away
     try:
@@ -181,9 +209,8 @@ def test_failover_command_with_the_source_gone_uses_the_last_checkpoints(kafka_a
     consumer.subscribe([dst])
     try:
         wait_for(lambda: consumer.poll(0.5) is not None or bool(consumer.assignment()), 60, "the busy consumer joins")
-        doc["spec"]["mirrors"][0]["source"]["bootstrapServers"] = "127.0.0.1:9"  # the source is gone
-        gone = tmp_path / "gone.yaml"
-        gone.write_text(json.dumps(doc))
+        kafka_a.stop()  # the source cluster dies
+        gone = live
         rc = main(["failover", "-f", str(gone), "--mirror", alias, "-o", "json", "--timeout", "20",
                    "--log-file", str(tmp_path / "failover.log")])
     finally:
@@ -197,8 +224,9 @@ def test_failover_command_with_the_source_gone_uses_the_last_checkpoints(kafka_a
     assert {r["action"] for r in groups[busy]} == {"active"}
     assert {(r["partition"], r["action"], r["sourceOffset"]) for r in groups[moved]} == \
         {(0, "committed", 30), (1, "committed", 50)}
-    # with the source's records numbered and copied densely, the target offsets are the same positions
-    assert _consume_as(kafka_b.bootstrap, moved, dst, 2) == {0: list(range(30, 80)), 1: list(range(50, 80))}
+    # what the group read on the source, then on the target: every record once
+    on_target = _consume_as(kafka_b.bootstrap, moved, dst, 2)
+    assert {p: read_on_source[p] + on_target[p] for p in (0, 1)} == {0: list(range(80)), 1: list(range(80))}
 
     # a mirror that never emitted checkpoints, its source gone: nothing to translate from, said plainly (exit 1)
     never = json.loads(json.dumps(doc))

@@ -46,3 +46,72 @@ def test_acl_records_and_unknown_mark_kinds_are_told_apart_from_progress() -> No
     assert decode_mark_key(b'{"somethingLaterOf":["ns/r"]}') == ("somethingLaterOf", ())
     row = ["TOPIC", "a.t", "LITERAL", "User:alice", "*", "READ", "ALLOW"]
     assert json.loads(acls_value([row], 5)) == {"v": 1, "bindings": [row], "atMs": 5}
+
+
+def test_anchors_extend_the_offset_map_beyond_compaction_and_never_reset_it() -> None:
+    from sparkmirror.progress import ProgressRecord, ProgressState
+    from sparkmirror.progress.record import anchor_key, decode_mark_key
+
+    def rec(first: int, last: int, tgt: int, src_id: str = "id1") -> ProgressRecord:
+        n = last - first + 1
+        return ProgressRecord("a", "t", 0, last + 1, first, last, "a.t", tgt, tgt + n - 1, n, 0, 1,
+                              source_topic_id=src_id, records_total=last + 1)
+
+    assert decode_mark_key(anchor_key("a", "t", 3, "ns/r", 7)) == ("anchorOf", ("a", "t", 3, "ns/r", 7))
+    assert decode_mark_key(rec(0, 9, 0).anchor_key()) == ("anchorOf", ("a", "t", 0, "", 0))
+    # what a compacted topic holds, in log order: anchors of old blocks, then the latest record and its anchor
+    s = ProgressState()
+    for r in (rec(0, 9, 0), rec(60_000, 60_009, 61_000)):
+        s.add_anchor(r)
+    latest = rec(120_000, 120_009, 122_000)
+    s.add(latest)
+    s.add_anchor(latest)  # written right after its progress record: already held
+    m = s.maps[("a", "t", 0)]
+    assert [r.source_first for r in m.records] == [0, 60_000, 120_000]
+    assert s.latest[("a", "t", 0)] == latest and s.totals[("a", "t", 0)] == 120_010
+    # an anchor older than what is held, or of another topic id, never resets the map (several partitions
+    # of a progress topic are not read in commit order)
+    s.add_anchor(rec(30_000, 30_009, 30_500))
+    s.add_anchor(rec(130_000, 130_009, 132_000, src_id="id2"))
+    assert [r.source_first for r in s.maps[("a", "t", 0)].records] == [0, 60_000, 120_000]
+    # a progress record of a recreated topic does
+    s.add(rec(0, 4, 200_000, src_id="id2"))
+    assert [r.source_first for r in s.maps[("a", "t", 0)].records] == [0]
+
+
+def test_translation_counts_across_dropped_ranges_only_where_records_were_copied() -> None:
+    from sparkmirror.progress import OffsetMap, ProgressRecord
+
+    def rec(first: int, last: int, tgt_first: int, tgt_last: int, count: int) -> ProgressRecord:
+        return ProgressRecord("a", "t", 0, last + 1, first, last, "a.t", tgt_first, tgt_last, count, 0, 1)
+
+    # held: source 0..9 -> target 0..9, then (ranges dropped) source 500..509 -> target 480..489
+    m = OffsetMap([rec(0, 9, 0, 9, 10), rec(11, 19, 11, 19, 9), rec(500, 509, 480, 489, 10)])
+    calls = []
+
+    def between(before, after, start, o):
+        calls.append((before.source_last, after.source_first, start, o))
+        return start + (o - 20)  # pretend the stretch copied every offset from 20 on
+
+    assert m.translate(10, None, between) == 10   # a marker between adjacent ranges: no counting
+    assert m.translate(300, None, between) == 20 + 280
+    assert calls == [(19, 500, 20, 300)]
+    assert m.translate(300) == 20                  # not counting: repeat, never skip
+    assert m.translate(300, None, lambda *a: 10_000) == 20  # an answer outside the stretch is not believed
+    assert m.translate(505, None, between) == 485  # inside a held range: arithmetic
+
+
+def test_dead_anchor_blocks_are_those_before_the_target_retention() -> None:
+    from sparkmirror.progress import OffsetMap, ProgressRecord
+    from sparkmirror.progress.record import ANCHOR_EVERY
+
+    def rec(first: int, tgt: int) -> ProgressRecord:
+        return ProgressRecord("a", "t", 0, first + 10, first, first + 9, "a.t", tgt, tgt + 9, 10, 0, 1)
+
+    b = ANCHOR_EVERY
+    m = OffsetMap([rec(0, 0), rec(b, 1_000), rec(2 * b + 5, 2_000), rec(3 * b, 3_000), rec(3 * b + 20, 3_020)])
+    assert m.dead_blocks(0) == []            # retention deleted nothing
+    assert m.dead_blocks(500) == []          # inside block 0's stretch: it still translates
+    assert m.dead_blocks(1_000) == [0]
+    assert m.dead_blocks(2_500) == [0, 1]
+    assert m.dead_blocks(10**9) == [0, 1, 2]  # the newest block stays whatever retention did

@@ -53,7 +53,7 @@ def _copier() -> LaneCopier:
 
 def test_a_commit_refused_by_acls_stops_the_lane_naming_the_topic(monkeypatch) -> None:
     asked: list[str] = []
-    monkeypatch.setattr(loop, "write_refused", lambda conf, topic: asked.append(topic) or True)
+    monkeypatch.setattr(loop, "write_refused", lambda conf, topics: asked.extend(topics) or topics[0])
     copier = _copier()
     with pytest.raises(CopyError, match=r"refuses to let the mirror write topic 'src\.t'.*TOPIC_AUTHORIZATION"):
         copier._commit()
@@ -61,7 +61,7 @@ def test_a_commit_refused_by_acls_stops_the_lane_naming_the_topic(monkeypatch) -
 
 
 def test_a_commit_failing_while_the_topic_is_writable_is_waited_out(monkeypatch) -> None:
-    monkeypatch.setattr(loop, "write_refused", lambda conf, topic: False)
+    monkeypatch.setattr(loop, "write_refused", lambda conf, topics: None)
     with pytest.raises(Unreachable):
         with loop.talking_to("target", "tgt", "copying"):
             _copier()._commit()
@@ -69,7 +69,7 @@ def test_a_commit_failing_while_the_topic_is_writable_is_waited_out(monkeypatch)
 
 def test_the_records_delivery_error_is_reported_before_the_commits(monkeypatch) -> None:
     """When the records' own reports are waiting, they name the cause (here a record too large)."""
-    monkeypatch.setattr(loop, "write_refused", lambda conf, topic: False)
+    monkeypatch.setattr(loop, "write_refused", lambda conf, topics: None)
     copier = _copier()
     copier._delivery_errors.append((KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "too large"), "t", 0, 3))
     with pytest.raises(CopyError, match=r"offset 3 -> tgt/src\.t: MSG_SIZE_TOO_LARGE"):

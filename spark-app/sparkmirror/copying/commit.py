@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from ..progress import ProgressRecord
+from ..progress.record import anchor_block
 from ..resource.flowgroup import Delivery
 from .errors import LaneFenced, is_fenced
 
@@ -74,10 +75,16 @@ class CommitProtocol(ABC):
 
     def __init__(self, progress_topic: str) -> None:
         self.progress_topic = progress_topic
+        self._anchored: dict[tuple[str, str, int], int] = {}  # source partition -> anchor block last committed
 
     def start(self) -> None:
         """The first call of a fresh lane: aborts the open transaction of any older copy and fences it."""
         self.fence.init_transactions(60)
+
+    def resumed(self, positions: dict[tuple[str, int, int], int]) -> None:
+        """Where the lane continues mirroring each source partition it has progress for: a partition's first
+        range is anchored only when it enters another anchor block (the block's anchor was written already)."""
+        self._anchored.update({k: anchor_block(o - 1) for k, o in positions.items() if o > 0})
 
     @abstractmethod
     def begin(self) -> None:
@@ -107,9 +114,18 @@ class CommitProtocol(ABC):
         flush_quietly(self.producer)
 
     def _write_progress(self, progress: Iterable[ProgressRecord], on_delivery: OnDelivery) -> None:
+        """Progress records, and an anchor after each that starts an anchor block (or the lane's first): see
+        `progress/record.py`."""
+        anchored = {}
         for rec in progress:
-            self.fence.produce(self.progress_topic, key=rec.key(), value=rec.value(), on_delivery=on_delivery)
+            value = rec.value()
+            self.fence.produce(self.progress_topic, key=rec.key(), value=value, on_delivery=on_delivery)
+            block = anchor_block(rec.source_first)
+            if self._anchored.get(rec.source_partition) != block:
+                self.fence.produce(self.progress_topic, key=rec.anchor_key(), value=value, on_delivery=on_delivery)
+                anchored[rec.source_partition] = block
         transact(self.fence.commit_transaction, 60)
+        self._anchored.update(anchored)
 
 
 class ExactlyOnce(CommitProtocol):

@@ -229,6 +229,8 @@ class LaneCopier:
         positions, self._committed_totals = resume_positions(self.config, self.mirror, self.consumer,
                                                              list(self.route), self.topic_ids, self.route)
         self._committed_next = dict(positions)
+        self.protocol.resumed({(self.mirror.source, t, p): o for (t, p), o in positions.items()
+                               if (t, p) in self._committed_totals})
         self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in positions.items()])
         log.info("lane %s: started in %.0f ms (%d partitions)", self.tid, (time.monotonic() - t0) * 1000,
                  len(positions))
@@ -482,12 +484,12 @@ class LaneCopier:
         instead of being waited on."""
         if err.code() != KafkaError.INVALID_TXN_STATE:
             return
-        for topic in dict.fromkeys(written):
-            if write_refused(self.target_conf, topic):
-                self._abort_quietly()
-                raise CopyError(f"mirror {self.mirror.name!r}: target cluster {self.mirror.target!r} refuses to let "
-                                f"the mirror write topic {topic!r} (TOPIC_AUTHORIZATION_FAILED: no WRITE permission "
-                                f"for the mirror's principal); {describe(err)}")
+        topic = write_refused(self.target_conf, written)
+        if topic is not None:
+            self._abort_quietly()
+            raise CopyError(f"mirror {self.mirror.name!r}: target cluster {self.mirror.target!r} refuses to let "
+                            f"the mirror write topic {topic!r} (TOPIC_AUTHORIZATION_FAILED: no WRITE permission "
+                            f"for the mirror's principal); {describe(err)}")
 
     def _raise_refused(self, err: KafkaError, topic: str, part: int, offset: int) -> None:
         target = self.route.get((topic, part), "?")

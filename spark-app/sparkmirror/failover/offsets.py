@@ -53,7 +53,7 @@ def translate_now(emitter: CheckpointEmitter, select: Callable[[str], bool], sta
         for (topic, part), (offset, metadata) in sorted(emitter.committed(emitter.source_admin, group).items()):
             if offset < 0 or ((topic, part) not in maps and not mirrored.matches(topic)):
                 continue  # no committed offset, or a topic this mirror does not copy
-            cps = translate(group, {(topic, part): (offset, metadata)}, maps, emitter.counter)
+            cps = translate(group, {(topic, part): (offset, metadata)}, maps, emitter.counter, emitter.counter.between)
             if cps:
                 checkpoints.setdefault(group, []).extend(cps)
                 continue

@@ -21,10 +21,10 @@ from .lag import (EXACT_LAG_BELOW, CommittedCounter, lag_position, partition_lag
 from .reader import ProgressReader, ProgressTail, ensure_progress_topic, progress_topic_problem, read_progress
 from .record import (PROGRESS_FORMAT_VERSION, PROGRESS_TOPIC_CONFIG, ProgressRecord, SourcePartition, decode_key,
                      progress_key)
-from .state import MAX_HISTORY, Inside, OffsetMap, ProgressState, Range
+from .state import MAX_HISTORY, Between, Inside, OffsetMap, ProgressState, Range
 
 __all__ = [
-    "EXACT_LAG_BELOW", "MAX_HISTORY", "PROGRESS_FORMAT_VERSION", "PROGRESS_TOPIC_CONFIG", "CommittedCounter",
+    "Between", "EXACT_LAG_BELOW", "MAX_HISTORY", "PROGRESS_FORMAT_VERSION", "PROGRESS_TOPIC_CONFIG", "CommittedCounter",
     "Inside", "OffsetMap", "ProgressReader", "ProgressRecord", "ProgressState", "ProgressTail", "Range",
     "SourcePartition", "decode_key", "ensure_progress_topic", "lag_position", "partition_lag", "partition_lags",
     "progress_key", "progress_topic_problem",

@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 import json
 
-from .record import PROGRESS_TOPIC_CONFIG, ProgressRecord, decode_key, decode_mark_key
+from .record import PROGRESS_TOPIC_CONFIG, ProgressRecord, decode_key, decode_mark_key, progress_key
 from .state import MAX_HISTORY, OffsetMap, ProgressState
 
 _NO_LEADER_YET = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
@@ -91,6 +91,13 @@ class ProgressReader:
     def _apply(self, msg: Message) -> bool:
         """One committed message into the state; True when it concerns a selected partition."""
         mark = decode_mark_key(msg.key())
+        if mark is not None and mark[0] == "anchorOf":  # an older range kept for the offset map
+            cluster, topic, partition, resource, _block = mark[1]
+            if msg.value() is None or not self._selected((cluster, topic, partition), resource or None):
+                return False
+            self.state.add_anchor(ProgressRecord.decode(progress_key(cluster, topic, partition, resource or None),
+                                                        msg.value()))
+            return True
         if mark is not None:  # a mark or an ACL record: never progress
             self._mark(*mark, msg.value())
             return False

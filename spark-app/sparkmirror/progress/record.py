@@ -27,6 +27,17 @@ so that it removes only bindings it made, never hand-made ones:
   value = {"v": 1, "bindings": [[resourceType, name, patternType, principal, host, operation, permission], ...],
            "atMs": t}   (enum names as strings: ["TOPIC", "a.orders", "LITERAL", "User:alice", "*", "READ", "ALLOW"])
   rewritten whole by the mirror (its only writer) after each ACL sync that changed what it owns.
+Anchors (the offset map beyond compaction): compaction keeps one value per progress key, so the dense map of
+older ranges is lost within minutes, and a consumer group lagging behind it could not be translated. So the first
+range a lane commits in each block of `ANCHOR_EVERY` source offsets of a partition (and the first after a lane
+starts) is also written, in the same transaction and after its progress record, under a key of its own:
+  key   = JSON {"anchorOf": ["<source cluster alias>", "<source topic>", <partition>, "<namespace/name>", block]}
+  value = the progress record's value, unchanged
+Compaction keeps one range per block, so a partition's map keeps a range every ~`ANCHOR_EVERY` offsets as long
+as the key lives; between two ranges held, translation counts records on both clusters
+(`checkpoints.SourceCounter.between`), never more than about one block. Readers put anchors into the offset map
+only, never into the latest record or the totals. An anchor lives as long as its key: one record (~350 bytes) per
+block a partition ever mirrored (20,000 for a billion offsets), read with the rest of the topic at lane start.
 Marks and ACL records are not progress: readers keep them apart and never count them; a mark key of a kind this
 version does not know is skipped, so a later kind does not stop an older reader.
 Ranges are inclusive offsets; `count` is how many records the range held (ranges can contain gaps: source
@@ -100,7 +111,19 @@ def failover_value(active: bool, at_ms: int, mirrors: list[str]) -> bytes:
 AclsOf = tuple[str, str]
 """(resource namespace/name, mirror): whose created ACLs an ACL record lists."""
 
-MARK_KINDS = ("generationOf", "failoverOf", "aclsOf")
+MARK_KINDS = ("generationOf", "failoverOf", "aclsOf", "anchorOf")
+
+ANCHOR_EVERY = 50_000
+"""Source offsets per anchor block: bounds what translating a long-compacted offset reads on each cluster."""
+
+
+def anchor_block(source_first: int) -> int:
+    return source_first // ANCHOR_EVERY
+
+
+def anchor_key(source_cluster: str, topic: str, partition: int, resource: str | None, block: int) -> bytes:
+    return json.dumps({"anchorOf": [source_cluster, topic, partition, resource or "", block]},
+                      separators=(",", ":")).encode()
 
 
 def acls_key(resource: str, mirror: str) -> bytes:
@@ -113,8 +136,8 @@ def acls_value(bindings: list[list[str]], at_ms: int) -> bytes:
 
 
 def decode_mark_key(key: bytes | None) -> tuple[str, tuple[str, ...]] | None:
-    """(kind, whose) of a mark's key -- ("generationOf" | "failoverOf", (resource, uid, flow group)) or
-    ("aclsOf", (resource, mirror)) -- or None when `key` is a progress key. A JSON object of another kind (a
+    """(kind, whose) of a mark's key -- ("generationOf" | "failoverOf", (resource, uid, flow group)),
+    ("aclsOf", (resource, mirror)) or ("anchorOf", (cluster, topic, partition, resource, block)) -- or None when `key` is a progress key. A JSON object of another kind (a
     later version's) is (its kind, ()), for readers to skip."""
     if not key or not key.startswith(b"{"):
         return None
@@ -127,6 +150,9 @@ def decode_mark_key(key: bytes | None) -> tuple[str, tuple[str, ...]] | None:
     if kind == "aclsOf":
         resource, mirror = k[kind]
         return kind, (resource, mirror)
+    if kind == "anchorOf":
+        cluster, topic, partition, resource, block = k[kind]
+        return kind, (cluster, topic, int(partition), resource, int(block))
     resource, uid, group = k[kind]
     return kind, (resource, uid, group)
 
@@ -164,6 +190,10 @@ class ProgressRecord:
 
     def key(self) -> bytes:
         return progress_key(self.source_cluster, self.source_topic, self.partition, self.resource)
+
+    def anchor_key(self) -> bytes:
+        return anchor_key(self.source_cluster, self.source_topic, self.partition, self.resource,
+                          anchor_block(self.source_first))
 
     def value(self) -> bytes:
         return json.dumps({

@@ -22,12 +22,17 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from .record import AclsOf, GenerationOf, ProgressRecord, SourcePartition
+from .record import AclsOf, GenerationOf, ProgressRecord, SourcePartition, anchor_block
 
 MAX_HISTORY = 200_000  # progress records kept per source partition (oldest dropped first)
 
 Inside = Callable[["Range", int], "int | None"]
 """inside(range, o): how many records of `range` the copier wrote for source offsets below `o` (None: unknown)."""
+
+Between = Callable[["Range", "Range", int, int], "int | None"]
+"""between(before, after, start, o): in a stretch of the map whose ranges compaction dropped (between the held
+ranges `before` and `after`; its target records begin at `start`), the target offset of the record that was
+source offset `o`, counted on both clusters (None: unknown)."""
 
 
 class Range(NamedTuple):
@@ -109,7 +114,7 @@ class OffsetMap:
                 del c[: self._start]
             self._start = 0
 
-    def translate(self, offset: int, inside: Inside | None = None) -> int | None:
+    def translate(self, offset: int, inside: Inside | None = None, between: Between | None = None) -> int | None:
         """The target offset a consumer at source `offset` (next to read) continues from, exactly.
 
         At range boundaries and in gap-free ranges this is arithmetic. Past a range, or in a range that wrote
@@ -118,14 +123,26 @@ class OffsetMap:
         markers, records filtered as loops) the position inside the range is `target_first + inside(range,
         offset)`; the copier writes each range in one transaction, so its target offsets are consecutive.
         Without `inside`, or if it cannot tell, the range's first target offset (a few records repeated, none
-        skipped). None when `offset` is older than the history held, or nothing was written yet.
+        skipped). Past a range and before the next one held, where compaction dropped the ranges in between
+        (only anchors are left there, see `record.py`), it is `between(...)`; without it, or if it cannot
+        tell, the offset after the earlier range (records repeated, none skipped). None when `offset` is older
+        than the history held, or nothing was written yet.
         """
         firsts = self._cols[0]
         i = bisect_right(firsts, offset, lo=self._start) - 1 - self._start
         if i < 0:
             return None
         r = self.records[i]
-        if offset > r.source_last or r.count == 0:
+        if offset > r.source_last:
+            start = self._target_next(i)
+            if between is not None and start is not None and i + 1 < len(self):
+                after = self.records[i + 1]
+                if after.count > 0 and after.target_first > start + 1 and after.source_first > r.source_last + 1:
+                    t = between(r, after, start, offset)  # records were copied between: count them
+                    if t is not None and start <= t <= after.target_first:
+                        return t
+            return start
+        if r.count == 0:
             return self._target_next(i)
         if offset == r.source_first:
             return r.target_first
@@ -136,6 +153,20 @@ class OffsetMap:
             if n is not None and 0 <= n <= r.count:
                 return r.target_first + n
         return r.target_first
+
+    def dead_blocks(self, target_low: int) -> list[int]:
+        """Anchor blocks (`record.anchor_block`) of held ranges that can translate nothing any more: every
+        block before that of the newest range whose target records start below `target_low` (the target's
+        earliest offset): whatever they map to the target has been deleted by its retention."""
+        firsts, tfirsts, counts = self._cols[0], self._cols[2], self._cols[4]
+        cut = None
+        for j in range(len(firsts) - 1, self._start - 1, -1):
+            if counts[j] > 0 and 0 <= tfirsts[j] <= target_low:
+                cut = anchor_block(firsts[j])
+                break
+        if cut is None:
+            return []
+        return sorted({b for b in map(anchor_block, firsts[self._start:]) if b < cut})
 
     def _target_next(self, i: int) -> int | None:
         """The target offset after the last record written by ranges up to `i` (None: none wrote any yet)."""
@@ -160,6 +191,7 @@ class ProgressState:
     generation_go: dict[GenerationOf, bool] = field(default_factory=dict)  # its older lanes are fenced
     failovers: dict[GenerationOf, dict] = field(default_factory=dict)  # failed over (the mark's value)
     acls: dict[AclsOf, dict] = field(default_factory=dict)  # ACL records: the latest value per mirror (aclsync)
+    _tips: dict[SourcePartition, ProgressRecord] = field(default_factory=dict)  # newest range put into each map
 
     def mark_acls(self, of: AclsOf, value: dict | None) -> None:
         """A mirror's ACL record (the newest wins; a tombstone forgets it). Kept as written: `aclsync` reads it."""
@@ -211,11 +243,24 @@ class ProgressState:
 
     def add(self, rec: ProgressRecord) -> None:
         k = rec.source_partition
-        m = self.maps.get(k)
-        last = self.latest.get(k)
-        if m is not None and len(m) and last is not None and (
-                rec.source_first < last.source_first or rec.target_topic != last.target_topic
-                or _other_topic(last.source_topic_id, rec.source_topic_id)):
+        self._into_map(rec)
+        self.latest[k] = rec
+        self.totals[k] = rec.records_total if rec.records_total >= 0 else self.totals.get(k, 0) + rec.count
+        self.bytes_totals[k] = rec.bytes_total if rec.bytes_total >= 0 else self.bytes_totals.get(k, 0) + rec.bytes
+
+    def add_anchor(self, rec: ProgressRecord) -> None:
+        """An anchor (`record.py`): an older range kept beyond compaction, into the offset map only, and only
+        where it extends the map forward on the same route: the copy written right after its own progress record
+        is already held, and an anchor never resets a map (in a progress topic of several partitions anchors and
+        progress records are not read in commit order)."""
+        tip = self._tips.get(rec.source_partition)
+        if tip is None or (rec.source_first > tip.source_first and not self._starts_over(tip, rec)):
+            self._into_map(rec)
+
+    def _into_map(self, rec: ProgressRecord) -> None:
+        k = rec.source_partition
+        m, tip = self.maps.get(k), self._tips.get(k)
+        if m is not None and len(m) and tip is not None and self._starts_over(tip, rec):
             self.reset(k)  # mirroring started over (from a recreated topic, or into another): keep the new history
             m = None
         if m is None:
@@ -223,14 +268,18 @@ class ProgressState:
         m.append(rec)
         if len(m) > self.max_history:
             m.keep_last(self.max_history)
-        self.latest[k] = rec
-        self.totals[k] = rec.records_total if rec.records_total >= 0 else self.totals.get(k, 0) + rec.count
-        self.bytes_totals[k] = rec.bytes_total if rec.bytes_total >= 0 else self.bytes_totals.get(k, 0) + rec.bytes
+        self._tips[k] = rec
+
+    @staticmethod
+    def _starts_over(tip: ProgressRecord, rec: ProgressRecord) -> bool:
+        return (rec.source_first < tip.source_first or rec.target_topic != tip.target_topic
+                or _other_topic(tip.source_topic_id, rec.source_topic_id))
 
     def reset(self, k: SourcePartition) -> None:
         """A tombstone (progress deliberately reset) or a restart: forget everything about the partition."""
         self.latest.pop(k, None)
         self.maps.pop(k, None)
+        self._tips.pop(k, None)
         self.totals.pop(k, None)
         self.bytes_totals.pop(k, None)
 
