@@ -24,6 +24,8 @@ import logging
 import re
 import time
 import uuid
+from array import array
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -135,7 +137,8 @@ class SourceCounter:
         self.consumer = self._consumer(source_conf)
         self._target_conf = target_conf
         self._target: Consumer | None = None
-        self._cache: dict[tuple, int | None] = {}
+        self._cache: dict[tuple, int] = {}
+        self._stretches: dict[tuple, tuple[array, array]] = {}  # both sides of stretches read whole
 
     @staticmethod
     def _consumer(conf: dict[str, str]) -> Consumer:
@@ -149,52 +152,80 @@ class SourceCounter:
                             lambda: self._count(r.source_topic, r.partition, r.source_first, offset, self.timeout))
 
     def between(self, before: Range, after: Range, start: int, offset: int) -> int | None:
+        """Both sides of the stretch are read whole and must hold as many copied records as each other (a
+        compacted topic, another writer or a repeat makes them differ): then the record that was `offset` is
+        where it is on the target, exactly; otherwise None (the caller repeats, never skips)."""
+        stretch = self._stretch(before, after, start)
+        if stretch is None:
+            return None
+        source, target = stretch
+        n = bisect_left(source, offset)
+        return target[n] if n < len(target) else after.target_first
+
+    def _stretch(self, before: Range, after: Range, start: int) -> tuple[array, array] | None:
         if self._target_conf is None:
             return None
-        key = ("between", before.source_topic, before.partition, before.source_last, after.source_first, offset)
+        key = (before.source_topic, before.partition, before.source_last, after.source_first, after.target_topic,
+               start)
+        if key in self._stretches:
+            return self._stretches[key]
+        budget = max(self.timeout, 60.0)  # at most ~one anchor block on each side
+        source = self._offsets(self.consumer, before.source_topic, before.partition, before.source_last + 1,
+                               after.source_first, self._copies, budget)
+        if source is None:
+            return None
+        if self._target is None:
+            self._target = self._consumer(self._target_conf)
+        target = self._offsets(self._target, after.target_topic, after.partition, start, after.target_first,
+                               self._mirrored, budget)
+        if target is None:
+            return None
+        if len(target) != len(source):
+            log.warning("%s[%d]: source offsets %d..%d hold %d copied records, their target stretch %d..%d holds %d "
+                        "(compacted topics or another writer): consumer offsets there translate to the stretch's "
+                        "start", before.source_topic, before.partition, before.source_last + 1,
+                        after.source_first - 1, len(source), start, after.target_first - 1, len(target))
+            return None
+        if len(self._stretches) >= 32:  # up to ~one block of offsets each: hold few
+            self._stretches.clear()
+        self._stretches[key] = (source, target)
+        return source, target
 
-        def find() -> int | None:
-            budget = max(self.timeout, 60.0)  # at most ~one anchor block on each side
-            n = self._count(before.source_topic, before.partition, before.source_last + 1, offset, budget)
-            return None if n is None else self._nth_on_target(after, start, n, budget)
-        return self._cached(key, find)
+    def _copies(self, m) -> bool:
+        return self.stamper is None or self.stamper.should_copy(m.headers())
+
+    def _mirrored(self, m) -> bool:
+        return self.stamper is None or provenance(m.headers())[-1:] == [self.source_alias]
 
     def _cached(self, key: tuple, count: Callable[[], int | None]) -> int | None:
-        if key not in self._cache:
+        if key in self._cache:
+            return self._cache[key]
+        n = count()
+        if n is not None:  # an outage or a timeout is asked again next time
             if len(self._cache) > 100_000:
                 self._cache.clear()
-            self._cache[key] = count()
-        return self._cache[key]
+            self._cache[key] = n
+        return n
 
     def _count(self, topic: str, partition: int, first: int, offset: int, timeout: float) -> int | None:
         """Records the copier copies in [first, offset) of a source partition (None: not all there to count)."""
-        n = 0
-        for m in self._read(self.consumer, topic, partition, first, timeout):
-            if m is None:
-                return None
-            if m.offset() >= offset:
-                return n
-            if self.stamper is None or self.stamper.should_copy(m.headers()):
-                n += 1
-        return None
+        got = self._offsets(self.consumer, topic, partition, first, offset, self._copies, timeout)
+        return None if got is None else len(got)
 
-    def _nth_on_target(self, after: Range, start: int, n: int, timeout: float) -> int | None:
-        """The target offset of the n-th (0-based) record mirrored from the source at or after `start`, or
-        `after.target_first` when the stretch holds no more (None: could not read)."""
-        if n == 0:
-            return start
-        if self._target is None:
-            self._target = self._consumer(self._target_conf or {})
-        seen = 0
-        for m in self._read(self._target, after.target_topic, after.partition, start, timeout):
+    def _offsets(self, consumer: Consumer, topic: str, partition: int, first: int, end: int, keep: Callable,
+                 timeout: float) -> array | None:
+        """Offsets in [first, end) of the records `keep` takes (None: the partition ended before `end`, or the
+        read failed or ran out of time)."""
+        out = array("q")
+        if end <= first:
+            return out
+        for m in self._read(consumer, topic, partition, first, timeout):
             if m is None:
                 return None
-            if m.offset() >= after.target_first:
-                return after.target_first
-            if self.stamper is None or provenance(m.headers())[-1:] == [self.source_alias]:
-                if seen == n:
-                    return m.offset()
-                seen += 1
+            if m.offset() >= end:
+                return out
+            if keep(m):
+                out.append(m.offset())
         return None
 
     def _read(self, consumer: Consumer, topic: str, partition: int, first: int, timeout: float):
@@ -360,8 +391,10 @@ class CheckpointEmitter:
                             self.mirror.source, topic, part, self.config.resource, block), value=None)
                         done.add(block)
                         n += 1
+            if n and self.producer.flush(self.timeout) > 0:
+                self._pruned.clear()  # some were not delivered: the next round writes them again
+                return 0
             if n:
-                self.producer.flush(self.timeout)
                 log.info("mirror %s: %d anchors of the offset map removed (their target records were deleted by "
                          "retention)", self.mirror.name, n)
             return n

@@ -20,6 +20,24 @@ def wait_for(pred: Callable[[], bool], timeout: float, what: str, interval: floa
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
+def mirror_once(cfg: FlowGroupConfig, epoch_seconds: float = 3.0) -> list:
+    """Remote topics synced, progress topic made, then each lane of the first mirror run for one epoch (what
+    is there gets copied); the routes."""
+    from sparkmirror.copying import copy_lane
+    from sparkmirror.lanes import plan_lanes
+    from sparkmirror.progress import ensure_progress_topic
+    from sparkmirror.topicsync import TopicSync
+
+    mirror = cfg.mirrors[0]
+    routes = TopicSync(cfg, mirror).sync()
+    ensure_progress_topic(cfg.cluster(mirror.target).client_config(), cfg.progressTopic)
+    for lane in plan_lanes(mirror.name, cfg.lanes_of(mirror), [(r.source_topic, r.target_topic, r.partitions)
+                                                              for r in routes]):
+        if lane.partitions:
+            copy_lane(cfg, mirror, lane.index, list(lane.partitions), epoch_seconds)
+    return routes
+
+
 def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "x"})
     try:

@@ -16,17 +16,13 @@ from confluent_kafka.admin import AdminClient
 
 from sparkmirror.checkpoints import CheckpointEmitter
 from sparkmirror.cli import main
-from sparkmirror.copying import copy_lane
 from sparkmirror.failover.report import PartitionMove, can_move, decide, document, table, to_commit
 from sparkmirror.failover.run import failover, undo_all
-from sparkmirror.lanes import plan_lanes
 from sparkmirror.mm2formats import Checkpoint
-from sparkmirror.progress import ensure_progress_topic
-from sparkmirror.topicsync import TopicSync
 from sparkmirror_dev.kafka import KafkaCluster
 from sparkmirror_dev.testing import commit_group, count_records, produce_numbered, read_topic, unique_name
 
-from .conftest import wait_for
+from .conftest import mirror_once, wait_for
 
 
 def _group_offsets(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
@@ -187,12 +183,7 @@ def _source_dies(kafka_a: KafkaCluster, kafka_b: KafkaCluster, topic, tmp_path, 
     cfg = load([str(live)]).configs[0]
     mirror = cfg.mirrors[0]
     produce_numbered(kafka_a.bootstrap, src, 2, 0, 80)
-    routes = TopicSync(cfg, mirror).sync()
-    ensure_progress_topic(cfg.cluster("b").client_config(), cfg.progressTopic)
-    for lane in plan_lanes(mirror.name, cfg.lanes_of(mirror), [(r.source_topic, r.target_topic, r.partitions)
-                                                              for r in routes]):
-        if lane.partitions:
-            copy_lane(cfg, mirror, lane.index, list(lane.partitions), 3.0)
+    routes = mirror_once(cfg)
     moved, busy = unique_name("dr-moved"), unique_name("dr-busy")
     read_on_source = _read_as(kafka_a.bootstrap, moved, src, {0: 30, 1: 50})  # consumed and committed there
     commit_group(kafka_a.bootstrap, busy, {(src, 0): 10})

@@ -15,12 +15,9 @@ import pytest
 
 from bench.contenders import MirrorMaker2, MirrorSetup
 from sparkmirror.checkpoints import CheckpointEmitter
-from sparkmirror.copying import copy_lane
-from sparkmirror.lanes import plan_lanes
-from sparkmirror.progress import ensure_progress_topic
-from sparkmirror.topicsync import TopicSync
 from sparkmirror_dev.testing import count_records, produce_numbered, unique_name
 
+from .conftest import mirror_once
 from .mm2java import run_java  # noqa: F401  (fixture)
 from .test_checkpoints_translation import JAVA
 from .test_failover import _read_as
@@ -91,14 +88,8 @@ def test_group_failover_counts_sparkmirror_against_mirrormaker2(kafka_a, kafka_b
     mm2.start(MirrorSetup(kafka_a.bootstrap, kafka_b.bootstrap, src, 2, tmp_path / "mm2"))
     try:
         cfg = flowgroup(src, mirror={"groups": group})
-        mirror = cfg.mirrors[0]
-        routes = TopicSync(cfg, mirror).sync()
-        ensure_progress_topic(cfg.cluster("b").client_config(), cfg.progressTopic)
-        for lane in plan_lanes(mirror.name, cfg.lanes_of(mirror), [(r.source_topic, r.target_topic, r.partitions)
-                                                                  for r in routes]):
-            if lane.partitions:
-                copy_lane(cfg, mirror, lane.index, list(lane.partitions), 3.0)
-        emitter = CheckpointEmitter(cfg, mirror)
+        routes = mirror_once(cfg)
+        emitter = CheckpointEmitter(cfg, cfg.mirrors[0])
         try:
             ours = {cp.partition: cp.downstream_offset for cp in emitter.run_once()[group]}
         finally:

@@ -12,12 +12,10 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Producer
 
-from sparkmirror.copying import copy_lane
-from sparkmirror.lanes import plan_lanes
-from sparkmirror.progress import ensure_progress_topic
 from sparkmirror.resource.flowgroup import FlowGroupConfig
-from sparkmirror.topicsync import TopicSync
 from sparkmirror_dev.testing import create_topic, read_topic, unique_name
+
+from .conftest import mirror_once
 
 pytestmark = pytest.mark.kafka
 
@@ -51,13 +49,7 @@ def _mirror(clusters: dict, source: str, target: str, topics: str, policy: str =
 def _round(*configs: FlowGroupConfig) -> None:
     """One epoch of every lane of every mirror, in order (a pipe's second hop sees what the first copied)."""
     for cfg in configs:
-        m = cfg.mirrors[0]
-        routes = TopicSync(cfg, m).sync()
-        ensure_progress_topic(cfg.cluster(m.target).client_config(), cfg.progressTopic)
-        for lane in plan_lanes(m.name, cfg.lanes_of(m), [(r.source_topic, r.target_topic, r.partitions)
-                                                         for r in routes]):
-            if lane.partitions:
-                copy_lane(cfg, m, lane.index, list(lane.partitions), 2.0)
+        mirror_once(cfg, 2.0)
 
 
 def _origins(cluster, topic: str) -> dict[str, dict[int, list[int]]]:

@@ -69,13 +69,14 @@ def test_anchors_extend_the_offset_map_beyond_compaction_and_never_reset_it() ->
     m = s.maps[("a", "t", 0)]
     assert [r.source_first for r in m.records] == [0, 60_000, 120_000]
     assert s.latest[("a", "t", 0)] == latest and s.totals[("a", "t", 0)] == 120_010
-    # an anchor older than what is held, or of another topic id, never resets the map (several partitions
-    # of a progress topic are not read in commit order)
+    # read in commit order, a later anchor of other offsets or another topic id is newer history: it starts over
     s.add_anchor(rec(30_000, 30_009, 30_500))
+    assert [r.source_first for r in s.maps[("a", "t", 0)].records] == [30_000]
+    s.add(rec(40_000, 40_009, 40_500))
     s.add_anchor(rec(130_000, 130_009, 132_000, src_id="id2"))
-    assert [r.source_first for r in s.maps[("a", "t", 0)].records] == [0, 60_000, 120_000]
-    # a progress record of a recreated topic does
-    s.add(rec(0, 4, 200_000, src_id="id2"))
+    assert [r.source_first for r in s.maps[("a", "t", 0)].records] == [130_000]
+    # a progress record of a recreated topic does too
+    s.add(rec(0, 4, 200_000, src_id="id3"))
     assert [r.source_first for r in s.maps[("a", "t", 0)].records] == [0]
 
 
@@ -115,3 +116,23 @@ def test_dead_anchor_blocks_are_those_before_the_target_retention() -> None:
     assert m.dead_blocks(1_000) == [0]
     assert m.dead_blocks(2_500) == [0, 1]
     assert m.dead_blocks(10**9) == [0, 1, 2]  # the newest block stays whatever retention did
+
+
+def test_a_stretch_translates_only_when_both_sides_hold_the_same_records(monkeypatch) -> None:
+    """Counting across dropped ranges reads both sides whole: a compacted topic (fewer records on one side)
+    gives no answer rather than a position that would skip records."""
+    from array import array
+
+    from sparkmirror.checkpoints import SourceCounter
+    from sparkmirror.progress import Range
+
+    before = Range(0, 9, 0, 9, 10, 0, 0, "a.t", "t", 0, "m", "a")
+    after = Range(100, 109, 17, 26, 10, 0, 0, "a.t", "t", 0, "m", "a")
+    counter = SourceCounter({"bootstrap.servers": "127.0.0.1:1"}, target_conf={"bootstrap.servers": "127.0.0.1:1"})
+    sides = {"t": array("q", [10, 12, 13, 50, 98]), "a.t": array("q", [11, 12, 13, 14, 15])}
+    monkeypatch.setattr(counter, "_offsets", lambda c, topic, *a: sides[topic])
+    assert [counter.between(before, after, 10, o) for o in (10, 11, 13, 14, 51, 99)] == [11, 12, 13, 14, 15, 17]
+    counter._stretches.clear()
+    sides["a.t"] = array("q", [11, 12, 14, 15])  # one record less on the target (compacted away)
+    assert counter.between(before, after, 10, 51) is None
+    counter.close()

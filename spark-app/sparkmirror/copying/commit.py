@@ -114,7 +114,7 @@ class CommitProtocol(ABC):
         flush_quietly(self.producer)
 
     def _write_progress(self, progress: Iterable[ProgressRecord], on_delivery: OnDelivery) -> None:
-        """Progress records, and an anchor after each that starts an anchor block (or the lane's first): see
+        """Progress records, and an anchor after each that enters another anchor block: see
         `progress/record.py`."""
         anchored = {}
         for rec in progress:

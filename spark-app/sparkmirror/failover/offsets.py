@@ -43,7 +43,7 @@ def translate_now(emitter: CheckpointEmitter, select: Callable[[str], bool], sta
     """group -> checkpoints, and group -> partitions without an exact position, from the source's offsets now
     and `state`, the mirror's progress read after the stop (so its map is final)."""
     config, mirror = emitter.config, emitter.mirror
-    maps = {(t, p): m for (_c, t, p), m in state.maps.items()}
+    maps = {(t, p): m for (c, t, p), m in state.maps.items() if (c, t, p) in state.latest}
     mirrored = topic_filter(config, mirror)
     checkpoints: dict[str, list[Checkpoint]] = {}
     untranslated: dict[str, list[Untranslated]] = {}

@@ -71,6 +71,7 @@ class ProgressReader:
                                   "fetch.max.bytes": 16 * 1024 * 1024})
         self._assigned: set[int] = set()
         self._missing = ""
+        self._anchors = False
 
     # -- the one core: assignment, consuming, and what a message does to the state
     def _partitions(self, timeout: float) -> list[int] | None:
@@ -79,6 +80,7 @@ class ProgressReader:
         if t is None or t.error is not None:
             self._missing = str(t.error) if t is not None else "missing"
             return None
+        self._anchors = len(t.partitions) == 1  # anchors need commit order: one partition's log order
         return sorted(t.partitions)
 
     def _assign(self, partitions: Iterable[int]) -> bool:
@@ -93,8 +95,9 @@ class ProgressReader:
         mark = decode_mark_key(msg.key())
         if mark is not None and mark[0] == "anchorOf":  # an older range kept for the offset map
             cluster, topic, partition, resource, _block = mark[1]
-            if msg.value() is None or not self._selected((cluster, topic, partition), resource or None):
-                return False
+            if not self._anchors or msg.value() is None or \
+                    not self._selected((cluster, topic, partition), resource or None):
+                return False  # (a progress topic of several partitions is not read in commit order)
             self.state.add_anchor(ProgressRecord.decode(progress_key(cluster, topic, partition, resource or None),
                                                         msg.value()))
             return True
@@ -250,7 +253,8 @@ class ProgressTail(ProgressReader):
         self.state.max_history = max_history
 
     def maps(self) -> dict[tuple[str, int], OffsetMap]:
-        return {(t, p): m for (_c, t, p), m in self.state.maps.items()}
+        """Offset maps of the partitions whose progress is held (not anchors left of a reset progress)."""
+        return {(t, p): m for (c, t, p), m in self.state.maps.items() if (c, t, p) in self.state.latest}
 
     def latest(self) -> dict[tuple[str, int], ProgressRecord]:
         return {(t, p): r for (_c, t, p), r in self.state.latest.items()}

@@ -29,8 +29,8 @@ so that it removes only bindings it made, never hand-made ones:
   rewritten whole by the mirror (its only writer) after each ACL sync that changed what it owns.
 Anchors (the offset map beyond compaction): compaction keeps one value per progress key, so the dense map of
 older ranges is lost within minutes, and a consumer group lagging behind it could not be translated. So the first
-range a lane commits in each block of `ANCHOR_EVERY` source offsets of a partition (and the first after a lane
-starts) is also written, in the same transaction and after its progress record, under a key of its own:
+range a lane commits in each block of `ANCHOR_EVERY` source offsets of a partition (a lane that resumes knows
+the block it resumes in from its progress) is also written, in the same transaction and after its progress record, under a key of its own:
   key   = JSON {"anchorOf": ["<source cluster alias>", "<source topic>", <partition>, "<namespace/name>", block]}
   value = the progress record's value, unchanged
 Compaction keeps one range per block, so a partition's map keeps a range every ~`ANCHOR_EVERY` offsets as long

@@ -249,13 +249,13 @@ class ProgressState:
         self.bytes_totals[k] = rec.bytes_total if rec.bytes_total >= 0 else self.bytes_totals.get(k, 0) + rec.bytes
 
     def add_anchor(self, rec: ProgressRecord) -> None:
-        """An anchor (`record.py`): an older range kept beyond compaction, into the offset map only, and only
-        where it extends the map forward on the same route: the copy written right after its own progress record
-        is already held, and an anchor never resets a map (in a progress topic of several partitions anchors and
-        progress records are not read in commit order)."""
+        """An anchor (`record.py`): an older range kept beyond compaction, into the offset map only. Read in
+        commit order (the reader takes anchors from a one-partition progress topic only), so it is newer than
+        everything held but the progress record it was written with, which came right before it."""
         tip = self._tips.get(rec.source_partition)
-        if tip is None or (rec.source_first > tip.source_first and not self._starts_over(tip, rec)):
-            self._into_map(rec)
+        if tip is not None and rec.source_first == tip.source_first and not self._starts_over(tip, rec):
+            return
+        self._into_map(rec)
 
     def _into_map(self, rec: ProgressRecord) -> None:
         k = rec.source_partition

@@ -44,20 +44,24 @@ class VerifyRange:
 def plan_ranges(flow_group: str, mirror: str, target_cluster: str, records: Iterable[Range],
                 range_records: int = DEFAULT_RANGE_RECORDS) -> list[VerifyRange]:
     """One partition's committed history -> ranges of at least `range_records` committed records (the last one
-    may hold fewer). A commit is never split: inside a transaction target offsets are only known at its ends."""
+    may hold fewer; where compaction left only anchors, the offsets between two held commits count instead). A commit is never split: inside a transaction target offsets are only known at its ends."""
     if range_records < 1:
         raise ValueError("range_records must be at least 1")
     out: list[VerifyRange] = []
     group: list[Range] = []
-    n = 0
+    n = size = 0
     src_next = tgt_next = -1  # where the next range starts on each side (-1: at its first commit)
+    prev_last = None
     for rec in records:
         group.append(rec)
         n += rec.count
-        if n >= range_records:
+        # a stretch whose commits compaction dropped (only anchors held, progress/record.py) counts by its offsets
+        size += rec.count + (max(0, rec.source_first - prev_last - 1) if prev_last is not None else 0)
+        prev_last = rec.source_last
+        if size >= range_records:
             out.append(_range(flow_group, mirror, target_cluster, group, n, src_next, tgt_next))
             src_next, tgt_next = out[-1].source_to + 1, _after(out[-1], tgt_next)
-            group, n = [], 0
+            group, n, size = [], 0, 0
     if group:
         out.append(_range(flow_group, mirror, target_cluster, group, n, src_next, tgt_next))
     return out
