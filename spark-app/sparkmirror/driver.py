@@ -370,9 +370,10 @@ class Driver:
         logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
         if self.queries:
             epoch = max(c.epochSeconds for c in self.configs)
-            if not drain(self.queries, [g.drain_file for g in self.groups.values()], epoch + 30,
-                         self._settle_seconds(epoch)):
-                self._fence_own_lanes()
+            settle = self._settle_seconds(epoch)
+            in_time = drain(self.queries, [g.drain_file for g in self.groups.values()], epoch + 30, settle)
+            if not in_time or settle > 1.0:  # executors elsewhere: a lane carrying on past the settle window
+                self._fence_own_lanes()        # would be killed with its transaction open when Spark stops
         if self.lease is not None:
             self.lease.close()
         for svc in self.services:
@@ -386,7 +387,8 @@ class Driver:
             self.spark = None
 
     def _fence_own_lanes(self) -> None:
-        """An epoch outlived the drain: lanes on a lost executor may hold transactions open, and read_committed
+        """An epoch outlived the drain, or executors run elsewhere (a lane there may still be carrying on between
+        epochs when Spark stops): lanes may hold transactions open, and read_committed
         consumers on the target would wait for them until the transaction timeout or the next start. Fence this
         driver's own lane ids (aborting those transactions), unless a later generation or a failover holds the
         flow group by now: its lanes may share those ids, and it fenced ours itself."""
