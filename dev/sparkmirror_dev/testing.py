@@ -10,6 +10,7 @@ import uuid
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka.admin import AdminClient, NewTopic
 
 _counter = itertools.count()
@@ -226,3 +227,33 @@ def commit_group(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]
         c.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
     finally:
         c.close()
+
+
+def group_offsets(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
+    """`group`'s committed offsets: (topic, partition) -> offset."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # held until the answer came: the future needs it
+    res = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(30)
+    return {(tp.topic, tp.partition): tp.offset for tp in res.topic_partitions if tp.offset >= 0}
+
+
+def consume_as_group(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, list[int]]:
+    """What a consumer of `group` reads on `topic` from its committed offsets to the end: sequences per partition."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                  "isolation.level": "read_committed", "enable.partition.eof": True, "auto.offset.reset": "error"})
+    out: dict[int, list[int]] = {p: [] for p in range(partitions)}
+    try:
+        committed = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
+        assert all(tp.offset >= 0 for tp in committed), f"{group} has no committed offset on {committed}"
+        c.assign(committed)
+        todo = set(range(partitions))
+        deadline = time.monotonic() + 60
+        while todo and time.monotonic() < deadline:
+            for m in c.consume(500, 0.5):
+                if m.error():
+                    todo.discard(m.partition())
+                    continue
+                out[m.partition()].append(int(m.value().decode().split(":")[1]))
+        assert not todo, f"did not reach the end of {topic} partitions {todo}"
+    finally:
+        c.close()
+    return out

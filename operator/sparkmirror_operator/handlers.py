@@ -91,11 +91,19 @@ def _upgrading(status: dict[str, Any] | None) -> bool:
                for c in (status or {}).get("conditions") or [])
 
 
+def _failover_pending(body: Any) -> bool:
+    """spec.failover lists other mirrors than status.failover records (one failed or is to be undone)."""
+    want = ((body.get("spec") or {}).get("failover") or {}).get("mirrors") or []
+    have = [r.get("mirror") for r in (body.get("status") or {}).get("failover") or []]
+    return sorted(want) != sorted(have)
+
+
 @kopf.timer(GROUP, VERSION, PLURAL, interval=STATUS_INTERVAL, initial_delay=1.0, sharp=False)
 def refresh_status(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     """Periodic status: application states and lag from Kafka. Applies only while a handoff is under way (its
-    timeouts are decided here when no Lease or application event comes)."""
-    upgrading = _upgrading(body.get("status"))
+    timeouts are decided here when no Lease or application event comes) or a failover is still to be done
+    (one that could not run is tried again here)."""
+    upgrading = _upgrading(body.get("status")) or _failover_pending(body)
     result = metrics.timed("refresh", lambda: memo.reconciler.reconcile(dict(body), apply=upgrading, with_lag=True))
     if _write_status(memo.reconciler.api, body, result.status):
         if upgrading:

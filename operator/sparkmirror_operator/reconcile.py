@@ -16,7 +16,8 @@ from kubernetes import client
 from sparkmirror.resource.flowgroup import SecretUnreadable, secret_text
 from sparkmirror.resource.plan import Plan, env_name, plan
 from .kubeapi import OWNED_KINDS, KubeApi
-from .lag import SECRET_REF_ROOT, GroupLag, group_lag
+from . import failover
+from .lag import SECRET_REF_ROOT, GroupLag, group_lag, secret_resolver
 from .render import CONFIG_KEY, LABEL_COMPONENT, LABEL_FLOW_GROUP, LABEL_GENERATION, LABEL_RESOURCE, Settings, render
 from .rollout import Observed, Worker
 from .status import Problem, build_status
@@ -143,11 +144,30 @@ class Reconciler:
                                                     f"{ref.field} has no key matching {ref.pattern!r}"))
         return list(dict.fromkeys(out))
 
-    def lags(self, body: dict[str, Any], secrets: SecretCache) -> dict[str, GroupLag]:
+    @staticmethod
+    def client_plan(body: dict[str, Any], secrets: SecretCache) -> tuple[Plan, dict[str, tuple[str, str]]]:
+        """The plan for the operator's own Kafka clients: secrets as references `secret_resolver` reads in
+        memory (environment variable name -> (Secret, key) in the second part)."""
         p = plan(body, secrets="env", secret_root=SECRET_REF_ROOT, secret_keys=secrets.keys)
-        env_refs = {env_name(r.secret, r.key): (r.secret, r.key) for r in p.secrets if r.key}
+        return p, {env_name(r.secret, r.key): (r.secret, r.key) for r in p.secrets if r.key}
+
+    def lags(self, body: dict[str, Any], secrets: SecretCache) -> dict[str, GroupLag]:
+        p, env_refs = self.client_plan(body, secrets)
         return {cfg.name: group_lag(cfg, secrets.value, env_refs, self.lag_timeout, p.cluster_fields)
                 for cfg in p.groups}
+
+    def failover(self, body: dict[str, Any], secrets: SecretCache, records: list[dict[str, Any]],
+                 result: Result) -> tuple[list[dict[str, Any]], list[Problem]]:
+        """spec.failover acted on (failover.py): the records after it, and what went wrong."""
+        p, env_refs = self.client_plan(body, secrets)
+        if p.errors or not any(failover.pending(p, records)):
+            return records, []
+        outcome = failover.act(p, records, secret_resolver(secrets.value, env_refs))
+        result.events += [Event("Normal", "FailedOver" if "failed over" in m else "FailoverUndone", m)
+                          for m in outcome.done]
+        result.events += [Event("Warning", "FailedOverPartly", m) for m in outcome.warnings]
+        result.events += [Event("Warning", x.reason, x.message) for x in outcome.problems]
+        return outcome.records, outcome.problems
 
     # ---- acting ---------------------------------------------------------------------------------------
     def reconcile(self, body: dict[str, Any], *, apply: bool = True, with_lag: bool = False) -> Result:
@@ -163,11 +183,15 @@ class Reconciler:
         secrets = SecretCache(self.api, namespace)
         observed = self.observe(namespace, name)
         old_status = body.get("status") or {}
-        rendered = render(body, self.settings, secret_keys=secrets.keys, observed=observed,
-                          rolled_back=old_status.get("rollback"))
-        p = rendered.plan
         result = Result(status={})
+        records = list(old_status.get("failover") or [])
         problems: list[Problem] = []
+        if apply:  # before rendering: a mirror failed over now has its applications removed in this apply
+            records, problems = self.failover(body, secrets, records, result)
+        rendered = render(body, self.settings, secret_keys=secrets.keys, observed=observed,
+                          rolled_back=old_status.get("rollback"),
+                          failed_over=frozenset(r.get("mirror") for r in records))
+        p = rendered.plan
         if p.errors:
             result.events.append(Event("Warning", "InvalidSpec", "; ".join(str(e) for e in p.errors)))
         else:
@@ -207,7 +231,9 @@ class Reconciler:
         old_generation = (body.get("status") or {}).get("observedGeneration")
         generation = meta.get("generation") if apply or old_generation is None else old_generation
         result.status = build_status(name=name, generation=generation, plan=p, apps=apps, lags=lags,
-                                     problems=problems, old=body.get("status"), rollout=rollout)
+                                     problems=problems, old=body.get("status"), rollout=rollout,
+                                     failover=records, failed_over=failover.failed_over_groups(p, records),
+                                     failover_condition=None if p.errors else failover.condition(p, records, problems))
         return result
 
     def _apply(self, body: dict[str, Any], objects: list[dict[str, Any]], result: Result) -> None:

@@ -294,9 +294,11 @@ def render_lease(kmm2: KafkaMirrorMaker2, group: str, holder: FlowGroupConfig | 
 
 def render(resource: dict[str, Any] | KafkaMirrorMaker2, settings: Settings | None = None, *,
            secret_keys: Callable[[str], list[str] | None] | None = None, observed: Observed | None = None,
-           now_ms: int | None = None, rolled_back: dict[str, Any] | None = None) -> Rendered:
+           now_ms: int | None = None, rolled_back: dict[str, Any] | None = None,
+           failed_over: frozenset[str] = frozenset()) -> Rendered:
     """All desired objects of a resource. With errors in `rendered.plan.errors`, no objects are rendered;
-    with `spec.state: stopped`, no applications are (ConfigMaps, Leases and RBAC stay, so a restart resumes).
+    with `spec.state: stopped`, no applications are (ConfigMaps, Leases and RBAC stay, so a restart resumes);
+    nor for a flow group carrying a mirror in `failed_over` (status.failover: it copies no more, see failover.py).
 
     `observed` (the resource's ConfigMaps, applications and Leases): which worker generations run, and the
     handoff in progress (rollout.py). Without it, every flow group renders as a first generation."""
@@ -330,7 +332,7 @@ def render(resource: dict[str, Any] | KafkaMirrorMaker2, settings: Settings | No
                                               annotations={ANNOTATION_CONFIG_HASH: digest}),
                             "data": {CONFIG_KEY: text}})
         cms.append(cm_name)
-        if kmm2.spec.state == "stopped":
+        if kmm2.spec.state == "stopped" or failed_over & {m.name for m in cfg.mirrors}:
             continue
         started = observed.workers.get(cfg.name, {}).get(cfg.worker.generation) if observed is not None else None
         if started is not None and started.app is not None and \

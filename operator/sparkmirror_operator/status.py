@@ -64,8 +64,12 @@ def shown_version(version: str) -> str:
 
 def build_status(*, name: str, generation: int | None, plan: Plan, apps: dict[str, dict[str, Any] | None],
                  lags: dict[str, GroupLag] | None, problems: list[Problem], old: dict[str, Any] | None,
-                 now: str | None = None, rollout: Rollout | None = None) -> dict[str, Any]:
-    """The whole status. lags None keeps the lag figures of the old status (a refresh without Kafka)."""
+                 now: str | None = None, rollout: Rollout | None = None,
+                 failover: list[dict[str, Any]] | None = None, failed_over: dict[str, dict[str, Any]] | None = None,
+                 failover_condition: tuple[bool, str, str] | None = None) -> dict[str, Any]:
+    """The whole status. lags None keeps the lag figures of the old status (a refresh without Kafka).
+    `failover`: status.failover; `failed_over`: flow group -> the record of the failed-over mirror it carries
+    (not expected to run); `failover_condition`: the FailedOver condition (failover.py)."""
     now = now or now_rfc3339()
     old = old or {}
     old_conds = {c["type"]: c for c in old.get("conditions") or [] if "type" in c}
@@ -73,6 +77,7 @@ def build_status(*, name: str, generation: int | None, plan: Plan, apps: dict[st
     spec = plan.resource.spec if plan.resource is not None else None
     desired = spec.state if spec is not None else "running"
 
+    failed_over = failed_over or {}
     groups, running, failed, starting = [], [], [], []
     for cfg in plan.groups:
         app = apps.get(cfg.name)
@@ -85,7 +90,7 @@ def build_status(*, name: str, generation: int | None, plan: Plan, apps: dict[st
         worker = (runs or standby or cfg).worker
         g: dict[str, Any] = {"name": cfg.name, "mirrors": plan.group_mirrors.get(cfg.name, []),
                              "workerGeneration": worker.generation, "version": shown_version(worker.version)}
-        if desired != "stopped":
+        if desired != "stopped" and cfg.name not in failed_over:
             g["application"] = application_name(name, cfg.name, worker.generation)
         if state:
             g["sparkState"] = state
@@ -111,13 +116,17 @@ def build_status(*, name: str, generation: int | None, plan: Plan, apps: dict[st
                     g[k] = old_groups[cfg.name][k]
         if standby is not None and state not in FAILED:
             g["message"] = f"generation {worker.generation} in standby: it copies once it took over"
-        if state in FAILED:
+        if cfg.name in failed_over:
+            record = failed_over[cfg.name]
+            g["message"] = f"not copying: mirror {record.get('mirror')} failed over at {record.get('time')} " \
+                           "(spec.failover)"
+        elif state in FAILED:
             err = ((app or {}).get("status") or {}).get("applicationState", {}).get("errorMessage")
             g["message"] = f"SparkApplication {g.get('application')} is {state}" + (f": {err}" if err else "")
             failed.append(g)
         elif state in RUNNING:
             running.append(g)
-        elif desired == "running":
+        elif desired == "running" and cfg.name not in failed_over:
             starting.append(g)
         groups.append(g)
 
@@ -136,6 +145,10 @@ def build_status(*, name: str, generation: int | None, plan: Plan, apps: dict[st
         status["handoffs"] = [*before, *fresh][-MAX_HANDOFFS:]
         if rollout.rollback:
             status["rollback"] = rollout.rollback
+    if failover is not None:
+        status["failover"] = failover
+    elif old.get("failover"):
+        status["failover"] = old["failover"]
     lag_values = [g["lag"] for g in groups if "lag" in g]
     status["lag"] = sum(lag_values) if groups and len(lag_values) == len(groups) else None
 
@@ -168,10 +181,12 @@ def build_status(*, name: str, generation: int | None, plan: Plan, apps: dict[st
             progressing = _condition(old_conds, "Progressing", len(suspended) < len(groups), "Pausing",
                                      "suspending applications", generation, now)
         else:
-            ok = len(running) == len(groups) and not all_problems
-            ready = _condition(old_conds, "Ready", ok, "Running" if ok else
+            expected = len(groups) - len(failed_over)
+            ok = len(running) >= expected and not all_problems
+            ready = _condition(old_conds, "Ready", ok, ("Running" if expected else "FailedOver") if ok else
                                ("Degraded" if all_problems else "Starting"),
                                f"{len(running)}/{len(groups)} flow groups running" +
+                               (f", {len(failed_over)} failed over" if failed_over else "") +
                                ("" if ok else "; " + "; ".join(
                                    [p.message for p in all_problems] if all_problems else
                                    [f"waiting for {g['application']} ({g.get('sparkState') or 'not created'})"
@@ -183,6 +198,8 @@ def build_status(*, name: str, generation: int | None, plan: Plan, apps: dict[st
         conds += [ready, progressing, degraded]
         if rollout is not None:
             conds.append(_upgrading(old_conds, rollout, generation, now))
+        if failover_condition is not None:
+            conds.append(_condition(old_conds, "FailedOver", *failover_condition, generation, now))
     reasons = (["InvalidSpec"] if plan.errors else []) + [p.reason for p in problems] + \
         (["ApplicationFailed"] if failed else [])
     status["conditions"] = conds + gitops_conditions(old_conds, conds, reasons, generation, now)

@@ -11,8 +11,7 @@ import re
 import time
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from sparkmirror.checkpoints import CheckpointEmitter
 from sparkmirror.cli import main
@@ -20,38 +19,10 @@ from sparkmirror.failover.report import PartitionMove, can_move, decide, documen
 from sparkmirror.failover.run import failover, undo_all
 from sparkmirror.mm2formats import Checkpoint
 from sparkmirror_dev.kafka import KafkaCluster
-from sparkmirror_dev.testing import commit_group, count_records, produce_numbered, read_topic, unique_name
+from sparkmirror_dev.testing import (commit_group, consume_as_group, count_records, group_offsets, produce_numbered,
+                                     read_topic, unique_name)
 
 from .conftest import mirror_once, wait_for
-
-
-def _group_offsets(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # held until the answer came: the future needs it
-    res = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(30)
-    return {(tp.topic, tp.partition): tp.offset for tp in res.topic_partitions if tp.offset >= 0}
-
-
-def _consume_as(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, list[int]]:
-    """What a consumer of `group` reads on `topic` from its committed offsets to the end: sequences per partition."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                  "isolation.level": "read_committed", "enable.partition.eof": True, "auto.offset.reset": "error"})
-    out: dict[int, list[int]] = {p: [] for p in range(partitions)}
-    try:
-        committed = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
-        assert all(tp.offset >= 0 for tp in committed), f"{group} has no committed offset on {committed}"
-        c.assign(committed)
-        todo = set(range(partitions))
-        deadline = time.monotonic() + 60
-        while todo and time.monotonic() < deadline:
-            for m in c.consume(500, 0.5):
-                if m.error():
-                    todo.discard(m.partition())
-                    continue
-                out[m.partition()].append(int(m.value().decode().split(":")[1]))
-        assert not todo, f"did not reach the end of {topic} partitions {todo}"
-    finally:
-        c.close()
-    return out
 
 
 def _read_as(bootstrap: str, group: str, topic: str, upto: dict[int, int]) -> dict[int, list[int]]:
@@ -118,10 +89,10 @@ def test_failover_stops_the_mirror_and_moves_groups_exactly(kafka_a, kafka_b, to
     assert len(doc["stopped"][0]["fencedIds"]) == 2  # both lanes' transactional ids
     rows = {r["partition"]: r for g in doc["groups"] for r in g["partitions"]}
     assert {p: (r["action"], r["sourceOffset"]) for p, r in rows.items()} == {0: ("committed", 60), 1: ("committed", 100)}
-    assert _group_offsets(kafka_b.bootstrap, group) == {(dst, p): r["targetOffset"] for p, r in rows.items()}
-    assert other not in {g["group"] for g in doc["groups"]} and not _group_offsets(kafka_b.bootstrap, other)
+    assert group_offsets(kafka_b.bootstrap, group) == {(dst, p): r["targetOffset"] for p, r in rows.items()}
+    assert other not in {g["group"] for g in doc["groups"]} and not group_offsets(kafka_b.bootstrap, other)
     # every record the group had not consumed, exactly once, and nothing else
-    assert _consume_as(kafka_b.bootstrap, group, dst, 2) == {0: list(range(60, 200)), 1: list(range(100, 200))}
+    assert consume_as_group(kafka_b.bootstrap, group, dst, 2) == {0: list(range(60, 200)), 1: list(range(100, 200))}
     t_stop = time.monotonic()
 
     # the running job sees the failover mark and exits by itself, having copied nothing more
@@ -216,7 +187,7 @@ def _source_dies(kafka_a: KafkaCluster, kafka_b: KafkaCluster, topic, tmp_path, 
     assert {(r["partition"], r["action"], r["sourceOffset"]) for r in groups[moved]} == \
         {(0, "committed", 30), (1, "committed", 50)}
     # what the group read on the source, then on the target: every record once
-    on_target = _consume_as(kafka_b.bootstrap, moved, dst, 2)
+    on_target = consume_as_group(kafka_b.bootstrap, moved, dst, 2)
     assert {p: read_on_source[p] + on_target[p] for p in (0, 1)} == {0: list(range(80)), 1: list(range(80))}
 
     # a mirror that never emitted checkpoints, its source gone: nothing to translate from, said plainly (exit 1)

@@ -45,7 +45,9 @@ def test_handoffs_and_a_rollback_lose_and_repeat_nothing(operator, kapi, namespa
                                   "sourceConnector": {"config": {"refresh.topics.interval.seconds": 2}},
                                   "checkpointConnector": {"config": {"emit.checkpoints.enabled": "false"}}}],
                      "spark": {"parallelism": 2, "epochSeconds": 5, "executor": {"instances": 1}},
-                     "upgrade": {"readyTimeoutSeconds": 150, "handoffTimeoutSeconds": 60}}}
+                     # three Spark drivers start at once for the split, beside two Kafka clusters and the API
+                     # server on 2 cores: a standby may take minutes to be ready there
+                     "upgrade": {"readyTimeoutSeconds": 360, "handoffTimeoutSeconds": 60}}}
     producers = [NumberedProducer(kafka_a.bootstrap, t, rate=50) for t in (t1, t2)]
     steps = [
         ("version 1.0 -> 2.0", {"spec": {"version": "2.0"}}),
@@ -73,7 +75,12 @@ def test_handoffs_and_a_rollback_lose_and_repeat_nothing(operator, kapi, namespa
                     return len(st.get("handoffs") or []) >= i and _cond(st, "Upgrading").get("status") == "False" \
                         and st
 
-                st = wait_for(f"handoff {i}: {what}", handed_over, timeout=480, interval=1.0)
+                try:
+                    st = wait_for(f"handoff {i}: {what}", handed_over, timeout=480, interval=1.0)
+                except AssertionError as e:  # say where it stood: the conditions, the rollback, the runner
+                    st = _status(kapi, namespace, name)
+                    raise AssertionError(f"{e}; conditions: {st.get('conditions')}; rollback: {st.get('rollback')}; "
+                                         f"runner errors: {runner.errors}") from None
                 timings.append((what, round(time.monotonic() - t0), st["handoffs"][-1]))
                 assert not runner.errors, runner.errors
             gens = {g["name"]: g["workerGeneration"] for g in st["flowGroups"]}

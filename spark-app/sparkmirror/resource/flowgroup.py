@@ -136,6 +136,13 @@ class Cluster(_Model):
                     conf["sasl.password"] = auth.password.read() if resolve is None else resolve(auth.password)
         return conf
 
+    def resolved(self, resolve: SecretResolver) -> "Cluster":
+        """The cluster with its secrets as text in `config` (no file or variable left to read): for code that
+        takes a config and calls `client_config()` itself, run by the operator with Secrets in memory."""
+        conf = self.client_config(resolve)
+        conf.pop("bootstrap.servers")
+        return Cluster(alias=self.alias, bootstrapServers=self.bootstrapServers, config=conf)
+
 
 def _ca_config(ca_files: list[str]) -> dict[str, str]:
     """librdkafka takes one CA file (ssl.ca.location) or PEM text (ssl.ca.pem): several files, or a Strimzi

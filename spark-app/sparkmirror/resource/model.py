@@ -281,6 +281,22 @@ class UpgradeSpec(_Model):
     maxConcurrentGroups: int = Field(1, description="Flow groups upgraded at the same time.", ge=1, le=64)
 
 
+class FailoverSpec(_Model):
+    """Consumers move from a source to the target: the operator runs `sparkmirror failover` for each mirror
+    listed (once), and `failover --undo` for one taken off the list (sparkmirror/failover)."""
+
+    mirrors: list[str] = Field(description="Mirrors (source aliases) failed over to the target. Their flow "
+                                           "groups stop copying (with every other mirror they carry) and get no "
+                                           "application; taken off the list, they copy again.", max_length=64)
+    groupsPattern: str | None = Field(None, description="Regular expression of the consumer groups whose "
+                                                        "offsets are moved (default: every checkpointed group).",
+                                      max_length=1024)
+    waitCaughtUpSeconds: int = Field(0, description="Wait up to this long for the mirror to copy everything the "
+                                                    "source holds before stopping it; not caught up by then, "
+                                                    "nothing is changed and the status says so (stop the "
+                                                    "producers first).", ge=0, le=3600)
+
+
 # ---- the resource ---------------------------------------------------------------------------------------
 
 _MIRROR_ALIAS_UNIQUE = "self.mirrors.all(m, self.mirrors.exists_one(n, n.source.alias == m.source.alias))"
@@ -289,6 +305,8 @@ _GROUPS_NAME_MIRRORS = ("!has(self.flowGroups) || self.flowGroups.all(g, g.mirro
                         "self.mirrors.exists(m, m.source.alias == a)))")
 _GROUP_NAMES_UNIQUE = ("!has(self.flowGroups) || self.flowGroups.all(g, "
                        "self.flowGroups.exists_one(h, h.name == g.name))")
+_FAILOVER_NAMES_MIRRORS = ("!has(self.failover) || self.failover.mirrors.all(a, "
+                           "self.mirrors.exists(m, m.source.alias == a))")
 
 
 class KafkaMirrorMaker2Spec(_Model):
@@ -296,7 +314,8 @@ class KafkaMirrorMaker2Spec(_Model):
         cel(_MIRROR_ALIAS_UNIQUE, "mirrors[].source.alias must be unique", ".mirrors"),
         cel(_SOURCE_NOT_TARGET, "mirrors[].source.alias must differ from target.alias", ".mirrors"),
         cel(_GROUPS_NAME_MIRRORS, "flowGroups[].mirrors must name mirrors by their source alias", ".flowGroups"),
-        cel(_GROUP_NAMES_UNIQUE, "flowGroups[].name must be unique", ".flowGroups")))
+        cel(_GROUP_NAMES_UNIQUE, "flowGroups[].name must be unique", ".flowGroups"),
+        cel(_FAILOVER_NAMES_MIRRORS, "failover.mirrors must name mirrors by their source alias", ".failover")))
 
     version: str | None = Field(None, description="Version of the mirror (the Kafka version for Strimzi); a "
                                                   "change rolls the applications over.", max_length=64)
@@ -313,6 +332,8 @@ class KafkaMirrorMaker2Spec(_Model):
     state: State = Field(State.RUNNING, description="running; paused (applications suspended); stopped "
                                                     "(applications removed, progress on the target kept).")
     upgrade: UpgradeSpec = Field(default_factory=UpgradeSpec, description="Rolling upgrade settings.")
+    failover: FailoverSpec | None = Field(None, description="Mirrors failed over to the target (consumer-group "
+                                                            "offsets translated, their flow groups stopped).")
     progressTopic: str = Field("sparkmirror.progress.internal", description="Compacted progress topic on the "
                                                                             "target.", max_length=249,
                                pattern=r"^[A-Za-z0-9._-]+$")
@@ -340,7 +361,7 @@ class ConditionStatus(str, Enum):
 
 
 class Condition(_Model):
-    type: str = Field(description="Condition type: Ready, Progressing, Degraded, Upgrading, and for GitOps tools "
+    type: str = Field(description="Condition type: Ready, Progressing, Degraded, Upgrading, FailedOver, and for GitOps tools "
                                   "(Flux's kstatus, Argo CD) Reconciling and Stalled.")
     status: ConditionStatus = Field(description="True, False or Unknown.")
     reason: str | None = Field(None, description="Machine-readable reason, CamelCase.")
@@ -401,11 +422,28 @@ class RollbackRecord(_Model):
     reason: str = Field(description="Why it was rolled back.")
 
 
+class FailoverRecord(_Model):
+    """One mirror failed over by the operator (spec.failover)."""
+
+    mirror: str = Field(description="The mirror (source alias).")
+    time: str = Field(description="When it was failed over (RFC 3339).")
+    flowGroups: list[str] = Field(default_factory=list, description="Flow groups stopped with it.")
+    offsetsFrom: str = Field(description="source (translated now) or checkpoints (the source was unreachable: "
+                                         "the last checkpoints on the target).")
+    groupsMoved: int = Field(0, description="Consumer groups whose offsets were committed or kept on the target.")
+    partitionsMoved: int = Field(0, description="Their partitions committed or kept.")
+    notMoved: list[str] = Field(default_factory=list, description="Partitions not moved, why (at most 20): "
+                                                                  "active consumers on the target, untranslated.")
+    notCopied: int | None = Field(None, description="Records the source held that were not copied when the mirror "
+                                                    "stopped (unknown when the source did not answer).")
+    ok: bool = Field(description="Every checkpointed group can move to the target.")
+
+
 class KafkaMirrorMaker2Status(_Model):
     observedGeneration: int | None = Field(None, description="The generation the operator last reconciled.")
     # a map keyed by type: server-side apply and kubectl merge one condition per type, as for built-in kinds
     conditions: list[Condition] = Field(default_factory=list, description="Ready, Progressing, Degraded, "
-                                        "Upgrading, Reconciling, Stalled: at most one of each type.",
+                                        "Upgrading, FailedOver, Reconciling, Stalled: at most one of each type.",
                                         json_schema_extra={"x-kubernetes-list-type": "map",
                                                            "x-kubernetes-list-map-keys": ["type"]})
     flowGroups: list[FlowGroupStatus] = Field(default_factory=list, description="Per flow group.")
@@ -415,6 +453,8 @@ class KafkaMirrorMaker2Status(_Model):
     handoffs: list[HandoffRecord] = Field(default_factory=list, description="The latest worker-generation "
                                                                             "handoffs, oldest first.")
     rollback: RollbackRecord | None = Field(None, description="The last generation rolled back, if any.")
+    failover: list[FailoverRecord] = Field(default_factory=list, description="Mirrors failed over (spec.failover), "
+                                                                             "one record each.")
     notApplicable: list[str] = Field(default_factory=list, description="Fields and keys set on the resource "
                                                                        "that only apply to Kafka Connect.")
     unsupported: list[str] = Field(default_factory=list, description="MirrorMaker 2 config keys or values set "

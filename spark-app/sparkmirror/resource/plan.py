@@ -400,6 +400,12 @@ def plan(resource: dict[str, Any] | KafkaMirrorMaker2, *, secrets: str = "files"
             continue
         mirrors[m.source.alias] = (mirror, source)
 
+    if spec.failover is not None:
+        _check_regex(spec.failover.groupsPattern, "spec.failover.groupsPattern", out)
+        for a in spec.failover.mirrors:
+            if a not in aliases:
+                out.errors.append(Problem("spec.failover.mirrors", f"no mirror has source alias {a!r}"))
+
     # flow groups: the declared ones, then one per mirror no group names
     groups: list[tuple[str, str, list[str], Any]] = []
     claimed: set[str] = set()

@@ -1,0 +1,89 @@
+"""spec.failover decided, rendered and shown (pure), and a failover that cannot run (a real unreachable cluster):
+no record, a condition naming why, tried again. The failover itself runs end to end in test_failover_e2e.py."""
+from __future__ import annotations
+
+import copy
+
+from sparkmirror.resource.plan import plan
+from sparkmirror_operator import failover
+from sparkmirror_operator.render import render
+from sparkmirror_operator.status import build_status
+
+RES = {"apiVersion": "sparkmirror.io/v1alpha1", "kind": "KafkaMirrorMaker2",
+       "metadata": {"name": "m", "namespace": "ns", "generation": 3},
+       "spec": {"target": {"alias": "b", "bootstrapServers": "127.0.0.1:1"},
+                "mirrors": [{"source": {"alias": "a", "bootstrapServers": "127.0.0.1:2"}},
+                            {"source": {"alias": "c", "bootstrapServers": "127.0.0.1:3"}}],
+                "flowGroups": [{"name": "ac", "mirrors": ["a", "c"]}]}}
+
+
+def with_failover(res: dict, **spec) -> dict:
+    out = copy.deepcopy(res)
+    out["spec"]["failover"] = spec
+    return out
+
+
+DOC = {"mirror": "a", "source": "a", "target": "b", "offsetsFrom": "source", "notCopied": 0,
+       "stopped": [{"flowGroup": "ac", "fencedIds": ["x"], "atMs": 1_700_000_000_000, "tookMs": 40,
+                    "alreadyFailedOver": False, "mirrors": ["a", "c"]}],
+       "groups": [{"group": "g1", "partitions": [
+                       {"group": "g1", "sourceTopic": "t", "targetTopic": "a.t", "partition": 0, "sourceOffset": 5,
+                        "targetOffset": 5, "action": "committed", "detail": ""},
+                       {"group": "g1", "sourceTopic": "t", "targetTopic": "a.t", "partition": 1, "sourceOffset": 9,
+                        "targetOffset": 9, "action": "kept", "detail": "already there"}]},
+                  {"group": "g2", "partitions": [
+                       {"group": "g2", "sourceTopic": "t", "targetTopic": "", "partition": 0, "sourceOffset": 3,
+                        "targetOffset": None, "action": "untranslated", "detail": "nothing mirrored yet"}]}],
+       "ok": False}
+
+
+def test_the_list_against_the_records_says_what_to_do() -> None:
+    p = plan(with_failover(RES, mirrors=["a"]))
+    assert failover.pending(p, []) == (["a"], [])
+    record = failover.record_of("a", DOC)
+    assert failover.pending(p, [record]) == ([], [])
+    assert failover.pending(plan(RES), [record]) == ([], ["a"])  # taken off the list: undo
+    # a group carrying a failed-over mirror stops whole (its other mirror too), as with the command
+    assert failover.failed_over_groups(p, [record]) == {"ac": record}
+
+
+def test_the_record_counts_what_moved_and_names_what_did_not() -> None:
+    record = failover.record_of("a", DOC)
+    assert record == {"mirror": "a", "time": "2023-11-14T22:13:20Z", "flowGroups": ["ac"], "offsetsFrom": "source",
+                      "groupsMoved": 1, "partitionsMoved": 2, "notMoved": ["g2 t[0]: untranslated (nothing mirrored yet)"],
+                      "notCopied": 0, "ok": False}
+    p = plan(with_failover(RES, mirrors=["a"]))
+    ok, reason, message = failover.condition(p, [record], [])
+    assert ok and reason == "FailedOverPartly" and "not moved: g2 t[0]" in message
+    assert failover.condition(plan(RES), [], []) is None  # never asked for: no condition at all
+
+
+def test_a_failed_over_group_renders_no_application_and_is_not_expected_to_run() -> None:
+    res = with_failover(RES, mirrors=["a"])
+    record = failover.record_of("a", {**DOC, "ok": True, "groups": []})
+    kinds = [o["kind"] for o in render(res, failed_over=frozenset({"a"})).objects]
+    assert "SparkApplication" not in kinds and {"ConfigMap", "Lease"} <= set(kinds)
+    assert "SparkApplication" in [o["kind"] for o in render(res).objects]
+    p = plan(res)
+    st = build_status(name="m", generation=3, plan=p, apps={}, lags=None, problems=[], old=None, now="T",
+                      failover=[record], failed_over=failover.failed_over_groups(p, [record]),
+                      failover_condition=failover.condition(p, [record], []))
+    conds = {c["type"]: (c["status"], c["reason"]) for c in st["conditions"]}
+    assert conds["Ready"] == ("True", "FailedOver") and conds["FailedOver"] == ("True", "FailedOver")
+    assert conds["Progressing"] == ("False", "Stable") and st["failover"] == [record]
+    group = st["flowGroups"][0]
+    assert "application" not in group and group["message"].startswith("not copying: mirror a failed over")
+
+
+def test_an_unreachable_target_leaves_no_record_and_says_why() -> None:
+    p = plan(with_failover(RES, mirrors=["a"]))
+    out = failover.act(p, [], lambda ref: "unused", timeout=2.0)
+    assert out.records == [] and [x.reason for x in out.problems] == ["FailoverFailed"]
+    assert out.problems[0].message.startswith("spec.failover.mirrors: mirror a not failed over (tried again): ")
+    ok, reason, _message = failover.condition(p, out.records, out.problems)
+    assert (ok, reason) == (False, "FailoverFailed")
+
+
+def test_a_bad_groups_pattern_is_named() -> None:
+    p = plan(with_failover(RES, mirrors=["a"], groupsPattern="(bad"))
+    assert [x.field for x in p.errors] == ["spec.failover.groupsPattern"]
