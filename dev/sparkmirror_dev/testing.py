@@ -7,7 +7,9 @@ import re
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka import ConsumerGroupTopicPartitions
@@ -236,11 +238,13 @@ def group_offsets(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
     return {(tp.topic, tp.partition): tp.offset for tp in res.topic_partitions if tp.offset >= 0}
 
 
-def consume_as_group(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, list[int]]:
-    """What a consumer of `group` reads on `topic` from its committed offsets to the end: sequences per partition."""
+def consume_as_group(bootstrap: str, group: str, topic: str, partitions: int,
+                     value: Callable[[bytes], Any] = lambda v: int(v.decode().split(":")[1])) -> dict[int, list]:
+    """What a consumer of `group` reads on `topic` from its committed offsets to the end, per partition: the
+    sequence numbers of numbered records (or `value` of each record's value)."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
                   "isolation.level": "read_committed", "enable.partition.eof": True, "auto.offset.reset": "error"})
-    out: dict[int, list[int]] = {p: [] for p in range(partitions)}
+    out: dict[int, list] = {p: [] for p in range(partitions)}
     try:
         committed = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
         assert all(tp.offset >= 0 for tp in committed), f"{group} has no committed offset on {committed}"
@@ -252,7 +256,7 @@ def consume_as_group(bootstrap: str, group: str, topic: str, partitions: int) ->
                 if m.error():
                     todo.discard(m.partition())
                     continue
-                out[m.partition()].append(int(m.value().decode().split(":")[1]))
+                out[m.partition()].append(value(m.value()))
         assert not todo, f"did not reach the end of {topic} partitions {todo}"
     finally:
         c.close()

@@ -34,7 +34,7 @@ TIMEOUT = 30.0
 class Outcome:
     records: list[dict[str, Any]]  # status.failover after this reconcile
     problems: list[Problem] = field(default_factory=list)
-    done: list[str] = field(default_factory=list)    # what happened now, for Events
+    done: list[tuple[str, str]] = field(default_factory=list)  # (reason, message) of what happened now: Events
     warnings: list[str] = field(default_factory=list)
 
 
@@ -110,7 +110,7 @@ def act(p: Plan, records: list[dict[str, Any]], resolve: SecretResolver,
                                                               f"the list, but it cannot copy again yet: {_text(e)}"))
             continue
         out.records = [r for r in out.records if r.get("mirror") != mirror]
-        out.done.append(f"mirror {mirror} copies again (taken off spec.failover.mirrors)")
+        out.done.append(("FailoverUndone", f"mirror {mirror} copies again (taken off spec.failover.mirrors)"))
     for mirror in to_fail:
         assert spec is not None
         select = re.compile(spec.groupsPattern).fullmatch if spec.groupsPattern else (lambda _g: True)
@@ -126,7 +126,10 @@ def act(p: Plan, records: list[dict[str, Any]], resolve: SecretResolver,
             continue
         record = record_of(mirror, doc)
         out.records.append(record)
-        (out.done if record["ok"] else out.warnings).append(summary(record))
+        if record["ok"]:
+            out.done.append(("FailedOver", summary(record)))
+        else:
+            out.warnings.append(summary(record))
     return out
 
 

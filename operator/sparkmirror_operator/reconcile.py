@@ -163,8 +163,7 @@ class Reconciler:
         if p.errors or not any(failover.pending(p, records)):
             return records, []
         outcome = failover.act(p, records, secret_resolver(secrets.value, env_refs))
-        result.events += [Event("Normal", "FailedOver" if "failed over" in m else "FailoverUndone", m)
-                          for m in outcome.done]
+        result.events += [Event("Normal", reason, m) for reason, m in outcome.done]
         result.events += [Event("Warning", "FailedOverPartly", m) for m in outcome.warnings]
         result.events += [Event("Warning", x.reason, x.message) for x in outcome.problems]
         return outcome.records, outcome.problems

@@ -137,3 +137,32 @@ def test_job_rides_out_a_target_outage(kafka, topic, job):
     assert "mirror 'src-to-tgt': target cluster 'tgt' unreachable since" in log, log[-3000:]
     assert "mirror 'src-to-tgt': target cluster 'tgt' reachable again after" in log, log[-3000:]
     assert jp.stop() == 0, log[-3000:]
+
+
+def test_a_lane_in_standby_waits_out_a_target_outage(kafka, topic, caplog):
+    """A lane of a new worker generation waits in standby on the target's progress topic, polling every 200 ms.
+    Its target goes away for longer than a metadata request may take: the lane says so once, waits, and starts
+    when its generation's go mark is written after the target came back (before, the epoch failed, and with it
+    the Spark query and the driver: a loaded broker answering slowly was enough)."""
+    from sparkmirror.copying.standby import wait_for_go
+    from sparkmirror.handoff.takeover import write_mark
+    from sparkmirror.progress.reader import METADATA_TIMEOUT
+
+    source, target = kafka.cluster("a"), kafka.cluster("standby-tgt")
+    src = topic(source, 1)
+    cfg = _config(source, target, src)
+    cfg = cfg.model_copy(update={"worker": cfg.worker.model_copy(update={"generation": 2})})
+    ensure_progress_topic(cfg.cluster("tgt").client_config(), cfg.progressTopic)
+    result: list = []
+    lane = threading.Thread(target=lambda: result.append(wait_for_go(cfg, cfg.mirrors[0], "lane-x", lambda: False)),
+                            daemon=True)
+    with caplog.at_level(logging.INFO, logger="sparkmirror"):
+        lane.start()
+        time.sleep(2)
+        _outage(target, METADATA_TIMEOUT + 5)
+        assert lane.is_alive() and not result, "the lane left standby while its target was away"
+        write_mark(cfg, "tgt", [cfg.name], int(time.time() * 1000), 60, go=True)
+        lane.join(60)
+    assert result == [True], "the lane did not start on its go mark"
+    lines = [r.getMessage() for r in caplog.records if "in standby, the target" in r.getMessage()]
+    assert len(lines) == 2 and "did not answer" in lines[0] and "answers again" in lines[1], lines

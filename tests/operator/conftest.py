@@ -100,3 +100,21 @@ def kapi(kube):
 
     with kube.api_client() as api:
         yield KubeApi(api, field_manager="sparkmirror-tests")
+
+
+KMM2 = "KafkaMirrorMaker2"
+
+
+def kmm2_status(kapi, namespace: str, name: str) -> dict:
+    """The resource's status as the API server holds it ({} before the first)."""
+    return (kapi.get(KMM2, namespace, name) or {}).get("status") or {}
+
+
+def condition(status: dict, type_: str) -> dict:
+    return next((c for c in status.get("conditions") or [] if c["type"] == type_), {})
+
+
+def merge_patch(kapi, namespace: str, name: str, patch: dict) -> None:
+    """A JSON merge patch of the resource, as `kubectl patch --type merge` sends it."""
+    kapi._call("PATCH", f"/apis/sparkmirror.io/v1alpha1/namespaces/{namespace}/kafkamirrormaker2s/{name}", [],
+               patch, "application/merge-patch+json")

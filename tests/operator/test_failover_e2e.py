@@ -11,23 +11,9 @@ import pytest
 from sparkmirror_dev.testing import (commit_group, consume_as_group, count_records, group_offsets, produce_numbered,
                                      read_topic, unique_name)
 
-from .conftest import wait_for
+from .conftest import KMM2, condition as _cond, kmm2_status as _status, merge_patch as _patch, wait_for
 
 pytestmark = [pytest.mark.k8s, pytest.mark.kafka, pytest.mark.spark]
-KMM2 = "KafkaMirrorMaker2"
-
-
-def _status(kapi, namespace: str, name: str) -> dict:
-    return (kapi.get(KMM2, namespace, name) or {}).get("status") or {}
-
-
-def _cond(st: dict, type_: str) -> dict:
-    return next((c for c in st.get("conditions") or [] if c["type"] == type_), {})
-
-
-def _patch(kapi, namespace: str, name: str, patch: dict) -> None:
-    kapi._call("PATCH", f"/apis/sparkmirror.io/v1alpha1/namespaces/{namespace}/kafkamirrormaker2s/{name}", [],
-               patch, "application/merge-patch+json")
 
 
 @pytest.mark.timeout(900)

@@ -11,7 +11,10 @@ import logging
 import time
 from collections.abc import Callable
 
+from confluent_kafka import KafkaException
+
 from ..progress import ProgressReader
+from .errors import transient_reason
 from ..resource.flowgroup import FlowGroupConfig, Mirror
 
 log = logging.getLogger(__name__)
@@ -23,6 +26,7 @@ def wait_for_go(config: FlowGroupConfig, mirror: Mirror, tid: str, should_stop: 
     reader = ProgressReader(target_conf, config.progressTopic, mirror.source, source_partitions=[],
                             purpose="standby", resource=config.resource)
     t0 = time.monotonic()
+    waiting = False  # the target did not answer the last poll
     try:
         state = reader.read_to_end()
         while True:
@@ -33,6 +37,19 @@ def wait_for_go(config: FlowGroupConfig, mirror: Mirror, tid: str, should_stop: 
                 return verdict
             if should_stop():
                 return False
-            reader.poll(0.2)  # short: the lane checks the marks after every fetch, not once a second
+            try:
+                reader.poll(0.2)  # short: the lane checks the marks after every fetch, not once a second
+            except KafkaException as e:  # a loaded or restarting target: wait on, never fail the epoch for it
+                why = transient_reason(e)
+                if why is None:
+                    raise
+                if not waiting:
+                    log.warning("lane %s: in standby, the target did not answer (%s); waiting", tid, why)
+                waiting = True
+                time.sleep(0.5)
+                continue
+            if waiting:
+                log.warning("lane %s: in standby, the target answers again", tid)
+            waiting = False
     finally:
         reader.close()

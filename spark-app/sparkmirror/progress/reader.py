@@ -23,6 +23,8 @@ from .state import MAX_HISTORY, OffsetMap, ProgressState
 _NO_LEADER_YET = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
                   KafkaError.UNKNOWN_TOPIC_OR_PART}
 """What asking a just-created topic's partition for its offsets answers until a leader is elected."""
+METADATA_EVERY = 5.0     # ProgressReader.poll: seconds between lookups of the topic's partitions
+METADATA_TIMEOUT = 10.0  # and the least time one may take
 
 
 def ensure_progress_topic(target_conf: dict[str, str], topic: str, partitions: int = 1,
@@ -72,6 +74,7 @@ class ProgressReader:
         self._assigned: set[int] = set()
         self._missing = ""
         self._anchors = False
+        self._next_metadata = 0.0  # poll(): when to look the partitions up again
 
     # -- the one core: assignment, consuming, and what a message does to the state
     def _partitions(self, timeout: float) -> list[int] | None:
@@ -217,8 +220,17 @@ class ProgressReader:
                 time.sleep(0.2)
 
     def poll(self, timeout: float = 10.0) -> int:
-        """Read what was committed since the last call until the topic goes quiet; returns records read."""
-        parts = self._partitions(timeout)
+        """Read what was committed since the last call until the topic goes quiet; returns records read.
+
+        The topic's partitions are looked up again at most every METADATA_EVERY seconds once some are assigned,
+        with at least METADATA_TIMEOUT: a caller polling every 200 ms (a lane in standby) must neither send a
+        metadata request each time nor fail when a loaded broker takes longer than that to answer one."""
+        now = time.monotonic()
+        if not self._assigned or now >= self._next_metadata:
+            self._next_metadata = now + METADATA_EVERY
+            parts = self._partitions(max(timeout, METADATA_TIMEOUT))
+        else:
+            parts = []
         fresh = self._assign(parts or [])
         if not self._assigned:
             return 0
