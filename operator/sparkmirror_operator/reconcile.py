@@ -14,6 +14,7 @@ from typing import Any
 from kubernetes import client
 
 from sparkmirror.resource.flowgroup import SecretUnreadable, secret_text
+from sparkmirror.resource.model import KIND
 from sparkmirror.resource.plan import Plan, env_name, plan
 from .kubeapi import OWNED_KINDS, KubeApi
 from . import failover
@@ -156,17 +157,25 @@ class Reconciler:
         return {cfg.name: group_lag(cfg, secrets.value, env_refs, self.lag_timeout, p.cluster_fields)
                 for cfg in p.groups}
 
-    def failover(self, body: dict[str, Any], secrets: SecretCache, records: list[dict[str, Any]],
-                 result: Result) -> tuple[list[dict[str, Any]], list[Problem]]:
-        """spec.failover acted on (failover.py): the records after it, and what went wrong."""
+    def failover(self, body: dict[str, Any], secrets: SecretCache, result: Result) -> list[dict[str, Any]]:
+        """spec.failover acted on (failover.py); status.failover after it. Called under the resource's lock: the
+        records are read fresh from the API server and written back at once, before anything is pruned, so a
+        reconcile waiting for the lock with an older view does not run the same failover again."""
+        meta = body["metadata"]
+        fresh = self.api.get(KIND, meta["namespace"], meta["name"]) or body
+        records = list((fresh.get("status") or {}).get("failover") or [])
         p, env_refs = self.client_plan(body, secrets)
         if p.errors or not any(failover.pending(p, records)):
-            return records, []
+            return records
         outcome = failover.act(p, records, secret_resolver(secrets.value, env_refs))
-        result.events += [Event("Normal", reason, m) for reason, m in outcome.done]
-        result.events += [Event("Warning", "FailedOverPartly", m) for m in outcome.warnings]
-        result.events += [Event("Warning", x.reason, x.message) for x in outcome.problems]
-        return outcome.records, outcome.problems
+        result.events += [Event(t, reason, m) for t, reason, m in outcome.events]
+        if outcome.records != records:
+            try:
+                self.api.patch_status(KIND, meta["namespace"], meta["name"], {"failover": outcome.records})
+            except client.ApiException as e:  # the handler's own status write carries them too
+                log.warning("%s/%s: status.failover not written yet: %s %s", meta["namespace"], meta["name"],
+                            e.status, e.reason)
+        return outcome.records
 
     # ---- acting ---------------------------------------------------------------------------------------
     def reconcile(self, body: dict[str, Any], *, apply: bool = True, with_lag: bool = False) -> Result:
@@ -184,12 +193,11 @@ class Reconciler:
         old_status = body.get("status") or {}
         result = Result(status={})
         records = list(old_status.get("failover") or [])
-        problems: list[Problem] = []
         if apply:  # before rendering: a mirror failed over now has its applications removed in this apply
-            records, problems = self.failover(body, secrets, records, result)
+            records = self.failover(body, secrets, result)
+        problems: list[Problem] = failover.problems(records)
         rendered = render(body, self.settings, secret_keys=secrets.keys, observed=observed,
-                          rolled_back=old_status.get("rollback"),
-                          failed_over=frozenset(r.get("mirror") for r in records))
+                          rolled_back=old_status.get("rollback"), failed_over=failover.stopping(records))
         p = rendered.plan
         if p.errors:
             result.events.append(Event("Warning", "InvalidSpec", "; ".join(str(e) for e in p.errors)))
@@ -232,7 +240,7 @@ class Reconciler:
         result.status = build_status(name=name, generation=generation, plan=p, apps=apps, lags=lags,
                                      problems=problems, old=body.get("status"), rollout=rollout,
                                      failover=records, failed_over=failover.failed_over_groups(p, records),
-                                     failover_condition=None if p.errors else failover.condition(p, records, problems))
+                                     failover_condition=None if p.errors else failover.condition(p, records))
         return result
 
     def _apply(self, body: dict[str, Any], objects: list[dict[str, Any]], result: Result) -> None:

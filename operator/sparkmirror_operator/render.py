@@ -318,7 +318,7 @@ def render(resource: dict[str, Any] | KafkaMirrorMaker2, settings: Settings | No
     rollout = plan_rollout(desired, observed, kmm2.spec.upgrade, now_ms=now_ms,
                            restart=kmm2.metadata.annotations.get(ANNOTATION_RESTART, ""),
                            rolled_back=observed.rollback() or rolled_back,
-                           state=kmm2.spec.state)
+                           state=kmm2.spec.state, failed_over=failed_over)
     out.rollout = rollout
     wanted_apps = {c.name: c.worker.application for c in desired}
     leases, cms = [], []

@@ -120,9 +120,11 @@ def _restart_of(cfg: FlowGroupConfig, restart: str) -> FlowGroupConfig:
 
 
 def plan_rollout(desired: list[FlowGroupConfig], observed: Observed, upgrade: UpgradeSpec, *, now_ms: int,
-                 restart: str = "", rolled_back: dict[str, Any] | None = None, state: str = "running") -> Plan:
+                 restart: str = "", rolled_back: dict[str, Any] | None = None, state: str = "running",
+                 failed_over: frozenset[str] = frozenset()) -> Plan:
     """Decide the worker generations (see the module docstring). `rolled_back`: the previous status' rollback
-    record; a unit whose desired spec hash is the one rolled back is not tried again."""
+    record; a unit whose desired spec hash is the one rolled back is not tried again. `failed_over`: mirrors
+    whose flow groups run no application (spec.failover): a unit touching them waits, as when stopped."""
     out = Plan(rollback=rolled_back)
     want = {c.name: _restart_of(c, restart) for c in desired}
     running = _running(observed)
@@ -150,7 +152,14 @@ def plan_rollout(desired: list[FlowGroupConfig], observed: Observed, upgrade: Up
         return out
     active = 0
     wanted_hash = spec_hash([want[g] for g in sorted(want)], "")
+    def frozen(unit: HandoffUnit) -> bool:
+        cfgs = [running[g] for g in unit.old] + [want[g] for g in unit.new]
+        return any(m.name in failed_over for c in cfgs for m in c.mirrors)
+
     for unit in units:
+        if failed_over and frozen(unit):  # its groups stopped by a failover: no standby could ever get ready
+            _keep_old(unit, running, observed, out)
+            continue
         started = _standby_of(unit, want, observed, running)
         if started is None and out.rollback and out.rollback.get("specHash") == wanted_hash:
             # this spec was rolled back: nothing of it is tried again until it changes (no slot taken)

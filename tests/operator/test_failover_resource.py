@@ -42,20 +42,29 @@ def test_the_list_against_the_records_says_what_to_do() -> None:
     assert failover.pending(p, []) == (["a"], [])
     record = failover.record_of("a", DOC)
     assert failover.pending(p, [record]) == ([], [])
-    assert failover.pending(plan(RES), [record]) == ([], ["a"])  # taken off the list: undo
+    assert failover.pending(plan(RES), [record]) == ([], [record])  # taken off the list: undo
     # a group carrying a failed-over mirror stops whole (its other mirror too), as with the command
     assert failover.failed_over_groups(p, [record]) == {"ac": record}
+    # one that did not complete is tried again and stops its groups meanwhile; one not caught up copies on
+    retrying = {"mirror": "a", "state": "Retrying", "time": "T", "message": "m1"}
+    waiting = {"mirror": "a", "state": "Waiting", "time": "T", "message": "m2"}
+    assert failover.pending(p, [retrying]) == (["a"], []) and failover.stopping([retrying]) == {"a"}
+    assert failover.pending(p, [waiting]) == (["a"], []) and failover.stopping([waiting]) == frozenset()
+    assert [(x.reason, x.message) for x in failover.problems([retrying, waiting])] == \
+        [("FailoverFailed", "m1"), ("FailoverWaiting", "m2")]
+    # listed twice: acted on once
+    assert failover.pending(plan(with_failover(RES, mirrors=["a", "a"])), []) == (["a"], [])
 
 
 def test_the_record_counts_what_moved_and_names_what_did_not() -> None:
     record = failover.record_of("a", DOC)
-    assert record == {"mirror": "a", "time": "2023-11-14T22:13:20Z", "flowGroups": ["ac"], "offsetsFrom": "source",
+    assert record == {"mirror": "a", "state": "FailedOver", "time": "2023-11-14T22:13:20Z", "flowGroups": ["ac"], "offsetsFrom": "source",
                       "groupsMoved": 1, "partitionsMoved": 2, "notMoved": ["g2 t[0]: untranslated (nothing mirrored yet)"],
                       "notCopied": 0, "ok": False}
     p = plan(with_failover(RES, mirrors=["a"]))
-    ok, reason, message = failover.condition(p, [record], [])
+    ok, reason, message = failover.condition(p, [record])
     assert ok and reason == "FailedOverPartly" and "not moved: g2 t[0]" in message
-    assert failover.condition(plan(RES), [], []) is None  # never asked for: no condition at all
+    assert failover.condition(plan(RES), []) is None  # never asked for: no condition at all
 
 
 def test_a_failed_over_group_renders_no_application_and_is_not_expected_to_run() -> None:
@@ -67,7 +76,7 @@ def test_a_failed_over_group_renders_no_application_and_is_not_expected_to_run()
     p = plan(res)
     st = build_status(name="m", generation=3, plan=p, apps={}, lags=None, problems=[], old=None, now="T",
                       failover=[record], failed_over=failover.failed_over_groups(p, [record]),
-                      failover_condition=failover.condition(p, [record], []))
+                      failover_condition=failover.condition(p, [record]))
     conds = {c["type"]: (c["status"], c["reason"]) for c in st["conditions"]}
     assert conds["Ready"] == ("True", "FailedOver") and conds["FailedOver"] == ("True", "FailedOver")
     assert conds["Progressing"] == ("False", "Stable") and st["failover"] == [record]
@@ -75,13 +84,19 @@ def test_a_failed_over_group_renders_no_application_and_is_not_expected_to_run()
     assert "application" not in group and group["message"].startswith("not copying: mirror a failed over")
 
 
-def test_an_unreachable_target_leaves_no_record_and_says_why() -> None:
+def test_an_unreachable_target_is_retried_and_said() -> None:
     p = plan(with_failover(RES, mirrors=["a"]))
     out = failover.act(p, [], lambda ref: "unused", timeout=2.0)
-    assert out.records == [] and [x.reason for x in out.problems] == ["FailoverFailed"]
-    assert out.problems[0].message.startswith("spec.failover.mirrors: mirror a not failed over (tried again): ")
-    ok, reason, _message = failover.condition(p, out.records, out.problems)
-    assert (ok, reason) == (False, "FailoverFailed")
+    assert [(r["mirror"], r["state"], r["flowGroups"]) for r in out.records] == [("a", "Retrying", ["ac"])]
+    assert out.records[0]["message"].startswith("spec.failover.mirrors: mirror a not failed over yet")
+    assert [e[1] for e in out.events] == ["FailoverFailed"]
+    assert failover.condition(p, out.records)[:2] == (False, "FailoverFailed")
+    again = failover.act(p, out.records, lambda ref: "unused", timeout=2.0)  # tried again, said once
+    assert [r["state"] for r in again.records] == ["Retrying"] and again.events == []
+    # taken off the list while it could not run: undone (the target still does not answer: it says so)
+    undone = failover.act(plan(RES), again.records, lambda ref: "unused", timeout=2.0)
+    assert [r["state"] for r in undone.records] == ["Retrying"]
+    assert "taken off the list, but it cannot copy again yet" in undone.records[0]["message"]
 
 
 def test_a_bad_groups_pattern_is_named() -> None:

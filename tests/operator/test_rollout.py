@@ -183,3 +183,14 @@ def test_a_rollback_rides_on_the_leases_so_a_stale_status_does_not_start_the_sta
     # a reconcile whose resource was read before the status said "rolled back" (rolled_back=None)
     again = render(src, Settings(), observed=observe(rolled.objects, NOW), now_ms=NOW + 17_000, rolled_back=None)
     assert generations(again.objects) == generations(first) and again.rollout.held_back
+
+
+def test_a_failed_over_group_is_not_handed_over_until_undone():
+    """A spec change to a flow group stopped by spec.failover makes no standby (it would never get ready: the
+    group runs no application); once undone, the handoff starts as usual."""
+    obs = observed([(cfg(), None)], {"g": lease(1)})
+    p = plan_rollout([cfg(version="2")], obs, UPGRADE, now_ms=NOW, failed_over=frozenset({"a"}))
+    assert gens(p) == [("g", 1)] and p.holders == {"g": 1} and not p.upgrading
+    obs = observed([(cfg(), app())], {"g": lease(1)})
+    p = plan_rollout([cfg(version="2")], obs, UPGRADE, now_ms=NOW)
+    assert gens(p) == [("g", 1), ("g", 2)] and p.upgrading

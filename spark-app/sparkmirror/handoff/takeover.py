@@ -80,10 +80,10 @@ def marks_by_target(config: FlowGroupConfig, timeout: float = 60.0) -> dict[str,
     for alias in sorted({m.target for m in config.mirrors}):
         conf = config.cluster(alias).client_config()
         try:
-            ensure_progress_topic(conf, config.progressTopic)
+            ensure_progress_topic(conf, config.progressTopic, timeout=min(timeout, 30.0))
             state = read_progress(conf, config.progressTopic, timeout=timeout, resource=config.resource)
         except (KafkaException, TimeoutError):
-            refused = refusal(conf, 10.0)  # librdkafka tells a refused login only its error callback
+            refused = refusal(conf, min(timeout, 10.0))  # librdkafka tells a refused login only its error callback
             if refused is None:
                 raise
             raise HandoffError(f"flow group {config.name!r}: target cluster {alias!r} "

@@ -287,7 +287,8 @@ class FailoverSpec(_Model):
 
     mirrors: list[str] = Field(description="Mirrors (source aliases) failed over to the target. Their flow "
                                            "groups stop copying (with every other mirror they carry) and get no "
-                                           "application; taken off the list, they copy again.", max_length=64)
+                                           "application; taken off the list, they copy again.", max_length=64,
+                               json_schema_extra={"x-kubernetes-list-type": "set"})
     groupsPattern: str | None = Field(None, description="Regular expression of the consumer groups whose "
                                                         "offsets are moved (default: every checkpointed group).",
                                       max_length=1024)
@@ -426,17 +427,23 @@ class FailoverRecord(_Model):
     """One mirror failed over by the operator (spec.failover)."""
 
     mirror: str = Field(description="The mirror (source alias).")
-    time: str = Field(description="When it was failed over (RFC 3339).")
+    state: Literal["FailedOver", "Retrying", "Waiting"] = Field(
+        "FailedOver", description="FailedOver: done. Retrying: it did not complete and may have stopped the flow "
+                                  "groups (they get no application), tried again every status interval. Waiting: "
+                                  "the mirror had not caught up within waitCaughtUpSeconds; nothing was changed, it "
+                                  "copies on and the failover is tried again.")
+    message: str | None = Field(None, description="Why it is Retrying or Waiting.")
+    time: str = Field(description="When it was failed over, or last tried (RFC 3339).")
     flowGroups: list[str] = Field(default_factory=list, description="Flow groups stopped with it.")
-    offsetsFrom: str = Field(description="source (translated now) or checkpoints (the source was unreachable: "
-                                         "the last checkpoints on the target).")
+    offsetsFrom: str = Field("", description="source (translated now) or checkpoints (the source was "
+                                             "unreachable: the last checkpoints on the target).")
     groupsMoved: int = Field(0, description="Consumer groups whose offsets were committed or kept on the target.")
     partitionsMoved: int = Field(0, description="Their partitions committed or kept.")
     notMoved: list[str] = Field(default_factory=list, description="Partitions not moved, why (at most 20): "
                                                                   "active consumers on the target, untranslated.")
     notCopied: int | None = Field(None, description="Records the source held that were not copied when the mirror "
                                                     "stopped (unknown when the source did not answer).")
-    ok: bool = Field(description="Every checkpointed group can move to the target.")
+    ok: bool = Field(False, description="Every checkpointed group can move to the target.")
 
 
 class KafkaMirrorMaker2Status(_Model):
