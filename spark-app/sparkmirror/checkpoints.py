@@ -151,6 +151,17 @@ class SourceCounter:
         return self._cached(("in", r.source_topic, r.partition, r.source_first, r.source_last, offset),
                             lambda: self._count(r.source_topic, r.partition, r.source_first, offset, self.timeout))
 
+    def nth(self, r: Range, n: int) -> int | None:
+        """The source offset of range `r`'s n-th copied record (from 0): `OffsetMap.translate_back` inside a
+        gapped range. None when the range's records cannot all be counted, or are not `r.count`."""
+        def find() -> int | None:  # read below source_last: the partition may end right after it
+            got = self._offsets(self.consumer, r.source_topic, r.partition, r.source_first, r.source_last,
+                                self._copies, self.timeout)
+            if got is None or len(got) not in (r.count, r.count - 1) or not 0 <= n < r.count:
+                return None
+            return got[n] if n < len(got) else r.source_last  # the range's last record, when it was copied
+        return self._cached(("nth", r.source_topic, r.partition, r.source_first, r.source_last, n), find)
+
     def between(self, before: Range, after: Range, start: int, offset: int) -> int | None:
         """Both sides of the stretch are read whole and must hold as many copied records as each other (a
         compacted topic, another writer or a repeat makes them differ): then the record that was `offset` is

@@ -44,8 +44,44 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--log-file", type=Path, metavar="PATH",
                    help="where those logs go without -v (default a new file in the temp directory)")
     add_output_flag(p, "the report")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, back=False)
+    b = subparsers.add_parser("failback", help="move consumer groups back to a failed-over mirror's source",
+                              description=BACK_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    b.add_argument("-f", "--file", action="append", required=True, metavar="FILE",
+                   help="resource files holding the failed-over mirror and its reverse (target -> source)")
+    b.add_argument("--mirror", metavar="NAME", help="the failed-over mirror: its name or its source cluster's alias")
+    b.add_argument("--groups", metavar="REGEX", help="only these consumer groups (whole-name match)")
+    b.add_argument("--wait-caught-up", type=float, default=0.0, metavar="SECONDS",
+                   help="first wait up to SECONDS for the reverse mirror to copy everything")
+    b.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for each cluster request")
+    b.add_argument("-v", "--verbose", action="store_true", help="Kafka client logs on the console")
+    b.add_argument("--log-file", type=Path, metavar="PATH", help="where those logs go without -v")
+    add_output_flag(b, "the report")
+    b.set_defaults(func=run, back=True, undo=False)
     return p
+
+
+BACK_HELP = """`sparkmirror failback -f FILE... --mirror NAME`: after `failover`, move consumers back to the source.
+
+The files hold the failed-over mirror (a -> b) and its reverse (b -> a, copying what producers wrote on b since).
+1. the reverse mirror is failed over: stopped at a consistent point, each group's offsets on b's own topics
+   translated onto their copies on a;
+2. each group's offsets on the failed-over mirror's remote topics on b are translated back through its offset
+   map and committed on the original topics on a (KIP-1098's reverse checkpoints, exact);
+3. the failover of the mirror is undone: it copies again from where it stopped.
+Exit status as for `failover`.
+"""
+
+
+def _reverse(configs, mirror):
+    """(flow groups carrying the reverse of `mirror`, that mirror) or an error line."""
+    found = [(c, m) for c in configs for m in c.mirrors if m.source == mirror.target and m.target == mirror.source]
+    if not found:
+        return (f"--file: no mirror from {mirror.target!r} back to {mirror.source!r} in the files: failback needs "
+                f"the reverse mirror of {mirror.name} (what producers wrote on {mirror.target!r} is copied back)")
+    if len({m.name for _c, m in found}) > 1:
+        return f"--file: several mirrors from {mirror.target!r} to {mirror.source!r}: keep one in the files"
+    return [c for c, _m in found], found[0][1]
 
 
 def _err(msg: str) -> None:
@@ -88,6 +124,10 @@ def run(args: argparse.Namespace) -> int:
         _err("--timeout must be above 0 and --wait-caught-up at least 0")
         return USAGE_EXIT
     configs, mirror = chosen
+    reverse = _reverse(loaded.configs, mirror) if args.back else None
+    if isinstance(reverse, str):
+        _err(reverse)
+        return USAGE_EXIT
     log_path = None if args.verbose else (args.log_file or default_log_path())
     with ExitStack() as stack:
         try:
@@ -98,8 +138,14 @@ def run(args: argparse.Namespace) -> int:
         if console is not None:
             _err(f"logs (Kafka clients): {console.log_path}; -v shows them here")
         try:
-            doc = undo_all(configs, mirror, args.timeout) if args.undo else \
-                failover(configs, mirror, select, args.timeout, args.wait_caught_up, _err)
+            if reverse is not None:
+                from .back import failback
+
+                doc = failback(configs, mirror, *reverse, select, args.timeout, args.wait_caught_up, _err)
+            elif args.undo:
+                doc = undo_all(configs, mirror, args.timeout)
+            else:
+                doc = failover(configs, mirror, select, args.timeout, args.wait_caught_up, _err)
         except NotCaughtUp as e:
             _err(f"--wait-caught-up: {e}")
             return 1

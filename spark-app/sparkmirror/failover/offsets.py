@@ -21,6 +21,7 @@ from confluent_kafka.admin import AdminClient
 from ..checkpoints import CheckpointEmitter, GroupFilter, translate
 from ..mm2formats import Checkpoint
 from ..progress.state import ProgressState
+from ..replication import should_replicate_topic
 from ..resource.flowgroup import FlowGroupConfig, Mirror
 from ..topicsync import topic_filter
 from .report import Untranslated
@@ -51,8 +52,9 @@ def translate_now(emitter: CheckpointEmitter, select: Callable[[str], bool], sta
         if not select(group):
             continue
         for (topic, part), (offset, metadata) in sorted(emitter.committed(emitter.source_admin, group).items()):
-            if offset < 0 or ((topic, part) not in maps and not mirrored.matches(topic)):
-                continue  # no committed offset, or a topic this mirror does not copy
+            if offset < 0 or ((topic, part) not in maps and
+                              not should_replicate_topic(emitter.policy, mirrored, topic, mirror.target)):
+                continue  # no committed offset, or a topic this mirror does not copy (e.g. the reverse's own)
             cps = translate(group, {(topic, part): (offset, metadata)}, maps, emitter.counter, emitter.counter.between)
             if cps:
                 checkpoints.setdefault(group, []).extend(cps)

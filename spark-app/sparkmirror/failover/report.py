@@ -86,7 +86,13 @@ def table(doc: dict) -> str:
         for s in doc["stopped"]:
             out.append(f"flow group {s['flowGroup']}: " + ("may copy again" if s["undone"] else "was not failed over"))
         return "\n".join(out) + "\n"
-    out.append(f"failover of mirror {doc['mirror']} ({doc['source']} -> {doc['target']})")
+    if doc.get("failback"):
+        back = doc["failback"]
+        out.append(f"failback of mirror {back['forwardMirror']} ({doc['target']} -> {doc['source']}): its reverse "
+                   f"mirror {doc['mirror']} stopped, groups moved back to {doc['target']}; "
+                   + ("it copies again" if all(u["undone"] for u in back["undone"]) else "it was not failed over"))
+    else:
+        out.append(f"failover of mirror {doc['mirror']} ({doc['source']} -> {doc['target']})")
     for s in doc["stopped"]:
         how = "already failed over; fenced again" if s["alreadyFailedOver"] else "stopped"
         others = [m for m in s.get("mirrors", []) if m != doc["mirror"]]
@@ -108,7 +114,8 @@ def table(doc: dict) -> str:
         widths = [max(len(c[i]) for c in cells) for i in range(len(head) - 1)]
         for c in cells:
             out.append("  " + "  ".join(v.ljust(w) for v, w in zip(c, widths)) + "  " + c[-1])
-    out.append("consumers can move to the target" if doc["ok"] else
+    out.append((f"consumers can move back to {doc['target']}" if doc.get("failback") else
+                "consumers can move to the target") if doc["ok"] else
                "consumers cannot all move yet: see the groups marked active or untranslated")
     return "\n".join(out) + "\n"
 

@@ -154,6 +154,28 @@ class OffsetMap:
                 return r.target_first + n
         return r.target_first
 
+    def translate_back(self, target: int, nth: Callable[[Range, int], int | None] | None = None) -> int | None:
+        """The source offset a consumer at `target` (next to read on the target) continues from: the reverse of
+        `translate`, for moving a group back after a failover (KIP-1098's reverse checkpoints). Exact at range
+        boundaries and inside gap-free ranges; inside a range with gaps, `nth(range, n)`: the source offset of
+        the range's n-th copied record (counted on the source), or without it the range's first source offset
+        (records repeat, none is skipped). Past a range held, the source offset after it (records repeat where
+        compaction dropped the ranges after it). None before the history held or when nothing was written."""
+        held = [r for r in self.records if r.count > 0 and r.target_first >= 0]
+        i = bisect_right([r.target_first for r in held], target) - 1
+        if i < 0:
+            return None
+        r = held[i]
+        if target > r.target_last:  # the whole range was read; what follows on the source is not read yet
+            return r.source_last + 1
+        if r.source_last - r.source_first + 1 == r.count == r.target_last - r.target_first + 1:
+            return r.source_first + (target - r.target_first)
+        if nth is not None and r.target_last - r.target_first + 1 == r.count:
+            s = nth(r, target - r.target_first)
+            if s is not None and r.source_first <= s <= r.source_last:
+                return s
+        return r.source_first
+
     def dead_blocks(self, target_low: int) -> list[int]:
         """Anchor blocks (`record.anchor_block`) of held ranges that can translate nothing any more: every
         block before that of the newest range whose target records start below `target_low` (the target's
