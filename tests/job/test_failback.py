@@ -130,9 +130,15 @@ def test_failback_moves_groups_home_and_every_record_is_read_once(kafka_a, kafka
     mirror_once(fwd)
     assert {p: [int(r.value.decode().split(":")[1]) for r in recs][-1]
             for p, recs in read_topic(kafka_b.bootstrap, f"a.{src}").items()} == {0: 100, 1: 100}
-    # usage: the reverse mirror must be in the files
+    # usage: the reverse mirror must be in the files; the identity policy is refused, named
     assert main(["failback", "-f", str(files["fwd"]), "--mirror", "a"]) == 2
     assert "no mirror from 'b' back to 'a' in the files" in capfd.readouterr().err
+    ident = json.loads(files["rev"].read_text())
+    ident["spec"]["mirrors"][0]["sourceConnector"] = {"config": {
+        "replication.policy.class": "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"}}
+    files["rev"].write_text(json.dumps(ident))
+    assert main(["failback", "-f", str(files["fwd"]), "-f", str(files["rev"]), "--mirror", "a"]) == 2
+    assert "uses the identity replication policy" in capfd.readouterr().err
     with capfd.disabled():
         print(f"\nfailback: {took:.1f} s from the command to consumers able to move back; the group read "
               f"{sum(len(v) for v in read.values())} records over both clusters, each once")

@@ -61,6 +61,11 @@ def failback(forward_configs: list[FlowGroupConfig], forward: Mirror, reverse_co
     if reverse.source != forward.target or reverse.target != forward.source:
         raise ValueError(f"mirror {reverse.name} ({reverse.source} -> {reverse.target}) is not the reverse of "
                          f"{forward.name} ({forward.source} -> {forward.target})")
+    from .cli import identity_refused
+
+    refused = identity_refused(forward, reverse)
+    if refused:
+        raise ValueError(refused)
     doc = failover(reverse_configs, reverse, select, timeout, wait_seconds, say)
     state = mirror_progress(forward_configs[0], forward, timeout)
     maps = {(m.target_topic, p): m for (c, _t, p), m in state.maps.items()
