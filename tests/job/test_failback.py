@@ -7,6 +7,7 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from sparkmirror.cli import main
 from sparkmirror.progress.state import OffsetMap
@@ -67,9 +68,32 @@ def test_failback_moves_groups_home_and_every_record_is_read_once(kafka_a, kafka
     """`sparkmirror failover` a -> b, the group reads on b (the mirrored topic and b's own, which producers write
     to now and a reverse mirror copies to a), then `sparkmirror failback`: on a it reads the rest of both, and
     every record is read once over both clusters. Aborted records on a make offsets on a and b differ."""
+    src = topic(kafka_a, 2)
+    before = _topics(kafka_a.bootstrap)
+    try:
+        _failback(kafka_a, kafka_b, src, tmp_path, capfd)
+    finally:  # the clusters are shared: what the reverse mirror made on a (b.heartbeats, ...) goes again
+        _delete(kafka_a.bootstrap, _topics(kafka_a.bootstrap) - before)
+        _delete(kafka_b.bootstrap, {src})
+
+
+def _topics(bootstrap: str) -> set[str]:
+    return set(AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30).topics)
+
+
+def _delete(bootstrap: str, topics: set[str]) -> None:
+    if topics:
+        admin = AdminClient({"bootstrap.servers": bootstrap})  # held until the answers: the futures need it
+        for fut in admin.delete_topics(sorted(topics), operation_timeout=30).values():
+            try:
+                fut.result(30)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+
+
+def _failback(kafka_a, kafka_b, src: str, tmp_path, capfd) -> None:
     from sparkmirror.runner.resources import load
 
-    src = topic(kafka_a, 2)
     produce_numbered(kafka_a.bootstrap, src, 2, 0, 50)
     tx = Producer({"bootstrap.servers": kafka_a.bootstrap, "transactional.id": unique_name("fb-tx")})
     tx.init_transactions(30)
