@@ -38,6 +38,7 @@ from .start import (TopicIds, close_consumer, lane_topic_ids, new_consumer, new_
                     target_max_message_bytes)
 from .summary import PartitionSummary, latency_le
 
+_PURGED = (KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT)  # records dropped with their transaction
 log = logging.getLogger(__name__)
 
 
@@ -460,16 +461,19 @@ class LaneCopier:
     def _check_delivery(self) -> None:
         if not self._delivery_errors:
             return
-        err, topic, part, off = self._delivery_errors[0]
+        # a purged record only says its transaction went: another record's error, if any, is the cause
+        err, topic, part, off = next((e for e in self._delivery_errors if e[0].code() not in _PURGED),
+                                     self._delivery_errors[0])
         self._delivery_errors.clear()
-        if err.code() in (KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT, KafkaError._FATAL) or err.fatal():
+        if err.code() in (*_PURGED, KafkaError._FATAL) or err.fatal():
             err = self._fatal_error() or err  # a fenced producer purges its queue: report the cause
         fault = classify(err)
         if fault is Fault.FENCED:
             raise LaneFenced()
         if fault is Fault.TRANSIENT:  # the client's own retries ran out: start afresh from the last commit
             written = self.config.progressTopic if topic == "<progress>" else self.route.get((topic, part))
-            self._raise_if_write_refused(err, [written] if written else [])
+            batch = [self.route[k] for k in self._pending if k in self.route]  # every topic of the transaction
+            self._raise_if_write_refused(err, sorted({*([written] if written else []), *batch}))
             what = self.config.progressTopic if topic == "<progress>" else f"{topic}/{part} offset {off}"
             raise Unreachable("target", self.mirror.target, f"delivering {what}: {describe(err)}")
         self._abort_quietly()
@@ -482,7 +486,7 @@ class LaneCopier:
         """ACLs: a refused AddPartitionsToTxn leaves only an invalid transaction state, which looks transient;
         the cluster is asked whether the mirror's principal may write the topics, so a refusal stops the mirror
         instead of being waited on."""
-        if err.code() != KafkaError.INVALID_TXN_STATE:
+        if err.code() not in (KafkaError.INVALID_TXN_STATE, *_PURGED) or not written:
             return
         topic = write_refused(self.target_conf, written)
         if topic is not None:
