@@ -81,19 +81,11 @@ def _reverse(configs, mirror):
                 f"the reverse mirror of {mirror.name} (what producers wrote on {mirror.target!r} is copied back)")
     if len({m.name for _c, m in found}) > 1:
         return f"--file: several mirrors from {mirror.target!r} to {mirror.source!r}: keep one in the files"
+    from .back import identity_refused
+
     why = identity_refused(mirror, found[0][1])
     return why if why else ([c for c, _m in found], found[0][1])
 
-
-def identity_refused(forward, reverse) -> str | None:
-    """Failback is built and proven for the default policy (remote topics `<alias>.<topic>`). Under the identity
-    policy the two directions share topic names, and a group's offsets would need both maps at once: refused
-    rather than risk a skipped record."""
-    if "identity" in (forward.replicationPolicy, reverse.replicationPolicy):
-        return (f"--mirror: {forward.name} or its reverse {reverse.name} uses the identity replication policy; "
-                "failback supports the default policy only (move groups back with `failover` of the reverse "
-                "mirror and reset the rest by hand)")
-    return None
 
 
 def _err(msg: str) -> None:
