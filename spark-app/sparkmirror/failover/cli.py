@@ -87,7 +87,6 @@ def _reverse(configs, mirror):
     return why if why else ([c for c, _m in found], found[0][1])
 
 
-
 def _err(msg: str) -> None:
     print(f"sparkmirror failover: {msg}", file=sys.stderr, flush=True)
 
