@@ -40,8 +40,12 @@ kubernetes: venv
 
 setup: venv kafka kubernetes
 
+# Two pytest workers, one module each at a time: most tests wait on brokers and drivers more than they compute, and
+# the long modules (their `minutes` mark) start first, side by side. TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= 2
+
 test: setup
-	$(VENV)/bin/pytest -q $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
 
 demo: venv kafka
 	$(PY) -m sparkmirror_dev.demo $(DEMO_ARGS)

@@ -30,6 +30,17 @@ if TYPE_CHECKING:
     from sparkmirror_dev.kube import KubeApiServer
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Longest modules first (their `minutes` mark), so that with two workers (`-n 2 --dist loadfile`) the long
+    ones run side by side from the start instead of one of them ending the run alone."""
+
+    def minutes(item: pytest.Item) -> float:
+        mark = item.get_closest_marker("minutes")
+        return float(mark.args[0]) if mark else 0.0
+
+    items.sort(key=minutes, reverse=True)  # stable: the order inside a module and among the rest is kept
+
+
 class LocalKafka:
     """Named clusters; `a` and `b` start with the session, others on first use."""
 

@@ -19,6 +19,8 @@ from sparkmirror_dev.testing import NumberedProducer, check_numbered, open_trans
 
 from .conftest import read_topic, wait_for
 
+pytestmark = pytest.mark.minutes(8)
+
 PARTS = 3
 
 

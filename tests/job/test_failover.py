@@ -24,6 +24,8 @@ from sparkmirror_dev.testing import (commit_group, consume_as_group, count_recor
 
 from .conftest import mirror_once, wait_for
 
+pytestmark = pytest.mark.minutes(3)
+
 
 def _read_as(bootstrap: str, group: str, topic: str, upto: dict[int, int]) -> dict[int, list[int]]:
     """A consumer of `group` reads each partition's first `upto[p]` records and commits: sequences read."""

@@ -14,6 +14,7 @@ import signal
 import threading
 import time
 
+import pytest
 
 from sparkmirror_dev.kafka import KafkaCluster
 from sparkmirror_dev.testing import create_topic, read_topic, unique_name
@@ -24,6 +25,8 @@ from sparkmirror.resource.flowgroup import FlowGroupConfig
 
 from .conftest import wait_for
 from .test_eos_crash import PARTS, NumberedProducer, _target_count
+
+pytestmark = pytest.mark.minutes(5)
 
 OUTAGE_S = 70.0
 

@@ -13,7 +13,7 @@ from sparkmirror_dev.testing import (commit_group, consume_as_group, count_recor
 
 from .conftest import KMM2, condition as _cond, kmm2_status as _status, merge_patch as _patch, wait_for
 
-pytestmark = [pytest.mark.k8s, pytest.mark.kafka, pytest.mark.spark]
+pytestmark = [pytest.mark.k8s, pytest.mark.kafka, pytest.mark.spark, pytest.mark.minutes(3)]
 
 
 @pytest.mark.timeout(900)
