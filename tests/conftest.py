@@ -41,6 +41,32 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=minutes, reverse=True)  # stable: the order inside a module and among the rest is kept
 
 
+_FIGURES: list[str] = []  # "file::test: name: value", from every test's user_properties (also xdist workers')
+
+
+@pytest.fixture
+def figure(request: pytest.FixtureRequest) -> Callable[[str, object], None]:
+    """figure(name, value): listed in the run's `figures` summary, which works from output-less xdist workers too."""
+
+    def record(name: str, value: object) -> None:
+        request.node.user_properties.append((name, value))
+
+    return record
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "call":
+        path, _, test = report.nodeid.partition("::")  # a parameter id may hold "/": cut the path only
+        _FIGURES.extend(f"{path.rsplit('/', 1)[-1]}::{test}: {key}: {value}" for key, value in report.user_properties)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _FIGURES:
+        terminalreporter.section("figures")
+        for line in _FIGURES:
+            terminalreporter.write_line(line)
+
+
 class LocalKafka:
     """Named clusters; `a` and `b` start with the session, others on first use."""
 

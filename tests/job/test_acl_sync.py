@@ -137,7 +137,7 @@ def config(source: KafkaCluster, target: KafkaCluster, prefix: str, tmp_path) ->
                      "emitHeartbeats": False}]})
 
 
-def test_acl_round_trip_between_secured_clusters(secured_kafka, secured_kafka_2, tmp_path, caplog) -> None:
+def test_acl_round_trip_between_secured_clusters(secured_kafka, secured_kafka_2, tmp_path, caplog, figure) -> None:
     """alice may read (and write) `T` and read topics under a prefix on the source; after one sync she reads
     their remote topics on the target with her own SCRAM login, but cannot write them nor read anything else;
     her group ACL went across; a source binding removed goes on the next sync, a hand-made WRITE stays. carol's
@@ -240,11 +240,11 @@ def test_acl_round_trip_between_secured_clusters(secured_kafka, secured_kafka_2,
     finally:
         delete_acls(src, source_acls)
         delete_acls(dst, [hand_made, carol_reads])
-    print(f"ACL round trip: {time.monotonic() - started:.1f} s")
+    figure("acl_round_trip", f"ACL round trip: {time.monotonic() - started:.1f} s")
 
 
 def test_a_target_without_authorizer_is_one_log_line_and_the_mirror_goes_on(secured_kafka, kafka_b, tmp_path,
-                                                                          caplog) -> None:
+                                                                          caplog, figure) -> None:
     """Kafka 4 brokers without an authorizer list no ACLs and refuse to create one (SECURITY_DISABLED): the sync
     says so once, topics are still synced, nothing is raised."""
     caplog.set_level(logging.INFO, logger="sparkmirror.aclsync")
@@ -275,4 +275,4 @@ def test_a_target_without_authorizer_is_one_log_line_and_the_mirror_goes_on(secu
     said = [r for r in caplog.records if r.name == "sparkmirror.aclsync"]
     assert [(r.levelname, r.getMessage()) for r in said] == [
         ("INFO", "mirror src-to-b: target cluster 'b' has no authorizer: no ACLs to sync")]
-    print(f"no authorizer on the target: {time.monotonic() - started:.1f} s")
+    figure("no_authorizer_sync", f"no authorizer on the target: {time.monotonic() - started:.1f} s")

@@ -21,11 +21,12 @@ assert set(SHORT) <= set(KINDS)
 
 
 @pytest.mark.timeout(1200)  # six brokers, a standalone cluster and three faults, on 2 cores
-def test_executor_and_broker_kills_lose_and_repeat_nothing(tmp_path):
+def test_executor_and_broker_kills_lose_and_repeat_nothing(tmp_path, figure):
     lines: list[str] = []
     camp, rows = run_campaign(kills=1, outages=0, outage_s=65.0, pause_s=5.0, rate=100.0, workdir=tmp_path,
                               log=lines.append, kinds=SHORT)
-    print("\n".join(lines), rows, sep="\n")
+    print("\n".join(lines))
+    figure("fault_recovery", rows)
     assert {r["fault"] for r in rows} == set(SHORT)
     assert camp.sent > 0 and camp.records >= camp.sent * 3
     assert (camp.missing, camp.duplicated) == (0, 0), rows

@@ -195,7 +195,7 @@ def _raw_progress_values(bootstrap: str, topic: str, key: bytes) -> int:
 
 @pytest.mark.kafka
 def test_translation_stays_exact_after_the_progress_topic_compacted(kafka_a, kafka_b, topic, flowgroup,
-                                                                     monkeypatch) -> None:
+                                                                     monkeypatch, figure) -> None:
     """A group far behind: the ranges it sits in were compacted away; anchors and counting on both clusters
     still give the exact target position for every offset."""
     import sparkmirror.progress.record as record
@@ -237,7 +237,7 @@ def test_translation_stays_exact_after_the_progress_topic_compacted(kafka_a, kaf
         copy_lane(cfg, mirror, lane.index, list(lane.partitions), 0.2)
         if _raw_progress_values(kafka_b.bootstrap, cfg.progressTopic, key) <= 3:
             break
-    print(f"compacted after {time.monotonic() - t0:.1f}s, {_} rounds")
+    figure("compaction_time", f"compacted after {time.monotonic() - t0:.1f}s, {_} rounds")
     held = read_progress(cfg.cluster("b").client_config(), cfg.progressTopic, "a", resource=cfg.resource)
     m = held.maps[("a", src, 0)]
     total_ranges = held.latest[("a", src, 0)]
@@ -267,7 +267,8 @@ def test_translation_stays_exact_after_the_progress_topic_compacted(kafka_a, kaf
         wrong = {o: (got[o][0].downstream_offset if got[o] else None, expected(o)) for o in offsets
                  if not got[o] or reads_first(got[o][0].downstream_offset) != expected(o)}
         assert not wrong, f"translated / exact: {wrong}"
-        print(f"translated {len(offsets)} offsets in {time.monotonic() - t0:.1f}s; {len(m)} ranges held")
+        figure("translation_time", f"translated {len(offsets)} offsets in {time.monotonic() - t0:.1f}s; "
+               f"{len(m)} ranges held")
         # without counting across the dropped ranges a lagging group would repeat records: the holes are real
         plain_map = {o: translate("lagging-g", {(src, 0): (o, "")}, maps, emitter.counter) for o in offsets}
         assert sum(reads_first(plain_map[o][0].downstream_offset) != expected(o) for o in offsets) > len(offsets) // 3
@@ -291,8 +292,9 @@ def test_translation_stays_exact_after_the_progress_topic_compacted(kafka_a, kaf
             [(23, "committed")], doc
         assert consume_as_group(kafka_b.bootstrap, behind, dst, 1, value=bytes) == \
             {0: [source[o] for o in sorted(source) if o >= 23]}
-        print(f"failover of a group behind the compacted history: {took:.1f} s from the command to consumers able "
-              f"to move; it read the {sum(1 for o in source if o >= 23)} records it had not read, each once")
+        figure("compacted_failover", f"failover of a group behind the compacted history: {took:.1f} s from the "
+               f"command to consumers able to move; it read the {sum(1 for o in source if o >= 23)} records it had "
+               "not read, each once")
         undo_all([cfg], mirror)  # a drill: the mirror copies on below
 
         # the target's retention deletes the older records: their anchors are removed, the newest stays

@@ -150,7 +150,7 @@ def test_takeover_fences_old_lanes_whose_partitions_move():
     assert _to_fence(cfg("g", 3), [pred(cfg("g", 2))], {"a"}) == set()  # that target is not written any more
 
 
-def test_offset_history_is_bounded_and_small():
+def test_offset_history_is_bounded_and_small(figure):
     """The driver follows every partition's progress for hours: what it holds per committed range is bounded
     by `spark.offsetHistory` and small (integer columns, not record objects), and trimming stays cheap."""
     import tracemalloc
@@ -167,5 +167,5 @@ def test_offset_history_is_bounded_and_small():
     m = s.maps[("a", "t", 0)]
     assert len(m) == 20_000 and m.records[0].source_first == 400_000 and m.records[-1].source_first == 599_990
     assert m.translate(400_005) == 440_005 and m.translate(399_999) is None and m.translate(600_000) == 659_999
-    print(f"\n{held / 20_000:.0f} bytes held per range kept")
+    figure("bytes_per_range", f"{held / 20_000:.0f} bytes held per range kept")
     assert held < 20_000 * 100  # columns of 7 integers, with at most an eighth more held between trims

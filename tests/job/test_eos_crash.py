@@ -120,7 +120,7 @@ def test_kill_one_python_worker(kafka_a, kafka_b, topic, flowgroup, job):
     assert jp.stop() == 0, jp.log()[-3000:]
 
 
-def test_stop_with_a_lane_stuck_leaves_no_transaction_open(kafka_a, kafka_b, topic, flowgroup, job):
+def test_stop_with_a_lane_stuck_leaves_no_transaction_open(kafka_a, kafka_b, topic, flowgroup, job, figure):
     """A lane frozen mid-transaction (as on an executor that was lost): the driver's drain runs out of time, so
     it fences its own lanes on the way out. No transaction stays open on the target to hold read_committed
     consumers back, and a restart copies every record exactly once."""
@@ -142,7 +142,7 @@ def test_stop_with_a_lane_stuck_leaves_no_transaction_open(kafka_a, kafka_b, top
     assert frozen, "no lane could be frozen with a transaction open"
     t0 = time.monotonic()
     assert jp.stop(150) == 0, jp.log()[-3000:]
-    print(f"stopped in {time.monotonic() - t0:.0f}s with a frozen lane", flush=True)
+    figure("stop_with_frozen_lane", f"stopped in {time.monotonic() - t0:.0f}s with a frozen lane")
     assert re.search(r"an epoch outlived the drain; fenced its \d+ lane transactional ids", jp.log()), \
         jp.log()[-3000:]
     assert open_transactions(kafka_b.bootstrap, remote, PARTS) == {}

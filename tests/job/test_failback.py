@@ -19,9 +19,10 @@ from .conftest import mirror_once
 pytestmark = pytest.mark.kafka
 
 
-def _read_some(bootstrap: str, group: str, topic: str, partitions: int, n: int) -> dict[int, list[int]]:
-    """A consumer of `group` reads `n` records of each partition from its committed offsets (the start when it
-    has none) and commits after them: the sequence numbers it read."""
+def _read_some(bootstrap: str, group: str, topic: str, partitions: int, n: int | dict[int, int]) -> dict[int, list[int]]:
+    """A consumer of `group` reads `n` records of each partition (or n[partition]) from its committed offsets (the
+    start when it has none) and commits after them: the sequence numbers it read."""
+    want = n if isinstance(n, dict) else {p: n for p in range(partitions)}
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
                   "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
     out: dict[int, list[int]] = {p: [] for p in range(partitions)}
@@ -30,15 +31,15 @@ def _read_some(bootstrap: str, group: str, topic: str, partitions: int, n: int) 
         committed = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
         c.assign([TopicPartition(topic, tp.partition, tp.offset if tp.offset >= 0 else -2) for tp in committed])
         deadline = time.monotonic() + 60
-        while any(len(v) < n for v in out.values()) and time.monotonic() < deadline:
+        while any(len(v) < want[p] for p, v in out.items()) and time.monotonic() < deadline:
             for m in c.consume(100, 0.5):
-                if m.error() is None and len(out[m.partition()]) < n:
+                if m.error() is None and len(out[m.partition()]) < want[m.partition()]:
                     out[m.partition()].append(int(m.value().decode().split(":")[1]))
                     last[m.partition()] = m.offset()
         c.commit(offsets=[TopicPartition(topic, p, o + 1) for p, o in last.items()], asynchronous=False)
     finally:
         c.close()
-    assert all(len(v) == n for v in out.values()), out
+    assert all(len(v) == want[p] for p, v in out.items()), out
     return out
 
 
@@ -56,22 +57,27 @@ def test_translate_back_is_the_reverse_of_translate() -> None:
     assert OffsetMap([rng(5, 9, 3, 7, 5)]).translate_back(2) is None  # before the history held
 
 
-def _resource(name: str, target: tuple[str, str], source: tuple[str, str], topics: str) -> dict:
+IDENTITY = {"config": {"replication.policy.class": "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"}}
+
+
+def _resource(name: str, target: tuple[str, str], source: tuple[str, str], topics: str,
+              identity: bool = False) -> dict:
+    mirror = {"source": {"alias": source[0], "bootstrapServers": source[1]}, "topicsPattern": topics,
+              "groupsPattern": "fb-.*", **({"sourceConnector": IDENTITY} if identity else {})}
     return {"apiVersion": "sparkmirror.io/v1alpha1", "kind": "KafkaMirrorMaker2",
             "metadata": {"name": name, "namespace": "dr"},
-            "spec": {"target": {"alias": target[0], "bootstrapServers": target[1]},
-                     "mirrors": [{"source": {"alias": source[0], "bootstrapServers": source[1]},
-                                  "topicsPattern": topics, "groupsPattern": "fb-.*"}]}}
+            "spec": {"target": {"alias": target[0], "bootstrapServers": target[1]}, "mirrors": [mirror]}}
 
 
-def test_failback_moves_groups_home_and_every_record_is_read_once(kafka_a, kafka_b, topic, tmp_path, capfd) -> None:
+def test_failback_moves_groups_home_and_every_record_is_read_once(kafka_a, kafka_b, topic, tmp_path, capfd,
+                                                                  figure) -> None:
     """`sparkmirror failover` a -> b, the group reads on b (the mirrored topic and b's own, which producers write
     to now and a reverse mirror copies to a), then `sparkmirror failback`: on a it reads the rest of both, and
     every record is read once over both clusters. Aborted records on a make offsets on a and b differ."""
     src = topic(kafka_a, 2)
     before = _topics(kafka_a.bootstrap)
     try:
-        _failback(kafka_a, kafka_b, src, tmp_path, capfd)
+        _failback(kafka_a, kafka_b, src, tmp_path, capfd, figure)
     finally:  # the clusters are shared: what the reverse mirror made on a (b.heartbeats, ...) goes again
         _delete(kafka_a.bootstrap, _topics(kafka_a.bootstrap) - before)
         _delete(kafka_b.bootstrap, {src})
@@ -91,7 +97,7 @@ def _delete(bootstrap: str, topics: set[str]) -> None:
                 pass
 
 
-def _failback(kafka_a, kafka_b, src: str, tmp_path, capfd) -> None:
+def _failback(kafka_a, kafka_b, src: str, tmp_path, capfd, figure) -> None:
     from sparkmirror.runner.resources import load
 
     produce_numbered(kafka_a.bootstrap, src, 2, 0, 50)
@@ -154,15 +160,85 @@ def _failback(kafka_a, kafka_b, src: str, tmp_path, capfd) -> None:
     mirror_once(fwd)
     assert {p: [int(r.value.decode().split(":")[1]) for r in recs][-1]
             for p, recs in read_topic(kafka_b.bootstrap, f"a.{src}").items()} == {0: 100, 1: 100}
-    # usage: the reverse mirror must be in the files; the identity policy is refused, named
+    # usage: the reverse mirror must be in the files
     assert main(["failback", "-f", str(files["fwd"]), "--mirror", "a"]) == 2
     assert "no mirror from 'b' back to 'a' in the files" in capfd.readouterr().err
-    ident = json.loads(files["rev"].read_text())
-    ident["spec"]["mirrors"][0]["sourceConnector"] = {"config": {
-        "replication.policy.class": "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"}}
-    files["rev"].write_text(json.dumps(ident))
-    assert main(["failback", "-f", str(files["fwd"]), "-f", str(files["rev"]), "--mirror", "a"]) == 2
-    assert "uses the identity replication policy" in capfd.readouterr().err
-    with capfd.disabled():
-        print(f"\nfailback: {took:.1f} s from the command to consumers able to move back; the group read "
-              f"{sum(len(v) for v in read.values())} records over both clusters, each once")
+    figure("failback", f"{took:.1f} s from the command to consumers able to move back; the group read "
+           f"{sum(len(v) for v in read.values())} records over both clusters, each once")
+
+
+def test_failback_under_the_identity_policy_uses_each_map_where_it_holds(kafka_a, kafka_b, topic, tmp_path, capfd,
+                                                                        figure) -> None:
+    """Under the identity policy one topic on b holds what a -> b copied and, after it, what producers wrote on b
+    (copied back into the same topic on a). The group stops partition 0 inside the copied records and partition 1
+    past them, among b's own: failback moves each through the map that holds it (the forward map back, the
+    reverse map forward) and every record is read once over both clusters."""
+    src = topic(kafka_a, 2)
+    before = {c.name: _topics(c.bootstrap) for c in (kafka_a, kafka_b)}
+    try:
+        _identity_failback(kafka_a, kafka_b, src, tmp_path, capfd, figure)
+    finally:  # the clusters are shared: what the mirrors made (src on b, heartbeats, ...) goes again
+        for c in (kafka_a, kafka_b):
+            _delete(c.bootstrap, _topics(c.bootstrap) - before[c.name])
+
+
+def _identity_failback(kafka_a, kafka_b, src: str, tmp_path, capfd, figure) -> None:
+    from sparkmirror.runner.resources import load
+
+    produce_numbered(kafka_a.bootstrap, src, 2, 0, 50)
+    tx = Producer({"bootstrap.servers": kafka_a.bootstrap, "transactional.id": unique_name("fb-tx")})
+    tx.init_transactions(30)
+    tx.begin_transaction()
+    for i in range(20):  # aborted records and markers: offsets on a and on b differ from here on
+        tx.produce(src, value=f"{i % 2}:aborted".encode(), partition=i % 2)
+    tx.flush(30)
+    tx.abort_transaction(30)
+    produce_numbered(kafka_a.bootstrap, src, 2, 50, 50)
+    files = {"fwd": tmp_path / "fwd.yaml", "rev": tmp_path / "rev.yaml"}
+    files["fwd"].write_text(json.dumps(_resource(unique_name("fwd"), ("b", kafka_b.bootstrap),
+                                                 ("a", kafka_a.bootstrap), src, identity=True)))
+    files["rev"].write_text(json.dumps(_resource(unique_name("rev"), ("a", kafka_a.bootstrap),
+                                                 ("b", kafka_b.bootstrap), src, identity=True)))
+    fwd, rev = load([str(files["fwd"])]).configs[0], load([str(files["rev"])]).configs[0]
+    mirror_once(fwd)
+    group = unique_name("fb-id")
+    commit_group(kafka_a.bootstrap, group, {(src, 0): 20, (src, 1): 90})
+    read = {p: [int(r.value.decode().split(":")[1]) for r in recs if r.offset < (20, 90)[p]]
+            for p, recs in read_topic(kafka_a.bootstrap, src).items()}
+
+    log = str(tmp_path / "clients.log")
+    assert main(["failover", "-f", str(files["fwd"]), "--mirror", "a", "--groups", group, "--log-file", log]) == 0
+    for p, seqs in _read_some(kafka_b.bootstrap, group, src, 2, 10).items():
+        read[p] += seqs
+    produce_numbered(kafka_b.bootstrap, src, 2, 1000, 40)  # producers write on b now, into the same topic
+    mirror_once(rev)
+    # partition 0 stays inside what a -> b copied (sequence 34); partition 1 reads past it into b's own (1003)
+    for p, seqs in _read_some(kafka_b.bootstrap, group, src, 2, {0: 5, 1: 15}).items():
+        read[p] += seqs
+    assert (read[0][-1], read[1][-1]) == (34, 1003), read
+
+    capfd.readouterr()
+    t0 = time.monotonic()
+    rc = main(["failback", "-f", str(files["fwd"]), "-f", str(files["rev"]), "--mirror", "a", "--groups", group,
+               "-o", "json", "--log-file", log])
+    took = time.monotonic() - t0
+    doc = json.loads(capfd.readouterr().out)
+    assert rc == 0 and doc["ok"], doc
+    moved = sorted((r["sourceTopic"], r["targetTopic"], r["partition"], r["action"])
+                   for g in doc["groups"] for r in g["partitions"])
+    assert moved == [(src, src, 0, "committed"), (src, src, 1, "committed")], doc
+    for p, seqs in consume_as_group(kafka_a.bootstrap, group, src, 2).items():
+        read[p] += seqs
+    want = list(range(100)) + list(range(1000, 1040))
+    tally = {p: (sorted(set(want) - set(v)), sorted(x for x in set(v) if v.count(x) > 1)) for p, v in read.items()}
+    assert {p: sorted(v) for p, v in read.items()} == {p: want for p in (0, 1)}, \
+        f"(missing, read twice) per partition: {tally}"
+    # a -> b copies again, and not what came from b: b holds each sequence once, the new record last
+    produce_numbered(kafka_a.bootstrap, src, 2, 100, 1)
+    mirror_once(fwd)
+    on_b = {p: [int(r.value.decode().split(":")[1]) for r in recs]
+            for p, recs in read_topic(kafka_b.bootstrap, src).items()}
+    assert {p: (sorted(v), v[-1]) for p, v in on_b.items()} == \
+        {p: (sorted([*range(101), *range(1000, 1040)]), 100) for p in (0, 1)}, on_b
+    figure("failback_identity", f"{took:.1f} s; partition 0 moved back through the forward map, partition 1 "
+           f"through the reverse one; {sum(len(v) for v in read.values())} records read, each once")

@@ -66,7 +66,7 @@ def test_decide_moves_idle_groups_forward_only() -> None:
 
 
 @pytest.mark.kafka
-def test_failover_stops_the_mirror_and_moves_groups_exactly(kafka_a, kafka_b, topic, flowgroup, job, capsys) -> None:
+def test_failover_stops_the_mirror_and_moves_groups_exactly(kafka_a, kafka_b, topic, flowgroup, job, figure) -> None:
     src = topic(kafka_a, 2)
     cfg = flowgroup(src, mirror={"groups": "fo-.*", "emitCheckpointsIntervalSeconds": 2})
     mirror = cfg.mirrors[0]
@@ -121,11 +121,10 @@ def test_failover_stops_the_mirror_and_moves_groups_exactly(kafka_a, kafka_b, to
     seqs = {p: [int(r.value.decode().split(":")[1]) for r in recs] for p, recs in read_topic(kafka_b.bootstrap, dst).items()}
     assert seqs == {0: list(range(220)), 1: list(range(220))}
     assert again.stop() == 0
-    with capsys.disabled():
-        mark_ms = doc["stopped"][0]["tookMs"]
-        print(f"\nfailover: caught up, stopped, translated and committed in {took:.1f} s (mark and fencing "
-              f"{mark_ms} ms); the running job exited {noticed:.1f} s later; the moved group read 240 records on "
-              "the target, each once; after --undo, 440 records once")
+    mark_ms = doc["stopped"][0]["tookMs"]
+    figure("failover", f"failover: caught up, stopped, translated and committed in {took:.1f} s (mark and fencing "
+           f"{mark_ms} ms); the running job exited {noticed:.1f} s later; the moved group read 240 records on "
+           "the target, each once; after --undo, 440 records once")
 
 
 @pytest.mark.kafka

@@ -77,7 +77,7 @@ def _count(read: dict[int, list[int]]) -> tuple[int, int]:
 
 @pytest.mark.kafka
 def test_group_failover_counts_sparkmirror_against_mirrormaker2(kafka_a, kafka_b, topic, flowgroup, run_java,
-                                                                 tmp_path) -> None:
+                                                                 tmp_path, figure) -> None:
     src = topic(kafka_a, 2)
     group = unique_name("switch")
     produce_numbered(kafka_a.bootstrap, src, 2, 0, N)
@@ -111,8 +111,8 @@ def test_group_failover_counts_sparkmirror_against_mirrormaker2(kafka_a, kafka_b
     on_theirs = _read_from(kafka_b.bootstrap, mm2_topic, theirs)
     assert {p: read_on_source[p] + on_ours[p] for p in READ} == {p: list(range(N)) for p in READ}
     mm2_repeated, mm2_skipped = _count(on_theirs)
-    print(f"failover of a group at source offsets {READ} of {N}: sparkmirror repeated 0, skipped 0; "
-          f"MirrorMaker 2 repeated {mm2_repeated}, skipped {mm2_skipped} (translated to {theirs}, exact: "
-          f"{READ})")
+    figure("failover_vs_mm2", f"failover of a group at source offsets {READ} of {N}: sparkmirror repeated 0, "
+           f"skipped 0; MirrorMaker 2 repeated {mm2_repeated}, skipped {mm2_skipped} (translated to {theirs}, exact: "
+           f"{READ})")
     assert _count(on_ours) == (0, 0)
     assert mm2_skipped == 0  # MM2 translates to the last offset sync at or below the group: it repeats, never skips

@@ -33,7 +33,7 @@ def _with(cfg: FlowGroupConfig, **worker) -> FlowGroupConfig:
     return cfg.model_copy(update={"worker": cfg.worker.model_copy(update=worker)})
 
 
-def test_handoffs_while_copying_lose_and_repeat_nothing(kafka_a, kafka_b, topic, flowgroup, tmp_path, capsys):
+def test_handoffs_while_copying_lose_and_repeat_nothing(kafka_a, kafka_b, topic, flowgroup, tmp_path, figure):
     t1, t2 = topic(kafka_a, partitions=3), topic(kafka_a, partitions=3)
     base = flowgroup(f"{t1}|{t2}", name="hand", lanes=2, epochSeconds=5)
     split = [base.model_copy(update={"name": "hand-1", "mirrors": [base.mirrors[0].model_copy(update={"topics": t1})]}),
@@ -73,10 +73,9 @@ def test_handoffs_while_copying_lose_and_repeat_nothing(kafka_a, kafka_b, topic,
     assert [c.worker.generation for c in run.initial] == [1]
     assert handoffs[-1][1]["generation"] == 1 + len(steps)
     gaps = commit_gaps(kafka_b.bootstrap, base, t_start)
-    with capsys.disabled():
-        print(f"\n{len(handoffs)} handoffs, {sum(sent) * 3} records, 0 missing, 0 duplicated; "
-              f"largest pauses between commits: {[g for g, _ in gaps[:5]]} ms; taken over in "
-              f"{[d['tookOverMs'] for _, d in handoffs]} ms")
+    figure("handoffs", f"{len(handoffs)} handoffs, {sum(sent) * 3} records, 0 missing, 0 duplicated; "
+           f"largest pauses between commits: {[g for g, _ in gaps[:5]]} ms; taken over in "
+           f"{[d['tookOverMs'] for _, d in handoffs]} ms")
 
 
 def test_a_superseded_generation_refuses_to_copy(kafka_a, kafka_b, topic, flowgroup):

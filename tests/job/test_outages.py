@@ -74,7 +74,7 @@ def _resumed_after(bootstrap: str, topic: str, back: float, timeout: float = 120
     return time.monotonic() - back
 
 
-def test_lane_rides_out_a_source_outage(kafka, topic, caplog):
+def test_lane_rides_out_a_source_outage(kafka, topic, caplog, figure):
     """A lane copying from a source cluster that goes away for 70 s: it waits, then carries on in the same run."""
     source, target = kafka.cluster("outage-src"), kafka.cluster("b")
     src = topic(source, PARTS)
@@ -102,8 +102,8 @@ def test_lane_rides_out_a_source_outage(kafka, topic, caplog):
     assert not lane.is_alive() and result, "the lane did not end its run"
     records, missing, duplicated = _tally(target.bootstrap, remote, sent)
     lines = [r.getMessage() for r in caplog.records if "source cluster 'src'" in r.getMessage()]
-    print(f"\nsource outage {OUTAGE_S:.0f} s: {records} records for {sent * PARTS}, missing {missing}, "
-          f"duplicated {duplicated}, copying again {resumed:.1f} s after the broker answered; {lines}")
+    figure("source_outage", f"source outage {OUTAGE_S:.0f} s: {records} records for {sent * PARTS}, missing "
+           f"{missing}, duplicated {duplicated}, copying again {resumed:.1f} s after the broker answered; {lines}")
     assert (missing, duplicated) == (0, 0)
     assert any("unreachable since" in line for line in lines), lines
     assert any("reachable again after" in line for line in lines), lines
@@ -111,7 +111,7 @@ def test_lane_rides_out_a_source_outage(kafka, topic, caplog):
     assert all(s.waiting is None for s in result)
 
 
-def test_job_rides_out_a_target_outage(kafka, topic, job):
+def test_job_rides_out_a_target_outage(kafka, topic, job, figure):
     """The whole job (driver, topic sync, services, lanes) with its target cluster away for 70 s."""
     source, target = kafka.cluster("a"), kafka.cluster("outage-tgt")
     src = topic(source, PARTS)
@@ -134,8 +134,8 @@ def test_job_rides_out_a_target_outage(kafka, topic, job):
     records, missing, duplicated = _tally(target.bootstrap, remote, sent)
     log = jp.log()
     said = [ln.split(": ", 1)[-1] for ln in log.splitlines() if "unreachable since" in ln or "reachable again" in ln]
-    print(f"\ntarget outage {OUTAGE_S:.0f} s: {records} records for {sent * PARTS}, missing {missing}, "
-          f"duplicated {duplicated}, copying again {resumed:.1f} s after the broker answered; said: {said}")
+    figure("target_outage", f"target outage {OUTAGE_S:.0f} s: {records} records for {sent * PARTS}, missing "
+           f"{missing}, duplicated {duplicated}, copying again {resumed:.1f} s after the broker answered; said: {said}")
     assert (missing, duplicated) == (0, 0)
     assert "mirror 'src-to-tgt': target cluster 'tgt' unreachable since" in log, log[-3000:]
     assert "mirror 'src-to-tgt': target cluster 'tgt' reachable again after" in log, log[-3000:]

@@ -54,7 +54,7 @@ def commit_group(bootstrap: str, group: str, topic: str, offset: int) -> None:
                                        )[group].result(timeout=30)
 
 
-def test_plan_changes_nothing_and_lists_what_run_does(tmp_path, kafka_a, kafka_b) -> None:
+def test_plan_changes_nothing_and_lists_what_run_does(tmp_path, kafka_a, kafka_b, figure) -> None:
     p = unique_name("plan")
     a, b = kafka_a.bootstrap, kafka_b.bootstrap
     create_topic(a, f"{p}-new", 3, {"retention.ms": "3600000"})
@@ -130,8 +130,8 @@ def test_plan_changes_nothing_and_lists_what_run_does(tmp_path, kafka_a, kafka_b
     again = sparkmirror("plan", "-f", str(path), "-o", "yaml")
     assert again.returncode == 0, again
     assert "add partitions" not in again.stdout and "create retention" not in again.stdout
-    print(f"plan took {took:.2f} s against two clusters with {len(before['a']['topics'])} + "
-          f"{len(before['b']['topics'])} topics")
+    figure("plan_time", f"plan took {took:.2f} s against two clusters with {len(before['a']['topics'])} + "
+           f"{len(before['b']['topics'])} topics")
 
 
 def test_plan_reports_prevented_and_real_loops(tmp_path, kafka_a, kafka_b) -> None:

@@ -101,7 +101,7 @@ def commit_group(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]
     c.close()
 
 
-def test_job_mirrors_plain_source_to_scram_tls_target(kafka_a, secured, topic, job, caplog) -> None:
+def test_job_mirrors_plain_source_to_scram_tls_target(kafka_a, secured, topic, job, caplog, figure) -> None:
     """The job, its heartbeats and checkpoints write through SASL_SSL with SCRAM-SHA-512 and ACLs; the
     operator's lag reader reads the progress topic through the same listener."""
     s = secured.cluster
@@ -131,11 +131,11 @@ def test_job_mirrors_plain_source_to_scram_tls_target(kafka_a, secured, topic, j
     lag = group_lag(view, read, {}, timeout=10)
     assert (lag.error, lag.lag, lag.partitions) == (None, 0, 3)
     assert jp.stop() is not None
-    print(f"SASL_SSL job: 1,500 records on the target {copied:.1f}s after start")
+    figure("sasl_ssl_copy", f"SASL_SSL job: 1,500 records on the target {copied:.1f}s after start")
     assert_no_leak(jp.log(), caplog.text, repr(lag))
 
 
-def test_job_mirrors_mtls_source_and_emitters_and_lag_through_tls(kafka_b, secured, job, caplog) -> None:
+def test_job_mirrors_mtls_source_and_emitters_and_lag_through_tls(kafka_b, secured, job, caplog, figure) -> None:
     """mTLS (client certificate, ACLs on its principal) as the job's source; the heartbeat and checkpoint
     writers and the lag reader through TLS alone and SCRAM without TLS too."""
     s = secured.cluster
@@ -155,7 +155,7 @@ def test_job_mirrors_mtls_source_and_emitters_and_lag_through_tls(kafka_b, secur
     lag = group_lag(view, read, {}, timeout=10)  # source end offsets through mTLS
     assert (lag.error, lag.lag, lag.partitions) == (None, 0, 2)
     assert jp.stop() is not None
-    print(f"MTLS job: 800 records on the target {copied:.1f}s after start")
+    figure("mtls_copy", f"MTLS job: 800 records on the target {copied:.1f}s after start")
 
     # the writers MM2 clients read, through each other listener of the secured cluster as their target
     for listener in ("SSL", "SASL_PLAINTEXT"):
@@ -177,7 +177,8 @@ def test_job_mirrors_mtls_source_and_emitters_and_lag_through_tls(kafka_b, secur
     assert_no_leak(jp.log(), caplog.text)
 
 
-def test_refusals_name_the_cluster_never_the_secret(kafka_a, secured, topic, job, caplog, tmp_path) -> None:
+def test_refusals_name_the_cluster_never_the_secret(kafka_a, secured, topic, job, caplog, tmp_path,
+                                                    figure) -> None:
     """A wrong password and an untrusted CA are clear errors naming the cluster (lag reader and job); a
     password that is not UTF-8 text is refused naming its file; the secret shows nowhere."""
     other = tmp_path / "other-ca"
@@ -205,7 +206,8 @@ def test_refusals_name_the_cluster_never_the_secret(kafka_a, secured, topic, job
     for what, jp in jobs.items():
         started = time.monotonic()
         wait_for(lambda: jp.proc.poll() is not None, 240, f"the job with a {what} to end")
-        print(f"job with a {what}: ended after {time.monotonic() - started:.1f}s, exit {jp.proc.returncode}")
+        figure("refused_job_end", f"job with a {what}: ended after {time.monotonic() - started:.1f}s, "
+               f"exit {jp.proc.returncode}")
         log = jp.log()
         assert jp.proc.returncode != 0, log[-3000:]
         assert_no_leak(log, secret=binary if what == "binary password" else wrong)
@@ -213,7 +215,7 @@ def test_refusals_name_the_cluster_never_the_secret(kafka_a, secured, topic, job
     assert "'s'" in jobs["wrong password"].log(), jobs["wrong password"].log()[-3000:]
 
 
-def test_a_user_without_write_on_the_target_topic_stops_the_job(kafka_a, secured, topic, job) -> None:
+def test_a_user_without_write_on_the_target_topic_stops_the_job(kafka_a, secured, topic, job, figure) -> None:
     """ACLs: `limited` may do everything but WRITE topics named a.denied-*: a permanent, clear error."""
     src = topic(kafka_a, 1, name=unique_name("denied"))
     produce_numbered(kafka_a.bootstrap, src, 1, 0, 10)
@@ -225,8 +227,9 @@ def test_a_user_without_write_on_the_target_topic_stops_the_job(kafka_a, secured
         wait_for(lambda: jp.proc.poll() is not None, 240, "the job refused WRITE to end")
     finally:
         log = jp.log()
-        print(f"ACL refusal: job ended after {time.monotonic() - started:.1f}s, exit {jp.proc.returncode}; "
-              f"its log's last lines:\n" + "\n".join(log.splitlines()[-25:]))
+        figure("acl_refusal_end", f"ACL refusal: job ended after {time.monotonic() - started:.1f}s, "
+               f"exit {jp.proc.returncode}")
+        print("its log's last lines:\n" + "\n".join(log.splitlines()[-25:]))
     assert jp.proc.returncode != 0
     assert "TOPIC_AUTHORIZATION_FAILED" in log or "not authorized" in log.lower(), log[-3000:]
     assert f"a.{src}" in log, log[-3000:]

@@ -50,7 +50,7 @@ def _verify(path, *args: str) -> tuple[int, dict, float]:
     return out.returncode, json.loads(out.stdout), time.monotonic() - t0
 
 
-def test_verify_finds_altered_and_stray_records(tmp_path, kafka_a, kafka_b, topic) -> None:
+def test_verify_finds_altered_and_stray_records(tmp_path, kafka_a, kafka_b, topic, figure) -> None:
     src = topic(kafka_a, 2)
     dst = topic(kafka_b, 2, name=f"a.{src}")
     path = write(tmp_path, resource(kafka_a.bootstrap, kafka_b.bootstrap, src))
@@ -100,8 +100,8 @@ def test_verify_finds_altered_and_stray_records(tmp_path, kafka_a, kafka_b, topi
     assert p1["target"]["count"] == p1["source"]["count"] + 1, p1
     assert p1["firstDifference"]["targetOffset"] == stray, p1
     assert p1["firstDifference"]["sourceOffset"] == 120, p1  # the stray came before the copy of offset 120
-    print(f"verify: {first_seconds:.1f} s (all equal), {second_seconds:.1f} s ({len(report['ranges'])} ranges, "
-          "2 differ)")
+    figure("verify_time", f"verify: {first_seconds:.1f} s (all equal), {second_seconds:.1f} s "
+           f"({len(report['ranges'])} ranges, 2 differ)")
 
 
 def test_verify_bad_input_names_the_problem(tmp_path) -> None:

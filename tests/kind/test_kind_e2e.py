@@ -12,6 +12,7 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Callable
 
 import pytest
 from confluent_kafka import Producer
@@ -130,7 +131,7 @@ def _pod(ground: KindGround, app: str, role: str) -> str:
     return names[0]
 
 
-def test_mirror_on_kind(kind_ground: KindGround) -> None:
+def test_mirror_on_kind(kind_ground: KindGround, figure: Callable[[str, object], None]) -> None:
     """Both directions between east (plain) and west (TLS + SCRAM): Ready with lag 0, every record exactly once,
     also across the loss of an executor pod and of the driver pod and a version upgrade while records flow."""
     g = kind_ground
@@ -146,7 +147,7 @@ def test_mirror_on_kind(kind_ground: KindGround) -> None:
              _mirror("west-to-east", _east(g), _west(g, "west-mirror-user"), payments, g.spark_image)])
     for name in ("east-to-west", "west-to-east"):
         _wait(g, name, _ready_with_lag_zero, 900, "Ready with lag 0")
-    print(f"apply -> Ready with lag 0 (both directions): {time.monotonic() - t0:.0f}s", flush=True)
+    figure("apply_to_ready", f"apply -> Ready with lag 0 (both directions): {time.monotonic() - t0:.0f}s")
     assert _count(g.west.external_bootstrap, f"east.{orders}", {p: 2000 for p in range(4)}) == (0, 0)
     assert _count(g.east.external_bootstrap, f"west.{payments}", {p: 2000 for p in range(3)}) == (0, 0)
 
@@ -161,8 +162,8 @@ def test_mirror_on_kind(kind_ground: KindGround) -> None:
         t_del = time.monotonic()
         g.kubectl("-n", MIRROR_NS, "delete", "pod", _pod(g, app, "driver"), "--wait=true", "--timeout=180s")
         left_open = open_transactions(g.west.external_bootstrap, f"east.{orders}", 4)
-        print(f"driver pod deleted in {time.monotonic() - t_del:.0f}s; transactions left open: {left_open}",
-              flush=True)
+        figure("driver_pod_deletion", f"driver pod deleted in {time.monotonic() - t_del:.0f}s; transactions left "
+               f"open: {left_open}")
         assert left_open == {}, "the stopped driver left transactions open on the target"
         time.sleep(15)
         # a version upgrade while records flow: a second worker generation in standby, then the handoff
@@ -175,22 +176,22 @@ def test_mirror_on_kind(kind_ground: KindGround) -> None:
             return bool(st.get("handoffs")) and up.get("status") == "False" and st.get("version") == "4.2.0"
 
         st = _wait(g, "east-to-west", handed_over, 900, "the handoff to version 4.2.0")
-        print(f"upgrade 4.1.2 -> 4.2.0 by handoff: {time.monotonic() - t_up:.0f}s from the patch; "
-              f"{st['handoffs'][-1]}", flush=True)
+        figure("upgrade_handoff", f"upgrade 4.1.2 -> 4.2.0 by handoff: {time.monotonic() - t_up:.0f}s from the "
+               f"patch; {st['handoffs'][-1]}")
         assert st["flowGroups"][0]["workerGeneration"] == 2
         time.sleep(10)
     finally:
         produced = steady.stop()
     t1 = time.monotonic()
     _wait(g, "east-to-west", _ready_with_lag_zero, 900, "Ready with lag 0 after losing its driver")
-    print(f"driver and executor deleted: caught up {time.monotonic() - t1:.0f}s after the producer stopped "
-          f"({produced} records per partition)", flush=True)
+    figure("catch_up_after_pod_loss", f"driver and executor deleted: caught up {time.monotonic() - t1:.0f}s after "
+           f"the producer stopped ({produced} records per partition)")
     # the status' lag is refreshed every 30 s: "lag 0" may be older than the producer's last records
     final = _count(g.west.external_bootstrap, f"east.{orders}", {p: produced for p in range(4)}, settle=120)
     assert final == (0, 0)
 
 
-def test_refused_mirror_says_why(kind_ground: KindGround) -> None:
+def test_refused_mirror_says_why(kind_ground: KindGround, figure: Callable[[str, object], None]) -> None:
     """A mirror whose target refuses its credentials is not Ready, and the resource names the cause."""
     g = kind_ground
     g.apply([_mirror("refused", _west(g, "west-wrong-user"), _east(g), f"refused-{uuid.uuid4().hex[:6]}",
@@ -204,5 +205,6 @@ def test_refused_mirror_says_why(kind_ground: KindGround) -> None:
                 and "authentication failed" in f"{ready.get('message')}".lower())
 
     status = _wait(g, "refused", says_why, 600, "reporting the refused authentication")
-    print(f"refused mirror: {json.dumps([c for c in status['conditions'] if c['type'] != 'Progressing'])}")
+    figure("refused_mirror_conditions",
+           f"refused mirror: {json.dumps([c for c in status['conditions'] if c['type'] != 'Progressing'])}")
     g.kubectl("-n", MIRROR_NS, "delete", "kafkamirrormaker2", "refused", "--wait=false")

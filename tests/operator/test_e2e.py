@@ -40,7 +40,7 @@ def count_records(bootstrap: str, topic: str, timeout: float = 10.0) -> int:
 
 
 def test_end_to_end_records_arrive_and_resource_becomes_ready(operator, kapi, namespace, kafka_a, kafka_b, topic,
-                                                              tmp_path, request) -> None:
+                                                              tmp_path, figure) -> None:
     from confluent_kafka import Producer
 
     from tests.support.spark_runner import LocalSparkRunner
@@ -95,6 +95,7 @@ def test_end_to_end_records_arrive_and_resource_becomes_ready(operator, kapi, na
         wait_for("Ready with lag 0 after restart", ready, timeout=300, interval=1.0)
         # exactly once: nothing lost, nothing repeated across the stop
         assert count_records(kafka_b.bootstrap, f"a.{t}") == 300
-        request.node.user_properties.append(("apply_to_spark_application_s", round(t_app, 2)))
-        request.node.user_properties.append(("apply_to_ready_lag0_s", round(t_ready, 2)))
-        print(f"\napply -> SparkApplication created: {t_app:.2f}s; apply -> Ready with lag 0: {t_ready:.2f}s")
+        figure("apply_to_spark_application_s", round(t_app, 2))
+        figure("apply_to_ready_lag0_s", round(t_ready, 2))
+        figure("apply_to_ready", f"apply -> SparkApplication created: {t_app:.2f}s; apply -> Ready with lag 0: "
+               f"{t_ready:.2f}s")

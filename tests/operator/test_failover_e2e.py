@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.k8s, pytest.mark.kafka, pytest.mark.spark, pytest.mark
 
 @pytest.mark.timeout(900)
 def test_failover_on_the_resource_moves_groups_exactly_and_undoes(operator, kapi, namespace, kafka_a, kafka_b,
-                                                                  topic, tmp_path, capsys) -> None:
+                                                                  topic, tmp_path, figure) -> None:
     from tests.support.spark_runner import LocalSparkRunner
 
     src = topic(kafka_a, partitions=2)
@@ -74,6 +74,6 @@ def test_failover_on_the_resource_moves_groups_exactly_and_undoes(operator, kapi
         assert not runner.errors, runner.errors
     seqs = {p: [int(r.value.decode().split(":")[1]) for r in recs] for p, recs in read_topic(kafka_b.bootstrap, dst).items()}
     assert seqs == {0: list(range(220)), 1: list(range(220))}
-    with capsys.disabled():
-        print(f"\nfailover through spec.failover: recorded on the status {took:.1f} s after the patch; the moved group "
-              "read 240 records on the target, each once; after taking it off the list, 440 records once")
+    figure("resource_failover", f"failover through spec.failover: recorded on the status {took:.1f} s after the "
+           "patch; the moved group read 240 records on the target, each once; after taking it off the list, 440 "
+           "records once")

@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.k8s, pytest.mark.kafka, pytest.mark.spark, pytest.mark
 
 @pytest.mark.timeout(1500)  # three handoffs, each a new Spark driver (two for the split), and a rollback, on 2 cores
 def test_handoffs_and_a_rollback_lose_and_repeat_nothing(operator, kapi, namespace, kafka_a, kafka_b, topic,
-                                                         tmp_path, capsys) -> None:
+                                                         tmp_path, figure) -> None:
     from tests.support.spark_runner import LocalSparkRunner
 
     t1, t2 = topic(kafka_a, partitions=3), topic(kafka_a, partitions=3)
@@ -87,7 +87,6 @@ def test_handoffs_and_a_rollback_lose_and_repeat_nothing(operator, kapi, namespa
         assert [a["spec"].get("image") for a in apps] != ["no-such-image"] and len(apps) == 1
     for t, n in zip((t1, t2), sent):
         check_numbered(kafka_b.bootstrap, f"a.{t}", 3, n)
-    with capsys.disabled():
-        print(f"\n{len(timings)} handoffs through the operator, {sum(sent) * 3} records, 0 missing, 0 duplicated:")
-        for what, secs, rec in timings:
-            print(f"  {what}: {secs} s from the patch to the handoff recorded; {rec}")
+    figure("operator_handoffs", "\n  ".join(
+        [f"{len(timings)} handoffs through the operator, {sum(sent) * 3} records, 0 missing, 0 duplicated:"]
+        + [f"{what}: {secs} s from the patch to the handoff recorded; {rec}" for what, secs, rec in timings]))

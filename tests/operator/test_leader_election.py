@@ -172,7 +172,7 @@ def _reporters(kapi: KubeApi, namespace: str) -> dict[str, int]:
 
 @pytest.mark.k8s
 def test_two_operators_one_acts_and_a_standby_takes_over(kube, kmm2_crd, kapi, namespace, tmp_path,
-                                                         request) -> None:
+                                                         figure) -> None:
     replicas = {n: Replica(n, kube, namespace, tmp_path) for n in ("op-1", "op-2")}
     try:
         leader_name = wait_for("a leader", lambda: _holder(kapi, namespace), timeout=60)
@@ -210,10 +210,10 @@ def test_two_operators_one_acts_and_a_standby_takes_over(kube, kmm2_crd, kapi, n
         assert _reporters(kapi, namespace).get(standby.name)
         assert "became leader" in standby.text()
         assert takeover_s < 5 + 30  # the lease duration plus a start; generous for a loaded machine
-        print(f"\nkilled leader -> standby holds the Lease: {lease_s:.2f}s; change reconciled: {takeover_s:.2f}s"
-              f" (lease duration 5s, retry 0.5s)")
-        request.node.user_properties += [("takeover_lease_s", round(lease_s, 2)),
-                                         ("takeover_reconciled_s", round(takeover_s, 2))]
+        figure("leader_takeover", f"killed leader -> standby holds the Lease: {lease_s:.2f}s; change reconciled: "
+               f"{takeover_s:.2f}s (lease duration 5s, retry 0.5s)")
+        figure("takeover_lease_s", round(lease_s, 2))
+        figure("takeover_reconciled_s", round(takeover_s, 2))
 
         # a graceful stop (rolling update, drain) releases the Lease: the next standby takes it at once
         third = Replica("op-3", kube, namespace, tmp_path)
@@ -224,9 +224,9 @@ def test_two_operators_one_acts_and_a_standby_takes_over(kube, kmm2_crd, kapi, n
         wait_for("op-3 holds the Lease", lambda: _holder(kapi, namespace) == "op-3", timeout=30)
         handover_s = time.monotonic() - t1
         assert "released leadership" in standby.text()
-        print(f"graceful stop -> next standby holds the Lease: {handover_s:.2f}s (includes the old leader's "
-              f"shutdown)")
-        request.node.user_properties.append(("graceful_handover_s", round(handover_s, 2)))
+        figure("graceful_handover", f"graceful stop -> next standby holds the Lease: {handover_s:.2f}s (includes the "
+               f"old leader's shutdown)")
+        figure("graceful_handover_s", round(handover_s, 2))
         assert handover_s < 5 + 15
     finally:
         for r in replicas.values():

@@ -55,15 +55,15 @@ def set_spark_state(kapi: KubeApi, ns: str, app: str, state: str, error: str | N
     kapi.patch_status("SparkApplication", ns, app, st)
 
 
-def test_apply_change_remove_delete(operator, kapi, namespace, request) -> None:
+def test_apply_change_remove_delete(operator, kapi, namespace, figure) -> None:
     kapi.create(secret(namespace, "mirror-user", {"password": "s3cr3t-value"}))
     t0 = time.monotonic()
     kapi.create(resource("m", namespace))
     apps = wait_for("SparkApplications created",
                     lambda: (n := names(kapi, "SparkApplication", namespace, "m")) == ["m-a", "m-c"] and n)
     created_after = time.monotonic() - t0
-    request.node.user_properties.append(("apply_to_spark_applications_s", round(created_after, 2)))
-    print(f"\napply -> SparkApplications created: {created_after:.2f}s")
+    figure("apply_to_spark_applications_s", round(created_after, 2))
+    figure("apply_to_spark_applications", f"apply -> SparkApplications created: {created_after:.2f}s")
     assert apps == ["m-a", "m-c"]
     assert names(kapi, "ConfigMap", namespace, "m") == ["m-a-config", "m-c-config"]
     wait_for("Leases", lambda: names(kapi, "Lease", namespace, "m") == ["m-a", "m-c"])  # applied after the apps

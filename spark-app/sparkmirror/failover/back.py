@@ -9,6 +9,9 @@ Failing back:
    mirror's offset map (target offset -> source offset, `OffsetMap.translate_back`) and committed on the
    original topics on a: what MirrorMaker 2 lacks (KIP-1098's reverse checkpoints);
 3. the forward failover is undone: a -> b copies again from where it stopped.
+Under the identity policy one topic on b holds both: what the forward mirror copied, then (once it stopped) what
+producers wrote on b. A group's position up to the end of the forward copy is step 2's, past it step 1's; each
+step leaves the other's positions alone.
 Commits follow the failover's rules (`report.decide`): only for groups with no active members on a, never moving
 a group backwards.
 """
@@ -20,6 +23,7 @@ from collections.abc import Callable
 from ..checkpoints import CheckpointEmitter, SourceCounter
 from ..replication import RecordStamper, policy_for
 from ..mm2formats import Checkpoint
+from ..progress.state import OffsetMap
 from ..resource.flowgroup import FlowGroupConfig, Mirror
 from .offsets import commit, on_target
 from .report import PartitionMove, Untranslated, can_move, decide, to_commit
@@ -29,39 +33,42 @@ from .stop import mirror_progress
 log = logging.getLogger("sparkmirror.failover")
 
 
-def translate_back(emitter: CheckpointEmitter, forward: dict[tuple[str, int], object], select: Callable[[str], object],
-                   counter: SourceCounter) -> tuple[dict[str, list[Checkpoint]], dict[str, list[Untranslated]]]:
-    """group -> positions on the original topics (as checkpoints: upstream = offset on b, downstream = on a),
-    from the groups' offsets on b's remote topics. `emitter` is the reverse mirror's (source b, target a);
-    `forward` maps (remote topic on b, partition) -> the forward mirror's OffsetMap; `counter` counts on a."""
-    back: dict[str, list[Checkpoint]] = {}
-    untranslated: dict[str, list[Untranslated]] = {}
+def forward_positions(emitter: CheckpointEmitter, forward: dict[tuple[str, int], OffsetMap],
+                      select: Callable[[str], object], shared: bool) -> dict[tuple[str, str, int], tuple[int, str]]:
+    """(group, topic, partition) -> (offset on b, metadata) of the selected groups' positions that step 2 moves:
+    on the forward mirror's remote topics; when `shared` (identity policy: b's own records follow the copied ones
+    in the same topic), only those up to the end of the forward copy. `emitter` is the reverse mirror's (source
+    b, target a); `forward` maps (remote topic on b, partition) -> the forward mirror's OffsetMap."""
+    out: dict[tuple[str, str, int], tuple[int, str]] = {}
     for group in emitter.source_groups():
         if not select(group):
             continue
-        for (topic, part), (offset, metadata) in sorted(emitter.committed(emitter.source_admin, group).items()):
+        for (topic, part), (offset, metadata) in emitter.committed(emitter.source_admin, group).items():
             m = forward.get((topic, part))
             if m is None or offset < 0:
                 continue  # not a remote topic of the forward mirror (b's own topics are the reverse failover's)
-            source = m.translate_back(offset, counter.nth)  # type: ignore[attr-defined]
-            if source is None:
-                untranslated.setdefault(group, []).append(Untranslated(
-                    group, topic, part, offset, "the offset is older than the forward mirror's history held"))
-                continue
-            back.setdefault(group, []).append(Checkpoint(group, m.source_topic, part, offset, source,  # type: ignore[attr-defined]
-                                                         metadata))
+            end = m.target_end()
+            if shared and end is not None and offset > end:
+                continue  # it read records written on b after the failover: the reverse failover moves it
+            out[(group, topic, part)] = (offset, metadata)
+    return out
+
+
+def translate_back(positions: dict[tuple[str, str, int], tuple[int, str]], forward: dict[tuple[str, int], OffsetMap],
+                   counter: SourceCounter) -> tuple[dict[str, list[Checkpoint]], dict[str, list[Untranslated]]]:
+    """group -> positions on the original topics (as checkpoints: upstream = offset on b, downstream = on a),
+    from `forward_positions`; `counter` counts on a."""
+    back: dict[str, list[Checkpoint]] = {}
+    untranslated: dict[str, list[Untranslated]] = {}
+    for (group, topic, part), (offset, metadata) in sorted(positions.items()):
+        m = forward[(topic, part)]
+        source = m.translate_back(offset, counter.nth)
+        if source is None:
+            untranslated.setdefault(group, []).append(Untranslated(
+                group, topic, part, offset, "the offset is older than the forward mirror's history held"))
+            continue
+        back.setdefault(group, []).append(Checkpoint(group, m.source_topic, part, offset, source, metadata))
     return back, untranslated
-
-
-def identity_refused(forward, reverse) -> str | None:
-    """Failback is built and proven for the default policy (remote topics `<alias>.<topic>`). Under the identity
-    policy the two directions share topic names, and a group's offsets would need both maps at once: refused
-    rather than risk a skipped record."""
-    if "identity" in (forward.replicationPolicy, reverse.replicationPolicy):
-        return (f"--mirror: {forward.name} or its reverse {reverse.name} uses the identity replication policy; "
-                "failback supports the default policy only (move groups back with `failover` of the reverse "
-                "mirror and reset the rest by hand)")
-    return None
 
 
 def failback(forward_configs: list[FlowGroupConfig], forward: Mirror, reverse_configs: list[FlowGroupConfig],
@@ -72,19 +79,23 @@ def failback(forward_configs: list[FlowGroupConfig], forward: Mirror, reverse_co
     if reverse.source != forward.target or reverse.target != forward.source:
         raise ValueError(f"mirror {reverse.name} ({reverse.source} -> {reverse.target}) is not the reverse of "
                          f"{forward.name} ({forward.source} -> {forward.target})")
-    refused = identity_refused(forward, reverse)
-    if refused:
-        raise ValueError(refused)
-    doc = failover(reverse_configs, reverse, select, timeout, wait_seconds, say)
-    state = mirror_progress(forward_configs[0], forward, timeout)
+    state = mirror_progress(forward_configs[0], forward, timeout)  # stopped by the failover: final
     maps = {(m.target_topic, p): m for (c, _t, p), m in state.maps.items()
             if c == forward.source and (c, _t, p) in state.latest}
-    emitter = CheckpointEmitter(reverse_configs[0], reverse, timeout)
     policy = policy_for(forward)
+    shared = "identity" in (forward.replicationPolicy, reverse.replicationPolicy)
+    emitter = CheckpointEmitter(reverse_configs[0], reverse, timeout)
+    try:
+        positions = forward_positions(emitter, maps, select, shared)
+    finally:
+        emitter.close()
+    doc = failover(reverse_configs, reverse, select, timeout, wait_seconds, say,
+                   leave=lambda g, t, p: (g, t, p) in positions)
+    emitter = CheckpointEmitter(reverse_configs[0], reverse, timeout)
     counter = SourceCounter(forward_configs[0].cluster(forward.source).client_config(),
                             RecordStamper.of(policy, forward.source, forward.target), timeout)
     try:
-        back, untranslated = translate_back(emitter, maps, select, counter)
+        back, untranslated = translate_back(positions, maps, counter)
         groups = sorted({*back, *untranslated})
         members, have = on_target(emitter, groups)
         upstream = {cp.topic: cp.topic for cps in back.values() for cp in cps}

@@ -81,10 +81,7 @@ def _reverse(configs, mirror):
                 f"the reverse mirror of {mirror.name} (what producers wrote on {mirror.target!r} is copied back)")
     if len({m.name for _c, m in found}) > 1:
         return f"--file: several mirrors from {mirror.target!r} to {mirror.source!r}: keep one in the files"
-    from .back import identity_refused
-
-    why = identity_refused(mirror, found[0][1])
-    return why if why else ([c for c, _m in found], found[0][1])
+    return [c for c, _m in found], found[0][1]
 
 
 def _err(msg: str) -> None:

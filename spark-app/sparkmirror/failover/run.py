@@ -19,8 +19,10 @@ class NotCaughtUp(RuntimeError):
 
 
 def failover(configs: list[FlowGroupConfig], mirror: Mirror, select: Callable[[str], object], timeout: float = 30.0,
-             wait_seconds: float = 0.0, say: Callable[[str], None] = log.warning) -> dict:
-    """Fail `mirror` (carried by the flow groups `configs`) over to its target; the report document."""
+             wait_seconds: float = 0.0, say: Callable[[str], None] = log.warning,
+             leave: Callable[[str, str, int], bool] | None = None) -> dict:
+    """Fail `mirror` (carried by the flow groups `configs`) over to its target; the report document. `leave(group,
+    topic, partition)`: positions another step moves (failback under the identity policy), left untouched."""
     if wait_seconds:
         lag = wait_caught_up(configs[0], mirror, wait_seconds, timeout)
         if lag:
@@ -38,6 +40,11 @@ def failover(configs: list[FlowGroupConfig], mirror: Mirror, select: Callable[[s
     try:
         if progress is not None:
             checkpoints, untranslated = translate_now(emitter, select, progress)
+            if leave is not None:
+                checkpoints = {g: [cp for cp in cps if not leave(g, cp.topic, cp.partition)]
+                               for g, cps in checkpoints.items()}
+                untranslated = {g: [u for u in us if not leave(g, u.source_topic, u.partition)]
+                                for g, us in untranslated.items()}
             if mirror.emitCheckpoints:
                 emitter.emit(checkpoints)
         else:

@@ -176,6 +176,10 @@ class OffsetMap:
                 return s
         return r.source_first
 
+    def target_end(self) -> int | None:
+        """The target offset after the last record the map's ranges wrote (None: none wrote any yet)."""
+        return self._target_next(len(self) - 1) if len(self) else None
+
     def dead_blocks(self, target_low: int) -> list[int]:
         """Anchor blocks (`record.anchor_block`) of held ranges that can translate nothing any more: every
         block before that of the newest range whose target records start below `target_low` (the target's
