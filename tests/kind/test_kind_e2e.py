@@ -4,7 +4,8 @@ applied with kubectl into a namespace that enforces the `restricted` Pod Securit
 
 Records carry a sequence number per partition (value `<partition>:<seq>`) and are counted on the target with a
 read_committed consumer: every sequence exactly once, also after the driver and an executor pod are deleted
-mid-stream and across a version upgrade by worker-generation handoff.
+mid-stream and across a version upgrade by worker-generation handoff; and a consumer group failed over through
+`spec.failover` reads on the target every record it had not read, once.
 """
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka import Producer
 
-from sparkmirror_dev.testing import create_topic, open_transactions, produce_numbered, read_topic
+from sparkmirror_dev.testing import (commit_group, consume_as_group, create_topic, open_transactions, produce_numbered,
+                                     read_topic)
 from sparkmirror_dev.kindground import MIRROR_NS, SCRAM_USER, KindGround
 
 # the first test also builds the ground (cold: Go builds and images, about 15 minutes on 2 cores)
@@ -133,7 +135,8 @@ def _pod(ground: KindGround, app: str, role: str) -> str:
 
 def test_mirror_on_kind(kind_ground: KindGround, figure: Callable[[str, object], None]) -> None:
     """Both directions between east (plain) and west (TLS + SCRAM): Ready with lag 0, every record exactly once,
-    also across the loss of an executor pod and of the driver pod and a version upgrade while records flow."""
+    also across the loss of an executor pod and of the driver pod and a version upgrade while records flow; then
+    the failover of west -> east through the resource (the operator pod reads west with the Secret's password)."""
     g = kind_ground
     suffix = uuid.uuid4().hex[:6]
     orders, payments = f"orders-{suffix}", f"payments-{suffix}"
@@ -189,6 +192,50 @@ def test_mirror_on_kind(kind_ground: KindGround, figure: Callable[[str, object],
     # the status' lag is refreshed every 30 s: "lag 0" may be older than the producer's last records
     final = _count(g.west.external_bootstrap, f"east.{orders}", {p: produced for p in range(4)}, settle=120)
     assert final == (0, 0)
+    _failover_on_the_resource(g, payments, suffix, figure)
+
+
+def _apps(ground: KindGround, prefix: str) -> list[str]:
+    out = ground.kubectl("-n", MIRROR_NS, "get", "sparkapplications", "-o", "jsonpath={.items[*].metadata.name}")
+    return [n for n in out.split() if n.startswith(prefix)]
+
+
+def _failover_on_the_resource(g: KindGround, payments: str, suffix: str, figure: Callable[[str, object], None]) -> None:
+    """A group read part of `payments` on west; `spec.failover` moves it to east's copy, which it then reads from
+    exactly where it was; taken off the list, the mirror's application comes back."""
+    group = f"kind-fo-{suffix}"
+    commit_group(g.west.external_bootstrap, group, {(payments, p): 500 + 100 * p for p in range(3)})
+    produce_numbered(g.west.external_bootstrap, payments, 3, 2000, 100)  # the mirror must catch up on these first
+    t0 = time.monotonic()
+    g.kubectl("-n", MIRROR_NS, "patch", "kafkamirrormaker2", "west-to-east", "--type=merge", "-p", json.dumps(
+        {"spec": {"failover": {"mirrors": ["west"], "groupsPattern": group, "waitCaughtUpSeconds": 300}}}))
+
+    def failed_over(st: dict) -> bool:
+        return any(c.get("type") == "FailedOver" and c.get("status") == "True" for c in st.get("conditions") or [])
+
+    st = _wait(g, "west-to-east", failed_over, 600, "failed over")
+    took = time.monotonic() - t0
+    record = st["failover"][0]
+    assert {k: record.get(k) for k in ("mirror", "offsetsFrom", "groupsMoved", "partitionsMoved", "ok")} == \
+        {"mirror": "west", "offsetsFrom": "source", "groupsMoved": 1, "partitionsMoved": 3, "ok": True}, record
+    deadline = time.monotonic() + 120
+    while _apps(g, "west-to-east-") and time.monotonic() < deadline:
+        time.sleep(2)
+    assert not _apps(g, "west-to-east-"), "the failed-over flow group's SparkApplication is still there"
+    read = consume_as_group(g.east.external_bootstrap, group, f"west.{payments}", 3)
+    assert read == {p: list(range(500 + 100 * p, 2100)) for p in range(3)}, \
+        {p: (v[:3], v[-3:], len(v)) for p, v in read.items()}
+    # taken off the list: the failover is undone and the flow group's application comes back
+    g.kubectl("-n", MIRROR_NS, "patch", "kafkamirrormaker2", "west-to-east", "--type=merge", "-p",
+              '{"spec": {"failover": null}}')
+    _wait(g, "west-to-east", lambda st: not st.get("failover") and not failed_over(st), 300, "the failover undone")
+    deadline = time.monotonic() + 120
+    while not _apps(g, "west-to-east-") and time.monotonic() < deadline:
+        time.sleep(2)
+    assert _apps(g, "west-to-east-"), "the flow group's SparkApplication did not come back after the undo"
+    figure("resource_failover", f"spec.failover on kind: recorded {took:.0f} s after the patch (caught up first); "
+           f"the group read {sum(map(len, read.values()))} records on east, each once; the undo brought the "
+           "application back")
 
 
 def test_refused_mirror_says_why(kind_ground: KindGround, figure: Callable[[str, object], None]) -> None:

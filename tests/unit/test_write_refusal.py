@@ -47,7 +47,7 @@ def _copier() -> LaneCopier:
                      "emitCheckpoints": False}]})
     copier = LaneCopier(cfg, cfg.mirrors[0], 0, [LanePartition("t", 0, "src.t")])
     copier.protocol = _FailingCommit()  # type: ignore[assignment]
-    copier._pending[("t", 0)] = _Pending(src_first=0, src_last=4, count=5)
+    copier._pending[("t", 0)] = _Pending(0, "t", 0, copier._delivery_errors, src_last=4, count=5)
     return copier
 
 
@@ -74,3 +74,24 @@ def test_the_records_delivery_error_is_reported_before_the_commits(monkeypatch) 
     copier._delivery_errors.append((KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "too large"), "t", 0, 3))
     with pytest.raises(CopyError, match=r"offset 3 -> tgt/src\.t: MSG_SIZE_TOO_LARGE"):
         copier._commit()
+
+
+def test_delivery_reports_are_matched_to_records_by_their_order_in_the_partition() -> None:
+    """One bound callback serves every record of a partition: the n-th report is the n-th record produced, so an
+    error names that record's source offset and successes give the target range."""
+    class Msg:
+        def __init__(self, offset: int) -> None:
+            self._offset = offset
+
+        def offset(self) -> int:
+            return self._offset
+
+    errors: list = []
+    pend = _Pending(10, "t", 2, errors)
+    pend.offsets += [10, 12, 15]  # source offsets with gaps (aborted records, markers)
+    assert pend.on_delivery is pend.on_delivery  # bound once, not per record
+    pend.on_delivery(None, Msg(40))
+    pend.on_delivery(None, Msg(41))
+    pend.on_delivery(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "too large"), Msg(-1))
+    assert (pend.tgt_first, pend.tgt_last) == (40, 41)
+    assert [(e.code(), t, p, o) for e, t, p, o in errors] == [(KafkaError.MSG_SIZE_TOO_LARGE, "t", 2, 15)]

@@ -42,19 +42,43 @@ _PURGED = (KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT)  # records dropp
 log = logging.getLogger(__name__)
 
 
-@dataclass
+@dataclass(eq=False)
 class _Pending:
-    """One partition's share of the open commit interval."""
+    """One partition's share of the open commit interval, and the delivery reports of its records.
+
+    Its `on_delivery` (bound once) is every one of its records' delivery callback: no object made per record,
+    which was the copy loop's largest Python cost after produce() itself. The idempotent producer reports a
+    partition's records in the order they were produced, so the n-th report is the record at `offsets[n]`."""
 
     src_first: int
+    topic: str
+    partition: int
+    errors: list[tuple[KafkaError, str, int, int]]  # the lane's: (error, topic, partition, source offset)
     src_last: int = -1
     count: int = 0
     nbytes: int = 0
     ts_sum: int = 0
     ts_min: int = -1
     timestamps: list[int] = field(default_factory=list)  # the records' own, for the latency histogram
+    offsets: list[int] = field(default_factory=list)  # source offsets of the records produced, in order
+    reports: int = 0
     tgt_first: int = -1
     tgt_last: int = -1
+
+    def __post_init__(self) -> None:
+        self.on_delivery = self._delivered
+
+    def _delivered(self, err: KafkaError | None, msg) -> None:
+        n = self.reports
+        self.reports = n + 1
+        if err is not None:
+            self.errors.append((err, self.topic, self.partition, self.offsets[n] if n < len(self.offsets) else -1))
+            return
+        off = msg.offset()
+        if self.tgt_first < 0 or off < self.tgt_first:
+            self.tgt_first = off
+        if off > self.tgt_last:
+            self.tgt_last = off
 
 
 _OUTAGES: dict[str, Outage] = {}
@@ -317,7 +341,7 @@ class LaneCopier:
             off = m.offset()
             pend = self._pending.get(key)
             if pend is None:
-                pend = self._pending[key] = _Pending(off)
+                pend = self._pending[key] = _Pending(off, key[0], key[1], self._delivery_errors)
             k, v, h = m.key(), m.value(), m.headers()
             ts_type, ts = m.timestamp()
             pend.src_last = off
@@ -329,9 +353,10 @@ class LaneCopier:
             pend.nbytes += (len(k) if k else 0) + (len(v) if v else 0)
             pend.ts_sum += ts
             pend.timestamps.append(ts)
+            pend.offsets.append(off)
             if pend.ts_min < 0 or ts < pend.ts_min:
                 pend.ts_min = ts
-            cb = functools.partial(self._on_delivery, key, off)
+            cb = pend.on_delivery
             while True:
                 try:
                     producer.produce(self.route[key], value=v, key=k, partition=key[1], headers=h,
@@ -416,7 +441,7 @@ class LaneCopier:
                                totals.get((topic, part), (0, 0))[1] + pend.nbytes)
                 for (topic, part), pend in self._pending.items()]
         try:
-            self.protocol.commit(recs, functools.partial(self._on_delivery, ("<progress>", -1), -1))
+            self.protocol.commit(recs, self._on_progress_delivery)
         except KafkaException as e:
             # the commit can fail before the records' own delivery reports are served: theirs name the cause
             self.protocol.producer.poll(0)
@@ -446,17 +471,9 @@ class LaneCopier:
 
     # ---- delivery reports --------------------------------------------------------------------------------
 
-    def _on_delivery(self, key: tuple[str, int], src_offset: int, err: KafkaError | None, msg) -> None:
+    def _on_progress_delivery(self, err: KafkaError | None, _msg) -> None:
         if err is not None:
-            self._delivery_errors.append((err, key[0], key[1], src_offset))
-            return
-        pend = self._pending.get(key)
-        if pend is not None:
-            off = msg.offset()
-            if pend.tgt_first < 0 or off < pend.tgt_first:
-                pend.tgt_first = off
-            if off > pend.tgt_last:
-                pend.tgt_last = off
+            self._delivery_errors.append((err, "<progress>", -1, -1))
 
     def _check_delivery(self) -> None:
         if not self._delivery_errors:
