@@ -45,7 +45,7 @@ setup: venv kafka kubernetes
 TEST_WORKERS ?= 2
 
 test: setup
-	$(VENV)/bin/pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder) $(PYTEST_ARGS)
 
 demo: venv kafka
 	$(PY) -m sparkmirror_dev.demo $(DEMO_ARGS)
