@@ -97,25 +97,51 @@ def _delete(bootstrap: str, topics: set[str]) -> None:
                 pass
 
 
-def _failback(kafka_a, kafka_b, src: str, tmp_path, capfd, figure) -> None:
+def _copied_forward(kafka_a, kafka_b, src: str, tmp_path, identity: bool):
+    """Sequences 0..99 on each partition of `src` on a, with an aborted stretch between 49 and 50 (offsets on a
+    and b differ from there on), the resources of a -> b and b -> a in files, and a -> b copied once:
+    (files, forward flow group, reverse flow group)."""
     from sparkmirror.runner.resources import load
 
     produce_numbered(kafka_a.bootstrap, src, 2, 0, 50)
     tx = Producer({"bootstrap.servers": kafka_a.bootstrap, "transactional.id": unique_name("fb-tx")})
     tx.init_transactions(30)
     tx.begin_transaction()
-    for i in range(20):  # aborted records and markers: offsets on a and on b differ from here on
+    for i in range(20):
         tx.produce(src, value=f"{i % 2}:aborted".encode(), partition=i % 2)
     tx.flush(30)  # sent, then aborted (unsent ones would just be dropped)
     tx.abort_transaction(30)
     produce_numbered(kafka_a.bootstrap, src, 2, 50, 50)
     files = {"fwd": tmp_path / "fwd.yaml", "rev": tmp_path / "rev.yaml"}
     files["fwd"].write_text(json.dumps(_resource(unique_name("fwd"), ("b", kafka_b.bootstrap),
-                                                 ("a", kafka_a.bootstrap), src)))
+                                                 ("a", kafka_a.bootstrap), src, identity)))
     files["rev"].write_text(json.dumps(_resource(unique_name("rev"), ("a", kafka_a.bootstrap),
-                                                 ("b", kafka_b.bootstrap), src)))
+                                                 ("b", kafka_b.bootstrap), src, identity)))
     fwd, rev = load([str(files["fwd"])]).configs[0], load([str(files["rev"])]).configs[0]
     mirror_once(fwd)
+    return files, fwd, rev
+
+
+def _run_failback(files: dict, group: str, log: str, capfd) -> tuple[dict, float]:
+    """`sparkmirror failback` of mirror a for `group`: (its JSON report, seconds taken); it must succeed."""
+    capfd.readouterr()
+    t0 = time.monotonic()
+    rc = main(["failback", "-f", str(files["fwd"]), "-f", str(files["rev"]), "--mirror", "a", "--groups", group,
+               "-o", "json", "--log-file", log])
+    took = time.monotonic() - t0
+    doc = json.loads(capfd.readouterr().out)
+    assert rc == 0 and doc["ok"], doc
+    return doc, took
+
+
+def _assert_each_once(read: dict[int, list[int]], want: list[int]) -> None:
+    tally = {p: (sorted(set(want) - set(v)), sorted(x for x in set(v) if v.count(x) > 1)) for p, v in read.items()}
+    assert {p: sorted(v) for p, v in read.items()} == {p: sorted(want) for p in (0, 1)}, \
+        f"(missing, read twice) per partition: {tally}"
+
+
+def _failback(kafka_a, kafka_b, src: str, tmp_path, capfd, figure) -> None:
+    files, fwd, rev = _copied_forward(kafka_a, kafka_b, src, tmp_path, identity=False)
     group = unique_name("fb-app")
     commit_group(kafka_a.bootstrap, group, {(src, 0): 20, (src, 1): 90})  # 1: past the aborted stretch
     # what the group read on a before the failover: sequences 0..19, and 0..78 (offset 90 is sequence 79)
@@ -134,13 +160,7 @@ def _failback(kafka_a, kafka_b, src: str, tmp_path, capfd, figure) -> None:
     for p, seqs in _read_some(kafka_b.bootstrap, group, src, 2, 15).items():
         read[p] += seqs
 
-    capfd.readouterr()
-    t0 = time.monotonic()
-    rc = main(["failback", "-f", str(files["fwd"]), "-f", str(files["rev"]), "--mirror", "a", "--groups", group,
-               "-o", "json", "--log-file", log])
-    took = time.monotonic() - t0
-    doc = json.loads(capfd.readouterr().out)
-    assert rc == 0 and doc["ok"], doc
+    doc, took = _run_failback(files, group, log, capfd)
     assert doc["failback"]["undone"] == [{"flowGroup": fwd.name, "undone": True}]
     moved = {(r["sourceTopic"], r["targetTopic"], r["partition"]): r["action"]
              for g in doc["groups"] for r in g["partitions"]}
@@ -151,10 +171,7 @@ def _failback(kafka_a, kafka_b, src: str, tmp_path, capfd, figure) -> None:
         read[p] += seqs
     for p, seqs in consume_as_group(kafka_a.bootstrap, group, f"b.{src}", 2).items():
         read[p] += seqs
-    want = list(range(100)) + list(range(1000, 1040))
-    tally = {p: (sorted(set(want) - set(v)), sorted(x for x in set(v) if v.count(x) > 1)) for p, v in read.items()}
-    assert {p: sorted(v) for p, v in read.items()} == {p: want for p in (0, 1)}, \
-        f"(missing, read twice) per partition: {tally}"
+    _assert_each_once(read, [*range(100), *range(1000, 1040)])
     # the forward mirror copies again (its failover undone): a record produced on a now arrives on b
     produce_numbered(kafka_a.bootstrap, src, 2, 100, 1)
     mirror_once(fwd)
@@ -183,24 +200,7 @@ def test_failback_under_the_identity_policy_uses_each_map_where_it_holds(kafka_a
 
 
 def _identity_failback(kafka_a, kafka_b, src: str, tmp_path, capfd, figure) -> None:
-    from sparkmirror.runner.resources import load
-
-    produce_numbered(kafka_a.bootstrap, src, 2, 0, 50)
-    tx = Producer({"bootstrap.servers": kafka_a.bootstrap, "transactional.id": unique_name("fb-tx")})
-    tx.init_transactions(30)
-    tx.begin_transaction()
-    for i in range(20):  # aborted records and markers: offsets on a and on b differ from here on
-        tx.produce(src, value=f"{i % 2}:aborted".encode(), partition=i % 2)
-    tx.flush(30)
-    tx.abort_transaction(30)
-    produce_numbered(kafka_a.bootstrap, src, 2, 50, 50)
-    files = {"fwd": tmp_path / "fwd.yaml", "rev": tmp_path / "rev.yaml"}
-    files["fwd"].write_text(json.dumps(_resource(unique_name("fwd"), ("b", kafka_b.bootstrap),
-                                                 ("a", kafka_a.bootstrap), src, identity=True)))
-    files["rev"].write_text(json.dumps(_resource(unique_name("rev"), ("a", kafka_a.bootstrap),
-                                                 ("b", kafka_b.bootstrap), src, identity=True)))
-    fwd, rev = load([str(files["fwd"])]).configs[0], load([str(files["rev"])]).configs[0]
-    mirror_once(fwd)
+    files, fwd, rev = _copied_forward(kafka_a, kafka_b, src, tmp_path, identity=True)
     group = unique_name("fb-id")
     commit_group(kafka_a.bootstrap, group, {(src, 0): 20, (src, 1): 90})
     read = {p: [int(r.value.decode().split(":")[1]) for r in recs if r.offset < (20, 90)[p]]
@@ -217,22 +217,13 @@ def _identity_failback(kafka_a, kafka_b, src: str, tmp_path, capfd, figure) -> N
         read[p] += seqs
     assert (read[0][-1], read[1][-1]) == (34, 1003), read
 
-    capfd.readouterr()
-    t0 = time.monotonic()
-    rc = main(["failback", "-f", str(files["fwd"]), "-f", str(files["rev"]), "--mirror", "a", "--groups", group,
-               "-o", "json", "--log-file", log])
-    took = time.monotonic() - t0
-    doc = json.loads(capfd.readouterr().out)
-    assert rc == 0 and doc["ok"], doc
+    doc, took = _run_failback(files, group, log, capfd)
     moved = sorted((r["sourceTopic"], r["targetTopic"], r["partition"], r["action"])
                    for g in doc["groups"] for r in g["partitions"])
     assert moved == [(src, src, 0, "committed"), (src, src, 1, "committed")], doc
     for p, seqs in consume_as_group(kafka_a.bootstrap, group, src, 2).items():
         read[p] += seqs
-    want = list(range(100)) + list(range(1000, 1040))
-    tally = {p: (sorted(set(want) - set(v)), sorted(x for x in set(v) if v.count(x) > 1)) for p, v in read.items()}
-    assert {p: sorted(v) for p, v in read.items()} == {p: want for p in (0, 1)}, \
-        f"(missing, read twice) per partition: {tally}"
+    _assert_each_once(read, [*range(100), *range(1000, 1040)])
     # a -> b copies again, and not what came from b: b holds each sequence once, the new record last
     produce_numbered(kafka_a.bootstrap, src, 2, 100, 1)
     mirror_once(fwd)
