@@ -56,8 +56,16 @@ def spark_session(config: FlowGroupConfig, master: str | None = None, extra: dic
 
 def start_queries(spark, config: FlowGroupConfig, stats: dict[str, MirrorStats], checkpoint_root: str | None = None,
                   drain_file: str | None = None, go_file: str | None = None) -> list:
-    """One streaming query per mirror, named `<flow group>/<mirror>` (and `@g<generation>` after the first);
-    their summaries feed `stats[mirror name]`, so a mirror's figures carry on across worker generations.
+    """One streaming query per mirror (`start_query`), under `checkpoint_root` (or the flow group's checkpointDir,
+    or a temporary directory)."""
+    root = checkpoint_root or config.checkpointDir or tempfile.mkdtemp(prefix=f"sparkmirror-{config.name}-")
+    return [start_query(spark, config, mirror.name, stats, root, drain_file, go_file) for mirror in config.mirrors]
+
+
+def start_query(spark, config: FlowGroupConfig, mirror_name: str, stats: dict[str, MirrorStats], root: str,
+                drain_file: str | None = None, go_file: str | None = None):
+    """The streaming query of one mirror, named `<flow group>/<mirror>` (and `@g<generation>` after the first);
+    its summaries feed `stats[mirror name]`, so a mirror's figures carry on across worker generations.
 
     `drain_file`: once that file exists no new epoch is planned, so `drain()` can stop the queries after the
     running epoch committed instead of interrupting lanes inside a transaction. `go_file`: no epoch is planned
@@ -65,38 +73,40 @@ def start_queries(spark, config: FlowGroupConfig, stats: dict[str, MirrorStats],
     """
     from .datasource import FORMAT
 
-    root = checkpoint_root or config.checkpointDir or tempfile.mkdtemp(prefix=f"sparkmirror-{config.name}-")
     gen = config.worker.generation
-    queries = []
-    for mirror in config.mirrors:
-        mstats = stats.setdefault(mirror.name, MirrorStats(mirror.name))
+    mstats = stats.setdefault(mirror_name, MirrorStats(mirror_name))
 
-        def sink(batch_df, batch_id: int, mstats: MirrorStats = mstats) -> None:
-            rows = batch_df.collect()
-            mstats.update(rows)
-            errors = [r["error"] for r in rows if r["error"]]
-            if errors:
-                raise MirrorFailed(errors[0])
-            moved = sum(r["records"] for r in rows)
-            starts = [r["epoch_start_ms"] for r in rows if r["epoch_start_ms"]]
-            gap = (min(starts) - mstats.prev_epoch_end_ms) if starts and mstats.prev_epoch_end_ms else None
-            mstats.prev_epoch_end_ms = max((r["epoch_end_ms"] for r in rows), default=None)
-            log.info("mirror %s epoch %d: %d records, lag %s%s", mstats.mirror, batch_id, moved,
-                     sum(max(r["lag"], 0) for r in rows),
-                     f", {gap} ms between the epochs' tasks" if gap is not None else "")
+    def sink(batch_df, batch_id: int) -> None:
+        rows = batch_df.collect()
+        mstats.update(rows)
+        errors = [r["error"] for r in rows if r["error"]]
+        if errors:
+            raise MirrorFailed(errors[0])
+        moved = sum(r["records"] for r in rows)
+        starts = [r["epoch_start_ms"] for r in rows if r["epoch_start_ms"]]
+        gap = (min(starts) - mstats.prev_epoch_end_ms) if starts and mstats.prev_epoch_end_ms else None
+        mstats.prev_epoch_end_ms = max((r["epoch_end_ms"] for r in rows), default=None)
+        log.info("mirror %s epoch %d: %d records, lag %s%s", mstats.mirror, batch_id, moved,
+                 sum(max(r["lag"], 0) for r in rows),
+                 f", {gap} ms between the epochs' tasks" if gap is not None else "")
 
-        reader = (spark.readStream.format(FORMAT).option("config", config.model_dump_json())
-                  .option("mirror", mirror.name))
-        if drain_file:
-            reader = reader.option("drainFile", drain_file)
-        if go_file:
-            reader = reader.option("goFile", go_file)
-        checkpoint = Path(root) / config.name / (mirror.name if gen == 1 else f"{mirror.name}@g{gen}")
-        q = (_observed(reader.load()).writeStream.queryName(query_name(config.name, mirror.name, gen))
-             .foreachBatch(sink)
-             .option("checkpointLocation", str(checkpoint)).start())
-        queries.append(q)
-    return queries
+    reader = (spark.readStream.format(FORMAT).option("config", config.model_dump_json())
+              .option("mirror", mirror_name))
+    if drain_file:
+        reader = reader.option("drainFile", drain_file)
+    if go_file:
+        reader = reader.option("goFile", go_file)
+    checkpoint = Path(root) / config.name / (mirror_name if gen == 1 else f"{mirror_name}@g{gen}")
+    return (_observed(reader.load()).writeStream.queryName(query_name(config.name, mirror_name, gen))
+            .foreachBatch(sink)
+            .option("checkpointLocation", str(checkpoint)).start())
+
+
+RESTARTABLE = ("Python worker failed to connect back",)
+"""Query failures that say nothing of the mirror: Spark waits 10 s (fixed) for a Python worker it started to
+connect back, which a loaded host can miss. Such a query is started again from its checkpoint (the lanes resume
+from the target's progress, so nothing repeats), up to `RESTARTS` times in a driver's life."""
+RESTARTS = 5
 
 
 def query_name(flow_group: str, mirror: str, generation: int) -> str:
@@ -164,6 +174,7 @@ class FlowGroupRun:
     services: object
     queries: list = field(default_factory=list)
     files: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="sparkmirror-gen-")))
+    checkpoint_root: str = ""
 
     @property
     def go_file(self) -> str:
@@ -210,6 +221,7 @@ class Driver:
         self.lease = None  # handoff.lease.LeaseGate while the operator's Lease decides who copies
         self.lost = threading.Event()  # the Lease moved on: drain and exit
         self.handed_on = False  # another generation or a failover holds the flow groups now: never fence them
+        self.restarts = 0  # queries started again after a RESTARTABLE failure
 
     # what runs now, in flow-group order
     @property
@@ -278,7 +290,9 @@ class Driver:
 
         check_not_superseded(run.config)
         prepare(run.config)
-        run.queries = start_queries(self.spark, run.config, self.stats, self.checkpoint_root, run.drain_file,
+        run.checkpoint_root = (self.checkpoint_root or run.config.checkpointDir
+                               or tempfile.mkdtemp(prefix=f"sparkmirror-{run.config.name}-"))
+        run.queries = start_queries(self.spark, run.config, self.stats, run.checkpoint_root, run.drain_file,
                                     run.go_file)
 
     def _standby(self) -> None:
@@ -350,6 +364,24 @@ class Driver:
 
     def stopped(self) -> bool:
         return any(not q.isActive for q in self.queries)
+
+    def restart_failed(self) -> None:
+        """Start again the queries that stopped for a RESTARTABLE reason (at most RESTARTS in all); what is left
+        stopped is a failure `failures()` reports."""
+        for run in self.groups.values():
+            for i, q in enumerate(run.queries):
+                if q.isActive or self.restarts >= RESTARTS:
+                    continue
+                exc = q.exception()
+                why = next((m for m in RESTARTABLE if exc is not None and m in str(exc)), None)
+                if why is None:
+                    continue
+                self.restarts += 1
+                log.warning("query %s stopped: %s (Spark, not the mirror); starting it again from its checkpoint "
+                            "(%d of at most %d)", q.name, why, self.restarts, RESTARTS)
+                time.sleep(min(2.0 * self.restarts, 10.0))
+                run.queries[i] = start_query(self.spark, run.config, mirror_of(q.name), self.stats,
+                                             run.checkpoint_root, run.drain_file, run.go_file)
 
     def superseded(self) -> dict[str, str]:
         """flow group -> why it must stop: its progress topic says it was failed over, or names a later generation
@@ -460,6 +492,8 @@ class Driver:
                         print(f"sparkmirror: {why}: stopping", file=sys.stderr, flush=True)
                     stopping.set()
                     break
+                if self.stopped():
+                    self.restart_failed()
                 if self.stopped():
                     for name, error in self.failures().items():
                         self.stats[name].error = self.stats[name].error or error
