@@ -40,12 +40,18 @@ kubernetes: venv
 
 setup: venv kafka kubernetes
 
-# Two pytest workers, one module each at a time: most tests wait on brokers and drivers more than they compute, and
-# the long modules (their `minutes` mark) start first, side by side. TEST_WORKERS=0 runs everything in one process.
+# Two phases: the modules marked `solo` (each loads both cores by itself: the kind e2e, three drivers at once,
+# MirrorMaker 2 beside sparkmirror, 3-broker clusters under faults) one after another with nothing beside them;
+# then the rest on two pytest workers, one module each at a time, longest first (their `minutes` mark): most of
+# them wait on brokers, drivers and timeouts more than they compute. TEST_WORKERS=0: the rest in one process too.
+# Both phases run; either failing (or collecting nothing) fails the target.
 TEST_WORKERS ?= 2
 
 test: setup
-	$(VENV)/bin/pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder) $(PYTEST_ARGS)
+	@rc=0; \
+	$(VENV)/bin/pytest -q -m solo $(PYTEST_ARGS) || rc=$$?; \
+	$(VENV)/bin/pytest -q -m "not solo" $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder) $(PYTEST_ARGS) || rc=$$?; \
+	exit $$rc
 
 demo: venv kafka
 	$(PY) -m sparkmirror_dev.demo $(DEMO_ARGS)

@@ -30,27 +30,9 @@ if TYPE_CHECKING:
     from sparkmirror_dev.kube import KubeApiServer
 
 
-ONE_AT_A_TIME = ("tests/kind/test_kind_e2e.py", "tests/operator/test_handoff_e2e.py", "tests/bench/test_bench_smoke.py",
-                 "tests/job/test_chaos_short.py")
-"""Modules that each load both cores (a kind cluster with Spark pods, three drivers at once, MirrorMaker 2 beside
-sparkmirror, 3-broker clusters under faults): under xdist they run one after another on one worker, never two at
-once, while the other worker takes the rest module by module."""
-
-
-def pytest_xdist_make_scheduler(config: pytest.Config, log):  # noqa: ANN201 - xdist's scheduler protocol
-    from xdist.scheduler import LoadFileScheduling
-
-    class OneHeavyAtATime(LoadFileScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            return "heavy" if path in ONE_AT_A_TIME else path
-
-    return OneHeavyAtATime(config, log) if config.getoption("dist") == "loadfile" else None
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Longest modules first (their `minutes` mark), so that with two workers (`-n 2 --dist loadfile`) the long
-    ones run side by side from the start instead of one of them ending the run alone."""
+    ones start at once instead of one of them ending the run alone."""
 
     def minutes(item: pytest.Item) -> float:
         mark = item.get_closest_marker("minutes")

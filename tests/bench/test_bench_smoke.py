@@ -15,7 +15,7 @@ sys.path.insert(0, str(ROOT))
 from bench import main  # noqa: E402
 from bench.contenders import SparkMirror  # noqa: E402
 
-pytestmark = [pytest.mark.kafka, pytest.mark.timeout(900), pytest.mark.minutes(4)]
+pytestmark = [pytest.mark.kafka, pytest.mark.timeout(900), pytest.mark.minutes(4), pytest.mark.solo]
 
 
 def test_bench_runs_end_to_end_and_writes_its_report(tmp_path: Path) -> None:

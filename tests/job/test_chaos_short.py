@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository r
 
 from bench.chaos import KINDS, run_campaign  # noqa: E402
 
-pytestmark = pytest.mark.minutes(4)
+pytestmark = [pytest.mark.minutes(4), pytest.mark.solo]
 
 SHORT = ("executor", "source-broker", "target-broker")
 assert set(SHORT) <= set(KINDS)

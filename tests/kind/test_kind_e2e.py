@@ -23,7 +23,7 @@ from sparkmirror_dev.testing import (commit_group, consume_as_group, create_topi
 from sparkmirror_dev.kindground import MIRROR_NS, SCRAM_USER, KindGround
 
 # the first test also builds the ground (cold: Go builds and images, about 15 minutes on 2 cores)
-pytestmark = [pytest.mark.kind, pytest.mark.timeout(3600), pytest.mark.minutes(13)]
+pytestmark = [pytest.mark.kind, pytest.mark.timeout(3600), pytest.mark.minutes(13), pytest.mark.solo]
 SPARK = {"imagePullPolicy": "IfNotPresent", "parallelism": 2, "epochSeconds": 20,
          "driver": {"memory": "512m", "coreRequest": "100m"},
          "executor": {"instances": 1, "memory": "512m", "coreRequest": "100m"}}
