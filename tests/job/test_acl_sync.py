@@ -271,7 +271,7 @@ def test_a_target_without_authorizer_is_one_log_line_and_the_mirror_goes_on(secu
     finally:
         sync.close()
         delete_acls(src, [reader])
-    assert [r.target_topic for r in routes] == [f"src.{p}-t"]
+    assert [r.target_topic for r in routes if p in r.target_topic] == [f"src.{p}-t"]  # heartbeats: always routed
     said = [r for r in caplog.records if r.name == "sparkmirror.aclsync"]
     assert [(r.levelname, r.getMessage()) for r in said] == [
         ("INFO", "mirror src-to-b: target cluster 'b' has no authorizer: no ACLs to sync")]
