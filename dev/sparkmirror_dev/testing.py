@@ -18,6 +18,20 @@ from confluent_kafka.admin import AdminClient, NewTopic
 _counter = itertools.count()
 
 
+def _watermarks(consumer, tp) -> tuple[int, int]:
+    """(low, high) of a partition, asked again while its leader is still being elected (a topic just made)."""
+    from confluent_kafka import KafkaException
+
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return consumer.get_watermark_offsets(tp, timeout=30)
+        except KafkaException as e:
+            if not e.args[0].retriable() or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 def unique_name(prefix: str) -> str:
     """A name no other test or run uses: prefix, pid-local counter and a random tail, Kafka- and k8s-safe."""
     prefix = re.sub(r"[^a-z0-9-]", "-", prefix.lower()).strip("-")[:30] or "t"
@@ -93,7 +107,7 @@ def iter_records(bootstrap: str, topic: str, timeout: float = 60.0, isolation: s
         ends: dict[int, int] = {}  # the end offsets when called: a topic still written to never shows EOF
         assign = []
         for p in md.partitions:
-            lo, hi = c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+            lo, hi = _watermarks(c, TopicPartition(topic, p))
             if hi > lo:
                 ends[p] = hi
                 assign.append(TopicPartition(topic, p, lo))
