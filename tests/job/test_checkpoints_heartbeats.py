@@ -73,7 +73,9 @@ def _upstream_heartbeats_seen(kafka_a, kafka_b, cfg, mirror, run_java) -> None:
     parts = list(plan_lanes(mirror.name, 1, [("heartbeats", "a.heartbeats", 1)])[0].partitions)
     assert sum(s.records for s in copy_lane(cfg, mirror, 0, parts, 2.0)) >= 1
     upstream, hops = run_java("Topology", REMOTE_CLUSTER_UTILS, kafka_b.bootstrap, "a").strip().split("\t")
-    assert (upstream, hops) == ("[a]", "1")
+    # the shared target may carry other tests' `<alias>.heartbeats` too: only `a` is this test's
+    assert "a" in upstream.strip("[]").split(", ")
+    assert hops == "1"
 
 
 def test_upstream_heartbeats_are_off_by_default(kafka_a, kafka_b, flowgroup) -> None:
