@@ -416,6 +416,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--pause", type=float, default=8.0,
                    help="seconds between faults, and a killed broker's downtime; default %(default)s")
     p.add_argument("--rate", type=float, default=100.0, help="sequences/s a partition; default %(default)s")
+    p.add_argument("--kinds", default=",".join(KINDS),
+                   help="comma-separated kinds of SIGKILL to inject; default %(default)s")
     p.add_argument("--workdir", type=Path, default=None, help="kept after the run (default: a temporary one)")
     p.add_argument("--results", type=Path, default=HERE / "results",
                    help="where chaos.json and chaos.md go; default %(default)s")
@@ -438,8 +440,12 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started in the background
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="sparkmirror-chaos-"))
+    kinds = tuple(k for k in args.kinds.split(",") if k)
+    if unknown := [k for k in kinds if k not in KINDS]:
+        print(f"--kinds: unknown {', '.join(unknown)} (known: {', '.join(KINDS)})", file=sys.stderr)
+        return 2
     camp, rows = run_campaign(args.kills, args.outages, args.outage_seconds, args.pause, args.rate, workdir,
-                              lambda s: print(s, flush=True))
+                              lambda s: print(s, flush=True), kinds)
     machine: dict = {"cores": os.cpu_count()}
     try:
         machine.update(report.machine())

@@ -18,9 +18,10 @@ HERE = Path(__file__).resolve().parent
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    p.add_argument("-n", "--records", type=int, default=500_000,
-                   help="records of each size (1 KiB and 100 B); default %(default)s")
-    p.add_argument("--reps", type=int, default=3, help="repetitions of each contender; default %(default)s")
+    p.add_argument("-n", "--records", type=int, default=1_000_000,
+                   help="records of each size (1 KiB and 100 B); default %(default)s, copy windows of about 20 s "
+                        "at 1 KiB on 2 cores: shorter ones measure noise")
+    p.add_argument("--reps", type=int, default=2, help="repetitions of each contender; default %(default)s")
     p.add_argument("--sizes", default="b1k,b100",
                    help="comma list of the record sizes mirrored, each in its own runs: b1k (1 KiB), b100 (100 B); "
                         "both are preloaded either way; default %(default)s")
@@ -31,8 +32,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--contenders", default="all",
                    help="comma list of sparkmirror-eos, sparkmirror-alo, mm2, mm2-eos, ceiling, pipe (a bare "
                         "Python+librdkafka reference); 'all' = the first five that are available")
-    p.add_argument("--latency-seconds", type=float, default=40.0,
-                   help="measured window; longer than sparkmirror's 30-s epochs so a boundary falls inside; 0 skips")
+    p.add_argument("--latency-seconds", type=float, default=95.0,
+                   help="measured window; spans three of sparkmirror's 30-s epoch boundaries; 0 skips")
     p.add_argument("--latency-contenders", default="",
                    help="comma list of the mirror contenders whose latency is measured; default all of them")
     p.add_argument("--latency-rate", type=int, default=5000)

@@ -177,24 +177,24 @@ def _size_tables(size: str, summ: dict[str, dict], ratio_rows: list[dict]) -> li
     """One size's throughput table and its ratios; latency columns only where latency was measured (1 KiB)."""
     lat = any(s["latency_runs"] for s in summ.values())
     lines = [f"## {size or 'all sizes'} records", "",
-             "| contender | records/s | best run records/s | MiB/s | CPU s / M records | brokers' CPU s / M | "
-             "peak RSS MiB | start-up s | start to done s |" + (" p50 ms | p99 ms | max ms |" if lat else "")
-             + " runs ok |",
-             "| --- |" + " ---: |" * (8 + (3 if lat else 0)) + " ---: |"]
+             "| contender | CPU s / M records | records/s | best run records/s | MiB/s | copy window s | "
+             "brokers' CPU s / M | peak RSS MiB | start-up s | start to done s |"
+             + (" p50 ms | p99 ms | max ms |" if lat else "") + " runs ok |",
+             "| --- |" + " ---: |" * (9 + (3 if lat else 0)) + " ---: |"]
     for s in summ.values():
         lines.append(
-            f"| {s['label']} | {_f(s['records_per_s'])} | {_f(s.get('best_records_per_s'))} | "
-            f"{_f(s['mib_per_s'], '{:,.1f}')} | "
-            f"{_f(s['cpu_s_per_m'], '{:,.1f}')} | {_f(s.get('broker_cpu_s_per_m'), '{:,.1f}')} | {_f(s['peak_rss_mib'])} | "
+            f"| {s['label']} | {_f(s['cpu_s_per_m'], '{:,.1f}')} | {_f(s['records_per_s'])} | "
+            f"{_f(s.get('best_records_per_s'))} | {_f(s['mib_per_s'], '{:,.1f}')} | {_f(s.get('copy_s'), '{:.1f}')} | "
+            f"{_f(s.get('broker_cpu_s_per_m'), '{:,.1f}')} | {_f(s['peak_rss_mib'])} | "
             f"{_f(s['startup_s'], '{:.1f}')} | {_f(s['wall_s'], '{:.1f}')} | "
             + (f"{_f(s['latency_p50_ms'])} | {_f(s['latency_p99_ms'])} | {_f(s['latency_max_ms'])} | " if lat else "")
             + f"{s['runs_ok']}/{s['runs']}"
             + (f" + lat {s['latency_runs_ok']}/{s['latency_runs']}" if s["latency_runs"] else "") + " |")
     if ratio_rows:
-        lines += ["", "| ratio | records/s | CPU s / M | peak RSS |" + (" p99 latency |" if lat else ""),
+        lines += ["", "| ratio | CPU s / M | records/s | peak RSS |" + (" p99 latency |" if lat else ""),
                   "| --- | ---: | ---: | ---: |" + (" ---: |" if lat else "")]
         for r in ratio_rows:
-            lines.append(f"| {r['label']} | {_f(r['records_per_s'], '{:.2f}')} | {_f(r['cpu_s_per_m'], '{:.2f}')} | "
+            lines.append(f"| {r['label']} | {_f(r['cpu_s_per_m'], '{:.2f}')} | {_f(r['records_per_s'], '{:.2f}')} | "
                          f"{_f(r['peak_rss'], '{:.2f}')} |" + (f" {_f(r['latency_p99'], '{:.2f}')} |" if lat else ""))
     return lines + [""]
 

@@ -58,8 +58,14 @@ def start_queries(spark, config: FlowGroupConfig, stats: dict[str, MirrorStats],
                   drain_file: str | None = None, go_file: str | None = None) -> list:
     """One streaming query per mirror (`start_query`), under `checkpoint_root` (or the flow group's checkpointDir,
     or a temporary directory)."""
-    root = checkpoint_root or config.checkpointDir or tempfile.mkdtemp(prefix=f"sparkmirror-{config.name}-")
+    root = checkpoint_root_of(config, checkpoint_root)
     return [start_query(spark, config, mirror.name, stats, root, drain_file, go_file) for mirror in config.mirrors]
+
+
+def checkpoint_root_of(config: FlowGroupConfig, given: str | None = None) -> str:
+    """Where the flow group's query checkpoints live: the one given (`--checkpoint`), its checkpointDir, or a new
+    temporary directory (a run that starts from the progress topic alone)."""
+    return given or config.checkpointDir or tempfile.mkdtemp(prefix=f"sparkmirror-{config.name}-")
 
 
 def start_query(spark, config: FlowGroupConfig, mirror_name: str, stats: dict[str, MirrorStats], root: str,
@@ -290,8 +296,7 @@ class Driver:
 
         check_not_superseded(run.config)
         prepare(run.config)
-        run.checkpoint_root = (self.checkpoint_root or run.config.checkpointDir
-                               or tempfile.mkdtemp(prefix=f"sparkmirror-{run.config.name}-"))
+        run.checkpoint_root = checkpoint_root_of(run.config, self.checkpoint_root)
         run.queries = start_queries(self.spark, run.config, self.stats, run.checkpoint_root, run.drain_file,
                                     run.go_file)
 

@@ -30,7 +30,7 @@ from ..progress import ProgressRecord, partition_lag
 from ..refusal import write_refused
 from ..replication import RecordStamper, policy_for
 from ..resource.flowgroup import FlowGroupConfig, Mirror
-from . import sessions
+from . import delegate, sessions
 from .commit import CommitProtocol, commit_protocol
 from .errors import (CopyError, Fault, LaneFenced, SourceGapError, Unreachable, classify, describe, is_fenced,
                      kafka_error, talking_to)
@@ -136,14 +136,26 @@ class LaneCopier:
 
     # ---- the epoch -----------------------------------------------------------------------------------------
 
-    def run(self) -> list[PartitionSummary]:
-        """Copy until the epoch ends, the lane is fenced or `should_stop()`; return per-partition summaries."""
+    def successor(self, epoch: int, prev_epoch: int, epoch_seconds: float,
+                  should_stop: Callable[[], bool]) -> LaneCopier:
+        """The copier of this lane's next epoch, run by this worker for a task in another (delegate.py)."""
+        return LaneCopier(self.config, self.mirror, self.lane, self.partitions, epoch_seconds, should_stop,
+                          epoch=epoch, prev_epoch=prev_epoch, carry_seconds=self.carry_seconds,
+                          stop_file=self.stop_file)
+
+    def run(self, kept: LaneCopier | None = None) -> list[PartitionSummary]:
+        """Copy until the epoch ends, the lane is fenced or `should_stop()`; return per-partition summaries.
+
+        The lane's clients come from `kept` (this worker runs the epoch for a task in another), from this
+        worker's session of the lane, from the worker that keeps them (which then runs the epoch and returns
+        its summaries, delegate.py), or are made afresh."""
         start_ms = _now_ms()
         for s in self.summaries.values():
             s.epoch_start_ms = start_ms
         if not self.partitions:
             return []
         keep = False
+        served: list[PartitionSummary] | None = None
         if self.epoch is not None:
             log.info("lane %s: epoch %d starts in worker %d", self.tid, self.epoch, os.getpid())
         try:
@@ -157,15 +169,23 @@ class LaneCopier:
                 start_ms = _now_ms()
                 for s in self.summaries.values():
                     s.epoch_start_ms = start_ms
-            self.reused = sessions.resume(self)
-            self._copy_riding_out(time.monotonic() + self.epoch_seconds)
-            keep = True
+            self.reused = sessions.adopt(self, kept) if kept is not None else sessions.resume(self)
+            if not self.reused:
+                served = delegate.ask(self)
+            if served is None:
+                self._copy_riding_out(time.monotonic() + self.epoch_seconds)
+                keep = True
         except LaneFenced:
             self._fenced()
         finally:
-            self._finish(keep)
+            if served is None:
+                self._finish(keep)
+            else:
+                self.result = served
             log.info("lane %s: epoch of %.1f s, %d records in %d transactions%s", self.tid,
-                     (_now_ms() - start_ms) / 1000, sum(s.records for s in self.result), self._commits,
+                     (_now_ms() - start_ms) / 1000, sum(s.records for s in self.result),
+                     sum(s.transactions for s in self.result) if served is not None else self._commits,
+                     " (run by the worker keeping the clients)" if served is not None else
                      " (kept clients)" if self.reused else "")
         return self.result
 

@@ -11,16 +11,19 @@ meanwhile would wait for it. The carrying thread is just one more copy of the la
 either releases it here (it stops at a transaction boundary and hands over its clients) or, in another
 worker, fences it with init_transactions and reads the progress it committed (at-least-once: the fenced
 carrier's next progress write fails, so it repeats at most one commit interval of records). It stops by
-itself after `carry_seconds` or when the stop file (the driver's drain file) appears.
+itself after `carry_seconds` or when the stop file (the driver's drain file) appears. When the lane's next
+task lands in another worker, the carrying thread runs that epoch for it (delegate.py).
 """
 from __future__ import annotations
 
 import logging
 import os
 import threading
+import time
 from typing import TYPE_CHECKING
 
-from .errors import LaneFenced, Unreachable
+from . import delegate
+from .errors import CopyError, LaneFenced, Unreachable
 from .summary import PartitionSummary
 
 if TYPE_CHECKING:
@@ -38,19 +41,37 @@ class LaneSession:
         self._stop = threading.Event()
         self._released = False
         self._usable = True
+        self._asked = False
+        self._deadline = 0.0
+        self._plan = ""
 
     def carry_on(self, seconds: float, stop_file: str | None) -> None:
-        """Copy on for up to `seconds`, in a daemon thread."""
+        """Copy on for up to `seconds`, in a daemon thread, and tell tasks in other workers so (delegate.py)."""
         c = self.copier
-        c.should_stop = lambda: self._stop.is_set() or (bool(stop_file) and os.path.exists(stop_file))
-        c.epoch_seconds = seconds
+
+        def should_stop() -> bool:
+            if self._stop.is_set() or (bool(stop_file) and os.path.exists(stop_file)):
+                return True
+            self._asked = delegate.asked(c.tid)
+            return self._asked
+
+        c.should_stop = should_stop
+        self._deadline = time.monotonic() + seconds
+        self._plan = delegate.plan_key(c)
+        delegate.announce(c.tid, self.last_epoch, self._plan)
         self._thread = threading.Thread(target=self._carry, name=f"carry-{c.tid}", daemon=True)
         self._thread.start()
 
     def _carry(self) -> None:
         c = self.copier
         try:
-            c._guarded(c._loop)
+            while True:
+                self._asked = False
+                c._guarded(c._loop, self._deadline)
+                if not self._asked or self._stop.is_set():
+                    break
+                if self._serve():  # the lane's next epoch ran here; its copier keeps the clients now
+                    return
         except LaneFenced:
             log.info("lane %s: copying between epochs ended: the lane's next copy took over", c.tid)
             self._usable = False
@@ -65,10 +86,36 @@ class LaneSession:
             log.warning("lane %s: copying between epochs stopped: %s", c.tid, e)
             self._usable = False
             c._abort_quietly()
+        delegate.retire(c.tid)
         if not self._released:  # ended by itself (time, drain, fencing): nobody will take the clients
             self._usable = False
         if not self._usable:
             c._close_clients()
+
+    def _serve(self) -> bool:
+        """Run the epoch a task in another worker asks for with these clients, if it follows theirs (delegate.py).
+        False when the request was withdrawn or refused, or a task here took the clients first."""
+        c = self.copier
+        with _SESSIONS_LOCK:
+            if self._released or _SESSIONS.get(c.tid) is not self:
+                return False
+            req = delegate.take(c.tid, self.last_epoch, self._plan)
+            if req is None:
+                return False
+            del _SESSIONS[c.tid]
+            self._released = True
+        tid = c.tid
+        nxt = c.successor(req.epoch, req.prev_epoch, max(req.deadline - time.time(), 0.0),
+                          lambda: delegate.stop_asked(tid))
+        try:
+            delegate.publish(tid, req.epoch, nxt.run(kept=c))
+        except CopyError as e:
+            delegate.publish(tid, req.epoch, list(nxt.summaries.values()), error=str(e))
+        except Exception as e:  # noqa: BLE001 - the task starts afresh and meets it again
+            log.warning("lane %s: epoch %d for worker %d failed: %s", tid, req.epoch, req.pid, e)
+            nxt._close_clients()
+            delegate.publish(tid, req.epoch, [], failed=str(e))
+        return True
 
     def release(self) -> LaneCopier | None:
         """Stop copying between epochs (at a transaction boundary) and hand the copier over, if still usable."""
@@ -87,7 +134,7 @@ _SESSIONS: dict[str, LaneSession] = {}
 _SESSIONS_LOCK = threading.Lock()
 
 
-def _session_key(copier: LaneCopier) -> tuple:
+def session_key(copier: LaneCopier) -> tuple:
     """What must not have changed for kept clients to be resumed: the lane, the config, the plan."""
     return (copier.tid, copier.config.model_dump_json(), tuple(sorted(copier.route.items())))
 
@@ -107,7 +154,7 @@ def resume(copier: LaneCopier) -> bool:
         log.info("lane %s: no kept clients in this worker", copier.tid)
         return False
     kept = session.release()  # stops copying between epochs at a transaction boundary
-    why = ("they stopped" if kept is None else "plan changed" if session.key != _session_key(copier) else
+    why = ("they stopped" if kept is None else "plan changed" if session.key != session_key(copier) else
            f"they ran epoch {session.last_epoch}, this one follows {copier.prev_epoch}"
            if session.last_epoch != copier.prev_epoch else f"task attempt {copier.attempt}" if copier.attempt
            else "")
@@ -117,6 +164,11 @@ def resume(copier: LaneCopier) -> bool:
             kept._close_clients()
         return False
     assert kept is not None
+    return adopt(copier, kept)
+
+
+def adopt(copier: LaneCopier, kept: LaneCopier) -> bool:
+    """`copier` continues with the clients `kept` copied with between the epochs, counting what they copied."""
     copier.take_clients(kept)
     _count_carried(copier.summaries, kept.summaries)
     return True
@@ -142,7 +194,7 @@ def keep(copier: LaneCopier) -> None:
     # from here on the counters are the next epoch's: what is copied between epochs counts there
     copier.summaries = {k: PartitionSummary(s.mirror, s.lane, s.source_topic, s.partition, s.target_topic,
                                             generation=s.generation) for k, s in copier.summaries.items()}
-    session = LaneSession(_session_key(copier), copier.epoch, copier)
+    session = LaneSession(session_key(copier), copier.epoch, copier)
     with _SESSIONS_LOCK:
         old = _SESSIONS.pop(copier.tid, None)
         _SESSIONS[copier.tid] = session

@@ -84,17 +84,13 @@ def failback(forward_configs: list[FlowGroupConfig], forward: Mirror, reverse_co
             if c == forward.source and (c, _t, p) in state.latest}
     policy = policy_for(forward)
     shared = "identity" in (forward.replicationPolicy, reverse.replicationPolicy)
-    emitter = CheckpointEmitter(reverse_configs[0], reverse, timeout)
-    try:
-        positions = forward_positions(emitter, maps, select, shared)
-    finally:
-        emitter.close()
-    doc = failover(reverse_configs, reverse, select, timeout, wait_seconds, say,
-                   leave=lambda g, t, p: (g, t, p) in positions)
-    emitter = CheckpointEmitter(reverse_configs[0], reverse, timeout)
+    emitter = CheckpointEmitter(reverse_configs[0], reverse, timeout)  # reads b's groups before and after
     counter = SourceCounter(forward_configs[0].cluster(forward.source).client_config(),
                             RecordStamper.of(policy, forward.source, forward.target), timeout)
     try:
+        positions = forward_positions(emitter, maps, select, shared)
+        doc = failover(reverse_configs, reverse, select, timeout, wait_seconds, say,
+                       leave=lambda g, t, p: (g, t, p) in positions)
         back, untranslated = translate_back(positions, maps, counter)
         groups = sorted({*back, *untranslated})
         members, have = on_target(emitter, groups)
