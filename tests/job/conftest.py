@@ -38,6 +38,22 @@ def mirror_once(cfg: FlowGroupConfig, epoch_seconds: float = 3.0) -> list:
     return routes
 
 
+def close_kept_lanes() -> None:
+    """Close the lane clients this process keeps between epochs (copying/sessions.py): a test's end."""
+    from sparkmirror.copying import sessions
+
+    for s in list(sessions._SESSIONS.values()):
+        kept = s.release()
+        if kept is not None:
+            kept._close_clients()
+    sessions._SESSIONS.clear()
+
+
+def numbered_sequences(bootstrap: str, topic: str) -> dict[int, list[int]]:
+    """Per partition, the sequence numbers of `produce_numbered` records, in the order the topic holds them."""
+    return {p: [int(r.value.split(b":")[1]) for r in rs] for p, rs in read_topic(bootstrap, topic).items()}
+
+
 def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "x"})
     try:

@@ -12,13 +12,13 @@ import time
 
 import pytest
 
-from sparkmirror.copying import LaneCopier, sessions
+from sparkmirror.copying import LaneCopier
 from sparkmirror.lanes import plan_lanes
 from sparkmirror.progress import ensure_progress_topic
 from sparkmirror.resource.flowgroup import Delivery
-from sparkmirror_dev.workers import keep_lane
+from sparkmirror_dev.workers import run_lane
 
-from .conftest import produce_numbered, read_topic, wait_for
+from .conftest import close_kept_lanes, numbered_sequences, produce_numbered, wait_for
 
 EPOCH_S = 2.0
 
@@ -35,42 +35,46 @@ def keeping_worker(kafka_a, kafka_b, topic, flowgroup):
         ensure_progress_topic(cfg.cluster("b").client_config(), cfg.progressTopic)
         parts = list(plan_lanes(cfg.mirrors[0].name, 1, [(src, dst, 2)])[0].partitions)
         started, done = ctx.Event(), ctx.Event()
-        proc = ctx.Process(target=keep_lane, args=(cfg.model_dump_json(), parts, EPOCH_S, started, done), daemon=True)
+        proc = ctx.Process(target=run_lane, args=(cfg.model_dump_json(), parts, 10, 0, EPOCH_S, 600.0, started, done),
+                           daemon=True)
         produce_numbered(kafka_a.bootstrap, src, 2, 0, 300)
         proc.start()
         procs.append((proc, done))
         wait_for(lambda: started.is_set() or not proc.is_alive(), 120, "the keeping worker's first epoch")
         assert started.is_set(), f"the keeping worker ended with {proc.exitcode}"
 
-        def task(epoch: int, prev: int, seconds: float = EPOCH_S) -> LaneCopier:
-            c = LaneCopier(cfg, cfg.mirrors[0], 0, parts, seconds, epoch=epoch, prev_epoch=prev)
+        def task(epoch: int, prev: int, seconds: float = EPOCH_S, attempt: int = 0,
+                 should_stop=None) -> LaneCopier:
+            c = LaneCopier(cfg, cfg.mirrors[0], 0, parts, seconds, should_stop, epoch=epoch, prev_epoch=prev,
+                           attempt=attempt)
             c.run()
             return c
 
+        def task_elsewhere(epoch: int, prev: int, seconds: float):
+            """The task in a third process (that a test may kill)."""
+            p = ctx.Process(target=run_lane, args=(cfg.model_dump_json(), parts, epoch, prev, seconds), daemon=True)
+            p.start()
+            procs.append((p, ctx.Event()))
+            return p
+
+        task.elsewhere = task_elsewhere
         return src, dst, proc, task
 
     yield start
     for proc, done in procs:
-        done.set()
+        if proc.is_alive():
+            done.set()
         proc.join(30)
         if proc.is_alive():
             proc.kill()
-    for s in list(sessions._SESSIONS.values()):
-        kept = s.release()
-        if kept is not None:
-            kept._close_clients()
-    sessions._SESSIONS.clear()
-
-
-def _seqs(bootstrap: str, topic: str) -> dict[int, list[int]]:
-    return {p: sorted(int(r.value.split(b":")[1]) for r in rs) for p, rs in read_topic(bootstrap, topic).items()}
+    close_kept_lanes()
 
 
 @pytest.mark.parametrize("delivery", [Delivery.EXACTLY_ONCE, Delivery.AT_LEAST_ONCE])
 def test_the_worker_keeping_the_clients_runs_the_epoch(kafka_a, kafka_b, keeping_worker, delivery):
     src, dst, proc, task = keeping_worker(delivery)
     produce_numbered(kafka_a.bootstrap, src, 2, 300, 200)  # copied by the keeping worker between the epochs
-    wait_for(lambda: sum(map(len, _seqs(kafka_b.bootstrap, dst).values())) == 1000, 60, "copying between epochs")
+    wait_for(lambda: sum(map(len, numbered_sequences(kafka_b.bootstrap, dst).values())) == 1000, 60, "copying between epochs")
     produce_numbered(kafka_a.bootstrap, src, 2, 500, 100)
     second = task(20, 10)
     produce_numbered(kafka_a.bootstrap, src, 2, 600, 100)
@@ -82,7 +86,7 @@ def test_the_worker_keeping_the_clients_runs_the_epoch(kafka_a, kafka_b, keeping
     assert sorted(s.records for s in second.result) == [300, 300]
     assert sorted(s.records for s in third.result) == [100, 100]
     assert not any(s.fenced for s in [*second.result, *third.result])
-    assert _seqs(kafka_b.bootstrap, dst) == {p: list(range(700)) for p in range(2)}
+    assert numbered_sequences(kafka_b.bootstrap, dst) == {p: list(range(700)) for p in range(2)}
     assert proc.is_alive()
 
 
@@ -109,4 +113,33 @@ def test_a_keeping_worker_killed_mid_epoch_costs_no_record(kafka_a, kafka_b, kee
     assert "runs in worker" in caplog.text and "went away; starting afresh" in caplog.text
     produce_numbered(kafka_a.bootstrap, src, 2, 700, 100)
     task(30, 20)
-    assert _seqs(kafka_b.bootstrap, dst) == {p: list(range(800)) for p in range(2)}
+    assert numbered_sequences(kafka_b.bootstrap, dst) == {p: list(range(800)) for p in range(2)}
+
+
+def test_a_stop_reaches_the_worker_running_the_epoch(kafka_a, kafka_b, keeping_worker):
+    src, dst, proc, task = keeping_worker(Delivery.EXACTLY_ONCE)
+    asked_at = time.monotonic()
+    served = task(20, 10, 60.0, should_stop=lambda: time.monotonic() - asked_at > 1.0)  # its route watch fired
+    assert time.monotonic() - asked_at < 30, "the served epoch should have stopped long before its 60 s"
+    assert not any(s.fenced for s in served.result)
+    produce_numbered(kafka_a.bootstrap, src, 2, 300, 100)
+    task(30, 20)
+    assert numbered_sequences(kafka_b.bootstrap, dst) == {p: list(range(400)) for p in range(2)}
+
+
+def test_an_epoch_served_for_a_task_that_died_stops_and_yields_to_its_retry(kafka_a, kafka_b, keeping_worker,
+                                                                              caplog):
+    src, dst, proc, task = keeping_worker(Delivery.EXACTLY_ONCE)
+    caplog.set_level(logging.INFO, logger="sparkmirror")
+    produce_numbered(kafka_a.bootstrap, src, 2, 300, 200)
+    doomed = task.elsewhere(20, 10, 60.0)  # served by the keeping worker
+    time.sleep(3.0)
+    os.kill(doomed.pid, signal.SIGKILL)  # Spark killed the task: its retry follows, in this process
+    doomed.join(10)
+    produce_numbered(kafka_a.bootstrap, src, 2, 500, 100)
+    retry = task(20, 10, attempt=1)  # a retry never asks: it starts afresh and fences the keeping worker
+    assert not retry.reused and not any(s.fenced for s in retry.result)
+    produce_numbered(kafka_a.bootstrap, src, 2, 600, 100)
+    task(30, 20)  # this process kept the lane's clients after the retry
+    assert numbered_sequences(kafka_b.bootstrap, dst) == {p: list(range(700)) for p in range(2)}
+    assert proc.is_alive()

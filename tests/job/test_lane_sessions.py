@@ -7,12 +7,12 @@ import threading
 
 import pytest
 
-from sparkmirror.copying import LaneCopier, sessions
+from sparkmirror.copying import LaneCopier
 from sparkmirror.resource.flowgroup import Delivery
 from sparkmirror.lanes import plan_lanes
 from sparkmirror.progress import ensure_progress_topic
 
-from .conftest import produce_numbered, read_topic, wait_for
+from .conftest import close_kept_lanes, numbered_sequences, produce_numbered, read_topic, wait_for
 
 
 @pytest.fixture
@@ -34,15 +34,7 @@ def lane(kafka_a, kafka_b, topic, flowgroup):
         return src, dst, run
 
     yield make
-    for s in list(sessions._SESSIONS.values()):
-        kept = s.release()
-        if kept is not None:
-            kept._close_clients()
-    sessions._SESSIONS.clear()
-
-
-def _seqs(bootstrap: str, topic: str) -> dict[int, list[int]]:
-    return {p: [int(r.value.split(b":")[1]) for r in rs] for p, rs in read_topic(bootstrap, topic).items()}
+    close_kept_lanes()
 
 
 @pytest.mark.parametrize("delivery", [Delivery.EXACTLY_ONCE, Delivery.AT_LEAST_ONCE])
@@ -59,7 +51,7 @@ def test_consecutive_epochs_reuse_the_lane_clients(kafka_a, kafka_b, lane, deliv
 
     assert (first.reused, second.reused, stale.reused, retried.reused) == (False, True, False, False)
     assert sorted(s.records for s in second.result) == [300, 300]
-    assert _seqs(kafka_b.bootstrap, dst) == {p: list(range(800)) for p in range(2)}
+    assert numbered_sequences(kafka_b.bootstrap, dst) == {p: list(range(800)) for p in range(2)}
 
 
 def test_kept_clients_fenced_by_another_copy_start_afresh(kafka_a, kafka_b, lane):
@@ -75,7 +67,7 @@ def test_kept_clients_fenced_by_another_copy_start_afresh(kafka_a, kafka_b, lane
     assert not resumed.reused, "the fenced clients should have been replaced"
     assert not any(s.fenced for s in resumed.result)
     assert sorted(s.records for s in resumed.result) == [100, 100]
-    assert _seqs(kafka_b.bootstrap, dst) == {p: list(range(500)) for p in range(2)}
+    assert numbered_sequences(kafka_b.bootstrap, dst) == {p: list(range(500)) for p in range(2)}
 
 
 def _carrying() -> list[threading.Thread]:
@@ -94,7 +86,7 @@ def test_lane_copies_between_epochs_until_its_next_task(kafka_a, kafka_b, lane, 
     nxt = run(20, 10)  # takes the carrying clients over, with what they copied
     assert nxt.reused and not _carrying()
     assert sorted(s.records for s in nxt.result) == [100, 100]
-    assert _seqs(kafka_b.bootstrap, dst) == {p: list(range(200)) for p in range(2)}
+    assert numbered_sequences(kafka_b.bootstrap, dst) == {p: list(range(200)) for p in range(2)}
 
 
 @pytest.mark.parametrize("delivery", [Delivery.EXACTLY_ONCE, Delivery.AT_LEAST_ONCE])
@@ -113,7 +105,7 @@ def test_lane_copying_between_epochs_is_fenced_by_its_next_copy_elsewhere(kafka_
     wait_for(lambda: not _carrying(), 30, "the fenced carrier to stop")
     last = run(None, None)
     assert not any(s.fenced for s in elsewhere.result)
-    got = _seqs(kafka_b.bootstrap, dst)
+    got = numbered_sequences(kafka_b.bootstrap, dst)
     if delivery == Delivery.EXACTLY_ONCE:
         assert got == {p: list(range(500)) for p in range(2)}
     else:

@@ -6,15 +6,20 @@ costs one to two seconds (producers, init_transactions fencing the kept copy, th
 lane copies nothing, and that stall was most of the mirror's p99 latency. Instead, the task asks the keeping
 worker to run the epoch with its clients, waits, and yields the summaries it gets back as its own.
 
-The workers of a host meet in a directory they share (`lane_dir()`), one set of files per lane:
-- `<lane>.holder`: the worker keeping the lane's clients (pid, the epoch it ran, the key of its plan);
-- `<lane>.req`: a task's request (its epoch, the epoch before it, the key, when its epoch ends);
-- the keeping worker renames the request to `<lane>.accepted` or `<lane>.refused`; a task that got no answer
-  renames it to `<lane>.withdrawn`. One rename wins, so a request is either served or withdrawn, never both;
-- `<lane>.stop`: the task was told to stop (its route watch); `<lane>.result`: the summaries, or the error.
+The workers of a host meet in a directory only their user may use (`lane_dir()`), one set of files per lane:
+- `<lane>.holder`: the worker keeping the lane's clients (pid and start time, a token of its session, the
+  epoch it ran, the key of its plan);
+- `<lane>.req`: a task's request, addressed to that worker (its epoch, the epoch before it, the key, when its
+  epoch ends, the task's own pid and start time);
+- the addressee claims the request by renaming it to a name of its own, then renames it to `<lane>.accepted`
+  or `<lane>.refused`; a task that got no answer renames it to `<lane>.withdrawn`. One rename wins, so a
+  request is either served or withdrawn, never both;
+- `<lane>.stop`: the task was told to stop (its route watch); `<lane>.result`: the summaries, or why not.
 
-Exactly-once does not rest on this: a task that is refused, withdraws, or loses the keeping worker starts
-afresh, and its init_transactions fences whatever the other worker still runs (see commit.py).
+Exactly-once does not rest on this: a task that is refused, withdraws, loses the keeping worker or waits too
+long starts afresh, and its init_transactions fences whatever the other worker still runs (see commit.py). A
+served epoch never starts afresh itself (it ends instead, and the task does), and it stops when its task is
+gone, so it cannot take the lane back from the task's retry.
 """
 from __future__ import annotations
 
@@ -22,13 +27,14 @@ import hashlib
 import json
 import logging
 import os
+import stat
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+import uuid
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import CopyError
 from .summary import PartitionSummary
 
 if TYPE_CHECKING:
@@ -39,10 +45,13 @@ log = logging.getLogger(__name__)
 ANSWER_SECONDS = 2.0
 """How long a task waits for the keeping worker to take its request, beyond three commit intervals (the
 keeping worker looks for requests between transactions)."""
+RESULT_GRACE_SECONDS = 120.0
+"""How long past its epoch's end a task waits for the served epoch's result (the last commit's flush and
+transaction may take up to a minute on a struggling target) before it starts afresh, fencing the other."""
 
 
 def lane_dir() -> Path:
-    """Where the Python workers of this host and user meet (not shared with other users)."""
+    """Where the Python workers of this host and user meet."""
     return Path(tempfile.gettempdir()) / f"sparkmirror-lanes-{os.getuid()}"
 
 
@@ -53,13 +62,53 @@ def plan_key(copier: LaneCopier) -> str:
     return hashlib.sha256(repr(session_key(copier)).encode()).hexdigest()
 
 
+def process_started(pid: int) -> str | None:
+    """The process' start time (clock ticks since boot) while it runs, None once it ended (a zombie too) or
+    where /proc does not say: a pid alone could be a new process, and a killed worker stays a zombie until its
+    parent reaps it."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()
+    return None if fields[0] in ("Z", "X", "x") else fields[19]
+
+
+@dataclass(frozen=True)
+class Proc:
+    """A process, told apart from a later one with the same pid."""
+
+    pid: int
+    started: str
+
+    @classmethod
+    def me(cls) -> Proc | None:
+        started = process_started(os.getpid())
+        return cls(os.getpid(), started) if started else None
+
+    def alive(self) -> bool:
+        return process_started(self.pid) == self.started
+
+
 @dataclass(frozen=True)
 class Request:
     epoch: int
     prev_epoch: int
     key: str
     deadline: float  # wall-clock seconds: when the task's epoch ends
-    pid: int
+    task: Proc
+    holder: Proc
+
+
+@dataclass
+class Served:
+    """What the keeping worker reports: the epoch's summaries, the CopyError that ended it, or why it could not
+    run the epoch to its end (`failed`: the task starts afresh; `rows` are what it committed until then)."""
+
+    epoch: int
+    rows: list[PartitionSummary] = field(default_factory=list)
+    error: str | None = None
+    failed: str | None = None
 
 
 class LaneFiles:
@@ -68,19 +117,21 @@ class LaneFiles:
     def __init__(self, tid: str, root: Path | None = None) -> None:
         self.root = root or lane_dir()
         stem = hashlib.sha256(tid.encode()).hexdigest()[:24]
-        for name in ("holder", "req", "accepted", "refused", "withdrawn", "stop", "result"):
-            setattr(self, name, self.root / f"{stem}.{name}")
-        self.holder: Path
-        self.req: Path
-        self.accepted: Path
-        self.refused: Path
-        self.withdrawn: Path
-        self.stop: Path
-        self.result: Path
+        self.holder, self.req, self.accepted, self.refused, self.withdrawn, self.stop, self.result = (
+            self.root / f"{stem}.{n}" for n in ("holder", "req", "accepted", "refused", "withdrawn", "stop",
+                                                 "result"))
+        self.claimed = self.root / f"{stem}.req.{os.getpid()}"
+
+    def ensure_root(self) -> None:
+        """Create the directory, or refuse one this user does not own alone (another user could plant files)."""
+        self.root.mkdir(mode=0o700, exist_ok=True)
+        st = self.root.stat()
+        if st.st_uid != os.getuid() or stat.S_IMODE(st.st_mode) & 0o077:
+            raise PermissionError(f"{self.root} is not this user's alone")
 
     def write(self, path: Path, doc: dict) -> None:
         """Whole or not at all: readers never see half a file."""
-        self.root.mkdir(mode=0o700, exist_ok=True)
+        self.ensure_root()
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(doc))
         os.replace(tmp, path)
@@ -101,63 +152,74 @@ class LaneFiles:
                 pass
 
 
-def _started(pid: int) -> str | None:
-    """The process' start time (clock ticks since boot) while it runs, None once it ended (a zombie too): a
-    pid alone could be a new process, and a killed worker stays a zombie until its parent reaps it."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2:].split()
-    return None if fields[0] in ("Z", "X", "x") else fields[19]
-
-
-def _alive(holder: dict) -> bool:
-    return _started(int(holder["pid"])) == holder.get("started")
-
-
 # ---- the keeping worker ------------------------------------------------------------------------------------
 
-def announce(tid: str, epoch: int, key: str) -> None:
-    """This worker keeps the lane's clients, having run `epoch`."""
+def announce(tid: str, epoch: int, key: str) -> str | None:
+    """This worker keeps the lane's clients, having run `epoch`; the session's token (for `retire`), or None
+    when tasks elsewhere cannot find it (they start afresh, as without this module)."""
+    me = Proc.me()
+    if me is None:
+        return None
+    token = uuid.uuid4().hex
     try:
         f = LaneFiles(tid)
-        f.write(f.holder, {"pid": os.getpid(), "started": _started(os.getpid()), "epoch": epoch, "key": key})
-    except OSError as e:  # nowhere to meet: tasks landing elsewhere start afresh, as without this module
+        f.write(f.holder, {"pid": me.pid, "started": me.started, "token": token, "epoch": epoch, "key": key})
+    except OSError as e:
         log.info("lane %s: cannot announce its kept clients (%s)", tid, e)
+        return None
+    return token
 
 
-def retire(tid: str) -> None:
-    """This worker no longer keeps the lane's clients (the file is left alone if another worker wrote it)."""
+def retire(tid: str, token: str | None) -> None:
+    """The session `token` no longer keeps the lane's clients (a later session's file is left alone)."""
     f = LaneFiles(tid)
     doc = f.read(f.holder)
-    if doc is not None and doc.get("pid") == os.getpid():
+    if token and doc is not None and doc.get("token") == token:
         f.drop(f.holder)
 
 
-def asked(tid: str) -> bool:
-    """A task elsewhere asks for the lane's next epoch (one stat: checked between transactions)."""
-    return LaneFiles(tid).req.exists()
+def _request(doc: dict) -> Request:
+    return Request(int(doc["epoch"]), int(doc["prev_epoch"]), str(doc["key"]), float(doc["deadline"]),
+                   Proc(int(doc["task"]["pid"]), str(doc["task"]["started"])),
+                   Proc(int(doc["holder"]["pid"]), str(doc["holder"]["started"])))
 
 
-def take(tid: str, last_epoch: int, key: str) -> Request | None:
-    """Accept the pending request when it follows the epoch these clients ran and plans the same lane; refuse
-    it otherwise (the task starts afresh). None when refused or already withdrawn."""
+def asked(tid: str, me: Proc | None) -> bool:
+    """A task elsewhere asks this worker for the lane's next epoch (one stat between transactions; the file is
+    read only when there is one)."""
     f = LaneFiles(tid)
+    if me is None or not f.req.exists():
+        return False
     doc = f.read(f.req)
-    if doc is None:
-        return None
-    req = Request(int(doc["epoch"]), int(doc["prev_epoch"]), str(doc["key"]), float(doc["deadline"]),
-                  int(doc["pid"]))
-    why = ("another plan" if req.key != key else
-           f"these clients ran epoch {last_epoch}, the task follows {req.prev_epoch}"
-           if req.prev_epoch != last_epoch else "")
     try:
-        os.rename(f.req, f.refused if why else f.accepted)
-    except OSError:  # withdrawn (or replaced) meanwhile
+        return doc is not None and _request(doc).holder == me
+    except (KeyError, TypeError, ValueError):
+        return False
+
+
+def take(tid: str, me: Proc, last_epoch: int, key: str) -> Request | None:
+    """Claim the pending request, then accept it when it is addressed to this worker, follows the epoch these
+    clients ran and plans the same lane; refuse it otherwise (its task starts afresh). None unless accepted."""
+    f = LaneFiles(tid)
+    try:
+        os.rename(f.req, f.claimed)  # from here on the task can no longer withdraw it
+    except OSError:
         return None
-    if why:
-        log.info("lane %s: not running epoch %d for worker %d: %s", tid, req.epoch, req.pid, why)
+    doc = f.read(f.claimed)
+    try:
+        req = _request(doc or {})
+        why = ("addressed to another worker" if req.holder != me else "another plan" if req.key != key else
+               f"these clients ran epoch {last_epoch}, the task's follows {req.prev_epoch}"
+               if req.prev_epoch != last_epoch else "")
+    except (KeyError, TypeError, ValueError):
+        req, why = None, "unreadable"
+    try:
+        os.rename(f.claimed, f.refused if why else f.accepted)
+    except OSError as e:
+        log.warning("lane %s: cannot answer a request (%s)", tid, e)
+        return None
+    if why or req is None:
+        log.info("lane %s: not running an epoch for another worker: %s", tid, why)
         return None
     return req
 
@@ -166,94 +228,118 @@ def stop_asked(tid: str) -> bool:
     return LaneFiles(tid).stop.exists()
 
 
-def publish(tid: str, epoch: int, rows: list[PartitionSummary], error: str | None = None,
-            failed: str | None = None) -> None:
-    """The served epoch's summaries (and the CopyError that ended it, or why it could not run) for the task."""
+def publish(tid: str, served: Served) -> None:
+    """The served epoch's report for the task (which starts afresh after a while if it never comes)."""
     f = LaneFiles(tid)
-    f.write(f.result, {"epoch": epoch, "rows": [asdict(r) for r in rows], "error": error, "failed": failed})
+    try:
+        f.write(f.result, {"epoch": served.epoch, "rows": [asdict(r) for r in served.rows], "error": served.error,
+                           "failed": served.failed})
+    except OSError as e:
+        log.warning("lane %s: cannot report epoch %d to its task (%s); it starts afresh", tid, served.epoch, e)
 
 
 # ---- the task ----------------------------------------------------------------------------------------------
 
-def ask(copier: LaneCopier) -> list[PartitionSummary] | None:
-    """Have the worker that keeps this lane's clients run this epoch; its summaries, or None: start afresh.
-
-    Raises CopyError when the served epoch ended on one (the copier's summaries are then the served ones)."""
+def ask(copier: LaneCopier) -> Served | None:
+    """Have the worker that keeps this lane's clients run this epoch; its report, or None: start afresh."""
     if copier.epoch is None or copier.prev_epoch is None or copier.attempt or copier.standby:
         return None
     f = LaneFiles(copier.tid)
-    holder = f.read(f.holder)
-    key = plan_key(copier)
-    if (holder is None or holder.get("pid") == os.getpid() or holder.get("epoch") != copier.prev_epoch
-            or holder.get("key") != key or not _alive(holder)):
+    doc = f.read(f.holder)
+    me = Proc.me()
+    if doc is None or me is None:
         return None
-    pid = int(holder["pid"])
+    key = plan_key(copier)
+    try:
+        holder = Proc(int(doc["pid"]), str(doc["started"]))
+        usable = holder != me and doc["epoch"] == copier.prev_epoch and doc["key"] == key and holder.alive()
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not usable:
+        return None
     try:
         f.drop(f.accepted, f.refused, f.withdrawn, f.stop, f.result)
         f.write(f.req, {"epoch": copier.epoch, "prev_epoch": copier.prev_epoch, "key": key,
-                        "deadline": time.time() + copier.epoch_seconds, "pid": os.getpid()})
+                        "deadline": time.time() + copier.epoch_seconds, "task": asdict(me),
+                        "holder": asdict(holder)})
     except OSError as e:
-        log.info("lane %s: cannot ask worker %d (%s); starting afresh", copier.tid, pid, e)
+        log.info("lane %s: cannot ask worker %d (%s); starting afresh", copier.tid, holder.pid, e)
         return None
-    if not _answered(copier, f, pid):
+    if not _answered(copier, f, holder, doc.get("token")):
         return None
     log.info("lane %s: epoch %d runs in worker %d, which keeps the lane's clients", copier.tid, copier.epoch,
-             pid)
-    doc = _result(copier, f, holder)
-    if doc is None:
-        return None
-    rows = [PartitionSummary(**r) for r in doc["rows"]]
-    if doc.get("failed"):
-        log.warning("lane %s: worker %d could not run epoch %d (%s); starting afresh", copier.tid, pid,
-                    copier.epoch, doc["failed"])
-        return None
-    if doc.get("error"):
-        copier.summaries = {(r.source_topic, r.partition): r for r in rows}
-        raise CopyError(doc["error"])
-    return rows
+             holder.pid)
+    return _result(copier, f, holder)
 
 
-def _answered(copier: LaneCopier, f: LaneFiles, pid: int) -> bool:
-    """Wait for the keeping worker to take the request; withdraw it when it does not answer in time."""
+def _answered(copier: LaneCopier, f: LaneFiles, holder: Proc, token: str | None) -> bool:
+    """Wait for the keeping worker to take the request; withdraw it when it does not answer in time or stops
+    keeping the clients meanwhile."""
     until = time.monotonic() + ANSWER_SECONDS + 3 * copier.config.commitIntervalMs / 1000
-    while time.monotonic() < until and not f.accepted.exists() and not f.refused.exists():
+    next_check = 0.0
+    while not f.accepted.exists() and not f.refused.exists():
+        now = time.monotonic()
+        if now >= until:
+            break
+        if now >= next_check:  # its session ended (time, drain, fencing): nobody will answer
+            next_check = now + 0.1
+            doc = f.read(f.holder)
+            if doc is None or doc.get("token") != token or not holder.alive():
+                break
         time.sleep(0.005)
     if not f.accepted.exists() and not f.refused.exists():
         try:
             os.rename(f.req, f.withdrawn)
             f.drop(f.withdrawn)
-            log.info("lane %s: worker %d keeping its clients did not answer; starting afresh", copier.tid, pid)
+            log.info("lane %s: worker %d keeping its clients did not answer; starting afresh", copier.tid,
+                     holder.pid)
             return False
-        except OSError:  # taken just now: the rename that took it already made one of the two
+        except OSError:  # claimed just now: its answer follows
             until = time.monotonic() + 5.0
             while not f.accepted.exists() and not f.refused.exists() and time.monotonic() < until:
                 time.sleep(0.005)
     if not f.accepted.exists():
-        log.info("lane %s: worker %d keeping its clients refused epoch %d (see its log); starting afresh",
-                 copier.tid, pid, copier.epoch)
+        log.info("lane %s: worker %d keeping its clients did not take epoch %d (see its log); starting afresh",
+                 copier.tid, holder.pid, copier.epoch)
         f.drop(f.refused)
         return False
     f.drop(f.accepted)
     return True
 
 
-def _result(copier: LaneCopier, f: LaneFiles, holder: dict) -> dict | None:
-    """Wait for the served epoch's result while the keeping worker lives; pass a stop on to it."""
+def _result(copier: LaneCopier, f: LaneFiles, holder: Proc) -> Served | None:
+    """Wait for the served epoch's report while the keeping worker lives and not too long after the epoch's end;
+    pass a stop on to it."""
+    give_up = time.monotonic() + copier.epoch_seconds + RESULT_GRACE_SECONDS
     stopped = False
     next_check = 0.0
     while True:
         doc = f.read(f.result) if f.result.exists() else None
         if doc is not None and doc.get("epoch") == copier.epoch:
             f.drop(f.result, f.stop)
-            return doc
+            served = Served(copier.epoch, [PartitionSummary(**r) for r in doc["rows"]], doc.get("error"),
+                            doc.get("failed"))
+            if served.failed:
+                log.warning("lane %s: worker %d ended epoch %d early (%s); starting afresh", copier.tid,
+                            holder.pid, copier.epoch, served.failed)
+            return served
         now = time.monotonic()
         if now >= next_check:
             next_check = now + 0.5
             if not stopped and copier.should_stop():
-                f.write(f.stop, {"epoch": copier.epoch})
-                stopped = True
-            if not _alive(holder):
-                log.warning("lane %s: worker %d running epoch %d went away; starting afresh", copier.tid,
-                            holder["pid"], copier.epoch)
+                stopped = _tell_stop(f, copier.epoch)
+            if not holder.alive() or now >= give_up:
+                log.warning("lane %s: worker %d running epoch %d %s; starting afresh", copier.tid, holder.pid,
+                            copier.epoch, "went away" if now < give_up else "did not report in time")
+                _tell_stop(f, copier.epoch)  # if it still runs, it stops; the fresh start fences it anyway
                 return None
         time.sleep(0.01)
+
+
+def _tell_stop(f: LaneFiles, epoch: int) -> bool:
+    try:
+        f.write(f.stop, {"epoch": epoch})
+        return True
+    except OSError as e:
+        log.warning("cannot tell the keeping worker to stop (%s)", e)
+        return False

@@ -85,6 +85,11 @@ _OUTAGES: dict[str, Outage] = {}
 """transactional.id -> what the lane waits for, kept by this worker across epochs: one log line per change."""
 
 
+CONSUME_SLICE_S = 0.01
+"""Longest a lane waits in one consume() call: librdkafka's batch consume returns early only when the batch is
+full, so a whole commit interval in one call held every record back until the interval ended."""
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -106,6 +111,7 @@ class LaneCopier:
         self.result: list[PartitionSummary] = []
         self._commits = 0
         self.reused = False  # the lane's kept clients were resumed (see sessions.LaneSession)
+        self.served = False  # run for a task in another worker: never starts afresh, ends instead (delegate.py)
         self.topic_ids = TopicIds()  # of the lane's topics at its start, stamped on its progress records
         self.mirror = mirror
         self.lane = lane
@@ -139,9 +145,11 @@ class LaneCopier:
     def successor(self, epoch: int, prev_epoch: int, epoch_seconds: float,
                   should_stop: Callable[[], bool]) -> LaneCopier:
         """The copier of this lane's next epoch, run by this worker for a task in another (delegate.py)."""
-        return LaneCopier(self.config, self.mirror, self.lane, self.partitions, epoch_seconds, should_stop,
-                          epoch=epoch, prev_epoch=prev_epoch, carry_seconds=self.carry_seconds,
-                          stop_file=self.stop_file)
+        nxt = LaneCopier(self.config, self.mirror, self.lane, self.partitions, epoch_seconds, should_stop,
+                         epoch=epoch, prev_epoch=prev_epoch, carry_seconds=self.carry_seconds,
+                         stop_file=self.stop_file)
+        nxt.served = True
+        return nxt
 
     def run(self, kept: LaneCopier | None = None) -> list[PartitionSummary]:
         """Copy until the epoch ends, the lane is fenced or `should_stop()`; return per-partition summaries.
@@ -154,8 +162,7 @@ class LaneCopier:
             s.epoch_start_ms = start_ms
         if not self.partitions:
             return []
-        keep = False
-        served: list[PartitionSummary] | None = None
+        keep = delegated = False
         if self.epoch is not None:
             log.info("lane %s: epoch %d starts in worker %d", self.tid, self.epoch, os.getpid())
         try:
@@ -170,22 +177,27 @@ class LaneCopier:
                 for s in self.summaries.values():
                     s.epoch_start_ms = start_ms
             self.reused = sessions.adopt(self, kept) if kept is not None else sessions.resume(self)
-            if not self.reused:
-                served = delegate.ask(self)
-            if served is None:
+            if not self.reused and (served := delegate.ask(self)) is not None:
+                if served.failed:  # it ended early: go on from what it committed
+                    sessions.count_committed(self, served.rows)
+                else:
+                    delegated = True
+                    self.result = served.rows
+                    if served.error:
+                        self.summaries = {(r.source_topic, r.partition): r for r in served.rows}
+                        raise CopyError(served.error)
+            if not delegated:
                 self._copy_riding_out(time.monotonic() + self.epoch_seconds)
                 keep = True
         except LaneFenced:
             self._fenced()
         finally:
-            if served is None:
+            if not delegated:
                 self._finish(keep)
-            else:
-                self.result = served
             log.info("lane %s: epoch of %.1f s, %d records in %d transactions%s", self.tid,
                      (_now_ms() - start_ms) / 1000, sum(s.records for s in self.result),
-                     sum(s.transactions for s in self.result) if served is not None else self._commits,
-                     " (run by the worker keeping the clients)" if served is not None else
+                     sum(s.transactions for s in self.result) if delegated else self._commits,
+                     " (run by the worker keeping the clients)" if delegated else
                      " (kept clients)" if self.reused else "")
         return self.result
 
@@ -208,7 +220,7 @@ class LaneCopier:
                     self._guarded(self._loop, deadline)
                 return
             except LaneFenced:
-                if not self.reused or self._commits:
+                if not self.reused or self._commits or self.served:
                     raise
                 # kept clients fenced before they committed anything: another copy of this lane ran since our
                 # last epoch. Start afresh (fencing it in turn).
@@ -219,6 +231,10 @@ class LaneCopier:
                 # nothing was copied yet: the fresh start gets the whole epoch (its start time not counted)
                 deadline, first_start = max(deadline, time.monotonic() + self.epoch_seconds), True
             except Unreachable as e:
+                if self.served:  # its task waits the outage out with clients of its own (delegate.py)
+                    if e.side == "source":
+                        self._abort_quietly()  # the target answers: unblock its read_committed readers now
+                    raise
                 if self.reused and not self._commits and e.side == "target":
                     # kept clients that fail before their first commit were most likely fenced (the purge can
                     # be reported before the fatal error is): start afresh at once, as for LaneFenced
@@ -335,7 +351,9 @@ class LaneCopier:
                 left = interval_end - time.monotonic()
                 if left <= 0:
                     break
-                msgs = self.consumer.consume(num_messages=5000, timeout=left)
+                # consume() waits for a full batch or its whole timeout: slices keep records from waiting for
+                # the interval's end (at-least-once makes them visible when acknowledged, not at the commit)
+                msgs = self.consumer.consume(num_messages=5000, timeout=min(left, CONSUME_SLICE_S))
                 if msgs:
                     protocol.begin()
                     if "source" in self.outage.down:  # maybe fetched before it went away: ask it before saying so

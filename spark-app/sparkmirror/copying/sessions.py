@@ -44,6 +44,8 @@ class LaneSession:
         self._asked = False
         self._deadline = 0.0
         self._plan = ""
+        self._me: delegate.Proc | None = None
+        self._token: str | None = None
 
     def carry_on(self, seconds: float, stop_file: str | None) -> None:
         """Copy on for up to `seconds`, in a daemon thread, and tell tasks in other workers so (delegate.py)."""
@@ -52,13 +54,14 @@ class LaneSession:
         def should_stop() -> bool:
             if self._stop.is_set() or (bool(stop_file) and os.path.exists(stop_file)):
                 return True
-            self._asked = delegate.asked(c.tid)
+            self._asked = delegate.asked(c.tid, self._me)
             return self._asked
 
         c.should_stop = should_stop
         self._deadline = time.monotonic() + seconds
         self._plan = delegate.plan_key(c)
-        delegate.announce(c.tid, self.last_epoch, self._plan)
+        self._me = delegate.Proc.me()
+        self._token = delegate.announce(c.tid, self.last_epoch, self._plan)
         self._thread = threading.Thread(target=self._carry, name=f"carry-{c.tid}", daemon=True)
         self._thread.start()
 
@@ -86,7 +89,7 @@ class LaneSession:
             log.warning("lane %s: copying between epochs stopped: %s", c.tid, e)
             self._usable = False
             c._abort_quietly()
-        delegate.retire(c.tid)
+        delegate.retire(c.tid, self._token)
         if not self._released:  # ended by itself (time, drain, fencing): nobody will take the clients
             self._usable = False
         if not self._usable:
@@ -97,24 +100,32 @@ class LaneSession:
         False when the request was withdrawn or refused, or a task here took the clients first."""
         c = self.copier
         with _SESSIONS_LOCK:
-            if self._released or _SESSIONS.get(c.tid) is not self:
+            if self._released or _SESSIONS.get(c.tid) is not self or self._me is None:
                 return False
-            req = delegate.take(c.tid, self.last_epoch, self._plan)
+            req = delegate.take(c.tid, self._me, self.last_epoch, self._plan)
             if req is None:
                 return False
             del _SESSIONS[c.tid]
             self._released = True
-        tid = c.tid
-        nxt = c.successor(req.epoch, req.prev_epoch, max(req.deadline - time.time(), 0.0),
-                          lambda: delegate.stop_asked(tid))
-        try:
-            delegate.publish(tid, req.epoch, nxt.run(kept=c))
+        delegate.retire(c.tid, self._token)  # the served epoch's copier announces itself when it keeps them
+        tid, task = c.tid, req.task
+        served = delegate.Served(req.epoch)
+        nxt: LaneCopier | None = None
+        try:  # stops early once its task is gone: the task's retry starts afresh, and must not be fenced back
+            nxt = c.successor(req.epoch, req.prev_epoch, max(req.deadline - time.time(), 0.0),
+                              lambda: delegate.stop_asked(tid) or not task.alive())
+            served.rows = nxt.run(kept=c)
         except CopyError as e:
-            delegate.publish(tid, req.epoch, list(nxt.summaries.values()), error=str(e))
+            assert nxt is not None
+            served.rows, served.error = nxt.result, str(e)
         except Exception as e:  # noqa: BLE001 - the task starts afresh and meets it again
-            log.warning("lane %s: epoch %d for worker %d failed: %s", tid, req.epoch, req.pid, e)
-            nxt._close_clients()
-            delegate.publish(tid, req.epoch, [], failed=str(e))
+            log.warning("lane %s: epoch %d for worker %d ended early: %s", tid, req.epoch, task.pid, e)
+            served.failed = str(e) or type(e).__name__
+            if nxt is None:
+                c._close_clients()
+            else:  # its clients are closed (run() keeps them only after a whole epoch); what it committed counts
+                served.rows = nxt.result
+        delegate.publish(tid, served)
         return True
 
     def release(self) -> LaneCopier | None:
@@ -172,6 +183,12 @@ def adopt(copier: LaneCopier, kept: LaneCopier) -> bool:
     copier.take_clients(kept)
     _count_carried(copier.summaries, kept.summaries)
     return True
+
+
+def count_committed(copier: LaneCopier, rows: list[PartitionSummary]) -> None:
+    """Rows of an epoch another worker began and could not finish count in `copier`'s, which goes on from there."""
+    _count_carried(copier.summaries, {(r.source_topic, r.partition): r for r in rows
+                                      if (r.source_topic, r.partition) in copier.summaries})
 
 
 def _count_carried(mine: dict[tuple[str, int], PartitionSummary],
