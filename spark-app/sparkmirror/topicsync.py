@@ -45,6 +45,10 @@ from .replication import ReplicationPolicy, TopicFilter, policy_for, should_repl
 
 log = logging.getLogger(__name__)
 
+TRUNCATION_SECONDS = 30.0
+"""How long a source topic's end offsets must stay below the highest seen before that is reported as a
+truncation: a new partition leader's high watermark can lag for a moment; a lost log does not come back."""
+
 
 @dataclass(frozen=True)
 class TopicRoute:
@@ -239,7 +243,8 @@ class TopicSync:
         self._source_admin: AdminClient | None = None
         self._target_admin: AdminClient | None = None
         self._topic_ids: dict[str, str] = {}
-        self.end_offsets: dict[tuple[str, int], int] = {}   # source (topic, partition) -> end offset, last sync
+        self.end_offsets: dict[tuple[str, int], int] = {}   # source (topic, partition) -> highest end offset seen
+        self._behind_since: dict[str, float] = {}  # source topic -> since when its end offsets are below those
         self.routes: list[TopicRoute] = []
         self.problems: list[Problem] = []
         self._configs_synced_at = float("-inf")
@@ -410,9 +415,11 @@ class TopicSync:
                                          f"{e.args[0].str()}") from e
 
     def _check_recreated(self, routes: list[TopicRoute]) -> None:
+        """A source topic recreated (a new topic id, KIP-516) fails at once; end offsets below the highest seen
+        only when they stay there: right after a leader change the new leader's high watermark can lag the old
+        one's for a moment (found by the fault campaign: a source broker SIGKILLed on a 3-broker cluster)."""
         ids = topic_ids(self._admin("source"), {r.source_topic for r in routes}, self.timeout)
         ends = self._end_offsets(routes)
-        previous_ends, self.end_offsets = self.end_offsets, ends
         flagged = set()
         for topic, tid in sorted(ids.items()):
             old, self._topic_ids[topic] = self._topic_ids.get(topic), tid
@@ -421,9 +428,27 @@ class TopicSync:
                 self._problem("recreated", topic, f"mirrors[{self.mirror.name}]: source topic {topic!r} was deleted "
                               f"and recreated (topic id {old} -> {tid}); its offsets start again, so progress "
                               "recorded for it no longer matches the source", fail=True)
-        for topic in sorted({t for (t, p), o in ends.items() if o < previous_ends.get((t, p), -1)} - flagged):
-            self._problem("recreated", topic, f"mirrors[{self.mirror.name}]: end offsets of source topic "
-                          f"{topic!r} went backwards; it was recreated or truncated", fail=True)
+        now = time.monotonic()
+        behind = {t for (t, p), o in ends.items() if o < self.end_offsets.get((t, p), -1)} - flagged
+        for topic in set(self._behind_since) - behind:
+            log.info("mirror %s: end offsets of source topic %r are back where they were", self.mirror.name, topic)
+            del self._behind_since[topic]
+        confirmed = set()
+        for topic in sorted(behind):
+            since = self._behind_since.setdefault(topic, now)
+            if since == now:
+                log.warning("mirror %s: end offsets of source topic %r went back (a leader change?); looking again "
+                            "for %.0f s before calling it a truncation", self.mirror.name, topic, TRUNCATION_SECONDS)
+            elif now - since >= TRUNCATION_SECONDS:
+                confirmed.add(topic)
+                del self._behind_since[topic]
+        for (topic, part), o in ends.items():  # the baseline: the highest end seen, unless the topic changed
+            if topic in flagged or topic in confirmed or o > self.end_offsets.get((topic, part), -1):
+                self.end_offsets[(topic, part)] = o
+        for topic in sorted(confirmed):
+            self._problem("recreated", topic, f"mirrors[{self.mirror.name}]: end offsets of source topic {topic!r} "
+                          f"went backwards and stayed there for {TRUNCATION_SECONDS:.0f} s; it was recreated or "
+                          "truncated", fail=True)
 
     def _problem(self, kind: str, topic: str, message: str, fail: bool) -> None:
         self.problems.append(Problem(kind, topic, message, time.time()))

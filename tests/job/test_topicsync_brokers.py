@@ -10,8 +10,9 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewPartitions
 
 from sparkmirror_dev.procs import free_port
-from sparkmirror_dev.testing import create_topic, recreate_topic, unique_name
+from sparkmirror_dev.testing import create_topic, produce_numbered, recreate_topic, unique_name
 from sparkmirror.resource.flowgroup import Cluster, FlowGroupConfig, Mirror
+from sparkmirror import topicsync
 from sparkmirror.topicsync import TopicRecreated, TopicRoute, TopicSync, TopicSyncError
 
 pytestmark = pytest.mark.kafka
@@ -142,16 +143,37 @@ def test_recreated_source_topic_is_reported(kafka_a, kafka_b) -> None:
     assert [p.kind for p in sync.problems] == ["recreated"]
 
 
-def test_offsets_going_backwards_are_reported_with_skip_policy(kafka_a, kafka_b) -> None:
+def test_offsets_staying_backwards_are_reported_with_skip_policy(kafka_a, kafka_b, monkeypatch) -> None:
     prefix = unique_name("ts-trunc")
     t = create_topic(kafka_a.bootstrap, f"{prefix}-t", 1)
     cfg = flow(kafka_a, kafka_b, prefix).model_copy(update={"sourceGapPolicy": "skip"})
     sync = TopicSync(cfg, cfg.mirrors[0])
     sync.sync()
     sync.end_offsets[(t, 0)] = 10  # as if the previous sync had seen 10 records; the topic is empty now
+    monkeypatch.setattr(topicsync, "TRUNCATION_SECONDS", 0.5)
+    sync.sync()
+    assert sync.problems == []  # once could be a new leader's lagging high watermark
+    time.sleep(0.6)
     sync.sync()
     assert [(p.kind, p.topic) for p in sync.problems] == [("recreated", t)]
-    assert "went backwards" in sync.problems[0].message
+    assert "went backwards and stayed there" in sync.problems[0].message
+
+
+def test_end_offsets_back_for_a_moment_are_no_truncation(kafka_a, kafka_b, monkeypatch) -> None:
+    """A source broker SIGKILLed on a 3-broker cluster: the new leader's high watermark lagged the old one's,
+    and the mirror ended with 'recreated or truncated' (sourceGapPolicy=fail) three times in the fault campaign."""
+    prefix = unique_name("ts-blip")
+    t = create_topic(kafka_a.bootstrap, f"{prefix}-t", 1)
+    cfg = flow(kafka_a, kafka_b, prefix)  # sourceGapPolicy: fail
+    sync = TopicSync(cfg, cfg.mirrors[0])
+    sync.sync()
+    sync.end_offsets[(t, 0)] = 5  # the old leader's high watermark; the new leader's is still 0
+    monkeypatch.setattr(topicsync, "TRUNCATION_SECONDS", 0.5)
+    sync.sync()
+    produce_numbered(kafka_a.bootstrap, t, 1, 0, 5)  # caught up
+    time.sleep(0.6)
+    sync.sync()
+    assert sync.problems == [] and sync.end_offsets[(t, 0)] == 5
 
 
 def test_unreachable_bootstrap_names_the_field(kafka_b) -> None:
