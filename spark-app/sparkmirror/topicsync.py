@@ -46,8 +46,8 @@ from .replication import ReplicationPolicy, TopicFilter, policy_for, should_repl
 log = logging.getLogger(__name__)
 
 TRUNCATION_SECONDS = 30.0
-"""How long a source topic's end offsets must stay below the highest seen before that is reported as a
-truncation: a new partition leader's high watermark can lag for a moment; a lost log does not come back."""
+"""Without topic ids: how long a source topic's end offsets must stay below the highest seen before that is
+reported as a truncation (a new partition leader's high watermark lags the old one's for a while)."""
 
 
 @dataclass(frozen=True)
@@ -415,9 +415,12 @@ class TopicSync:
                                          f"{e.args[0].str()}") from e
 
     def _check_recreated(self, routes: list[TopicRoute]) -> None:
-        """A source topic recreated (a new topic id, KIP-516) fails at once; end offsets below the highest seen
-        only when they stay there: right after a leader change the new leader's high watermark can lag the old
-        one's for a moment (found by the fault campaign: a source broker SIGKILLed on a 3-broker cluster)."""
+        """A source topic recreated (a new topic id, KIP-516) fails at once. End offsets below the highest seen
+        say nothing where the topic id stayed the same: after a leader change the new leader's high watermark
+        lagged the old one's for more than 30 s in the fault campaign (a source broker SIGKILLed on a 3-broker
+        cluster), and a log truly truncated under the same id is met by the lanes, whose consumers check their
+        position against the leader epoch (KIP-320). Without topic ids (older brokers) they count when they
+        stay below for TRUNCATION_SECONDS."""
         ids = topic_ids(self._admin("source"), {r.source_topic for r in routes}, self.timeout)
         ends = self._end_offsets(routes)
         flagged = set()
@@ -429,7 +432,7 @@ class TopicSync:
                               f"and recreated (topic id {old} -> {tid}); its offsets start again, so progress "
                               "recorded for it no longer matches the source", fail=True)
         now = time.monotonic()
-        behind = {t for (t, p), o in ends.items() if o < self.end_offsets.get((t, p), -1)} - flagged
+        behind = {t for (t, p), o in ends.items() if o < self.end_offsets.get((t, p), -1)} - flagged - set(ids)
         for topic in set(self._behind_since) - behind:
             log.info("mirror %s: end offsets of source topic %r are back where they were", self.mirror.name, topic)
             del self._behind_since[topic]
@@ -443,7 +446,7 @@ class TopicSync:
                 confirmed.add(topic)
                 del self._behind_since[topic]
         for (topic, part), o in ends.items():  # the baseline: the highest end seen, unless the topic changed
-            if topic in flagged or topic in confirmed or o > self.end_offsets.get((topic, part), -1):
+            if topic in flagged or topic in confirmed or topic in ids or o > self.end_offsets.get((topic, part), -1):
                 self.end_offsets[(topic, part)] = o
         for topic in sorted(confirmed):
             self._problem("recreated", topic, f"mirrors[{self.mirror.name}]: end offsets of source topic {topic!r} "

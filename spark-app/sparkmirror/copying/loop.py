@@ -417,14 +417,15 @@ class LaneCopier:
     def _source_error(self, err: KafkaError, m) -> None:
         if err.code() == KafkaError._PARTITION_EOF:
             return
-        if err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+        if err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._LOG_TRUNCATION):
             self._abort_quietly()
             topic, part = m.topic(), m.partition()
             nxt = self._committed_next.get((topic, part), -1)
             lo, hi = self.consumer.get_watermark_offsets(TopicPartition(topic, part), timeout=30)
             raise SourceGapError(f"mirror {self.mirror.name!r}: source {self.mirror.source}/{topic} partition "
                                  f"{part}: offset out of range while copying (next to copy {nxt}, source holds "
-                                 f"{lo}..{hi - 1}): records were deleted before being mirrored ({err.str()})")
+                                 f"{lo}..{hi - 1}): records were deleted or the log truncated before being "
+                                 f"mirrored ({err.str()})")
         fault = classify(err)
         if fault is Fault.TRANSIENT:  # one broker or connection: the client retries and moves on by itself
             log.debug("lane %s: source error, retried by the client: %s", self.tid, describe(err))
