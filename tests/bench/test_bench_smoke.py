@@ -43,6 +43,6 @@ def test_bench_runs_end_to_end_and_writes_its_report(tmp_path: Path) -> None:
     assert len(lat) == 1 and lat[0]["contender"] == latency and lat[0]["latency_ms"]["p99"] >= 0 \
         and lat[0]["size"] == "1 KiB"
     md = (results / "latest.md").read_text()
-    assert "| contender | records/s |" in md and "## Machine" in md
+    assert "| contender | CPU s / M records | records/s |" in md and "## Machine" in md
     assert md.index("## 1 KiB records") < md.index("## 100 B records") < md.index("## Machine")
     assert len(list(results.glob("*.md"))) == 2 and len(list(results.glob("*.json"))) == 2  # latest + dated
