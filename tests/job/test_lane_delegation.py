@@ -12,10 +12,11 @@ import time
 
 import pytest
 
-from sparkmirror.copying import LaneCopier
+from sparkmirror.copying import LaneCopier, delegate
 from sparkmirror.lanes import plan_lanes
 from sparkmirror.progress import ensure_progress_topic
 from sparkmirror.resource.flowgroup import Delivery
+from sparkmirror.resource.names import transactional_id
 from sparkmirror_dev.workers import run_lane
 
 from .conftest import close_kept_lanes, numbered_sequences, produce_numbered, wait_for
@@ -58,6 +59,7 @@ def keeping_worker(kafka_a, kafka_b, topic, flowgroup):
             return p
 
         task.elsewhere = task_elsewhere
+        task.tid = transactional_id(cfg.resource, cfg.name, cfg.mirrors[0].name, 0)
         return src, dst, proc, task
 
     yield start
@@ -116,11 +118,14 @@ def test_a_keeping_worker_killed_mid_epoch_costs_no_record(kafka_a, kafka_b, kee
     assert numbered_sequences(kafka_b.bootstrap, dst) == {p: list(range(800)) for p in range(2)}
 
 
-def test_a_stop_reaches_the_worker_running_the_epoch(kafka_a, kafka_b, keeping_worker):
+def test_a_stop_reaches_the_worker_running_the_epoch(kafka_a, kafka_b, keeping_worker, caplog):
     src, dst, proc, task = keeping_worker(Delivery.EXACTLY_ONCE)
+    caplog.set_level(logging.INFO, logger="sparkmirror")
     asked_at = time.monotonic()
     served = task(20, 10, 60.0, should_stop=lambda: time.monotonic() - asked_at > 1.0)  # its route watch fired
     assert time.monotonic() - asked_at < 30, "the served epoch should have stopped long before its 60 s"
+    assert f"epoch 20 runs in worker {proc.pid}" in caplog.text and "starting afresh" not in caplog.text
+    assert not served.reused and served.consumer is None  # the keeping worker ran it, with its clients
     assert not any(s.fenced for s in served.result)
     produce_numbered(kafka_a.bootstrap, src, 2, 300, 100)
     task(30, 20)
@@ -133,9 +138,15 @@ def test_an_epoch_served_for_a_task_that_died_stops_and_yields_to_its_retry(kafk
     caplog.set_level(logging.INFO, logger="sparkmirror")
     produce_numbered(kafka_a.bootstrap, src, 2, 300, 200)
     doomed = task.elsewhere(20, 10, 60.0)  # served by the keeping worker
-    time.sleep(3.0)
+    files = delegate.LaneFiles(task.tid)
+    wait_for(lambda: not files.req.exists() and not files.holder.exists(), 60, "the keeping worker taking epoch 20")
+    time.sleep(1.0)
     os.kill(doomed.pid, signal.SIGKILL)  # Spark killed the task: its retry follows, in this process
     doomed.join(10)
+    killed_at = time.monotonic()
+    # the served epoch notices its task is gone and reports to nobody, long before its 60 s
+    wait_for(lambda: (files.read(files.result) or {}).get("epoch") == 20, 30, "the served epoch stopping")
+    assert time.monotonic() - killed_at < 30
     produce_numbered(kafka_a.bootstrap, src, 2, 500, 100)
     retry = task(20, 10, attempt=1)  # a retry never asks: it starts afresh and fences the keeping worker
     assert not retry.reused and not any(s.fenced for s in retry.result)

@@ -81,7 +81,10 @@ def test_creates_remote_topics_with_partitions_and_configs(kafka_a, kafka_b, req
     admin_a.create_partitions([NewPartitions(t2, 4)])[t2].result(10)
     t3 = create_topic(kafka_a.bootstrap, f"{prefix}-three", 2)
     alter(kafka_a, t1, {"retention.ms": "7200000", "max.message.bytes": None})
-    routes = sync_until(sync, lambda rs: len(rs) == 3 and rs[2].partitions == 4)
+    # the source broker may answer with the old configs for a moment after the alter returns: a later sync
+    # carries the change, so wait for it on the target as well
+    routes = sync_until(sync, lambda rs: len(rs) == 3 and rs[2].partitions == 4
+                        and dynamic_configs(kafka_b, f"A.{t1}") == {"retention.ms": "7200000"})
     assert routes == [TopicRoute(t1, f"A.{t1}", 3), TopicRoute(t3, f"A.{t3}", 2), TopicRoute(t2, f"A.{t2}", 4)]
     on_b = topics_of(kafka_b)
     assert on_b[f"A.{t2}"] == 4 and on_b[f"A.{t3}"] == 2
