@@ -18,7 +18,6 @@ ones are picked up within about one refresh interval, not one epoch.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import time
 from collections.abc import Iterator, Sequence
@@ -74,6 +73,10 @@ def _worker_logging() -> None:
         lg.propagate = False
 
 
+_ADMINS: dict[str, object] = {}
+"""Source AdminClients by client config, kept by the (reused) Python worker across epochs."""
+
+
 class RouteWatch:
     """Executor side: has the source gained topics or partitions this epoch's plan does not cover?
 
@@ -82,26 +85,26 @@ class RouteWatch:
     """
 
     def __init__(self, config: FlowGroupConfig, mirror: Mirror, routes: tuple[tuple[str, str, int], ...]) -> None:
-        from .copying.watermarks import admin_for
+        from confluent_kafka.admin import AdminClient
+
         from .topicsync import topic_filter
         from .replication import policy_for, should_replicate_topic
 
         self.known = {s: n for s, _t, n in routes}
         self.interval = mirror.refreshTopicsIntervalSeconds
-        self.next_check = self._next_tick()
-        self.admin = admin_for(config.cluster(mirror.source).client_config())
+        self.next_check = time.monotonic() + self.interval
+        conf = config.cluster(mirror.source).client_config()
+        key = repr(sorted(conf.items()))
+        if key not in _ADMINS:
+            _ADMINS[key] = AdminClient(conf)
+        self.admin = _ADMINS[key]
         self.policy, self.filter, self.target = policy_for(mirror), topic_filter(config, mirror), mirror.target
         self._should = should_replicate_topic
 
-    def _next_tick(self) -> float:
-        """The next multiple of the interval on the wall clock: every lane of the mirror checks at the same
-        moments, so they all end the epoch together (the epoch lasts until its slowest lane ends)."""
-        return (math.floor(time.time() / self.interval) + 1) * self.interval
-
     def changed(self) -> bool:
-        if time.time() < self.next_check:
+        if time.monotonic() < self.next_check:
             return False
-        self.next_check = self._next_tick()
+        self.next_check = time.monotonic() + self.interval
         try:
             md = self.admin.list_topics(timeout=5)
         except Exception:  # noqa: BLE001 - the copy itself reports an unreachable source
@@ -129,15 +132,12 @@ class MirrorStreamReader(DataSourceStreamReader):
         self._synced_at = float("-inf")
         self._last_epoch = 0
         self._standby_epoch = 0  # the epoch planned before the go file existed: its lanes wait for the go mark
-        self._offset_ms = 0.0  # how long the last latestOffset() took (topic sync included)
-        self._planned_at: float | None = None  # when the running epoch was planned (monotonic)
 
     def __getstate__(self) -> dict:
         return {"config_json": self.config_json, "mirror_name": self.mirror_name, "drain_file": self.drain_file,
                 "go_file": self.go_file,
                 "_sync": None,
-                "_routes": self._routes, "_synced_at": float("-inf"), "_last_epoch": self._last_epoch,
-                "_offset_ms": 0.0, "_planned_at": None}
+                "_routes": self._routes, "_synced_at": float("-inf"), "_last_epoch": self._last_epoch}
 
     # ---- driver --------------------------------------------------------------------------------------------
 
@@ -187,22 +187,9 @@ class MirrorStreamReader(DataSourceStreamReader):
         return self._routes
 
     def latestOffset(self) -> dict:
-        t0 = time.monotonic()
-        try:
-            return self._latest_offset()
-        finally:
-            self._offset_ms = (time.monotonic() - t0) * 1000
-
-    def _latest_offset(self) -> dict:
         if self.drain_file and os.path.exists(self.drain_file):
             # draining for a clean stop: plan no new epoch, so the running one ends and commits normally
             return {"epoch": self._last_epoch}
-        if self._planned_at is not None:
-            if time.monotonic() - self._planned_at < 0.9 * self._config()[0].epochSeconds:
-                # the epoch ended early, most often because a lane saw new topics or partitions: look now,
-                # not at the next refresh (a lane may have looked just before the last refresh came due)
-                self._synced_at = float("-inf")
-            self._planned_at = None
         routes = self._routes_riding_out()
         if self.go_file and not os.path.exists(self.go_file) and (routes is None or self._standby_epoch):
             # standby (a worker generation that has not taken over yet): one epoch whose lanes wait, no more
@@ -211,7 +198,6 @@ class MirrorStreamReader(DataSourceStreamReader):
             time.sleep(1.0)  # nothing to plan with yet: ask again soon, without spinning
             return {"epoch": self._last_epoch}
         self._last_epoch = max(self._last_epoch + 1, int(time.time() * 1000))
-        self._planned_at = time.monotonic()
         if self.go_file and not os.path.exists(self.go_file):
             self._standby_epoch = self._last_epoch
         return {"epoch": self._last_epoch}
@@ -219,7 +205,6 @@ class MirrorStreamReader(DataSourceStreamReader):
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         if start == end:
             return []
-        t0 = time.monotonic()
         config, mirror = self._config()
         while (last := self._routes_riding_out()) is None:  # a replayed batch after a restart, clusters away
             time.sleep(1.0)
@@ -228,16 +213,8 @@ class MirrorStreamReader(DataSourceStreamReader):
         # planned before this generation took over (or replayed before it did): its lanes wait for the go mark
         standby = bool(self.go_file) and (int(end["epoch"]) == self._standby_epoch
                                           or not os.path.exists(self.go_file))
-        out = [LaneInputPartition(self.config_json, mirror.name, lane.index, lane.partitions, int(end["epoch"]),
-                                  routes, int(start["epoch"]), standby) for lane in lanes if lane.partitions]
-        if not logging.getLogger().handlers:  # Spark's Python source runner, where nothing set logging up
-            _worker_logging()
-        # what the bench's scale mode reads: the driver-side cost of an epoch as topics and partitions grow
-        lanes_ms = (time.monotonic() - t0) * 1000
-        log.info("mirror %s epoch %s planned in %.0f ms (latest offset and topic sync %.0f ms, lanes %.0f ms): "
-                 "%d lanes over %d partitions of %d topics", mirror.name, end["epoch"], self._offset_ms + lanes_ms,
-                 self._offset_ms, lanes_ms, len(out), sum(n for _s, _t, n in routes), len(routes))
-        return out
+        return [LaneInputPartition(self.config_json, mirror.name, lane.index, lane.partitions, int(end["epoch"]),
+                                   routes, int(start["epoch"]), standby) for lane in lanes if lane.partitions]
 
     def commit(self, end: dict) -> None:
         """Nothing to do: lanes committed to the target themselves; Spark's offsets are only epoch ids."""

@@ -37,7 +37,6 @@ from .errors import (CopyError, Fault, LaneFenced, SourceGapError, Unreachable, 
 from .start import (TopicIds, close_consumer, lane_topic_ids, new_consumer, new_producer, resume_positions,
                     target_max_message_bytes)
 from .summary import PartitionSummary, latency_le
-from .watermarks import watermarks
 
 _PURGED = (KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT)  # records dropped with their transaction
 log = logging.getLogger(__name__)
@@ -288,8 +287,8 @@ class LaneCopier:
         self.consumer = new_consumer({**self.source_conf, "error_cb": self._on_client_error}, self.tid)
         # THEN the progress topic: it can no longer change under us
         self.topic_ids = lane_topic_ids(self.config, self.mirror, self.route)
-        positions, self._committed_totals = resume_positions(self.config, self.mirror, list(self.route),
-                                                             self.topic_ids, self.route)
+        positions, self._committed_totals = resume_positions(self.config, self.mirror, self.consumer,
+                                                             list(self.route), self.topic_ids, self.route)
         self._committed_next = dict(positions)
         self.protocol.resumed({(self.mirror.source, t, p): o for (t, p), o in positions.items()
                                if (t, p) in self._committed_totals})
@@ -588,13 +587,12 @@ class LaneCopier:
     def _end_offsets_and_lag(self) -> None:
         """Each summary's source end offset, next offset and lag as the epoch ends."""
         assert self.consumer is not None
-        try:
-            marks = watermarks(self.source_conf, list(self.summaries), timeout=5)
-        except KafkaException:
-            marks = {}
         for (topic, part), s in self.summaries.items():
-            mark = marks.get((topic, part))
-            lo, hi = mark if isinstance(mark, tuple) else (0, -1)
+            try:
+                lo, hi = self.consumer.get_watermark_offsets(TopicPartition(topic, part), timeout=5,
+                                                             cached=False)
+            except KafkaException:
+                lo, hi = 0, -1
             s.source_end = hi
             s.next_offset = self._committed_next.get((topic, part), s.next_offset)
             # in offsets (-1: unknown); the driver's live monitor counts the small ones exactly

@@ -16,14 +16,13 @@ import logging
 
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, KafkaException, Producer
-from confluent_kafka.admin import ConfigResource
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource
 
 from ..progress import read_progress
 from ..resource.flowgroup import FlowGroupConfig, Mirror
 from ..topicsync import topic_ids
 from .errors import CopyError, SourceGapError, Superseded, talking_to, transient_reason
-from .watermarks import admin_for, watermarks
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +31,7 @@ def target_max_message_bytes(target_conf: dict[str, str], topics: set[str]) -> d
     """The target topics' max.message.bytes: the batch size must not exceed it, and errors quote it."""
     if not topics:
         return {}
-    admin = admin_for(target_conf)
+    admin = AdminClient(target_conf)
     res = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in sorted(topics)]
     out: dict[str, int] = {}
     for r, fut in admin.describe_configs(res).items():
@@ -85,13 +84,13 @@ class TopicIds:
 
 def lane_topic_ids(config: FlowGroupConfig, mirror: Mirror, route: dict[tuple[str, int], str]) -> TopicIds:
     with talking_to("source", mirror.source, "describing the source topics"):
-        source = topic_ids(admin_for(config.cluster(mirror.source).client_config()), {t for t, _ in route})
+        source = topic_ids(AdminClient(config.cluster(mirror.source).client_config()), {t for t, _ in route})
     with talking_to("target", mirror.target, "describing the remote topics"):
-        target = topic_ids(admin_for(config.cluster(mirror.target).client_config()), set(route.values()))
+        target = topic_ids(AdminClient(config.cluster(mirror.target).client_config()), set(route.values()))
     return TopicIds(source, target)
 
 
-def resume_positions(config: FlowGroupConfig, mirror: Mirror,
+def resume_positions(config: FlowGroupConfig, mirror: Mirror, consumer: Consumer,
                      partitions: list[tuple[str, int]], ids: TopicIds | None = None,
                      route: dict[tuple[str, int], str] | None = None
                      ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], tuple[int, int]]]:
@@ -108,14 +107,9 @@ def resume_positions(config: FlowGroupConfig, mirror: Mirror,
     resume = state.resume_offsets(mirror.source)
     ids = ids or TopicIds()
     positions: dict[tuple[str, int], int] = {}
-    with talking_to("source", mirror.source, "reading the offsets the source holds"):
-        marks = watermarks(config.cluster(mirror.source).client_config(), partitions, timeout=30)
     for (topic, part) in partitions:
         with talking_to("source", mirror.source, f"reading offsets of {topic} partition {part}"):
-            mark = marks[(topic, part)]
-            if isinstance(mark, KafkaException):
-                raise mark
-            lo, hi = mark
+            lo, hi = consumer.get_watermark_offsets(TopicPartition(topic, part), timeout=30)
         nxt = resume.get((topic, part))
         last = state.latest.get((mirror.source, topic, part))
         remote = (route or {}).get((topic, part), last.target_topic if last else "")
