@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import re
 import statistics
@@ -38,7 +39,7 @@ from confluent_kafka.admin import AdminClient
 
 from . import data
 from .contenders import Contender, MirrorMaker2, MirrorSetup, SparkMirror, remote_name, rmtree
-from .harness import BenchError, Env, _MachineSampler, machine_busy_seconds, wait_mirrored
+from .harness import BenchError, Env, _MachineSampler, wait_mirrored
 from .procmon import ProcessTreeMonitor
 
 HERE = Path(__file__).resolve().parent
@@ -271,15 +272,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import os
-
     args = parse(argv)
     rmtree(args.workdir)
     runs: list[ScaleRun] = []
     for topics, parts in args.points:
         runs += run_point(topics, parts, args)
     meta = {"when": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "records": args.records,
-            "parallelism": args.parallelism, "cpus": os.cpu_count(), "busy_s_at_end": machine_busy_seconds()}
+            "parallelism": args.parallelism, "cpus": os.cpu_count()}
     args.results.mkdir(parents=True, exist_ok=True)
     (args.results / "scale.json").write_text(json.dumps({"meta": meta, "runs": [r.to_json() for r in runs]}, indent=1))
     text = render(runs, meta)
