@@ -139,7 +139,10 @@ def _observed(df):
 def drain(queries: list, drain_files: list[str], timeout: float, settle: float = 1.0) -> bool:
     """Stop cleanly: no new epochs, wait (up to `timeout`) for running epochs to commit, then `settle` seconds
     for lanes copying between epochs to end their transactions, then stop. False when an epoch was still
-    running at the deadline (its lanes, on a lost executor say, may have left transactions open)."""
+    running at the deadline (its lanes, on a lost executor say, may have left transactions open); then there is
+    no settling: the caller fences the lanes at once, which ends their transactions whatever they do, and the
+    whole stop has to fit in the driver pod's grace period (epochSeconds + 60 s: the kind e2e saw a drain that
+    ran out, plus the settle, leave the fencing no time before the SIGKILL)."""
     in_time = True
     if drain_files:
         for f in drain_files:
@@ -148,7 +151,8 @@ def drain(queries: list, drain_files: list[str], timeout: float, settle: float =
         while time.monotonic() < deadline and _any_running(queries):
             time.sleep(0.5)
         in_time = not _any_running(queries)
-        time.sleep(settle)
+        if in_time:
+            time.sleep(settle)
     for q in queries:
         _stop_query(q)
     return in_time
