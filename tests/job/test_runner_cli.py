@@ -258,8 +258,9 @@ def test_run_console_is_quiet_and_progress_as_json_has_live_bytes(tmp_path, kafk
     (last,) = states[-1]["mirrors"]
     # at least: MM2 also mirrors the source's heartbeats topic, which other tests' mirrors may have filled
     assert last["status"] == "caught up" and last["records_total"] >= 3000 and last["lag"] == 0
-    # while data flows (a heartbeat a second is far below 50 records/s), bytes/s follows records/s
+    # while data flows (a heartbeat a second is far below 50 records/s), bytes/s follows records/s; a window may
+    # also hold a few heartbeats (from this run or left by other tests' mirrors), each well under 100 bytes
     flowing = [m for s in states for m in s["mirrors"] if m["records_per_s"] >= 50]
     assert flowing, states
     for m in flowing:
-        assert m["bytes_per_s"] == pytest.approx(100 * m["records_per_s"], rel=0.02), m
+        assert 100 * m["records_per_s"] * 0.97 - 100 * 5 <= m["bytes_per_s"] <= 100 * m["records_per_s"] * 1.02, m
