@@ -10,14 +10,16 @@ Correctness never depends on Spark's offsets or checkpoint: a lane resumes from 
 target, so re-running an epoch (restart, task retry) repeats nothing and skips nothing. Epoch numbers only
 have to increase; they are the planning time in milliseconds, so they keep increasing across restarts.
 
-Topic management runs on the driver in `latestOffset()`: every `refreshTopicsIntervalSeconds` it calls
-`TopicSync.sync()` (create/update remote topics, return routes) and the next epoch is planned from the
-routes. A lane ends its epoch early when the source gains topics/partitions the plan does not have, so new
-ones are picked up within about one refresh interval, not one epoch.
+Topic management runs on the driver beside the planning (`liveroutes.LiveRoutes`): every
+`refreshTopicsIntervalSeconds` it calls `TopicSync.sync()` (create/update remote topics, return routes) and
+each epoch is planned from the latest routes without waiting for a sync. A lane ends its epoch early when the
+source gains topics/partitions the plan does not have; the planner then waits for a fresh sync, so new ones
+are picked up within about one refresh interval, not one epoch.
 """
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from collections.abc import Iterator, Sequence
@@ -27,6 +29,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.types import StructType
 
 from .copying import SUMMARY_SCHEMA, CopyError, LaneCopier, PartitionSummary
+from .liveroutes import LiveRoutes
 from .resource.flowgroup import FlowGroupConfig, Mirror
 from .lanes import LanePartition, plan_lanes
 
@@ -80,8 +83,10 @@ _ADMINS: dict[str, object] = {}
 class RouteWatch:
     """Executor side: has the source gained topics or partitions this epoch's plan does not cover?
 
-    Uses the lane consumer's own cached metadata view of the source (no extra client), checked at most every
-    `refreshTopicsIntervalSeconds`; the driver's TopicSync stays the only one that creates or syncs topics.
+    One AdminClient per source config in the (reused) Python worker, checked at the wall clock's multiples of
+    `refreshTopicsIntervalSeconds`: every lane of the mirror looks at the same moments, so they all end the
+    epoch together (an epoch lasts until its slowest lane ends; looking at random phases cost a new topic about
+    half an interval more). The driver's TopicSync stays the only one that creates or syncs topics.
     """
 
     def __init__(self, config: FlowGroupConfig, mirror: Mirror, routes: tuple[tuple[str, str, int], ...]) -> None:
@@ -92,7 +97,7 @@ class RouteWatch:
 
         self.known = {s: n for s, _t, n in routes}
         self.interval = mirror.refreshTopicsIntervalSeconds
-        self.next_check = time.monotonic() + self.interval
+        self.next_check = self._next_tick()
         conf = config.cluster(mirror.source).client_config()
         key = repr(sorted(conf.items()))
         if key not in _ADMINS:
@@ -101,10 +106,13 @@ class RouteWatch:
         self.policy, self.filter, self.target = policy_for(mirror), topic_filter(config, mirror), mirror.target
         self._should = should_replicate_topic
 
+    def _next_tick(self) -> float:
+        return (math.floor(time.time() / self.interval) + 1) * self.interval
+
     def changed(self) -> bool:
-        if time.monotonic() < self.next_check:
+        if time.time() < self.next_check:
             return False
-        self.next_check = time.monotonic() + self.interval
+        self.next_check = self._next_tick()
         try:
             md = self.admin.list_topics(timeout=5)
         except Exception:  # noqa: BLE001 - the copy itself reports an unreachable source
@@ -132,11 +140,14 @@ class MirrorStreamReader(DataSourceStreamReader):
         self._synced_at = float("-inf")
         self._last_epoch = 0
         self._standby_epoch = 0  # the epoch planned before the go file existed: its lanes wait for the go mark
+        self._live: LiveRoutes | None = None
+        self._offset_ms = 0.0  # how long the last latestOffset() took
+        self._planned_at: float | None = None  # when the running epoch was planned (monotonic)
 
     def __getstate__(self) -> dict:
         return {"config_json": self.config_json, "mirror_name": self.mirror_name, "drain_file": self.drain_file,
                 "go_file": self.go_file,
-                "_sync": None,
+                "_sync": None, "_live": None, "_offset_ms": 0.0, "_planned_at": None,
                 "_routes": self._routes, "_synced_at": float("-inf"), "_last_epoch": self._last_epoch}
 
     # ---- driver --------------------------------------------------------------------------------------------
@@ -146,8 +157,8 @@ class MirrorStreamReader(DataSourceStreamReader):
         return config, _mirror(config, self.mirror_name)
 
     def refresh_routes(self, force: bool = False) -> list[tuple[str, str, int]]:
-        """TopicSync.sync() at most every refreshTopicsIntervalSeconds; its errors stop the query (see
-        `_routes_riding_out` for those that do not)."""
+        """TopicSync.sync() at most every refreshTopicsIntervalSeconds (`_routes_live` runs it on its own thread
+        and says which errors stop the query)."""
         config, mirror = self._config()
         from .copying.errors import transient_reason
         from .progress import ensure_progress_topic
@@ -175,29 +186,45 @@ class MirrorStreamReader(DataSourceStreamReader):
     def initialOffset(self) -> dict:
         return {"epoch": 0}
 
-    def _routes_riding_out(self) -> list[tuple[str, str, int]] | None:
-        """Routes refreshed, or the last ones while a cluster does not answer (retried with backoff, said once);
-        None while there are none yet. Only permanent errors stop the query."""
-        if getattr(self, "_retrying", None) is None:
+    def _routes_live(self) -> LiveRoutes:
+        """Routes synced on their own thread, the last ones kept while a cluster does not answer (retried with
+        backoff, said once). Only permanent errors stop the query: `current()` raises them."""
+        if self._live is None:
             from .copying.errors import transient_reason
             from .outage import Retrying
 
-            self._retrying = Retrying(f"mirror {self.mirror_name!r} topic management", "a cluster", transient_reason)
-        self._retrying(self.refresh_routes)
-        return self._routes
+            retrying = Retrying(f"mirror {self.mirror_name!r} topic management", "a cluster", transient_reason)
+            self._live = LiveRoutes(lambda: self.refresh_routes(force=True),
+                                    self._config()[1].refreshTopicsIntervalSeconds, retrying)
+        return self._live
 
     def latestOffset(self) -> dict:
+        t0 = time.monotonic()
+        try:
+            return self._latest_offset()
+        finally:
+            self._offset_ms = (time.monotonic() - t0) * 1000
+
+    def _latest_offset(self) -> dict:
         if self.drain_file and os.path.exists(self.drain_file):
             # draining for a clean stop: plan no new epoch, so the running one ends and commits normally
             return {"epoch": self._last_epoch}
-        routes = self._routes_riding_out()
+        live = self._routes_live()
+        config = self._config()[0]
+        if self._planned_at is not None and time.monotonic() - self._planned_at < 0.9 * config.epochSeconds:
+            # the epoch ended early, most often because a lane saw new topics or partitions: plan the next one
+            # from a sync that has seen them too (bounded: a slow cluster must not stop the planning)
+            routes = live.fresh(timeout=30.0)
+        else:
+            routes = live.current(wait=1.0)
+        self._planned_at = None
         if self.go_file and not os.path.exists(self.go_file) and (routes is None or self._standby_epoch):
             # standby (a worker generation that has not taken over yet): one epoch whose lanes wait, no more
             return {"epoch": self._last_epoch}
-        if routes is None:
-            time.sleep(1.0)  # nothing to plan with yet: ask again soon, without spinning
+        if routes is None:  # nothing to plan with yet (current() waited a second): ask again soon
             return {"epoch": self._last_epoch}
         self._last_epoch = max(self._last_epoch + 1, int(time.time() * 1000))
+        self._planned_at = time.monotonic()
         if self.go_file and not os.path.exists(self.go_file):
             self._standby_epoch = self._last_epoch
         return {"epoch": self._last_epoch}
@@ -205,19 +232,33 @@ class MirrorStreamReader(DataSourceStreamReader):
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         if start == end:
             return []
+        t0 = time.monotonic()
         config, mirror = self._config()
-        while (last := self._routes_riding_out()) is None:  # a replayed batch after a restart, clusters away
-            time.sleep(1.0)
+        while (last := self._routes_live().current(wait=1.0)) is None:  # a replayed batch after a restart,
+            pass                                                         # clusters away
         routes = tuple(last)
         lanes = plan_lanes(mirror.name, config.lanes_of(mirror), routes)
         # planned before this generation took over (or replayed before it did): its lanes wait for the go mark
         standby = bool(self.go_file) and (int(end["epoch"]) == self._standby_epoch
                                           or not os.path.exists(self.go_file))
-        return [LaneInputPartition(self.config_json, mirror.name, lane.index, lane.partitions, int(end["epoch"]),
-                                   routes, int(start["epoch"]), standby) for lane in lanes if lane.partitions]
+        out = [LaneInputPartition(self.config_json, mirror.name, lane.index, lane.partitions, int(end["epoch"]),
+                                  routes, int(start["epoch"]), standby) for lane in lanes if lane.partitions]
+        if not logging.getLogger().handlers:  # Spark's Python source runner, where nothing set logging up
+            _worker_logging()
+        # the driver-side cost of an epoch as topics and partitions grow (bench/scale.py reads it)
+        lanes_ms = (time.monotonic() - t0) * 1000
+        log.info("mirror %s epoch %s planned in %.0f ms (latest offset and topic sync %.0f ms, lanes %.0f ms): "
+                 "%d lanes over %d partitions of %d topics", mirror.name, end["epoch"], self._offset_ms + lanes_ms,
+                 self._offset_ms, lanes_ms, len(out), sum(n for _s, _t, n in routes), len(routes))
+        return out
 
     def commit(self, end: dict) -> None:
         """Nothing to do: lanes committed to the target themselves; Spark's offsets are only epoch ids."""
+
+    def stop(self) -> None:
+        """The query stops: so does its topic management."""
+        if self._live is not None:
+            self._live.close()
 
     # ---- executor ------------------------------------------------------------------------------------------
 

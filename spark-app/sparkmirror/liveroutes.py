@@ -1,0 +1,85 @@
+"""The routes a mirror plans its epochs from, kept fresh by topic management on a thread of its own.
+
+Planning an epoch must not wait for topic management: at 1,000 topics one `TopicSync.sync()` (list, create,
+compare configs) took 0.3-7 s, and every epoch planned behind one started that much later (bench/scale.py).
+The thread syncs every `refreshTopicsIntervalSeconds`, rides out clusters that do not answer (said once,
+retried with backoff, the last routes kept), and keeps a permanent error for the planner to raise, which
+stops the query as a synchronous sync did.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from .outage import Retrying
+
+Route = tuple[str, str, int]
+"""(source topic, remote topic, partitions)"""
+
+
+class LiveRoutes:
+    """`sync()` returns the routes; `retrying` decides which of its errors are transient."""
+
+    def __init__(self, sync: Callable[[], list[Route]], interval: float, retrying: Retrying,
+                 name: str = "topic-sync") -> None:
+        self._sync, self.interval, self._retrying = sync, interval, retrying
+        self._cond = threading.Condition()
+        self._routes: list[Route] | None = None
+        self._failure: BaseException | None = None
+        self._begun = 0    # syncs begun
+        self._ended = 0    # the number of the last sync that ended (well or not)
+        self._wanted = 0   # a sync numbered this high is asked for
+        self._closed = False
+        self.syncs = 0     # syncs that returned routes
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def current(self, wait: float = 0.0) -> list[Route] | None:
+        """The latest routes, waiting up to `wait` s while there are none yet (None: still none); raises the
+        permanent error that ended topic management."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._routes is not None or self._failure is not None or self._closed,
+                                wait)
+            if self._failure is not None:
+                raise self._failure
+            return self._routes
+
+    def fresh(self, timeout: float) -> list[Route] | None:
+        """Routes from a sync begun after this call, waiting up to `timeout` s for it (else the latest): when a
+        lane saw the source gain topics, the next epoch should have them."""
+        with self._cond:
+            want = self._begun + 1
+            self._wanted = max(self._wanted, want)
+            self._cond.notify_all()
+            self._cond.wait_for(lambda: self._ended >= want or self._failure is not None or self._closed, timeout)
+        return self.current()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                if self._closed:
+                    return
+                self._begun += 1
+                number = self._begun
+            got: list[list[Route]] = []
+            try:
+                ran = self._retrying(lambda: got.append(self._sync()))
+            except BaseException as e:  # noqa: BLE001 - permanent: kept for the planner, which stops the query
+                with self._cond:
+                    self._failure, self._ended = e, number
+                    self._cond.notify_all()
+                return
+            with self._cond:
+                if ran:
+                    self._routes = got[0]
+                    self.syncs += 1
+                self._ended = number
+                self._cond.notify_all()
+                pause = self.interval if ran else max(self._retrying.next_try - time.monotonic(), 0.2)
+                self._cond.wait_for(lambda: self._closed or self._wanted > self._begun, pause)

@@ -1,0 +1,119 @@
+"""Routes kept fresh on their own thread: planning reads them without waiting for a sync, a lane's early end
+asks for a fresh one, outages keep the last routes, a permanent error reaches the planner."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from sparkmirror.copying.errors import transient_reason
+from sparkmirror.liveroutes import LiveRoutes
+from sparkmirror.outage import Backoff, Retrying
+
+
+def _retrying(first: float = 0.05) -> Retrying:
+    return Retrying("mirror 'm' topic management", "a cluster", transient_reason, Backoff(first=first, jitter=0.0))
+
+
+class Source:
+    """What `TopicSync.sync()` would answer, one answer per call, each call taking `seconds`."""
+
+    def __init__(self, seconds: float = 0.0) -> None:
+        self.seconds, self.calls, self.topics = seconds, 0, ["t0"]
+        self.fail: BaseException | None = None
+        self.release = threading.Event()
+        self.release.set()
+
+    def sync(self) -> list[tuple[str, str, int]]:
+        self.calls += 1
+        self.release.wait(10)
+        time.sleep(self.seconds)
+        if self.fail is not None:
+            raise self.fail
+        return [(t, f"a.{t}", 1) for t in self.topics]
+
+
+def test_planning_reads_the_last_routes_while_a_sync_runs() -> None:
+    src = Source()
+    live = LiveRoutes(src.sync, interval=0.2, retrying=_retrying())
+    try:
+        assert live.current(wait=5) == [("t0", "a.t0", 1)]
+        src.release.clear()  # the next sync hangs, as one of 1,000 topics with a slow cluster would
+        time.sleep(0.4)
+        t0 = time.monotonic()
+        assert live.current() == [("t0", "a.t0", 1)]
+        assert time.monotonic() - t0 < 0.05
+    finally:
+        src.release.set()
+        live.close()
+
+
+def test_a_fresh_sync_sees_what_the_source_gained_before_the_interval() -> None:
+    src = Source(seconds=0.1)
+    live = LiveRoutes(src.sync, interval=60.0, retrying=_retrying())
+    try:
+        assert live.current(wait=5) == [("t0", "a.t0", 1)]
+        src.topics.append("t1")
+        assert live.current() == [("t0", "a.t0", 1)]  # the next periodic sync is a minute away
+        assert live.fresh(timeout=5) == [("t0", "a.t0", 1), ("t1", "a.t1", 1)]
+        assert src.calls == 2
+    finally:
+        live.close()
+
+
+def test_a_fresh_sync_asked_during_one_waits_for_the_next() -> None:
+    """A sync begun before the lane saw the new topic may have missed it: the answer comes from a later one."""
+    src = Source()
+    live = LiveRoutes(src.sync, interval=60.0, retrying=_retrying())
+    try:
+        live.current(wait=5)
+        src.release.clear()
+        live.fresh(timeout=0.2)  # begins sync 2, which hangs before listing
+        src.topics.append("t1")  # ... so sync 2 might not see this; ask again
+        got: list = []
+        asker = threading.Thread(target=lambda: got.append(live.fresh(timeout=5)))
+        asker.start()
+        time.sleep(0.2)
+        src.release.set()
+        asker.join(10)
+        assert got == [[("t0", "a.t0", 1), ("t1", "a.t1", 1)]] and src.calls == 3
+    finally:
+        live.close()
+
+
+def test_an_outage_keeps_the_last_routes_and_a_refusal_reaches_the_planner(caplog) -> None:
+    src = Source()
+    live = LiveRoutes(src.sync, interval=0.05, retrying=_retrying())
+    try:
+        assert live.current(wait=5) == [("t0", "a.t0", 1)]
+        with caplog.at_level("WARNING", logger="sparkmirror.outage"):
+            src.fail = KafkaException(KafkaError(KafkaError._ALL_BROKERS_DOWN, "1/1 brokers are down"))
+            calls = src.calls
+            deadline = time.monotonic() + 5
+            while src.calls < calls + 3 and time.monotonic() < deadline:
+                assert live.current() == [("t0", "a.t0", 1)]
+                time.sleep(0.02)
+            assert src.calls >= calls + 3, "retried"
+            said = [r.getMessage() for r in caplog.records]
+            assert len(said) == 1 and "unreachable since" in said[0] and "1/1 brokers are down" in said[0], said
+        src.fail = PermissionError("clusters[b]: SASL authentication failed")
+        with pytest.raises(PermissionError, match="clusters\\[b\\]"):
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                live.current()
+                time.sleep(0.02)
+    finally:
+        live.close()
+
+
+def test_close_ends_the_thread() -> None:
+    src = Source()
+    live = LiveRoutes(src.sync, interval=60.0, retrying=_retrying(), name="topic-sync-close-test")
+    live.current(wait=5)
+    live.close()
+    deadline = time.monotonic() + 5
+    while any(t.name == "topic-sync-close-test" for t in threading.enumerate()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not any(t.name == "topic-sync-close-test" for t in threading.enumerate())
