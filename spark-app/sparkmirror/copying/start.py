@@ -13,10 +13,11 @@ remote topic is new (the records mirrored before are not copied again).
 from __future__ import annotations
 
 import logging
+import time
 
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from ..progress import read_progress
@@ -109,7 +110,7 @@ def resume_positions(config: FlowGroupConfig, mirror: Mirror, consumer: Consumer
     positions: dict[tuple[str, int], int] = {}
     for (topic, part) in partitions:
         with talking_to("source", mirror.source, f"reading offsets of {topic} partition {part}"):
-            lo, hi = consumer.get_watermark_offsets(TopicPartition(topic, part), timeout=30)
+            lo, hi = offsets_held(consumer, topic, part)
         nxt = resume.get((topic, part))
         last = state.latest.get((mirror.source, topic, part))
         remote = (route or {}).get((topic, part), last.target_topic if last else "")
@@ -134,6 +135,28 @@ def resume_positions(config: FlowGroupConfig, mirror: Mirror, consumer: Consumer
         else:
             positions[(topic, part)] = nxt
     return positions, state.resume_totals(mirror.source)
+
+
+_NOT_KNOWN_YET = (KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC)
+
+
+def offsets_held(consumer: Consumer, topic: str, part: int, timeout: float = 30.0,
+                 sleep: float = 0.5) -> tuple[int, int]:
+    """(earliest, end) offsets of a partition the lane was planned with. A fresh consumer right after a source
+    outage may not have the topic in its metadata yet ("Local: Unknown partition": the chaos campaign's mirror
+    ended on it once, after a 75-s outage of the source); it asks the cluster again for up to `timeout` s before
+    the error stands (the topic deleted since the plan: a permanent error, as before)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return consumer.get_watermark_offsets(TopicPartition(topic, part), timeout=timeout)
+        except KafkaException as e:
+            if e.args[0].code() not in _NOT_KNOWN_YET or time.monotonic() + sleep >= deadline:
+                raise
+            log.info("source partition %s/%d not in the consumer's metadata yet (%s); asking again", topic, part,
+                     e.args[0].str())
+        time.sleep(sleep)
+        consumer.list_topics(topic, timeout=max(deadline - time.monotonic(), 1.0))
 
 
 def _replaced(before: str, now: str | None) -> bool:
