@@ -264,14 +264,25 @@ class Chaos:
         f.detail = f"node {i}"
         cluster.kill(i)
         time.sleep(self.camp.pause_s)
-        cluster.start_node(i)
+        self._restart(f, lambda timeout: cluster.start_node(i, timeout))
         f.repaired = time.monotonic()
 
     def _outage(self, cluster: ReplicatedKafkaCluster, f: Fault) -> None:
         cluster.kill_all()
         time.sleep(self.camp.outage_s)
-        cluster.start()
+        self._restart(f, lambda timeout: cluster.start(timeout))
         f.repaired = time.monotonic()
+
+    def _restart(self, f: Fault, start: Callable[[float], None]) -> None:
+        """Bring the brokers back, however long the controller quorum takes to settle on a loaded machine (a
+        restarted node once needed over 120 s while leadership moved among the others, and the campaign ended
+        there): the campaign measures the mirror, so a slow broker is waited for and noted."""
+        t0 = time.monotonic()
+        start(600.0)
+        took = time.monotonic() - t0
+        if took > 60:
+            f.detail = f"{f.detail} (brokers ready after {took:.0f} s)".strip()
+            self.say(f"  brokers ready after {took:.0f} s")
 
     def inject(self, kind: str) -> Fault:
         f = Fault(kind, time.monotonic())
