@@ -160,10 +160,11 @@ def application_changed(body: kopf.Body, event: dict[str, Any], memo: kopf.Memo,
         recreate = recreate and (kmm2.get("spec") or {}).get("state") != "stopped"
         result = metrics.timed("application", lambda: memo.reconciler.reconcile(kmm2, apply=recreate))
         status = result.status
-        if recreate and result.applied:
+        again = result.applied or (recreate and _applied_elsewhere(api, namespace, body))
+        if recreate and again:
             kopf.event(kmm2, type="Warning", reason="Recreated",
                        message=f"SparkApplication {body.get('metadata', {}).get('name')} was deleted; applied again: "
-                               + ", ".join(result.applied))
+                               + ", ".join(again))
             recreate = False  # done; a retry only refreshes the status
         if {k: v for k, v in status.items() if k != "conditions"} == \
                 {k: old.get(k) for k in status if k != "conditions"} and _conds(status) == _conds(old):
@@ -171,6 +172,16 @@ def application_changed(body: kopf.Body, event: dict[str, Any], memo: kopf.Memo,
         if _write_status(api, kmm2, status):
             _announce(kmm2, old, status)
             return
+
+
+def _applied_elsewhere(api: KubeApi, namespace: str, deleted: kopf.Body) -> list[str]:
+    """The deleted application as already applied again by another reconcile (the periodic one applies while a
+    handoff is under way, and may come first): it exists under a new uid. The deletion is still worth saying."""
+    meta = deleted.get("metadata") or {}
+    now = api.get("SparkApplication", namespace, meta.get("name", ""))
+    if now is None or now["metadata"].get("uid") == meta.get("uid"):
+        return []
+    return [f"SparkApplication/{meta.get('name')}"]
 
 
 def _conds(status: dict[str, Any]) -> list[tuple]:

@@ -10,17 +10,14 @@ export HOME="${HOME:-/home/spark}"
 classpath="${SPARK_CONF_DIR:-$SPARK_HOME/conf}:$SPARK_HOME/jars/*${SPARK_EXTRA_CLASSPATH:+:$SPARK_EXTRA_CLASSPATH}"
 
 python_driver() {
-  # the Python driver: the child of spark-submit's JVM (spark-submit execs into it) that runs the application,
-  # not one of the `python -m pyspark...` workers the JVM starts for Python data sources
-  local status pid
-  for status in /proc/[0-9]*/status; do
-    grep -qx "PPid:[[:space:]]*$1" "$status" 2>/dev/null || continue
-    pid=$(basename "$(dirname "$status")")
-    if ! tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q -- ' -m pyspark'; then
-      echo "$pid"
-      return
-    fi
-  done
+  # the Python driver (the child of spark-submit's JVM that runs the application) writes its pid to
+  # $SPARKMIRROR_DRIVER_PIDFILE once it handles SIGTERM; guessing it among the JVM's children is not safe: the
+  # JVM starts and reaps Python workers all the time, and a zombie or a process being spawned looks like one
+  local pid
+  pid=$(cat "$SPARKMIRROR_DRIVER_PIDFILE" 2>/dev/null) || return 0
+  if [ -n "$pid" ] && grep -qx "PPid:[[:space:]]*$1" "/proc/$pid/status" 2>/dev/null; then
+    echo "$pid"
+  fi
 }
 
 case "${1:-}" in
@@ -29,6 +26,8 @@ case "${1:-}" in
     # under tini (PID 1 reaps zombies); this script stays in between to route the stop signal
     if [ "$$" = 1 ]; then exec tini -s -- "$0" driver "$@"; fi
     set +e  # from here on every status is looked at: the signal trap must never end this script early
+    SPARKMIRROR_DRIVER_PIDFILE="$(mktemp -d)/driver.pid"
+    export SPARKMIRROR_DRIVER_PIDFILE
     "$SPARK_HOME/bin/spark-submit" \
       --conf "spark.driver.bindAddress=${SPARK_DRIVER_BIND_ADDRESS}" \
       --conf "spark.executorEnv.SPARK_DRIVER_POD_IP=${SPARK_DRIVER_BIND_ADDRESS}" \
@@ -36,7 +35,8 @@ case "${1:-}" in
     submit=$!
     # A pod's SIGTERM goes to the Python driver, which drains: no new epoch, the running one commits, then
     # Spark stops, so no transaction is left open to stall read_committed consumers. Sent to spark-submit's
-    # JVM it would run its shutdown hook and stop Spark under the running lanes instead.
+    # JVM it would run its shutdown hook and stop Spark under the running lanes instead; that is done only
+    # while the Python driver does not handle the signal yet (nothing copies before it does).
     stop() {
       local py
       py=$(python_driver "$submit")

@@ -196,8 +196,10 @@ class FlowGroupRun:
 
     @property
     def copying(self) -> bool:
-        """Whether this generation took the flow group over (a standby one never holds its lanes' ids)."""
-        return Path(self.go_file).exists()
+        """Whether this generation's lanes may hold their ids: it took the flow group over here, or its go mark
+        is on the progress topic (a restarted generation's lanes start on it while the driver is in standby).
+        A generation in standby that never took over must not fence: the ids may be the active one's."""
+        return Path(self.go_file).exists() or bool(self.services is not None and self.services.marked_go())
 
     def go(self) -> None:
         Path(self.go_file).touch()
@@ -309,9 +311,10 @@ class Driver:
         report ready, so that the copy starts within a moment of the Lease naming this generation."""
         from .handoff.warmup import warm_up
 
-        warm_up(self.spark, self.configs)
+        warm_up(self.spark, self.configs, stop=self.lost)
         assert self.lease is not None
-        self.lease.report_ready()
+        if not self.lost.is_set():  # stopping already: never report ready
+            self.lease.report_ready()
 
     def _take_over(self, cfg: FlowGroupConfig):
         from .handoff.takeover import take_over
@@ -414,7 +417,8 @@ class Driver:
             settle = self._settle_seconds(epoch)
             in_time = drain(self.queries, [g.drain_file for g in self.groups.values()], epoch + 30, settle)
             if not in_time or settle > 1.0:  # executors elsewhere: a lane carrying on past the settle window
-                self._fence_own_lanes()        # would be killed with its transaction open when Spark stops
+                # would be killed with its transaction open when Spark stops
+                self._fence_own_lanes("an epoch outlived the drain" if not in_time else "executors run elsewhere")
         if self.lease is not None:
             self.lease.close()
         for svc in self.services:
@@ -427,7 +431,7 @@ class Driver:
                 log.warning("stopping Spark: %s", e)
             self.spark = None
 
-    def _fence_own_lanes(self) -> None:
+    def _fence_own_lanes(self, why: str) -> None:
         """An epoch outlived the drain, or executors run elsewhere (a lane there may still be carrying on between
         epochs when Spark stops): lanes may hold transactions open, and read_committed
         consumers on the target would wait for them until the transaction timeout or the next start. Fence this
@@ -448,10 +452,10 @@ class Driver:
             try:
                 fence_all(cfg, ids, 15.0)
             except HandoffError as e:
-                log.warning("after the drain ran out of time: %s", e)
+                log.warning("fencing on the way out (%s): %s", why, e)
                 continue
-            log.info("flow group %s: an epoch outlived the drain; fenced its %d lane transactional ids in %d ms "
-                     "(their open transactions are aborted)", cfg.name, len(ids), (time.monotonic() - t0) * 1000)
+            log.info("flow group %s: %s; fenced its %d lane transactional ids in %d ms (their open transactions "
+                     "are aborted)", cfg.name, why, len(ids), (time.monotonic() - t0) * 1000)
 
     def _settle_seconds(self, epoch_seconds: float) -> float:
         """How long lanes may go on copying between epochs after the last one: in local mode they see the drain
@@ -476,6 +480,7 @@ class Driver:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, on_signal)
             signal.signal(signal.SIGINT, on_signal)
+            _tell_launcher()
         from .handoff.takeover import HandoffError
 
         rc = 0
@@ -514,6 +519,23 @@ class Driver:
         finally:
             self.stop()
         return rc
+
+
+PIDFILE_ENV = "SPARKMIRROR_DRIVER_PIDFILE"
+"""Set by the Spark image's launcher (spark-app/image/entrypoint.sh): where this driver says, once it handles
+SIGTERM, which process the pod's stop signal must reach (spark-submit's JVM has other Python children)."""
+
+
+def _tell_launcher() -> None:
+    path = os.environ.get(PIDFILE_ENV)
+    if not path:
+        return
+    try:
+        tmp = f"{path}.{os.getpid()}"
+        Path(tmp).write_text(str(os.getpid()))
+        os.replace(tmp, path)  # whole or absent: the launcher may read it at any moment
+    except OSError as e:
+        log.warning("cannot tell the launcher this driver's pid (%s): a pod stop will end Spark without a drain", e)
 
 
 def _after_marked(cfg: FlowGroupConfig) -> FlowGroupConfig:

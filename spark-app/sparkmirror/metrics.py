@@ -262,6 +262,15 @@ class DriverServices:
                 return why
         return None
 
+    def marked_go(self) -> bool:
+        """Whether the progress-topic tails have read this generation's go mark: its lanes may have copied, also
+        when this driver never took over itself (a restart of a generation that had, whose lanes start on the
+        mark while the driver is still in standby)."""
+        cfg = self.config
+        return any(m.monitor is not None and m.monitor.tail.state.may_copy(
+            cfg.resource, cfg.resourceUid, cfg.name, cfg.worker.generation) is True
+            for m in list(self.mirrors.values()))
+
     # -- the loop
     def _guard(self, m: _Mirror, what: str, fn: Callable[[], object]) -> None:
         assert m.outage is not None

@@ -9,11 +9,14 @@ mid-stream and across a version upgrade by worker-generation handoff; and a cons
 """
 from __future__ import annotations
 
+import contextlib
 import json
+import subprocess
+import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 from confluent_kafka import Producer
@@ -162,12 +165,15 @@ def test_mirror_on_kind(kind_ground: KindGround, figure: Callable[[str, object],
         g.kubectl("-n", MIRROR_NS, "delete", "pod", _pod(g, app, "executor"), "--wait=false")
         time.sleep(30)
         # deleted like a rollout would: SIGTERM, the driver drains, so it leaves no transaction open
-        t_del = time.monotonic()
-        g.kubectl("-n", MIRROR_NS, "delete", "pod", _pod(g, app, "driver"), "--wait=true", "--timeout=180s")
+        driver = _pod(g, app, "driver")
+        with _followed_log(g, driver) as log_lines:
+            t_del = time.monotonic()
+            g.kubectl("-n", MIRROR_NS, "delete", "pod", driver, "--wait=true", "--timeout=180s")
+            took = time.monotonic() - t_del
         left_open = open_transactions(g.west.external_bootstrap, f"east.{orders}", 4)
-        figure("driver_pod_deletion", f"driver pod deleted in {time.monotonic() - t_del:.0f}s; transactions left "
-               f"open: {left_open}")
-        assert left_open == {}, "the stopped driver left transactions open on the target"
+        figure("driver_pod_deletion", f"driver pod deleted in {took:.0f}s; transactions left open: {left_open}")
+        assert left_open == {}, ("the stopped driver left transactions open on the target; its stop, as logged:\n"
+                                 + "\n".join(_stop_lines(log_lines())))
         time.sleep(15)
         # a version upgrade while records flow: a second worker generation in standby, then the handoff
         t_up = time.monotonic()
@@ -193,6 +199,33 @@ def test_mirror_on_kind(kind_ground: KindGround, figure: Callable[[str, object],
     final = _count(g.west.external_bootstrap, f"east.{orders}", {p: produced for p in range(4)}, settle=120)
     assert final == (0, 0)
     _failover_on_the_resource(g, payments, suffix, figure)
+
+
+@contextlib.contextmanager
+def _followed_log(g: KindGround, pod: str) -> Iterator[Callable[[], list[str]]]:
+    """The pod's log as it is written (`kubectl logs -f`), kept after the pod is gone: where a stop spent its time."""
+    out = tempfile.TemporaryFile(mode="w+")
+    proc = subprocess.Popen([*g.cluster.kubectl, "-n", MIRROR_NS, "logs", "-f", pod], stdout=out,
+                            stderr=subprocess.STDOUT, text=True)
+
+    def lines() -> list[str]:
+        out.seek(0)
+        return out.read().splitlines()
+
+    try:
+        yield lines
+    finally:
+        try:
+            proc.wait(timeout=10)  # ends with the pod
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _stop_lines(lines: list[str]) -> list[str]:
+    """The driver's log from the stop signal on, without Spark's own INFO chatter."""
+    start = next((i for i, line in enumerate(lines) if "draining and stopping" in line), max(len(lines) - 200, 0))
+    return [line for line in lines[start:] if "sparkmirror" in line or "WARN" in line or "ERROR" in line][-150:]
 
 
 def _apps(ground: KindGround, prefix: str) -> list[str]:

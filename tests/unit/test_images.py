@@ -53,33 +53,42 @@ def test_launcher_driver(tmp_path: Path) -> None:
     assert out[-1] == "local:///opt/sparkmirror/job.py"
 
 
-def test_launcher_sends_the_pods_stop_signal_to_the_python_driver(tmp_path: Path) -> None:
-    """SIGTERM (a pod being deleted or rolled) reaches the Python driver, which drains, and not spark-submit's
-    JVM, whose shutdown hook would stop Spark under the running lanes; the driver's exit code is passed on."""
+def _fake_jvm(tmp_path: Path, log: Path, driver_ready: bool) -> None:
+    """spark-submit's JVM, played by Python: it starts the application's Python driver (which, once it handles
+    SIGTERM, writes its pid where the launcher said, as `Driver.run` does) and leaves a short-lived child
+    unreaped (Spark starts and reaps Python workers all the time: a zombie or a process being spawned must not
+    be taken for the driver)."""
+    driver = f"""
+import os, signal, sys, time
+def drain(*_):
+    open({str(log)!r}, "a").write("driver-drained\\n")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, drain)
+if {driver_ready!r}:
+    open(os.environ["SPARKMIRROR_DRIVER_PIDFILE"], "w").write(str(os.getpid()))
+open({str(log)!r}, "a").write("driver-up\\n")
+time.sleep(60)
+"""
+    (tmp_path / "spark" / "bin" / "spark-submit").write_text(f"""#!{sys.executable}
+import signal, subprocess, sys, time
+def term(*_):
+    open({str(log)!r}, "a").write("jvm-got-term\\n")
+    sys.exit(143)
+signal.signal(signal.SIGTERM, term)
+zombie = subprocess.Popen(["true"])
+time.sleep(0.2)
+app = subprocess.Popen([sys.executable, "-c", {driver!r}])
+sys.exit(app.wait())
+""")
+
+
+def _stop_launched(tmp_path: Path, driver_ready: bool) -> tuple[list[str], int]:
     import signal
     import time
 
     bin_dir = _fake_bin(tmp_path)
     log = tmp_path / "log"
-    # plays spark-submit's JVM: its children are the application's Python driver and a pyspark worker
-    (tmp_path / "spark" / "bin" / "spark-submit").write_text(f"""#!/bin/bash
-trap 'echo jvm-got-term >> {log}; exit 143' TERM
-(exec -a "python3 -m pyspark.daemon" sleep 60) &
-decoy=$!
-{sys.executable} -c '
-import signal, sys, time
-def drain(*_):
-    open("{log}", "a").write("driver-drained\\n")
-    sys.exit(0)
-signal.signal(signal.SIGTERM, drain)
-open("{log}", "a").write("driver-up\\n")
-time.sleep(60)
-' &
-app=$!
-wait $app; rc=$?
-kill $decoy
-exit $rc
-""")
+    _fake_jvm(tmp_path, log, driver_ready)
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "SPARK_HOME": str(tmp_path / "spark"),
            "SPARK_DRIVER_BIND_ADDRESS": "10.0.0.7"}
     proc = subprocess.Popen(["bash", str(IMAGE / "entrypoint.sh"), "driver", "local:///opt/sparkmirror/job.py"],
@@ -89,8 +98,22 @@ exit $rc
         time.sleep(0.1)
     proc.send_signal(signal.SIGTERM)
     rc = proc.wait(20)
-    assert log.read_text().split() == ["driver-up", "driver-drained"]
+    return log.read_text().split(), rc
+
+
+def test_launcher_sends_the_pods_stop_signal_to_the_python_driver(tmp_path: Path) -> None:
+    """SIGTERM (a pod being deleted or rolled) reaches the Python driver, which drains, and not spark-submit's
+    JVM, whose shutdown hook would stop Spark under the running lanes; the driver's exit code is passed on."""
+    lines, rc = _stop_launched(tmp_path, driver_ready=True)
+    assert lines == ["driver-up", "driver-drained"]
     assert rc == 0
+
+
+def test_launcher_stops_the_jvm_while_the_python_driver_handles_no_signal_yet(tmp_path: Path) -> None:
+    """Before the Python driver handles SIGTERM nothing copies: the JVM gets the signal and the pod ends."""
+    lines, rc = _stop_launched(tmp_path, driver_ready=False)
+    assert lines == ["driver-up", "jvm-got-term"]
+    assert rc == 143
 
 
 def test_launcher_executor_keeps_spark_java_options_in_order(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ running; then the generation can report ready.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 from ..resource.flowgroup import FlowGroupConfig
@@ -15,8 +16,10 @@ from ..resource.flowgroup import FlowGroupConfig
 log = logging.getLogger(__name__)
 
 
-def warm_up(spark, configs: list[FlowGroupConfig], timeout: float = 60.0) -> float:
-    """Raises when a cluster does not answer, so the generation never reports ready. Returns the seconds taken."""
+def warm_up(spark, configs: list[FlowGroupConfig], timeout: float = 60.0,
+            stop: threading.Event | None = None) -> float:
+    """Raises when a cluster does not answer, so the generation never reports ready. Returns the seconds taken;
+    `stop` (the driver stopping) ends the wait for the lane tasks at once."""
     from confluent_kafka.admin import AdminClient
 
     from ..topicsync import TopicSync
@@ -30,13 +33,13 @@ def warm_up(spark, configs: list[FlowGroupConfig], timeout: float = 60.0) -> flo
         for m in cfg.mirrors:
             TopicSync(cfg, m).sync()
     lanes = sum(c.lanes_of(m) for c in configs for m in c.mirrors)
-    running = wait_for_tasks(spark, lanes, max(0.0, timeout - (time.monotonic() - t0)))
+    running = wait_for_tasks(spark, lanes, max(0.0, timeout - (time.monotonic() - t0)), stop)
     took = time.monotonic() - t0
     log.info("standby: warm in %.1f s (%d of %d lane tasks waiting)", took, running, lanes)
     return took
 
 
-def wait_for_tasks(spark, wanted: int, timeout: float) -> int:
+def wait_for_tasks(spark, wanted: int, timeout: float, stop: threading.Event | None = None) -> int:
     """Until `wanted` tasks run (the standby lanes, waiting), or as many as Spark has task slots for, at most
     `timeout` seconds: best effort, a lane that starts after the go mark sees it at once."""
     try:
@@ -49,7 +52,8 @@ def wait_for_tasks(spark, wanted: int, timeout: float) -> int:
     while time.monotonic() < deadline:
         running = sum(info.numActiveTasks for sid in tracker.getActiveStageIds()
                       if (info := tracker.getStageInfo(sid)) is not None)
-        if running >= wanted:
+        if running >= wanted or (stop is not None and stop.wait(0.5)):
             break
-        time.sleep(0.5)
+        if stop is None:
+            time.sleep(0.5)
     return running
