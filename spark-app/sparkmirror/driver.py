@@ -412,10 +412,13 @@ class Driver:
         # an epoch still interrupted at the deadline fails its foreachBatch with an InterruptedException that
         # py4j logs as an error; expected then (its open transactions are aborted, nothing is lost)
         logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
+        t0 = time.monotonic()
         if self.queries:
             epoch = max(c.epochSeconds for c in self.configs)
             settle = self._settle_seconds(epoch)
             in_time = drain(self.queries, [g.drain_file for g in self.groups.values()], epoch + 30, settle)
+            log.info("drained in %.1f s (%s)", time.monotonic() - t0,
+                     "every epoch committed" if in_time else "an epoch was still running at the deadline")
             if not in_time or settle > 1.0:  # executors elsewhere: a lane carrying on past the settle window
                 # would be killed with its transaction open when Spark stops
                 self._fence_own_lanes("an epoch outlived the drain" if not in_time else "executors run elsewhere")

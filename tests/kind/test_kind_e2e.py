@@ -171,7 +171,10 @@ def test_mirror_on_kind(kind_ground: KindGround, figure: Callable[[str, object],
             g.kubectl("-n", MIRROR_NS, "delete", "pod", driver, "--wait=true", "--timeout=180s")
             took = time.monotonic() - t_del
         left_open = open_transactions(g.west.external_bootstrap, f"east.{orders}", 4)
-        figure("driver_pod_deletion", f"driver pod deleted in {took:.0f}s; transactions left open: {left_open}")
+        stop = [line.split(": ", 1)[-1] for line in log_lines()
+                if "draining and stopping" in line or "drained in" in line or "lane transactional ids" in line]
+        figure("driver_pod_deletion", f"driver pod deleted in {took:.0f}s; transactions left open: {left_open}; "
+               f"the driver's stop: {stop or 'not logged (the stop signal did not reach the Python driver)'}")
         assert left_open == {}, ("the stopped driver left transactions open on the target; its stop, as logged:\n"
                                  + "\n".join(_stop_lines(log_lines())))
         time.sleep(15)
