@@ -46,14 +46,13 @@ def wait_for_tasks(spark, wanted: int, timeout: float, stop: threading.Event | N
         wanted = min(wanted, max(1, spark.sparkContext.defaultParallelism))
     except Exception:  # noqa: BLE001 - no executors registered yet: wait for all
         pass
+    stop = stop or threading.Event()
     tracker = spark.sparkContext.statusTracker()
     deadline = time.monotonic() + timeout
     running = 0
     while time.monotonic() < deadline:
         running = sum(info.numActiveTasks for sid in tracker.getActiveStageIds()
                       if (info := tracker.getStageInfo(sid)) is not None)
-        if running >= wanted or (stop is not None and stop.wait(0.5)):
+        if running >= wanted or stop.wait(0.5):
             break
-        if stop is None:
-            time.sleep(0.5)
     return running
