@@ -290,7 +290,7 @@ class Chaos:
                 break
             except DevEnvError as e:
                 exits += 1
-                first = str(e).splitlines()[0]
+                first = str(e).splitlines()[0].split("; last lines of")[0]
                 if time.monotonic() > deadline - 5:
                     raise
                 self.say(f"  {first}: starting it again")
