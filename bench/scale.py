@@ -275,15 +275,21 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     rmtree(args.workdir)
     runs: list[ScaleRun] = []
-    for topics, parts in args.points:
-        runs += run_point(topics, parts, args)
     meta = {"when": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "records": args.records,
             "parallelism": args.parallelism, "cpus": os.cpu_count()}
     args.results.mkdir(parents=True, exist_ok=True)
-    (args.results / "scale.json").write_text(json.dumps({"meta": meta, "runs": [r.to_json() for r in runs]}, indent=1))
-    text = render(runs, meta)
-    (args.results / "scale.md").write_text(text)
-    print(text)
+    for topics, parts in args.points:
+        try:
+            runs += run_point(topics, parts, args)
+        except Exception as e:  # noqa: BLE001 - the ground failed (not a contender): the other points still count
+            print(f"[{topics}x{parts}] the point failed: {type(e).__name__}: {e}", flush=True)
+            runs.append(ScaleRun(f"{topics}x{parts}", topics, topics * parts, "—",
+                                 problems=[f"the point failed: {type(e).__name__}: {e}"]))
+        # written after every point: a long run that fails late keeps what it measured
+        (args.results / "scale.json").write_text(json.dumps({"meta": meta, "runs": [r.to_json() for r in runs]},
+                                                            indent=1))
+        (args.results / "scale.md").write_text(render(runs, meta))
+    print(render(runs, meta))
     return 0 if all(r.ok for r in runs) else 1
 
 
