@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from sparkmirror.topicsync import metadata_batches
 
 ORIGIN = b"sparkmirror-bench"
 _FILLER = os.urandom(1 << 20)
@@ -105,24 +106,15 @@ def headers_of(seq: int, ts: int | None = None) -> list[tuple[str, bytes]]:
     return h
 
 
-MAX_RECORDS_PER_CREATE = 5000
-"""Metadata records one CreateTopics request may make here: half the controller's limit of 10,000."""
-
-
 def create_topics(bootstrap: str, specs: list[tuple[str, int]], config: dict[str, str] | None = None,
                   timeout: float = 60.0) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    # a KRaft controller refuses one request of over 10,000 metadata records (max.records.per.user.op), a
-    # topic's own record plus one per partition: 1,000 topics of 10 partitions go in several requests
-    batch: list[tuple[str, int]] = []
-    for i, (name, parts) in enumerate(specs):
-        batch.append((name, parts))
-        if i == len(specs) - 1 or sum(p + 1 for _n, p in batch) + specs[i + 1][1] + 1 > MAX_RECORDS_PER_CREATE:
-            futs = admin.create_topics([NewTopic(n, num_partitions=p, replication_factor=1, config=config or {})
-                                        for n, p in batch], operation_timeout=timeout)
-            for f in futs.values():
-                f.result(timeout=timeout)
-            batch = []
+    # a KRaft controller refuses a request of over 10,000 metadata records: 1,000 topics of 10 partitions need several
+    for batch in metadata_batches(specs, lambda s: s[1] + 1 + len(config or {})):
+        futs = admin.create_topics([NewTopic(n, num_partitions=p, replication_factor=1, config=config or {})
+                                    for n, p in batch], operation_timeout=timeout)
+        for f in futs.values():
+            f.result(timeout=timeout)
     deadline = time.monotonic() + timeout  # wait for metadata so producers do not race the creation
     while time.monotonic() < deadline:
         md = admin.list_topics(timeout=5)

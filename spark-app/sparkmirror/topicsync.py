@@ -32,8 +32,9 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
@@ -44,6 +45,7 @@ from .resource.flowgroup import Cluster, FlowGroupConfig, Mirror
 from .replication import ReplicationPolicy, TopicFilter, policy_for, should_replicate_topic
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 TRUNCATION_SECONDS = 30.0
 """Without topic ids: how long a source topic's end offsets must stay below the highest seen before that is
@@ -110,6 +112,30 @@ class SyncPlan:
     add_partitions: list[AddPartitions] = field(default_factory=list)
     alter_configs: list[AlterConfigs] = field(default_factory=list)
     conflicts: list[tuple[str, str]] = field(default_factory=list)  # (source topic, why): not mirrored
+
+
+MAX_RECORDS_PER_REQUEST = 5000
+"""Metadata records one admin request may ask the target for: half a KRaft controller's limit of 10,000
+(`max.records.per.user.op`), beyond which it refuses the whole request ("excessively large batch operation")."""
+
+
+def metadata_batches(items: Iterable[T], weight: Callable[[T], int],
+                     limit: int | None = None) -> Iterator[list[T]]:
+    """`items` in order, split into lists whose metadata records (`weight` each) stay within `limit` (default
+    MAX_RECORDS_PER_REQUEST); an item heavier than that goes alone. Mirroring 1,000 new topics of 10 partitions
+    asks for 11,000 records."""
+    limit = MAX_RECORDS_PER_REQUEST if limit is None else limit
+    batch: list[T] = []
+    records = 0
+    for item in items:
+        w = weight(item)
+        if batch and records + w > limit:
+            yield batch
+            batch, records = [], 0
+        batch.append(item)
+        records += w
+    if batch:
+        yield batch
 
 
 def compile_excludes(patterns: Iterable[str]) -> list[re.Pattern[str]]:
@@ -379,10 +405,13 @@ class TopicSync:
     def _apply(self, plan: SyncPlan) -> None:
         admin = self._admin("target")
         if plan.create:
-            news = [NewTopic(c.name, num_partitions=c.partitions, replication_factor=self.mirror.replicationFactor,
-                             config=dict(c.configs)) for c in plan.create]
-            for name, fut in admin.create_topics(news, operation_timeout=self.timeout,
-                                                 request_timeout=self.timeout).items():
+            futs: dict = {}
+            for batch in metadata_batches(plan.create, lambda c: c.partitions + 1 + len(c.configs)):
+                futs.update(admin.create_topics(
+                    [NewTopic(c.name, num_partitions=c.partitions, replication_factor=self.mirror.replicationFactor,
+                              config=dict(c.configs)) for c in batch],
+                    operation_timeout=self.timeout, request_timeout=self.timeout))
+            for name, fut in futs.items():
                 try:
                     fut.result(timeout=self.timeout)
                     log.info("mirror %s: created remote topic %s", self.mirror.name, name)
@@ -391,8 +420,10 @@ class TopicSync:
                         raise TopicSyncError(f"{self._where('target')}: creating remote topic {name!r} failed: "
                                              f"{e.args[0].str()}") from e
         if plan.add_partitions:
-            futs = admin.create_partitions([NewPartitions(a.name, a.total) for a in plan.add_partitions],
-                                           operation_timeout=self.timeout, request_timeout=self.timeout)
+            futs = {}
+            for batch in metadata_batches(plan.add_partitions, lambda a: a.total - a.current):
+                futs.update(admin.create_partitions([NewPartitions(a.name, a.total) for a in batch],
+                                                    operation_timeout=self.timeout, request_timeout=self.timeout))
             for name, fut in futs.items():
                 try:
                     fut.result(timeout=self.timeout)
@@ -402,11 +433,14 @@ class TopicSync:
                         raise TopicSyncError(f"{self._where('target')}: adding partitions to {name!r} failed: "
                                              f"{e.args[0].str()}") from e
         if plan.alter_configs:
-            resources = [ConfigResource(ConfigResource.Type.TOPIC, a.name, incremental_configs=[
-                *(ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in a.set.items()),
-                *(ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in a.delete)])
-                for a in plan.alter_configs]
-            for res, fut in admin.incremental_alter_configs(resources, request_timeout=self.timeout).items():
+            altered = {}
+            for batch in metadata_batches(plan.alter_configs, lambda a: len(a.set) + len(a.delete)):
+                altered.update(admin.incremental_alter_configs([ConfigResource(
+                    ConfigResource.Type.TOPIC, a.name, incremental_configs=[
+                        *(ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in a.set.items()),
+                        *(ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in a.delete)])
+                    for a in batch], request_timeout=self.timeout))
+            for res, fut in altered.items():
                 try:
                     fut.result(timeout=self.timeout)
                     log.info("mirror %s: synced configs of remote topic %s", self.mirror.name, res.name)

@@ -13,6 +13,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench import data  # noqa: E402
+from sparkmirror.topicsync import MAX_RECORDS_PER_REQUEST  # noqa: E402
 
 
 class _Admin:
@@ -45,5 +46,5 @@ def test_every_topic_is_asked_for_once_within_the_limit(monkeypatch: pytest.Monk
     data.create_topics("127.0.0.1:1", specs)
     asked = [s for r in _Admin.requests for s in r]
     assert asked == specs
-    assert all(sum(p + 1 for _n, p in r) <= data.MAX_RECORDS_PER_CREATE for r in _Admin.requests if len(r) > 1)
+    assert all(sum(p + 1 for _n, p in r) <= MAX_RECORDS_PER_REQUEST for r in _Admin.requests if len(r) > 1)
     assert all(r for r in _Admin.requests)

@@ -190,3 +190,35 @@ def test_unreachable_bootstrap_names_the_field(kafka_b) -> None:
                           mirrors=[Mirror(name="a-b", source="A", target="B")])
     with pytest.raises(TopicSyncError, match=re.escape(f"clusters[A].bootstrapServers=127.0.0.1:{port}")):
         TopicSync(cfg, cfg.mirrors[0], timeout=3).sync()
+
+
+def test_creates_alters_and_grows_in_requests_within_the_controllers_limit(kafka_a, kafka_b, monkeypatch) -> None:
+    """A KRaft controller refuses an admin request of over 10,000 metadata records, which mirroring 1,000 new
+    topics of 10 partitions asks for: the sync splits its requests. A limit of 4 records here makes each topic a
+    request of its own, the real brokers must still end with every topic, partition and config."""
+    monkeypatch.setattr(topicsync, "MAX_RECORDS_PER_REQUEST", 4)
+    asked: list[int] = []
+    real_create = AdminClient.create_topics
+
+    def counting_create(self, topics, **kw):  # noqa: ANN001, ANN202
+        asked.append(len(topics))
+        return real_create(self, topics, **kw)
+
+    prefix = unique_name("ts-batch")
+    names = [create_topic(kafka_a.bootstrap, f"{prefix}-{i}", 2, {"retention.ms": "3600000"}) for i in range(3)]
+    monkeypatch.setattr(AdminClient, "create_topics", counting_create)
+    cfg = flow(kafka_a, kafka_b, prefix, syncTopicConfigsIntervalSeconds=0.001)
+    sync = TopicSync(cfg, cfg.mirrors[0])
+    assert own(sync.sync()) == [TopicRoute(n, f"A.{n}", 2) for n in names]
+    assert asked == [1, 1, 1]  # 2 partitions + the topic + 1 config = 4 records each
+    for n in names:
+        assert topics_of(kafka_b)[f"A.{n}"] == 2 and dynamic_configs(kafka_b, f"A.{n}") == {"retention.ms": "3600000"}
+
+    admin_a = AdminClient({"bootstrap.servers": kafka_a.bootstrap})
+    for n in names:
+        admin_a.create_partitions([NewPartitions(n, 5)])[n].result(10)
+        alter(kafka_a, n, {"retention.ms": "7200000", "cleanup.policy": "compact"})
+    routes = sync_until(sync, lambda rs: all(r.partitions == 5 for r in rs) and all(
+        dynamic_configs(kafka_b, f"A.{n}") == {"retention.ms": "7200000", "cleanup.policy": "compact"} for n in names))
+    assert routes == [TopicRoute(n, f"A.{n}", 5) for n in names]
+    assert all(topics_of(kafka_b)[f"A.{n}"] == 5 for n in names) and sync.problems == []
