@@ -28,21 +28,37 @@ from .errors import CopyError, SourceGapError, Superseded, talking_to, transient
 log = logging.getLogger(__name__)
 
 
-def target_max_message_bytes(target_conf: dict[str, str], topics: set[str]) -> dict[str, int]:
+NEW_TOPIC_SECONDS = 30.0
+"""How long a remote topic the sync has just created may stay unknown to the broker a lane asks: a broker
+applies the controller's records a moment after CreateTopics returned (seconds for thousands of partitions)."""
+
+
+def target_max_message_bytes(target_conf: dict[str, str], topics: set[str],
+                             unknown_for: float = NEW_TOPIC_SECONDS) -> dict[str, int]:
     """The target topics' max.message.bytes: the batch size must not exceed it, and errors quote it."""
-    if not topics:
-        return {}
-    admin = AdminClient(target_conf)
-    res = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in sorted(topics)]
+    admin = AdminClient(target_conf) if topics else None
     out: dict[str, int] = {}
-    for r, fut in admin.describe_configs(res).items():
-        try:
-            out[r.name] = int(fut.result(timeout=30)["max.message.bytes"].value)
-        except KafkaException as e:
-            if transient_reason(e):
-                raise  # the caller waits it out
-            raise CopyError(f"target topic {r.name!r} cannot be described on the target cluster: "
-                            f"{e.args[0].str()}") from e
+    left = sorted(topics)
+    deadline = time.monotonic() + unknown_for
+    while left:
+        assert admin is not None
+        unknown: list[str] = []
+        for r, fut in admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, t) for t in left]).items():
+            try:
+                out[r.name] = int(fut.result(timeout=30)["max.message.bytes"].value)
+            except KafkaException as e:
+                if transient_reason(e):
+                    raise  # the caller waits it out
+                if e.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART and time.monotonic() < deadline:
+                    unknown.append(r.name)
+                    continue
+                raise CopyError(f"target topic {r.name!r} cannot be described on the target cluster: "
+                                f"{e.args[0].str()}") from e
+        if unknown:
+            log.info("%d target topics (%s) not known to the target's broker yet: asking again", len(unknown),
+                     unknown[0])
+            time.sleep(0.5)
+        left = unknown
     return out
 
 
