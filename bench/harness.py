@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from array import array
 import statistics
 import subprocess
 import threading
@@ -11,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import psutil
-from confluent_kafka import Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from sparkmirror_dev import install
@@ -293,6 +294,48 @@ def run_mirror_throughput(env: Env, contender: Contender, layout: data.Layout, s
     return run
 
 
+class VisibleWatcher(threading.Thread):
+    """Reads the target topic read_committed as a consumer there would, noting when each record became visible.
+
+    The target's LogAppendTime is when a record was appended, which for a transactional copy is before it can
+    be read: exactly-once records wait for their transaction's commit on top. Visible latency = the moment
+    this consumer received the record - the source record's timestamp (its `ts` header), so it includes the
+    commit and this consumer's own fetch wait (at most 5 ms)."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        super().__init__(daemon=True, name="visible-watcher")
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"visible-{uuid.uuid4().hex[:8]}",
+                                  "isolation.level": "read_committed", "enable.auto.commit": False,
+                                  "fetch.wait.max.ms": 5, "log_level": 2})
+        self.consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        self.src_ts: array = array("q")
+        self.lat: array = array("q")
+        self.stop_event = threading.Event()
+        self.error: str | None = None
+
+    def run(self) -> None:
+        try:
+            while not self.stop_event.is_set():
+                msgs = self.consumer.consume(5000, 0.05)
+                now = int(time.time() * 1000)
+                for m in msgs:
+                    if m.error() is not None:
+                        continue
+                    for hk, hv in m.headers() or ():
+                        if hk == "ts":
+                            ts = int(hv)
+                            self.src_ts.append(ts)
+                            self.lat.append(now - ts)
+                            break
+        except Exception as e:  # noqa: BLE001 - reported with the run
+            self.error = f"visible-latency consumer: {e}"
+        finally:
+            self.consumer.close()
+
+    def window(self, from_ms: int, to_ms: int) -> list[int]:
+        return [v for t, v in zip(self.src_ts, self.lat) if from_ms <= t <= to_ms]
+
+
 class SteadyProducer(threading.Thread):
     """Produces 1 KiB records with keys, headers and a `ts` header at a steady rate until stopped."""
 
@@ -368,6 +411,8 @@ def run_mirror_latency(env: Env, contender: Contender, rep: int, parallelism: in
     setup = MirrorSetup(env.source.bootstrap, target.bootstrap, name.replace(".", r"\."), parallelism, rundir)
     producer = None
     mon = None
+    watcher = VisibleWatcher(target.bootstrap, remote_name(name), partitions)
+    watcher.start()
     try:
         pid = contender.start(setup)
         mon = ProcessTreeMonitor([pid]).start()
@@ -444,10 +489,25 @@ def run_mirror_latency(env: Env, contender: Contender, rep: int, parallelism: in
             if not lat:
                 run.ok = False
                 run.problems.append("no records inside the latency window")
+            until = time.monotonic() + 30  # every record is committed by now: let the watcher read the last
+            while len(watcher.window(win_from, win_to)) < len(lat) and time.monotonic() < until \
+                    and watcher.is_alive():
+                time.sleep(0.2)
+            vis = watcher.window(win_from, win_to)
+            run.detail["visible_window_records"] = len(vis)
+            if watcher.error or len(vis) < len(lat):
+                run.ok = False
+                run.problems.append(watcher.error or f"the visible-latency consumer read {len(vis)} of the "
+                                                     f"window's {len(lat)} records")
+            elif vis:
+                run.latency_ms.update({"visible_p50": percentile(vis, 0.50), "visible_p99": percentile(vis, 0.99),
+                                       "visible_max": float(max(vis))})
         run.log = str(contender.log)
     except BenchError as e:
         run.problems = [str(e)]
     finally:
+        watcher.stop_event.set()
+        watcher.join(timeout=30)
         if producer is not None and producer.is_alive():
             producer.stop_event.set()
             producer.join(timeout=60)

@@ -42,6 +42,9 @@ def test_bench_runs_end_to_end_and_writes_its_report(tmp_path: Path) -> None:
     lat = [r for r in report["runs"] if r["kind"] == "latency"]
     assert len(lat) == 1 and lat[0]["contender"] == latency and lat[0]["latency_ms"]["p99"] >= 0 \
         and lat[0]["size"] == "1 KiB"
+    # visible to a read_committed reader of the target: never before it was appended there
+    assert lat[0]["latency_ms"]["visible_p99"] >= lat[0]["latency_ms"]["p99"] - 1 and \
+        lat[0]["detail"]["visible_window_records"] > 0
     md = (results / "latest.md").read_text()
     assert "| contender | CPU s / M records | records/s |" in md and "## Machine" in md
     assert md.index("## 1 KiB records") < md.index("## 100 B records") < md.index("## Machine")
