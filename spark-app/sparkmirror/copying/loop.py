@@ -287,12 +287,17 @@ class LaneCopier:
         self.consumer = new_consumer({**self.source_conf, "error_cb": self._on_client_error}, self.tid)
         # THEN the progress topic: it can no longer change under us
         self.topic_ids = lane_topic_ids(self.config, self.mirror, self.route)
-        positions, self._committed_totals = resume_positions(self.config, self.mirror, self.consumer,
-                                                             list(self.route), self.topic_ids, self.route)
+        positions, self._committed_totals = resume_positions(self.config, self.mirror, list(self.route),
+                                                             self.topic_ids, self.route)
         self._committed_next = dict(positions)
         self.protocol.resumed({(self.mirror.source, t, p): o for (t, p), o in positions.items()
                                if (t, p) in self._committed_totals})
         self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in positions.items()])
+        with talking_to("source", self.mirror.source, "reading the source's metadata"):
+            # the offsets above came from an admin client: the consumer knows no leader yet, and for topics it
+            # never heard of it waited seconds before fetching (a lane fenced and started afresh copied nothing
+            # in a 2-s epoch). One metadata request tells it every assigned partition's leader now.
+            self.consumer.list_topics(timeout=30)
         log.info("lane %s: started in %.0f ms (%d partitions)", self.tid, (time.monotonic() - t0) * 1000,
                  len(positions))
 
