@@ -76,10 +76,6 @@ def _worker_logging() -> None:
         lg.propagate = False
 
 
-_ADMINS: dict[str, object] = {}
-"""Source AdminClients by client config, kept by the (reused) Python worker across epochs."""
-
-
 class RouteWatch:
     """Executor side: has the source gained topics or partitions this epoch's plan does not cover?
 
@@ -90,19 +86,14 @@ class RouteWatch:
     """
 
     def __init__(self, config: FlowGroupConfig, mirror: Mirror, routes: tuple[tuple[str, str, int], ...]) -> None:
-        from confluent_kafka.admin import AdminClient
-
+        from .copying.admins import kept_admin
         from .topicsync import topic_filter
         from .replication import policy_for, should_replicate_topic
 
         self.known = {s: n for s, _t, n in routes}
         self.interval = mirror.refreshTopicsIntervalSeconds
         self.next_check = self._next_tick()
-        conf = config.cluster(mirror.source).client_config()
-        key = repr(sorted(conf.items()))
-        if key not in _ADMINS:
-            _ADMINS[key] = AdminClient(conf)
-        self.admin = _ADMINS[key]
+        self.admin = kept_admin(config.cluster(mirror.source).client_config())
         self.policy, self.filter, self.target = policy_for(mirror), topic_filter(config, mirror), mirror.target
         self._should = should_replicate_topic
 

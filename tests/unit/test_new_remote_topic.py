@@ -34,14 +34,14 @@ def _fake_admin(unknown_rounds: dict[str, int], asked: list[list[str]]) -> type:
 
 def test_a_topic_the_broker_does_not_know_yet_is_asked_for_again(monkeypatch: pytest.MonkeyPatch) -> None:
     asked: list[list[str]] = []
-    monkeypatch.setattr(start, "AdminClient", _fake_admin({"b": 2}, asked))
+    monkeypatch.setattr(start, "kept_admin", _fake_admin({"b": 2}, asked))
     monkeypatch.setattr(start.time, "sleep", lambda s: None)
     assert start.target_max_message_bytes({}, {"a", "b"}) == {"a": 1048588, "b": 1048588}
     assert asked == [["a", "b"], ["b"], ["b"]]
 
 
 def test_a_topic_that_stays_unknown_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(start, "AdminClient", _fake_admin({"gone": 10**6}, []))
+    monkeypatch.setattr(start, "kept_admin", _fake_admin({"gone": 10**6}, []))
     monkeypatch.setattr(start.time, "sleep", lambda s: None)
     with pytest.raises(CopyError, match="target topic 'gone' cannot be described"):
         start.target_max_message_bytes({}, {"gone"}, unknown_for=0.05)

@@ -23,6 +23,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec
 from ..progress import read_progress
 from ..resource.flowgroup import FlowGroupConfig, Mirror
 from ..topicsync import topic_ids
+from .admins import kept_admin
 from .errors import CopyError, SourceGapError, Superseded, talking_to, transient_reason
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,7 @@ applies the controller's records a moment after CreateTopics returned (seconds f
 def target_max_message_bytes(target_conf: dict[str, str], topics: set[str],
                              unknown_for: float = NEW_TOPIC_SECONDS) -> dict[str, int]:
     """The target topics' max.message.bytes: the batch size must not exceed it, and errors quote it."""
-    admin = AdminClient(target_conf) if topics else None
+    admin = kept_admin(target_conf) if topics else None
     out: dict[str, int] = {}
     left = sorted(topics)
     deadline = time.monotonic() + unknown_for
@@ -101,9 +102,9 @@ class TopicIds:
 
 def lane_topic_ids(config: FlowGroupConfig, mirror: Mirror, route: dict[tuple[str, int], str]) -> TopicIds:
     with talking_to("source", mirror.source, "describing the source topics"):
-        source = topic_ids(AdminClient(config.cluster(mirror.source).client_config()), {t for t, _ in route})
+        source = topic_ids(kept_admin(config.cluster(mirror.source).client_config()), {t for t, _ in route})
     with talking_to("target", mirror.target, "describing the remote topics"):
-        target = topic_ids(AdminClient(config.cluster(mirror.target).client_config()), set(route.values()))
+        target = topic_ids(kept_admin(config.cluster(mirror.target).client_config()), set(route.values()))
     return TopicIds(source, target)
 
 
@@ -171,7 +172,7 @@ def offsets_held(source_conf: dict[str, str], partitions: list[tuple[str, int]],
     wanted = sorted(set(partitions))
     if not wanted:
         return {}
-    admin = AdminClient(source_conf)
+    admin = kept_admin(source_conf)
     deadline = time.monotonic() + timeout
     while True:
         md = admin.list_topics(timeout=max(deadline - time.monotonic(), 1.0))
