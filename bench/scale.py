@@ -15,7 +15,10 @@ headers, as in the throughput benchmark). Then, for each contender, on a fresh t
 4. memory: peak resident memory per kind of process (JVM, Python driver, Python workers, Spark's Python
    source runner), whole run;
 5. planning (sparkmirror only; MM2 has no epochs): the driver-side time of each epoch, from the job's
-   "planned in" log lines (latestOffset with topic sync, plus planning the lanes).
+   "planned in" log lines (latestOffset with topic sync, plus planning the lanes); and the epoch boundary, the
+   time between one epoch's last task and the next one's first, with how long the driver took to collect the
+   epoch's summary rows (one a partition), from the job's epoch lines. Past 15 s (the carry window) the lanes
+   stop copying between epochs and start afresh.
 
 Both contenders refresh topics every 5 s (as in the throughput benchmark; MM2's default is 10 minutes).
 Writes bench/results/scale.{md,json}.
@@ -27,7 +30,9 @@ import json
 import os
 import random
 import re
+import signal
 import statistics
+import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -45,6 +50,7 @@ from .procmon import ProcessTreeMonitor
 HERE = Path(__file__).resolve().parent
 PLANNED = re.compile(r"epoch \d+ planned in (\d+) ms \(latest offset and topic sync (\d+) ms, lanes (\d+) ms\): "
                      r"(\d+) lanes over (\d+) partitions")
+BOUNDARY = re.compile(r"(\d+) ms between the epochs' tasks \((\d+) rows: collected in (\d+) ms")
 CONTENDERS = {"sparkmirror-eos": lambda: SparkMirror(True), "sparkmirror-alo": lambda: SparkMirror(False),
               "mm2": lambda: MirrorMaker2(False), "mm2-eos": lambda: MirrorMaker2(True)}
 
@@ -68,6 +74,8 @@ class ScaleRun:
     planning_ms: list[int] = field(default_factory=list)
     topic_sync_ms: list[int] = field(default_factory=list)
     planned_partitions: int = 0
+    boundary_ms: list[int] = field(default_factory=list)   # one epoch's last task -> the next one's first
+    collect_ms: list[int] = field(default_factory=list)    # the driver collecting an epoch's summary rows
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -93,6 +101,15 @@ def planning_lines(log: Path, since: int = 0) -> list[tuple[int, int, int]]:
     except OSError:
         return []
     return [(int(m[1]), int(m[2]), int(m[5])) for m in PLANNED.finditer(text)]
+
+
+def boundary_lines(log: Path) -> list[tuple[int, int, int]]:
+    """(ms between the epochs' tasks, summary rows, ms collecting them) of each epoch in the job's log."""
+    try:
+        text = log.read_bytes().decode(errors="replace")
+    except OSError:
+        return []
+    return [(int(m[1]), int(m[2]), int(m[3])) for m in BOUNDARY.finditer(text)]
 
 
 class Prober(threading.Thread):
@@ -189,6 +206,9 @@ def run_contender(env: Env, layout: data.Layout, source_scan: data.ScanResult, c
             run.planning_ms = [p for p, _s, _n in lines]
             run.topic_sync_ms = [s for _p, s, _n in lines]
             run.planned_partitions = max((n for _p, _s, n in lines), default=0)
+            bounds = boundary_lines(contender.log)
+            run.boundary_ms = [b for b, _n, _c in bounds]
+            run.collect_ms = [c for _b, _n, c in bounds]
         run.ok = not run.problems
     except BenchError as e:
         run.problems.append(str(e))
@@ -234,8 +254,8 @@ def render(runs: list[ScaleRun], meta: dict) -> str:
            f"topic refresh every 5 s for both · machine: {meta['cpus']} CPUs", "",
            "| point | partitions | contender | ok | copy s | records/s | records / CPU s | machine load (cores) | "
            "new topic → copying s (median / max) | idle CPU (cores) | peak RSS MB | planning ms (median / max) | "
-           "topic sync ms (median / max) |",
-           "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
+           "topic sync ms (median / max) | epoch boundary ms (median / max) | rows collected ms (median / max) |",
+           "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|"]
     for r in runs:
         j = r.to_json()
         rss = ", ".join(f"{k} {v:,.0f}" for k, v in r.peak_rss_mb.items())
@@ -243,7 +263,9 @@ def render(runs: list[ScaleRun], meta: dict) -> str:
                    f"{j['records_per_s']:,.0f} | {j['records_per_cpu_s']:,.0f} | {r.machine_load:.2f} | "
                    f"{_med(r.new_topic_s)} / {max(r.new_topic_s, default=0):,.1f} | {r.idle_cores:.3f} | {rss} | "
                    f"{_med(r.planning_ms)} / {max(r.planning_ms, default=0):,} | "
-                   f"{_med(r.topic_sync_ms)} / {max(r.topic_sync_ms, default=0):,} |")
+                   f"{_med(r.topic_sync_ms)} / {max(r.topic_sync_ms, default=0):,} | "
+                   f"{_med(r.boundary_ms)} / {max(r.boundary_ms, default=0):,} | "
+                   f"{_med(r.collect_ms)} / {max(r.collect_ms, default=0):,} |")
     problems = [f"- {r.point} {r.contender}: {p}" for r in runs for p in r.problems]
     if problems:
         out += ["", "## Problems", *problems]
@@ -273,6 +295,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    # a kill stops the contender and the clusters too (their `finally` blocks run), as for the throughput bench
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started in the background
     rmtree(args.workdir)
     runs: list[ScaleRun] = []
     meta = {"when": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "records": args.records,

@@ -278,8 +278,12 @@ class MirrorStreamReader(DataSourceStreamReader):
                 yield summary.row()
             yield PartitionSummary(mirror.name, partition.lane, "", -1, "", error=str(e)).row()
             return
+        t0 = time.monotonic()
         for summary in summaries:
             yield summary.row()
+        if len(summaries) >= 1000:  # the epoch boundary's cost at scale: Spark takes the rows as they come
+            log.info("lane %s: %d rows handed to Spark in %.0f ms", copier.tid, len(summaries),
+                     (time.monotonic() - t0) * 1000)
 
 
 class MirrorDataSource(DataSource):

@@ -50,10 +50,14 @@ class MirrorStats:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def update(self, rows: list) -> None:
-        """Fold one epoch's rows (dicts or Rows with the copying.SUMMARY_SCHEMA fields) into the stats."""
+        """Fold one epoch's rows (dicts or Rows with the copying.SUMMARY_SCHEMA fields) into the stats. A lane
+        reports only the partitions with something new (copying/loop.py): the others keep their last figures,
+        and their rates are zero (they copied nothing this epoch)."""
         with self._lock:
             self.epochs += 1
             self.waiting, self.waiting_since_ms = None, 0
+            for ps in self.partitions.values():
+                ps.records_per_s = ps.bytes_per_s = 0.0
             for r in rows:
                 r = r.asDict() if hasattr(r, "asDict") else r
                 if r.get("error"):
@@ -83,6 +87,11 @@ class MirrorStats:
                         self.latency_count += r["records"]
                         self.latency_sum_ms += r["latency_ms_sum"]
                 self.last_epoch_end_ms = max(self.last_epoch_end_ms or 0, r["epoch_end_ms"])
+
+    def lag(self) -> int:
+        """Records behind, summed over the partitions whose lag is known."""
+        with self._lock:
+            return sum(p.lag for p in self.partitions.values() if p.lag > 0)
 
     def snapshot(self) -> dict:
         """A JSON-able copy: totals and per-partition figures (lag in records, records/s, bytes/s, latency)."""

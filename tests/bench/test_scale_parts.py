@@ -10,7 +10,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bench.scale import ScaleRun, parse_points, planning_lines, render  # noqa: E402
+from bench.scale import ScaleRun, boundary_lines, parse_points, planning_lines, render  # noqa: E402
 
 
 def test_points_name_topics_and_partitions_per_topic() -> None:
@@ -31,11 +31,24 @@ def test_planning_lines_are_read_from_the_job_log_after_an_offset(tmp_path: Path
     assert planning_lines(tmp_path / "missing.log") == []
 
 
+def test_epoch_boundaries_are_read_from_the_driver_lines(tmp_path: Path) -> None:
+    log = tmp_path / "job.log"
+    log.write_text(
+        "2026-11-26 06:03:28,284 INFO sparkmirror.driver: mirror m epoch 0: 9 records, lag 0 (2 rows: collected in "
+        "80 ms, counted in 1 ms)\n"
+        "2026-11-26 06:03:58,284 INFO sparkmirror.driver: mirror m epoch 1: 9 records, lag 3, 2129 ms between the "
+        "epochs' tasks (10000 rows: collected in 812 ms, counted in 40 ms)\n")
+    assert boundary_lines(log) == [(2129, 10000, 812)]
+    assert boundary_lines(tmp_path / "missing.log") == []
+
+
 def test_the_table_has_a_row_per_run_and_lists_problems() -> None:
     ok = ScaleRun("1000x1", 1000, 1000, "sparkmirror-eos", ok=True, records=40000, copy_s=20.0, cpu_s=10.0,
-                  new_topic_s=[4.0, 6.0, 5.0], peak_rss_mb={"jvm": 400}, planning_ms=[300, 500], topic_sync_ms=[250])
+                  new_topic_s=[4.0, 6.0, 5.0], peak_rss_mb={"jvm": 400}, planning_ms=[300, 500], topic_sync_ms=[250],
+                  boundary_ms=[2000, 9000, 3000], collect_ms=[100, 700])
     bad = ScaleRun("1000x1", 1000, 1000, "mm2", problems=["new topic 0: not copying after 120 s"])
     text = render([ok, bad], {"when": "now", "records": 40, "parallelism": 2, "cpus": 2})
     assert "| 1000x1 | 1,000 | sparkmirror-eos | yes | 20.0 | 2,000 | 4,000 |" in text
     assert "| 5.0 / 6.0 |" in text and "| 400.0 / 500 |" in text
+    assert "| 3,000.0 / 9,000 | 400.0 / 700 |" in text
     assert "- 1000x1 mm2: new topic 0: not copying after 120 s" in text

@@ -231,9 +231,13 @@ def stop_asked(tid: str) -> bool:
 def publish(tid: str, served: Served) -> None:
     """The served epoch's report for the task (which starts afresh after a while if it never comes)."""
     f = LaneFiles(tid)
+    t0 = time.monotonic()
     try:
         f.write(f.result, {"epoch": served.epoch, "rows": [asdict(r) for r in served.rows], "error": served.error,
                            "failed": served.failed})
+        if len(served.rows) >= 1000:  # the epoch boundary's cost at scale
+            log.info("lane %s: %d rows written for the task in %.0f ms", tid, len(served.rows),
+                     (time.monotonic() - t0) * 1000)
     except OSError as e:
         log.warning("lane %s: cannot report epoch %d to its task (%s); it starts afresh", tid, served.epoch, e)
 
@@ -311,14 +315,19 @@ def _result(copier: LaneCopier, f: LaneFiles, holder: Proc) -> Served | None:
     """Wait for the served epoch's report while the keeping worker lives and not too long after the epoch's end;
     pass a stop on to it."""
     give_up = time.monotonic() + copier.epoch_seconds + RESULT_GRACE_SECONDS
+    deadline = time.time() + copier.epoch_seconds
     stopped = False
     next_check = 0.0
     while True:
+        t0 = time.monotonic()
         doc = f.read(f.result) if f.result.exists() else None
         if doc is not None and doc.get("epoch") == copier.epoch:
             f.drop(f.result, f.stop)
             served = Served(copier.epoch, [PartitionSummary(**r) for r in doc["rows"]], doc.get("error"),
                             doc.get("failed"))
+            if len(served.rows) >= 1000:  # the epoch boundary's cost at scale
+                log.info("lane %s: %d rows read in %.0f ms, %.1f s after the epoch's planned end", copier.tid,
+                         len(served.rows), (time.monotonic() - t0) * 1000, time.time() - deadline)
             if served.failed:
                 log.warning("lane %s: worker %d ended epoch %d early (%s); starting afresh", copier.tid,
                             holder.pid, copier.epoch, served.failed)
