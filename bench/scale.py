@@ -16,8 +16,8 @@ headers, as in the throughput benchmark). Then, for each contender, on a fresh t
    source runner), whole run;
 5. planning (sparkmirror only; MM2 has no epochs): the driver-side time of each epoch, from the job's
    "planned in" log lines (latestOffset with topic sync, plus planning the lanes); and the epoch boundary, the
-   time between one epoch's last task and the next one's first, with how long the driver took to collect the
-   epoch's summary rows (one a partition), from the job's epoch lines. Past 15 s (the carry window) the lanes
+   time between one epoch's last task and the next one's first, with how long after the last lane's end the
+   epoch's summary rows were in the driver, from the job's epoch lines. Past 15 s (the carry window) the lanes
    stop copying between epochs and start afresh.
 
 Both contenders refresh topics every 5 s (as in the throughput benchmark; MM2's default is 10 minutes).
@@ -50,7 +50,7 @@ from .procmon import ProcessTreeMonitor
 HERE = Path(__file__).resolve().parent
 PLANNED = re.compile(r"epoch \d+ planned in (\d+) ms \(latest offset and topic sync (\d+) ms, lanes (\d+) ms\): "
                      r"(\d+) lanes over (\d+) partitions")
-BOUNDARY = re.compile(r"(\d+) ms between the epochs' tasks \((\d+) rows: collected in (\d+) ms")
+BOUNDARY = re.compile(r"(\d+) ms between the epochs' tasks \((\d+) rows: in the driver (\d+) ms after")
 CONTENDERS = {"sparkmirror-eos": lambda: SparkMirror(True), "sparkmirror-alo": lambda: SparkMirror(False),
               "mm2": lambda: MirrorMaker2(False), "mm2-eos": lambda: MirrorMaker2(True)}
 
@@ -75,7 +75,7 @@ class ScaleRun:
     topic_sync_ms: list[int] = field(default_factory=list)
     planned_partitions: int = 0
     boundary_ms: list[int] = field(default_factory=list)   # one epoch's last task -> the next one's first
-    collect_ms: list[int] = field(default_factory=list)    # the driver collecting an epoch's summary rows
+    collect_ms: list[int] = field(default_factory=list)    # the last lane's epoch end -> its rows in the driver
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -104,7 +104,8 @@ def planning_lines(log: Path, since: int = 0) -> list[tuple[int, int, int]]:
 
 
 def boundary_lines(log: Path) -> list[tuple[int, int, int]]:
-    """(ms between the epochs' tasks, summary rows, ms collecting them) of each epoch in the job's log."""
+    """(ms between the epochs' tasks, summary rows, ms from the last lane's end to the rows in the driver) of each
+    epoch in the job's log."""
     try:
         text = log.read_bytes().decode(errors="replace")
     except OSError:
@@ -254,7 +255,7 @@ def render(runs: list[ScaleRun], meta: dict) -> str:
            f"topic refresh every 5 s for both · machine: {meta['cpus']} CPUs", "",
            "| point | partitions | contender | ok | copy s | records/s | records / CPU s | machine load (cores) | "
            "new topic → copying s (median / max) | idle CPU (cores) | peak RSS MB | planning ms (median / max) | "
-           "topic sync ms (median / max) | epoch boundary ms (median / max) | rows collected ms (median / max) |",
+           "topic sync ms (median / max) | epoch boundary ms (median / max) | rows in the driver ms (median / max) |",
            "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|"]
     for r in runs:
         j = r.to_json()

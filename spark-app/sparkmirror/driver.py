@@ -83,8 +83,8 @@ def start_query(spark, config: FlowGroupConfig, mirror_name: str, stats: dict[st
     mstats = stats.setdefault(mirror_name, MirrorStats(mirror_name))
 
     def sink(batch_df, batch_id: int) -> None:
-        t0 = time.monotonic()
-        rows = batch_df.collect()
+        rows = batch_df.collect()  # runs the epoch's lane tasks
+        arrived_ms = int(time.time() * 1000)
         t1 = time.monotonic()
         mstats.update(rows)
         t2 = time.monotonic()
@@ -96,10 +96,11 @@ def start_query(spark, config: FlowGroupConfig, mirror_name: str, stats: dict[st
         gap = (min(starts) - mstats.prev_epoch_end_ms) if starts and mstats.prev_epoch_end_ms else None
         mstats.prev_epoch_end_ms = max((r["epoch_end_ms"] for r in rows), default=None)
         # the rows' own cost at the boundary grows with the partitions (bench/scale.py reads these figures)
-        log.info("mirror %s epoch %d: %d records, lag %s%s (%d rows: collected in %.0f ms, counted in %.0f ms)",
-                 mstats.mirror, batch_id, moved, mstats.lag(),
-                 f", {gap} ms between the epochs' tasks" if gap is not None else "", len(rows), (t1 - t0) * 1000,
-                 (t2 - t1) * 1000)
+        last_end = mstats.prev_epoch_end_ms
+        log.info("mirror %s epoch %d: %d records, lag %s%s (%d rows: in the driver %s ms after the last lane's "
+                 "epoch ended, counted in %.0f ms)", mstats.mirror, batch_id, moved, mstats.lag(),
+                 f", {gap} ms between the epochs' tasks" if gap is not None else "", len(rows),
+                 arrived_ms - last_end if last_end else "-", (t2 - t1) * 1000)
 
     reader = (spark.readStream.format(FORMAT).option("config", config.model_dump_json())
               .option("mirror", mirror_name))

@@ -34,10 +34,10 @@ def test_planning_lines_are_read_from_the_job_log_after_an_offset(tmp_path: Path
 def test_epoch_boundaries_are_read_from_the_driver_lines(tmp_path: Path) -> None:
     log = tmp_path / "job.log"
     log.write_text(
-        "2026-11-26 06:03:28,284 INFO sparkmirror.driver: mirror m epoch 0: 9 records, lag 0 (2 rows: collected in "
-        "80 ms, counted in 1 ms)\n"
+        "2026-11-26 06:03:28,284 INFO sparkmirror.driver: mirror m epoch 0: 9 records, lag 0 (2 rows: in the driver "
+        "- ms after the last lane's epoch ended, counted in 1 ms)\n"
         "2026-11-26 06:03:58,284 INFO sparkmirror.driver: mirror m epoch 1: 9 records, lag 3, 2129 ms between the "
-        "epochs' tasks (10000 rows: collected in 812 ms, counted in 40 ms)\n")
+        "epochs' tasks (10000 rows: in the driver 812 ms after the last lane's epoch ended, counted in 40 ms)\n")
     assert boundary_lines(log) == [(2129, 10000, 812)]
     assert boundary_lines(tmp_path / "missing.log") == []
 
