@@ -113,3 +113,17 @@ def test_lane_copying_between_epochs_is_fenced_by_its_next_copy_elsewhere(kafka_
         cfg_target = {"bootstrap.servers": kafka_b.bootstrap}
         latest = read_progress(cfg_target, last.config.progressTopic, "a").latest
         assert sorted(r.next_offset for r in latest.values()) == [500, 500], "progress moved backwards"
+
+
+def test_kept_clients_report_only_the_partitions_that_moved(kafka_a, kafka_b, lane):
+    """A lane resuming its kept clients yields rows only for partitions with something new (and its first one):
+    the clients carry what they reported, so an idle partition is not reported again (copying/loop.py)."""
+    src, dst, run = lane(Delivery.EXACTLY_ONCE)
+    produce_numbered(kafka_a.bootstrap, src, 2, 0, 200)
+    first = run(10, 0)
+    produce_numbered(kafka_a.bootstrap, src, 1, 200, 100)  # partition 0 only
+    second = run(20, 10)
+    assert not first.reused and second.reused
+    assert sorted((s.partition, s.records) for s in first.result) == [(0, 200), (1, 200)]
+    assert [(s.partition, s.records) for s in second.result] == [(0, 100)]  # partition 1 had nothing new
+    assert numbered_sequences(kafka_b.bootstrap, dst) == {0: list(range(300)), 1: list(range(200))}
