@@ -16,7 +16,8 @@ progress backwards).
 
 The loop calls `begin()` before the first record of a commit interval, `commit()` once all of the interval's
 records were acknowledged, `end_empty()` when the interval has nothing to commit and `abort()` when it gives
-the interval up.
+the interval up. At-least-once commits are `pipelined`: the loop copies on while an ended interval waits for its
+acks and its progress transaction runs in a thread (loop.py).
 """
 from __future__ import annotations
 
@@ -72,6 +73,9 @@ class CommitProtocol(ABC):
     """Produces the copied records."""
     fence: Producer
     """Holds the lane's transactional.id and writes the progress records."""
+    pipelined = False
+    """commit() may run in a thread of its own while the loop produces on: the records are not in the progress
+    transaction (the loop calls it only after they were acknowledged)."""
 
     def __init__(self, progress_topic: str) -> None:
         self.progress_topic = progress_topic
@@ -160,6 +164,8 @@ class ExactlyOnce(CommitProtocol):
 
 class AtLeastOnce(CommitProtocol):
     """Records acknowledged by an idempotent producer; then their progress in a transaction of the fence."""
+
+    pipelined = True
 
     def __init__(self, make_producer: ProducerFactory, progress_topic: str) -> None:
         super().__init__(progress_topic)
