@@ -3,7 +3,8 @@
 A fresh lane starts its commit protocol first (fencing older copies, see commit.py), then reads its resume
 offsets from the progress topic and checks them against what the source still holds (start.py). It then
 consumes for up to ~commitIntervalMs at a time, produces each record to the same partition (key, value,
-headers and timestamp kept) and hands the interval to the commit protocol once every record was acknowledged.
+headers and timestamp kept) and hands the interval to the commit protocol once every record was acknowledged
+(exactly-once waits for that; at-least-once copies on meanwhile, see "pipelined commits" below).
 A refused record raises a `CopyError` (errors.py). A cluster that does not answer never ends the lane, and the
 lane says so once when it stops answering and once when it answers again. A source away: its consumer keeps
 its position and reconnects by itself, so the lane copies on when it returns (probing it meanwhile). A target
