@@ -172,29 +172,3 @@ def test_kept_clients_report_only_the_partitions_that_moved(kafka_a, kafka_b, la
     assert sorted((s.partition, s.records) for s in first.result) == [(0, 200), (1, 200)]
     assert [(s.partition, s.records) for s in second.result] == [(0, 100)]  # partition 1 had nothing new
     assert numbered_sequences(kafka_b.bootstrap, dst) == {0: list(range(300)), 1: list(range(200))}
-
-
-def test_kept_clients_read_past_their_commit_go_back_to_it(kafka_a, kafka_b, lane):
-    """Kept clients resume at the committed offsets: records their consumer took after the last commit (read,
-    never committed) are copied by the next epoch, not skipped; the other partitions are left as they are."""
-    from confluent_kafka import TopicPartition
-
-    from sparkmirror.copying import sessions
-
-    src, dst, run = lane(Delivery.EXACTLY_ONCE)
-    produce_numbered(kafka_a.bootstrap, src, 2, 0, 100)
-    first = run(10, 0)
-    kept = sessions._SESSIONS[first.tid].copier
-    # assigned as a lane copying on between epochs leaves it (this one was kept without copying on)
-    kept.consumer.assign([TopicPartition(t, p, o) for (t, p), o in kept._committed_next.items()])
-    produce_numbered(kafka_a.bootstrap, src, 1, 100, 50)  # partition 0 only
-    taken = 0
-    for _ in range(100):  # the kept consumer reads them, as an interval that is then aborted would
-        taken += len([m for m in kept.consumer.consume(100, 0.2) if m.error() is None])
-        if taken >= 50:
-            break
-    assert taken == 50
-    second = run(20, 10)
-    assert second.reused
-    assert [(s.partition, s.records) for s in second.result] == [(0, 50)]
-    assert numbered_sequences(kafka_b.bootstrap, dst) == {0: list(range(150)), 1: list(range(100))}

@@ -385,28 +385,7 @@ class LaneCopier:
         self._committed_totals = dict(kept._committed_totals)
         kept.protocol = kept.consumer = None
         self._added = [k for k in self.route if k not in kept.route]  # the plan grew (sessions.grows)
-        self._rewind_to_committed()
-
-    def _rewind_to_committed(self) -> None:
-        """Kept clients go on from the committed offsets. Only the partitions the consumer read past them (an
-        aborted interval) are assigned again, at their committed offset; a partition it read nothing from since
-        it was assigned (position unset) is still at it. Assigning all of a lane's partitions again at every
-        epoch made the consumer validate each one's position anew: at 5,000 partitions a lane, the next
-        assignment (a topic the plan gained) then waited 19-26 s."""
-        assert self.consumer is not None
-        committed = self._committed_next
-        assigned = {(tp.topic, tp.partition) for tp in self.consumer.assignment()}
-        if not assigned:  # kept without copying on (sessions.keep): nothing is assigned
-            self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in committed.items()])
-            return
-        moved = [TopicPartition(tp.topic, tp.partition, committed[(tp.topic, tp.partition)])
-                 for tp in self.consumer.position([TopicPartition(t, p) for t, p in committed if (t, p) in assigned])
-                 if tp.offset >= 0 and tp.offset != committed[(tp.topic, tp.partition)]]
-        if moved:
-            self.consumer.incremental_unassign(moved)
-        missing = [TopicPartition(t, p, o) for (t, p), o in committed.items() if (t, p) not in assigned]
-        if moved or missing:
-            self.consumer.incremental_assign(moved + missing)
+        self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in self._committed_next.items()])
 
     def _extend(self) -> None:
         """Add the partitions the plan gained to the kept clients: the same start as a fresh lane's for just
