@@ -19,7 +19,7 @@ import functools
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_for
 from dataclasses import dataclass, field, replace
@@ -111,10 +111,6 @@ CONSUME_SLICE_S = 0.01
 full, so a whole commit interval in one call held every record back until the interval ended."""
 
 
-class _Regrow(Exception):
-    """Kept clients cannot take the lane's new partitions: the lane starts afresh."""
-
-
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -187,7 +183,6 @@ class LaneCopier:
         self._writer: ThreadPoolExecutor | None = None
         self._committed_next: dict[tuple[str, int], int] = {}
         self._committed_totals: dict[tuple[str, int], tuple[int, int]] = {}  # (records, bytes) carried on
-        self._added: list[tuple[str, int]] = []  # partitions the kept clients did not copy yet (_extend)
         self.protocol: CommitProtocol | None = None  # the producers, see commit.py
         self.consumer: Consumer | None = None
         self.outage = _OUTAGES.setdefault(self.tid, Outage(f"mirror {mirror.name!r} lane {lane}"))
@@ -196,11 +191,10 @@ class LaneCopier:
 
     # ---- the epoch -----------------------------------------------------------------------------------------
 
-    def successor(self, epoch: int, prev_epoch: int, epoch_seconds: float, should_stop: Callable[[], bool],
-                  partitions: Sequence[LanePartition]) -> LaneCopier:
-        """The copier of this lane's next epoch (its task's `partitions`: these or more), run by this worker for
-        a task in another (delegate.py)."""
-        nxt = LaneCopier(self.config, self.mirror, self.lane, list(partitions), epoch_seconds, should_stop,
+    def successor(self, epoch: int, prev_epoch: int, epoch_seconds: float,
+                  should_stop: Callable[[], bool]) -> LaneCopier:
+        """The copier of this lane's next epoch, run by this worker for a task in another (delegate.py)."""
+        nxt = LaneCopier(self.config, self.mirror, self.lane, self.partitions, epoch_seconds, should_stop,
                          epoch=epoch, prev_epoch=prev_epoch, carry_seconds=self.carry_seconds,
                          stop_file=self.stop_file)
         nxt.served = True
@@ -278,19 +272,9 @@ class LaneCopier:
                         deadline += time.monotonic() - t0
                         first_start = False
                     self._answered()
-                if self._added:
-                    self._extend()
                 with talking_to("target", self.mirror.target, "copying"):
                     self._guarded(self._loop, deadline)
                 return
-            except _Regrow as e:
-                if self.served:
-                    raise
-                log.info("lane %s: starting afresh for its new partitions: %s", self.tid, e)
-                self._close_clients()
-                self.reused = started = False
-                self._added = []
-                continue
             except LaneFenced:
                 if not self.reused or self._commits or self.served:
                     raise
@@ -370,7 +354,6 @@ class LaneCopier:
             # never heard of it waited seconds before fetching (a lane fenced and started afresh copied nothing
             # in a 2-s epoch). One metadata request tells it every assigned partition's leader now.
             self.consumer.list_topics(timeout=30)
-        self._added = []  # a fresh start covers the whole plan
         log.info("lane %s: started in %.0f ms (%d partitions)", self.tid, (time.monotonic() - t0) * 1000,
                  len(positions))
 
@@ -384,36 +367,7 @@ class LaneCopier:
         self._committed_next = dict(kept._committed_next)
         self._committed_totals = dict(kept._committed_totals)
         kept.protocol = kept.consumer = None
-        self._added = [k for k in self.route if k not in kept.route]  # the plan grew (sessions.grows)
         self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in self._committed_next.items()])
-
-    def _extend(self) -> None:
-        """Add the partitions the plan gained to the kept clients: the same start as a fresh lane's for just
-        those (max.message.bytes, topic ids, resume offsets from the progress topic, read after the kept
-        producer fenced this lane's older copies), without a new producer or init_transactions."""
-        assert self.consumer is not None and self.protocol is not None
-        t0 = time.monotonic()
-        route = {k: self.route[k] for k in self._added}
-        with talking_to("target", self.mirror.target, "describing the lane's new remote topics"):
-            max_bytes = target_max_message_bytes(self.target_conf, set(route.values()) - set(self.max_bytes))
-        if min([1_000_000, *max_bytes.values()]) < min([1_000_000, *self.max_bytes.values()]):
-            # the kept producer's batches would be too large for a new topic: only a new producer fits
-            raise _Regrow(f"a new remote topic takes records up to {min(max_bytes.values())} bytes")
-        self.max_bytes.update(max_bytes)
-        ids = lane_topic_ids(self.config, self.mirror, route)
-        self.topic_ids.source.update(ids.source)
-        self.topic_ids.target.update(ids.target)
-        positions, totals = resume_positions(self.config, self.mirror, list(route), self.topic_ids, route)
-        self._committed_next.update(positions)
-        self._committed_totals.update({k: v for k, v in totals.items() if k in route})
-        self.protocol.resumed({(self.mirror.source, t, p): o for (t, p), o in positions.items() if (t, p) in totals})
-        self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in self._committed_next.items()])
-        with talking_to("source", self.mirror.source, "reading the source's metadata"):
-            for topic in sorted({t for t, _ in route}):  # the new topics' leaders, now (see _start); only
-                self.consumer.list_topics(topic, timeout=30)  # theirs: all of 10,000 partitions took 3.7 s
-        log.info("lane %s: %d partitions added to its kept clients in %.0f ms", self.tid, len(route),
-                 (time.monotonic() - t0) * 1000)
-        self._added = []
 
     def _guarded(self, op: Callable, *args) -> None:
         """Fatal errors surface from flush()/poll()/init as exceptions, sometimes a bare SystemError: map fencing
