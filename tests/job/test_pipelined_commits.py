@@ -15,6 +15,17 @@ from sparkmirror.resource.flowgroup import Delivery
 from .conftest import numbered_sequences, produce_numbered, read_topic, wait_for
 
 
+def _lane(kafka_a, kafka_b, topic, flowgroup, interval_ms: int, epoch_s: float):
+    """An at-least-once lane over a new 2-partition topic: (source, remote topic, config, copier)."""
+    src = topic(kafka_a, 2)
+    dst = topic(kafka_b, 2, name=f"a.{src}")
+    cfg = flowgroup(src, lanes=1, delivery=Delivery.AT_LEAST_ONCE, commitIntervalMs=interval_ms)
+    mirror = cfg.mirrors[0]
+    ensure_progress_topic(cfg.cluster("b").client_config(), cfg.progressTopic)
+    parts = list(plan_lanes(mirror.name, 1, [(src, dst, 2)])[0].partitions)
+    return src, dst, cfg, LaneCopier(cfg, mirror, 0, parts, epoch_s)
+
+
 @pytest.fixture
 def held_progress(monkeypatch):
     """The first progress commit waits (on the real fence producer) until the test releases it."""
@@ -35,13 +46,7 @@ def held_progress(monkeypatch):
 
 def test_a_slow_progress_commit_does_not_hold_the_copy(kafka_a, kafka_b, topic, flowgroup, held_progress):
     entered, release, calls = held_progress
-    src = topic(kafka_a, 2)
-    dst = topic(kafka_b, 2, name=f"a.{src}")
-    cfg = flowgroup(src, lanes=1, delivery=Delivery.AT_LEAST_ONCE, commitIntervalMs=50)
-    mirror = cfg.mirrors[0]
-    ensure_progress_topic(cfg.cluster("b").client_config(), cfg.progressTopic)
-    parts = list(plan_lanes(mirror.name, 1, [(src, dst, 2)])[0].partitions)
-    copier = LaneCopier(cfg, mirror, 0, parts, 8.0)
+    src, dst, cfg, copier = _lane(kafka_a, kafka_b, topic, flowgroup, 50, 8.0)
     runner = threading.Thread(target=copier.run)
     runner.start()
     try:
@@ -67,12 +72,7 @@ def test_a_slow_progress_commit_does_not_hold_the_copy(kafka_a, kafka_b, topic, 
 
 def test_progress_waits_for_the_acks_of_every_record_it_covers(kafka_a, kafka_b, topic, flowgroup, monkeypatch):
     """Each progress commit covers only records the target acknowledged before it began."""
-    src = topic(kafka_a, 2)
-    dst = topic(kafka_b, 2, name=f"a.{src}")
-    cfg = flowgroup(src, lanes=1, delivery=Delivery.AT_LEAST_ONCE, commitIntervalMs=20)
-    mirror = cfg.mirrors[0]
-    ensure_progress_topic(cfg.cluster("b").client_config(), cfg.progressTopic)
-    parts = list(plan_lanes(mirror.name, 1, [(src, dst, 2)])[0].partitions)
+    src, dst, _cfg, copier = _lane(kafka_a, kafka_b, topic, flowgroup, 20, 4.0)
     produce_numbered(kafka_a.bootstrap, src, 2, 0, 1000)
     unacked: list[int] = []
     real = AtLeastOnce.commit
@@ -85,7 +85,6 @@ def test_progress_waits_for_the_acks_of_every_record_it_covers(kafka_a, kafka_b,
         return real(self, progress, on_delivery)
 
     monkeypatch.setattr(AtLeastOnce, "commit", commit)
-    copier = LaneCopier(cfg, mirror, 0, parts, 4.0)
     copier.run()
     assert unacked == []
     assert copier._commits >= 1

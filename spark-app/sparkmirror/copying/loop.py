@@ -367,6 +367,7 @@ class LaneCopier:
         self._committed_next = dict(kept._committed_next)
         self._committed_totals = dict(kept._committed_totals)
         kept.protocol = kept.consumer = None
+        self._writer, kept._writer = kept._writer, None  # its progress thread (drained), not one per epoch
         self.consumer.assign([TopicPartition(t, p, o) for (t, p), o in self._committed_next.items()])
 
     def _guarded(self, op: Callable, *args) -> None:
