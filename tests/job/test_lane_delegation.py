@@ -13,7 +13,7 @@ import time
 import pytest
 
 from sparkmirror.copying import LaneCopier, delegate
-from sparkmirror.lanes import plan_lanes
+from sparkmirror.lanes import LanePartition, plan_lanes
 from sparkmirror.progress import ensure_progress_topic
 from sparkmirror.resource.flowgroup import Delivery
 from sparkmirror.resource.names import transactional_id
@@ -45,9 +45,9 @@ def keeping_worker(kafka_a, kafka_b, topic, flowgroup):
         assert started.is_set(), f"the keeping worker ended with {proc.exitcode}"
 
         def task(epoch: int, prev: int, seconds: float = EPOCH_S, attempt: int = 0,
-                 should_stop=None) -> LaneCopier:
-            c = LaneCopier(cfg, cfg.mirrors[0], 0, parts, seconds, should_stop, epoch=epoch, prev_epoch=prev,
-                           attempt=attempt)
+                 should_stop=None, more: tuple[LanePartition, ...] = ()) -> LaneCopier:
+            c = LaneCopier(cfg, cfg.mirrors[0], 0, parts + list(more), seconds, should_stop, epoch=epoch,
+                           prev_epoch=prev, attempt=attempt)
             c.run()
             return c
 
@@ -60,6 +60,13 @@ def keeping_worker(kafka_a, kafka_b, topic, flowgroup):
 
         task.elsewhere = task_elsewhere
         task.tid = transactional_id(cfg.resource, cfg.name, cfg.mirrors[0].name, 0)
+
+        def new_topic() -> tuple[str, str, tuple[LanePartition, ...]]:
+            new_src = topic(kafka_a, 2)
+            new_dst = topic(kafka_b, 2, name=f"a.{new_src}")
+            return new_src, new_dst, tuple(LanePartition(new_src, p, new_dst) for p in range(2))
+
+        task.new_topic = new_topic
         return src, dst, proc, task
 
     yield start
@@ -89,6 +96,25 @@ def test_the_worker_keeping_the_clients_runs_the_epoch(kafka_a, kafka_b, keeping
     assert sorted(s.records for s in third.result) == [100, 100]
     assert not any(s.fenced for s in [*second.result, *third.result])
     assert numbered_sequences(kafka_b.bootstrap, dst) == {p: list(range(700)) for p in range(2)}
+    assert proc.is_alive()
+
+
+def test_the_keeping_worker_runs_an_epoch_whose_plan_gained_a_topic(kafka_a, kafka_b, keeping_worker):
+    """The request carries the task's partitions; the keeping worker adds the new ones to its clients."""
+    src, dst, proc, task = keeping_worker(Delivery.EXACTLY_ONCE)
+    new_src, new_dst, more = task.new_topic()
+    produce_numbered(kafka_a.bootstrap, new_src, 2, 0, 120)
+    produce_numbered(kafka_a.bootstrap, src, 2, 300, 100)
+    grown = task(20, 10, more=more)
+    produce_numbered(kafka_a.bootstrap, new_src, 2, 120, 30)
+    nxt = task(30, 20, more=more)
+
+    assert (grown.reused, nxt.reused) == (False, False) and grown.consumer is None  # run by the keeping worker
+    assert sorted(s.records for s in grown.result if s.source_topic == new_src) == [120, 120]
+    assert sorted(s.records for s in nxt.result if s.source_topic == new_src) == [30, 30]
+    assert not any(s.fenced for s in [*grown.result, *nxt.result])
+    assert numbered_sequences(kafka_b.bootstrap, dst) == {p: list(range(400)) for p in range(2)}
+    assert numbered_sequences(kafka_b.bootstrap, new_dst) == {p: list(range(150)) for p in range(2)}
     assert proc.is_alive()
 
 

@@ -3,13 +3,14 @@ exactly-once: a copy of the lane that ran elsewhere in between fences the kept p
 afresh from the progress topic."""
 from __future__ import annotations
 
+import logging
 import threading
 
 import pytest
 
 from sparkmirror.copying import LaneCopier
 from sparkmirror.resource.flowgroup import Delivery
-from sparkmirror.lanes import plan_lanes
+from sparkmirror.lanes import LanePartition, plan_lanes
 from sparkmirror.progress import ensure_progress_topic
 
 from .conftest import close_kept_lanes, numbered_sequences, produce_numbered, read_topic, wait_for
@@ -25,12 +26,14 @@ def lane(kafka_a, kafka_b, topic, flowgroup):
         ensure_progress_topic(cfg.cluster("b").client_config(), cfg.progressTopic)
         parts = list(plan_lanes(mirror.name, 1, [(src, dst, 2)])[0].partitions)
 
-        def run(epoch: int | None, prev: int | None, attempt: int = 0, carry: float = 0.0) -> LaneCopier:
-            c = LaneCopier(cfg, mirror, 0, parts, 2.0, epoch=epoch, prev_epoch=prev, attempt=attempt,
+        def run(epoch: int | None, prev: int | None, attempt: int = 0, carry: float = 0.0,
+                more: tuple[LanePartition, ...] = ()) -> LaneCopier:
+            c = LaneCopier(cfg, mirror, 0, parts + list(more), 2.0, epoch=epoch, prev_epoch=prev, attempt=attempt,
                            carry_seconds=carry)
             c.run()
             return c
 
+        run.new_topic = lambda: _new_topic(kafka_a, kafka_b, topic)  # a topic for the lane to gain
         return src, dst, run
 
     yield make
@@ -68,6 +71,48 @@ def test_kept_clients_fenced_by_another_copy_start_afresh(kafka_a, kafka_b, lane
     assert not any(s.fenced for s in resumed.result)
     assert sorted(s.records for s in resumed.result) == [100, 100]
     assert numbered_sequences(kafka_b.bootstrap, dst) == {p: list(range(500)) for p in range(2)}
+
+
+def _new_topic(kafka_a, kafka_b, topic) -> tuple[str, str, tuple[LanePartition, ...]]:
+    src = topic(kafka_a, 2)
+    dst = topic(kafka_b, 2, name=f"a.{src}")
+    return src, dst, tuple(LanePartition(src, p, dst) for p in range(2))
+
+
+@pytest.mark.parametrize("delivery", [Delivery.EXACTLY_ONCE, Delivery.AT_LEAST_ONCE])
+def test_a_lane_that_gains_a_topic_keeps_its_clients(kafka_a, kafka_b, lane, delivery, caplog):
+    """The new topic's partitions start where a fresh start would (the beginning: no progress yet), the kept
+    ones go on where they were; the lane does not start afresh."""
+    caplog.set_level(logging.INFO, logger="sparkmirror")
+    src, dst, run = lane(delivery)
+    new_src, new_dst, more = run.new_topic()
+    produce_numbered(kafka_a.bootstrap, src, 2, 0, 200)
+    produce_numbered(kafka_a.bootstrap, new_src, 2, 0, 150)  # there before the lane is planned with it
+    first = run(10, 0, carry=60.0)
+    produce_numbered(kafka_a.bootstrap, src, 2, 200, 100)
+    grown = run(20, 10, more=more)
+    produce_numbered(kafka_a.bootstrap, src, 2, 300, 50)
+    produce_numbered(kafka_a.bootstrap, new_src, 2, 150, 50)
+    nxt = run(30, 20, more=more)
+
+    assert (first.reused, grown.reused, nxt.reused) == (False, True, True)
+    assert "2 partitions added to its kept clients" in caplog.text
+    assert "started in" not in caplog.text.split("added to its kept clients")[1], "the lane started afresh"
+    assert sorted(s.records for s in grown.result if s.source_topic == new_src) == [150, 150]
+    assert numbered_sequences(kafka_b.bootstrap, dst) == {p: list(range(350)) for p in range(2)}
+    assert numbered_sequences(kafka_b.bootstrap, new_dst) == {p: list(range(200)) for p in range(2)}
+
+
+def test_a_lane_that_lost_a_partition_starts_afresh(kafka_a, kafka_b, lane):
+    """Only a grown plan keeps the clients: one without a kept partition is another plan."""
+    src, dst, run = lane(Delivery.EXACTLY_ONCE)
+    _new_src, _new_dst, more = run.new_topic()
+    produce_numbered(kafka_a.bootstrap, src, 2, 0, 100)
+    run(10, 0, more=more)
+    produce_numbered(kafka_a.bootstrap, src, 2, 100, 100)
+    shrunk = run(20, 10)
+    assert not shrunk.reused
+    assert numbered_sequences(kafka_b.bootstrap, dst) == {p: list(range(200)) for p in range(2)}
 
 
 def _carrying() -> list[threading.Thread]:
@@ -127,3 +172,29 @@ def test_kept_clients_report_only_the_partitions_that_moved(kafka_a, kafka_b, la
     assert sorted((s.partition, s.records) for s in first.result) == [(0, 200), (1, 200)]
     assert [(s.partition, s.records) for s in second.result] == [(0, 100)]  # partition 1 had nothing new
     assert numbered_sequences(kafka_b.bootstrap, dst) == {0: list(range(300)), 1: list(range(200))}
+
+
+def test_kept_clients_read_past_their_commit_go_back_to_it(kafka_a, kafka_b, lane):
+    """Kept clients resume at the committed offsets: records their consumer took after the last commit (read,
+    never committed) are copied by the next epoch, not skipped; the other partitions are left as they are."""
+    from confluent_kafka import TopicPartition
+
+    from sparkmirror.copying import sessions
+
+    src, dst, run = lane(Delivery.EXACTLY_ONCE)
+    produce_numbered(kafka_a.bootstrap, src, 2, 0, 100)
+    first = run(10, 0)
+    kept = sessions._SESSIONS[first.tid].copier
+    # assigned as a lane copying on between epochs leaves it (this one was kept without copying on)
+    kept.consumer.assign([TopicPartition(t, p, o) for (t, p), o in kept._committed_next.items()])
+    produce_numbered(kafka_a.bootstrap, src, 1, 100, 50)  # partition 0 only
+    taken = 0
+    for _ in range(100):  # the kept consumer reads them, as an interval that is then aborted would
+        taken += len([m for m in kept.consumer.consume(100, 0.2) if m.error() is None])
+        if taken >= 50:
+            break
+    assert taken == 50
+    second = run(20, 10)
+    assert second.reused
+    assert [(s.partition, s.records) for s in second.result] == [(0, 50)]
+    assert numbered_sequences(kafka_b.bootstrap, dst) == {0: list(range(150)), 1: list(range(100))}

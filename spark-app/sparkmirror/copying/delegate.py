@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..lanes import LanePartition
 from .summary import PartitionSummary
 
 if TYPE_CHECKING:
@@ -56,7 +57,8 @@ def lane_dir() -> Path:
 
 
 def plan_key(copier: LaneCopier) -> str:
-    """What a task and the keeping worker must agree on: the lane, the config and the plan (sessions.key)."""
+    """What a task and the keeping worker must agree on: the lane and the config (sessions.session_key); the
+    task's partitions travel with its request and must include the kept ones (sessions.grows)."""
     from .sessions import session_key
 
     return hashlib.sha256(repr(session_key(copier)).encode()).hexdigest()
@@ -98,6 +100,7 @@ class Request:
     deadline: float  # wall-clock seconds: when the task's epoch ends
     task: Proc
     holder: Proc
+    partitions: tuple[LanePartition, ...]  # the task's plan of the lane: the kept one, maybe grown
 
 
 @dataclass
@@ -181,7 +184,8 @@ def retire(tid: str, token: str | None) -> None:
 def _request(doc: dict) -> Request:
     return Request(int(doc["epoch"]), int(doc["prev_epoch"]), str(doc["key"]), float(doc["deadline"]),
                    Proc(int(doc["task"]["pid"]), str(doc["task"]["started"])),
-                   Proc(int(doc["holder"]["pid"]), str(doc["holder"]["started"])))
+                   Proc(int(doc["holder"]["pid"]), str(doc["holder"]["started"])),
+                   tuple(LanePartition(str(t), int(p), str(r)) for t, p, r in doc["partitions"]))
 
 
 def asked(tid: str, me: Proc | None) -> bool:
@@ -197,9 +201,12 @@ def asked(tid: str, me: Proc | None) -> bool:
         return False
 
 
-def take(tid: str, me: Proc, last_epoch: int, key: str) -> Request | None:
+def take(tid: str, me: Proc, last_epoch: int, key: str, route: dict[tuple[str, int], str]) -> Request | None:
     """Claim the pending request, then accept it when it is addressed to this worker, follows the epoch these
-    clients ran and plans the same lane; refuse it otherwise (its task starts afresh). None unless accepted."""
+    clients ran and plans the same lane over the kept `route` or more; refuse it otherwise (its task starts
+    afresh). None unless accepted."""
+    from .sessions import grows
+
     f = LaneFiles(tid)
     try:
         os.rename(f.req, f.claimed)  # from here on the task can no longer withdraw it
@@ -208,7 +215,8 @@ def take(tid: str, me: Proc, last_epoch: int, key: str) -> Request | None:
     doc = f.read(f.claimed)
     try:
         req = _request(doc or {})
-        why = ("addressed to another worker" if req.holder != me else "another plan" if req.key != key else
+        why = ("addressed to another worker" if req.holder != me else "another plan" if req.key != key or not grows(
+               route, {(p.source_topic, p.partition): p.target_topic for p in req.partitions}) else
                f"these clients ran epoch {last_epoch}, the task's follows {req.prev_epoch}"
                if req.prev_epoch != last_epoch else "")
     except (KeyError, TypeError, ValueError):
@@ -265,7 +273,8 @@ def ask(copier: LaneCopier) -> Served | None:
         f.drop(f.accepted, f.refused, f.withdrawn, f.stop, f.result)
         f.write(f.req, {"epoch": copier.epoch, "prev_epoch": copier.prev_epoch, "key": key,
                         "deadline": time.time() + copier.epoch_seconds, "task": asdict(me),
-                        "holder": asdict(holder)})
+                        "holder": asdict(holder),
+                        "partitions": [[p.source_topic, p.partition, p.target_topic] for p in copier.partitions]})
     except OSError as e:
         log.info("lane %s: cannot ask worker %d (%s); starting afresh", copier.tid, holder.pid, e)
         return None
