@@ -19,7 +19,6 @@ are picked up within about one refresh interval, not one epoch.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import time
 from collections.abc import Iterator, Sequence
@@ -30,7 +29,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.types import StructType
 
 from .copying import SUMMARY_SCHEMA, CopyError, LaneCopier, PartitionSummary
-from .liveroutes import LiveRoutes
+from .liveroutes import LiveRoutes, last_tick
 from .resource.flowgroup import FlowGroupConfig, Mirror
 from .lanes import Lane, LanePartition, plan_lanes
 
@@ -108,8 +107,9 @@ class RouteWatch:
         self._took = 0.0  # how long the last answer took
 
     def _next_tick(self, after: float = 0.0) -> float:
-        """The first multiple of the interval `after` s from now (all lanes pick the same one)."""
-        return (math.floor((time.time() + after) / self.interval) + 1) * self.interval
+        """The first multiple of the interval `after` s from now (all lanes, and the driver's topic sync, pick the
+        same one: see liveroutes.py)."""
+        return last_tick(self.interval, time.time() + after) + self.interval
 
     def changed(self) -> bool:
         asked = self._asked
@@ -231,7 +231,7 @@ class MirrorStreamReader(DataSourceStreamReader):
         if self._planned_at is not None and time.monotonic() - self._planned_at < 0.9 * config.epochSeconds:
             # the epoch ended early, most often because a lane saw new topics or partitions: plan the next one
             # from a sync that has seen them too (bounded: a slow cluster must not stop the planning)
-            routes = live.fresh(timeout=30.0)
+            routes = live.fresh(timeout=30.0, since=last_tick(live.interval))
         else:
             routes = live.current(wait=1.0)
         self._planned_at = None

@@ -2,12 +2,16 @@
 
 Planning an epoch must not wait for topic management: at 1,000 topics one `TopicSync.sync()` (list, create,
 compare configs) took 0.3-7 s, and every epoch planned behind one started that much later (bench/scale.py).
-The thread syncs every `refreshTopicsIntervalSeconds`, rides out clusters that do not answer (said once,
-retried with backoff, the last routes kept), and keeps a permanent error for the planner to raise, which
-stops the query as a synchronous sync did.
+The thread syncs at the wall clock's multiples of `refreshTopicsIntervalSeconds`, the moments the lanes'
+RouteWatch looks at the source too: when a lane ends its epoch for a new topic, the sync begun at the same tick
+has seen it, and the next epoch is planned once that sync ends rather than after one more whole sync (at 1,000
+topics on the loaded benchmark machine the planner waited 3-7 s for it). It rides out clusters that do not
+answer (said once, retried with backoff, the last routes kept), and keeps a permanent error for the planner to
+raise, which stops the query as a synchronous sync did.
 """
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -28,6 +32,7 @@ class LiveRoutes:
         self._routes: list[Route] | None = None
         self._failure: BaseException | None = None
         self._begun = 0    # syncs begun
+        self._begun_at = float("-inf")  # wall-clock time the last one began
         self._ended = 0    # the number of the last sync that ended (well or not)
         self._wanted = 0   # a sync numbered this high is asked for
         self._closed = False
@@ -45,11 +50,14 @@ class LiveRoutes:
                 raise self._failure
             return self._routes
 
-    def fresh(self, timeout: float) -> list[Route] | None:
-        """Routes from a sync begun after this call, waiting up to `timeout` s for it (else the latest): when a
-        lane saw the source gain topics, the next epoch should have them."""
+    def fresh(self, timeout: float, since: float | None = None) -> list[Route] | None:
+        """Routes from a sync begun at wall-clock time `since` or later (default: after this call), waiting up to
+        `timeout` s for it (else the latest): when a lane saw the source gain topics at `since`, the next epoch
+        should have them. A topic created in the instant between the sync's look and the lane's is planned an
+        interval later, when the lane sees it again."""
         with self._cond:
-            want = self._begun + 1
+            running_since = self._begun_at >= since if since is not None else False
+            want = self._begun if running_since else self._begun + 1
             self._wanted = max(self._wanted, want)
             self._cond.notify_all()
             self._cond.wait_for(lambda: self._ended >= want or self._failure is not None or self._closed, timeout)
@@ -66,7 +74,7 @@ class LiveRoutes:
                 if self._closed:
                     return
                 self._begun += 1
-                number = self._begun
+                number, self._begun_at = self._begun, time.time()
             got: list[list[Route]] = []
             try:
                 ran = self._retrying(lambda: got.append(self._sync()))
@@ -81,5 +89,16 @@ class LiveRoutes:
                     self.syncs += 1
                 self._ended = number
                 self._cond.notify_all()
-                pause = self.interval if ran else max(self._retrying.next_try - time.monotonic(), 0.2)
+                pause = until_tick(self.interval) if ran else max(self._retrying.next_try - time.monotonic(), 0.2)
                 self._cond.wait_for(lambda: self._closed or self._wanted > self._begun, pause)
+
+
+def last_tick(interval: float, now: float | None = None) -> float:
+    """The latest wall-clock multiple of `interval` at or before `now`: the moment the lanes last looked."""
+    return math.floor((time.time() if now is None else now) / interval) * interval
+
+
+def until_tick(interval: float) -> float:
+    """Seconds to the next wall-clock multiple of `interval` (RouteWatch looks then as well)."""
+    now = time.time()
+    return last_tick(interval, now) + interval - now

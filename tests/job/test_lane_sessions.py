@@ -103,6 +103,28 @@ def test_a_lane_that_gains_a_topic_keeps_its_clients(kafka_a, kafka_b, lane, del
     assert numbered_sequences(kafka_b.bootstrap, new_dst) == {p: list(range(200)) for p in range(2)}
 
 
+@pytest.mark.parametrize("delivery", [Delivery.EXACTLY_ONCE, Delivery.AT_LEAST_ONCE])
+def test_a_partition_added_to_a_kept_topic_is_copied_by_the_kept_clients(kafka_a, kafka_b, lane, delivery, caplog):
+    """The kept producer wrote the remote topic while it had 2 partitions; its metadata did not know the third,
+    and refused it (_UNKNOWN_PARTITION failed the mirror) until it was made to look again."""
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    caplog.set_level(logging.INFO, logger="sparkmirror")
+    src, dst, run = lane(delivery)
+    produce_numbered(kafka_a.bootstrap, src, 2, 0, 100)
+    first = run(10, 0, carry=60.0)
+    for cluster, topic in ((kafka_a, src), (kafka_b, dst)):  # as topic sync does before the plan grows
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_partitions([NewPartitions(topic, 3)])[topic].result(30)
+    produce_numbered(kafka_a.bootstrap, src, 3, 100, 60)
+    grown = run(20, 10, more=(LanePartition(src, 2, dst),))
+
+    assert (first.reused, grown.reused) == (False, True)
+    assert "1 partitions added to its kept clients" in caplog.text
+    assert numbered_sequences(kafka_b.bootstrap, dst) == {0: list(range(160)), 1: list(range(160)),
+                                                          2: list(range(100, 160))}
+
+
 def test_a_lane_that_lost_a_partition_starts_afresh(kafka_a, kafka_b, lane):
     """Only a grown plan keeps the clients: one without a kept partition is another plan."""
     src, dst, run = lane(Delivery.EXACTLY_ONCE)

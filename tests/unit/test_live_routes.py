@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from sparkmirror.copying.errors import transient_reason
-from sparkmirror.liveroutes import LiveRoutes
+from sparkmirror.liveroutes import LiveRoutes, last_tick
 from sparkmirror.outage import Backoff, Retrying
 
 
@@ -117,3 +117,42 @@ def test_close_ends_the_thread() -> None:
     while any(t.name == "topic-sync-close-test" for t in threading.enumerate()) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert not any(t.name == "topic-sync-close-test" for t in threading.enumerate())
+
+
+def test_a_fresh_sync_since_the_lanes_looked_is_the_one_running() -> None:
+    """The lanes looked at the tick the running sync began at: its answer has what they saw, so the planner waits
+    for it to end, not for another whole sync after it (3-7 s at 1,000 topics on a loaded machine)."""
+    src = Source()
+    live = LiveRoutes(src.sync, interval=60.0, retrying=_retrying())
+    try:
+        live.current(wait=5)
+        src.release.clear()
+        live.fresh(timeout=0.2)  # sync 2 begins now and hangs before listing: as one begun at the lanes' tick
+        looked = time.time()
+        src.topics.append("t1")
+        got: list = []
+        asker = threading.Thread(target=lambda: got.append(live.fresh(timeout=5, since=looked - 1.0)))
+        asker.start()
+        time.sleep(0.2)
+        src.release.set()
+        asker.join(10)
+        assert got == [[("t0", "a.t0", 1), ("t1", "a.t1", 1)]] and src.calls == 2, "waited for sync 2 only"
+        assert live.fresh(timeout=5, since=time.time()) == got[0] and src.calls == 3, "a later look: a new sync"
+    finally:
+        live.close()
+
+
+def test_syncs_begin_at_the_ticks_the_lanes_look_at() -> None:
+    src = Source()
+    began: list[float] = []
+    sync = src.sync
+    live = LiveRoutes(lambda: (began.append(time.time()), sync())[1], interval=0.5, retrying=_retrying())
+    try:
+        deadline = time.monotonic() + 5
+        while len(began) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(began) >= 4
+        for t in began[1:]:  # the first begins at once
+            assert t - last_tick(0.5, t) < 0.1, began
+    finally:
+        live.close()

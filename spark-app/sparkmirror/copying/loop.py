@@ -436,11 +436,27 @@ class LaneCopier:
         with talking_to("source", self.mirror.source, "reading the source's metadata"):
             for topic in sorted({t for t, _ in route}):  # the new topics' leaders, now (see _start); only
                 self.consumer.list_topics(topic, timeout=30)  # theirs: all of 10,000 partitions took 3.7 s
+        with talking_to("target", self.mirror.target, "reading the target's metadata"):
+            self._producer_knows(route)
         t3 = time.monotonic()
         log.info("lane %s: %d partitions added to its kept clients in %.0f ms (topics described in %.0f ms, "
                  "progress and offsets read in %.0f ms, assigned in %.0f ms)", self.tid, len(route),
                  (t3 - t0) * 1000, (t1 - t0) * 1000, (t2 - t1) * 1000, (t3 - t2) * 1000)
         self._added = []
+
+    def _producer_knows(self, route: dict[tuple[str, int], str]) -> None:
+        """The kept producer learns the remote partitions it is to write now: it refuses a partition missing from
+        the metadata it holds (_UNKNOWN_PARTITION) and looks again only every topic.metadata.refresh.interval.ms,
+        so a partition added to a topic it already wrote failed the lane. A remote partition the target does
+        not list yet (topic sync still adding it) needs a fresh start, which waits for it."""
+        assert self.protocol is not None
+        producer = self.protocol.producer
+        for topic in sorted(set(route.values())):
+            have = producer.list_topics(topic, timeout=30).topics.get(topic)
+            missing = sorted(p for (_, p), t in route.items()
+                             if t == topic and (have is None or p not in have.partitions))
+            if missing:
+                raise _Regrow(f"the target does not list partitions {missing} of {topic!r} yet")
 
     def _guarded(self, op: Callable, *args) -> None:
         """Fatal errors surface from flush()/poll()/init as exceptions, sometimes a bare SystemError: map fencing
