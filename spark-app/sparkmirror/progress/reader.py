@@ -107,16 +107,13 @@ class ProgressReader:
         if mark is not None:  # a mark or an ACL record: never progress
             self._mark(*mark, msg.value())
             return False
+        k, resource = decode_key(msg.key())
+        if not self._selected(k, resource):  # selected by its key: a lane that gains one partition of 10,000
+            return False                     # parsed every value of the topic to keep one
         if msg.value() is None:  # a tombstone: progress deliberately reset for this key
-            k, resource = decode_key(msg.key())
-            if not self._selected(k, resource):
-                return False
             self.state.reset(k)
             return True
-        rec = ProgressRecord.decode(msg.key(), msg.value())
-        if not self._selected(rec.source_partition, rec.resource):
-            return False
-        self.state.add(rec)
+        self.state.add(ProgressRecord.decode(msg.key(), msg.value()))
         return True
 
     def _mark(self, kind: str, of: tuple[str, ...], value: bytes | None) -> None:
