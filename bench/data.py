@@ -115,7 +115,9 @@ def create_topics(bootstrap: str, specs: list[tuple[str, int]], config: dict[str
                                     for n, p in batch], operation_timeout=timeout)
         for f in futs.values():
             f.result(timeout=timeout)
-    deadline = time.monotonic() + timeout  # wait for metadata so producers do not race the creation
+    # wait for metadata so producers do not race the creation; a broker applies thousands of new partitions
+    # slowly (1,000 topics of 10 partitions took over 60 s on the loaded 2 cores once), so give it 3 minutes
+    deadline = time.monotonic() + (max(timeout, 180.0) if len(specs) > 100 else timeout)
     while time.monotonic() < deadline:
         md = admin.list_topics(timeout=5)
         if all(n in md.topics and len(md.topics[n].partitions) == p and md.topics[n].error is None

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from pyspark import TaskContext
@@ -29,7 +29,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.types import StructType
 
 from .copying import SUMMARY_SCHEMA, CopyError, LaneCopier, PartitionSummary
-from .liveroutes import LiveRoutes, last_tick
+from .liveroutes import LiveRoutes, Route, last_tick
 from .resource.flowgroup import FlowGroupConfig, Mirror
 from .lanes import Lane, LanePartition, plan_lanes
 
@@ -173,9 +173,10 @@ class MirrorStreamReader(DataSourceStreamReader):
         config = FlowGroupConfig.model_validate_json(self.config_json)
         return config, _mirror(config, self.mirror_name)
 
-    def refresh_routes(self, force: bool = False) -> list[tuple[str, str, int]]:
+    def refresh_routes(self, force: bool = False, routed: Callable[[list[Route]], None] | None = None
+                       ) -> list[Route]:
         """TopicSync.sync() at most every refreshTopicsIntervalSeconds (`_routes_live` runs it on its own thread
-        and says which errors stop the query)."""
+        and says which errors stop the query); `routed` gets the routes once decided (TopicSync.sync)."""
         config, mirror = self._config()
         from .copying.errors import transient_reason
         from .progress import ensure_progress_topic
@@ -188,8 +189,11 @@ class MirrorStreamReader(DataSourceStreamReader):
                 self._sync = sync
             now = time.monotonic()
             if force or self._routes is None or now - self._synced_at >= mirror.refreshTopicsIntervalSeconds:
-                routes = self._sync.sync()
-                self._routes = sorted((r.source_topic, r.target_topic, r.partitions) for r in routes)
+                def as_routes(routes: list) -> list[Route]:
+                    return sorted((r.source_topic, r.target_topic, r.partitions) for r in routes)
+
+                routes = self._sync.sync(None if routed is None else lambda rs: routed(as_routes(rs)))
+                self._routes = as_routes(routes)
                 self._synced_at = now
         except Exception as e:
             if transient_reason(e) is None:
@@ -211,7 +215,7 @@ class MirrorStreamReader(DataSourceStreamReader):
             from .outage import Retrying
 
             retrying = Retrying(f"mirror {self.mirror_name!r} topic management", "a cluster", transient_reason)
-            self._live = LiveRoutes(lambda: self.refresh_routes(force=True),
+            self._live = LiveRoutes(lambda routed: self.refresh_routes(force=True, routed=routed),
                                     self._config()[1].refreshTopicsIntervalSeconds, retrying)
         return self._live
 

@@ -5,12 +5,14 @@ compare configs) took 0.3-7 s, and every epoch planned behind one started that m
 The thread syncs at the wall clock's multiples of `refreshTopicsIntervalSeconds`, the moments the lanes'
 RouteWatch looks at the source too: when a lane ends its epoch for a new topic, the sync begun at the same tick
 has seen it, and the next epoch is planned once that sync ends rather than after one more whole sync (at 1,000
-topics on the loaded benchmark machine the planner waited 3-7 s for it). It rides out clusters that do not
+topics on the loaded benchmark machine the planner waited 3-7 s for it); and that sync hands its routes over
+once they are decided, before its ACL sync and recreated-topic check. It rides out clusters that do not
 answer (said once, retried with backoff, the last routes kept), and keeps a permanent error for the planner to
 raise, which stops the query as a synchronous sync did.
 """
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import time
@@ -20,12 +22,15 @@ from .outage import Retrying
 
 Route = tuple[str, str, int]
 """(source topic, remote topic, partitions)"""
+Publish = Callable[[list[Route]], None]
+"""Given to the sync: it hands its routes over as soon as they are decided, before its slower checks."""
 
 
 class LiveRoutes:
-    """`sync()` returns the routes; `retrying` decides which of its errors are transient."""
+    """`sync(publish)` returns the routes, and may publish them earlier; `retrying` decides which of its errors
+    are transient."""
 
-    def __init__(self, sync: Callable[[], list[Route]], interval: float, retrying: Retrying,
+    def __init__(self, sync: Callable[[Publish], list[Route]], interval: float, retrying: Retrying,
                  name: str = "topic-sync") -> None:
         self._sync, self.interval, self._retrying = sync, interval, retrying
         self._cond = threading.Condition()
@@ -34,6 +39,7 @@ class LiveRoutes:
         self._begun = 0    # syncs begun
         self._begun_at = float("-inf")  # wall-clock time the last one began
         self._ended = 0    # the number of the last sync that ended (well or not)
+        self._published = 0  # the number of the last sync whose routes are known (published or returned)
         self._wanted = 0   # a sync numbered this high is asked for
         self._closed = False
         self.syncs = 0     # syncs that returned routes
@@ -60,8 +66,14 @@ class LiveRoutes:
             want = self._begun if running_since else self._begun + 1
             self._wanted = max(self._wanted, want)
             self._cond.notify_all()
-            self._cond.wait_for(lambda: self._ended >= want or self._failure is not None or self._closed, timeout)
+            self._cond.wait_for(lambda: max(self._ended, self._published) >= want or self._failure is not None
+                                or self._closed, timeout)
         return self.current()
+
+    def _publish(self, number: int, routes: list[Route]) -> None:
+        with self._cond:
+            self._routes, self._published = routes, number
+            self._cond.notify_all()
 
     def close(self) -> None:
         with self._cond:
@@ -77,7 +89,7 @@ class LiveRoutes:
                 number, self._begun_at = self._begun, time.time()
             got: list[list[Route]] = []
             try:
-                ran = self._retrying(lambda: got.append(self._sync()))
+                ran = self._retrying(lambda: got.append(self._sync(functools.partial(self._publish, number))))
             except BaseException as e:  # noqa: BLE001 - permanent: kept for the planner, which stops the query
                 with self._cond:
                     self._failure, self._ended = e, number
@@ -85,7 +97,7 @@ class LiveRoutes:
                 return
             with self._cond:
                 if ran:
-                    self._routes = got[0]
+                    self._routes, self._published = got[0], number
                     self.syncs += 1
                 self._ended = number
                 self._cond.notify_all()

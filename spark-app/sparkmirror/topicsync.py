@@ -389,8 +389,13 @@ class TopicSync:
         self.source_topics, self.target_topics = source_parts, target_parts
         return plan_sync(self.mirror, self.policy, self.filter, sources, targets, self.exclude)
 
-    def sync(self) -> list[TopicRoute]:
-        """Discover, create/update remote topics, return the routes to copy (sorted by source topic)."""
+    def sync(self, routed: Callable[[list[TopicRoute]], None] | None = None) -> list[TopicRoute]:
+        """Discover, create/update remote topics, return the routes to copy (sorted by source topic).
+
+        `routed` gets the routes as soon as they are decided, before ACL sync and the recreated-topic check (at
+        10,000 partitions those took 2-3 s after a new remote topic was created, on the loaded benchmark
+        machine, and a new topic's first epoch waited for them). The lanes check topic ids and offsets
+        themselves when they start (copying/start.py), so a recreated topic is not copied past either way."""
         now = time.monotonic()
         with_configs = self.mirror.syncTopicConfigs and (
             now - self._configs_synced_at >= self.mirror.syncTopicConfigsIntervalSeconds)
@@ -403,6 +408,8 @@ class TopicSync:
             plan.routes = self._visible(plan)
         if with_configs:
             self._configs_synced_at = now
+        if routed is not None:
+            routed(list(plan.routes))
         self._sync_acls(plan.routes, now)
         self._check_recreated(plan.routes)
         self.routes, self.last_sync = plan.routes, time.time()

@@ -222,3 +222,19 @@ def test_creates_alters_and_grows_in_requests_within_the_controllers_limit(kafka
         dynamic_configs(kafka_b, f"A.{n}") == {"retention.ms": "7200000", "cleanup.policy": "compact"} for n in names))
     assert routes == [TopicRoute(n, f"A.{n}", 5) for n in names]
     assert all(topics_of(kafka_b)[f"A.{n}"] == 5 for n in names) and sync.problems == []
+
+
+def test_routes_are_handed_over_before_the_slower_checks(kafka_a, kafka_b, monkeypatch) -> None:
+    """`routed` gets the routes with their remote topics created and known, before ACL sync and the
+    recreated-topic check run (the planner of a new topic's first epoch waits only for the former)."""
+    prefix = unique_name("ts-routed")
+    t = create_topic(kafka_a.bootstrap, f"{prefix}-one", 2)
+    cfg = flow(kafka_a, kafka_b, prefix)
+    sync = TopicSync(cfg, cfg.mirrors[0])
+    seen: list = []
+    checked = sync._check_recreated
+    monkeypatch.setattr(sync, "_check_recreated", lambda routes: (seen.append("checked"), checked(routes)))
+    routes = own(sync.sync(routed=lambda rs: seen.append(own(rs))))
+    assert routes == [TopicRoute(t, f"A.{t}", 2)]
+    assert seen == [routes, "checked"]
+    assert topics_of(kafka_b)[f"A.{t}"] == 2
