@@ -25,6 +25,7 @@ _NO_LEADER_YET = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVA
 """What asking a just-created topic's partition for its offsets answers until a leader is elected."""
 METADATA_EVERY = 5.0     # ProgressReader.poll: seconds between lookups of the topic's partitions
 METADATA_TIMEOUT = 10.0  # and the least time one may take
+READ_SLICE_S = 0.02      # read_to_end: the longest one consume() waits before the positions are looked at again
 
 
 def ensure_progress_topic(target_conf: dict[str, str], topic: str, partitions: int = 1,
@@ -157,8 +158,10 @@ class ProgressReader:
                         todo.discard(tp.partition)
                 if not todo:
                     break
-            msgs = self.consumer.consume(num_messages=10000, timeout=wait)
-            wait = 0.5 if bounded else 0.3
+            # bounded: short waits, the position says when it is done (librdkafka's batch consume returns early
+            # only for a full batch, so one 0.5-s wait made every lane start and grow take 0.5 s more)
+            msgs = self.consumer.consume(num_messages=10000, timeout=READ_SLICE_S if bounded else wait)
+            wait = 0.3
             if not msgs and not bounded:
                 break  # caught up: nothing more committed right now
             for msg in msgs:
