@@ -179,3 +179,27 @@ def test_a_fresh_sync_answers_once_its_routes_are_decided() -> None:
     finally:
         src.checks.set()
         live.close()
+
+
+def test_an_early_end_whose_tick_sync_missed_the_new_topic_asks_once_more() -> None:
+    """The lanes ask the source up to a commit interval after the tick; a sync begun at the tick may have listed it
+    before the new topic existed. Planning with the same routes again would cost another tick and epoch end."""
+    from sparkmirror.datasource import MirrorStreamReader
+    from sparkmirror.resource.flowgroup import FlowGroupConfig
+
+    cfg = FlowGroupConfig.model_validate({
+        "name": "fg", "clusters": [{"alias": "a", "bootstrapServers": "127.0.0.1:1"},
+                                   {"alias": "b", "bootstrapServers": "127.0.0.1:2"}],
+        "mirrors": [{"name": "a-to-b", "source": "a", "target": "b", "topics": "t.*"}], "epochSeconds": 30})
+    src = Source()
+    live = LiveRoutes(src.sync, interval=3600.0, retrying=_retrying())  # sync 1 begins after the hour's tick
+    try:
+        reader = MirrorStreamReader({"config": cfg.model_dump_json(), "mirror": "a-to-b"})
+        reader._live = live
+        reader._plan = (tuple(live.current(wait=5)), [])  # the running epoch's routes
+        src.topics.append("t1")  # what the lanes saw after sync 1 had listed the source
+        reader._planned_at = time.monotonic()  # ... so they ended the epoch early
+        reader.latestOffset()
+        assert src.calls == 2 and live.current() == [("t0", "a.t0", 1), ("t1", "a.t1", 1)]
+    finally:
+        live.close()
