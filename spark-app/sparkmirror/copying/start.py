@@ -158,10 +158,6 @@ _NO_LEADER_YET = (KafkaError._NOENT, KafkaError.LEADER_NOT_AVAILABLE, KafkaError
                   KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC, KafkaError.UNKNOWN_TOPIC_OR_PART)
 
 
-FEW_TOPICS = 5
-"""offsets_held asks for these topics' metadata one by one rather than for every topic's."""
-
-
 def offsets_held(source_conf: dict[str, str], partitions: list[tuple[str, int]], timeout: float = 30.0,
                  sleep: float = 0.5) -> dict[tuple[str, int], tuple[int, int]]:
     """(earliest, end) offsets of the partitions a lane was planned with: one metadata request, then two
@@ -178,19 +174,10 @@ def offsets_held(source_conf: dict[str, str], partitions: list[tuple[str, int]],
         return {}
     admin = kept_admin(source_conf)
     deadline = time.monotonic() + timeout
-    topics = sorted({t for t, _ in wanted})
     while True:
-        wait = max(deadline - time.monotonic(), 1.0)
-        if len(topics) <= FEW_TOPICS:  # a lane that gained a topic: its metadata, not all 10,000 partitions'
-            md_topics = {}
-            for t in topics:
-                md = admin.list_topics(t, timeout=wait).topics.get(t)
-                if md is not None:
-                    md_topics[t] = md
-        else:
-            md_topics = admin.list_topics(timeout=wait).topics
+        md = admin.list_topics(timeout=max(deadline - time.monotonic(), 1.0))
         missing = [(t, p) for t, p in wanted
-                   if t not in md_topics or md_topics[t].error is not None or p not in md_topics[t].partitions]
+                   if t not in md.topics or md.topics[t].error is not None or p not in md.topics[t].partitions]
         if missing and time.monotonic() + sleep >= deadline:
             t, p = missing[0]
             more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
