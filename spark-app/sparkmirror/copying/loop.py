@@ -447,8 +447,8 @@ class LaneCopier:
     def _producer_knows(self, route: dict[tuple[str, int], str]) -> None:
         """The kept producer learns the remote partitions it is to write now: it refuses a partition missing from
         the metadata it holds (_UNKNOWN_PARTITION) and looks again only every topic.metadata.refresh.interval.ms,
-        so a partition added to a topic it already wrote failed the lane. A remote partition the target does
-        not list yet (topic sync still adding it) needs a fresh start, which waits for it."""
+        so a partition added to a topic it already wrote failed the lane. A remote partition the target's answer
+        does not list (topic sync saw it on another broker) starts the lane afresh, as a changed plan does."""
         assert self.protocol is not None
         producer = self.protocol.producer
         for topic in sorted(set(route.values())):
