@@ -37,12 +37,19 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--latency-contenders", default="",
                    help="comma list of the mirror contenders whose latency is measured; default all of them")
     p.add_argument("--latency-rate", type=int, default=5000)
-    p.add_argument("--latency-warmup", type=float, default=10.0)
+    p.add_argument("--latency-warmup", type=float, default=30.0,
+                   help="seconds at the steady rate before the window; each latency run has a fresh target broker, "
+                        "and its first 10-15 s at 5,000 records/s on 2 cores (its JIT, the mirror's first "
+                        "transactions) put 0.2-1.7-s stalls into a window that began after 10 s; "
+                        "default %(default)s")
     p.add_argument("--latency-partitions", type=int, default=8)
     p.add_argument("--timeout", type=float, default=900.0, help="per run, seconds")
     p.add_argument("--settle", type=float, default=2.0,
                    help="seconds the target's end offsets must stay put before the final check")
     p.add_argument("--broker-heap", default="1g")
+    p.add_argument("--commit-interval-ms", type=int, default=None,
+                   help="sparkmirror's commitIntervalMs (time between a lane's transactions); default: the "
+                        "resource's default")
     p.add_argument("--mm2-stock-clients", action="store_true",
                    help="run MM2's producer with Kafka's default batching (batch.size 16 KiB) instead of the "
                         "1 MB / linger 5 ms sparkmirror's lane producers use")
@@ -87,9 +94,10 @@ def _terminate(signum, _frame):  # noqa: ANN001
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     mirrors, with_ceiling = pick(args.contenders)
-    from .contenders import MirrorMaker2
+    from .contenders import MirrorMaker2, SparkMirror
 
     MirrorMaker2.stock_clients = args.mm2_stock_clients
+    SparkMirror.commit_interval_ms = args.commit_interval_ms
     signal.signal(signal.SIGTERM, _terminate)
     layout = data.Layout(args.records, args.partitions_per_topic, args.topics_per_size)
     sizes = pick_sizes(layout, args.sizes)
@@ -174,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
                            "latency_seconds": args.latency_seconds, "latency_warmup": args.latency_warmup,
                            "latency_partitions": args.latency_partitions,
                            "mm2_producer": "Kafka defaults" if args.mm2_stock_clients else
-                           "batch.size=1000000, linger.ms=5 (as sparkmirror's lane producers)"},
+                           "batch.size=1000000, linger.ms=5 (as sparkmirror's lane producers)",
+                           "sparkmirror_commit_interval_ms": args.commit_interval_ms or "the resource's default"},
                 "machine": report.machine(),
                 "load_start": load_start,
                 "load_end": [round(x, 2) for x in os.getloadavg()],

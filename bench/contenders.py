@@ -133,6 +133,8 @@ class MirrorMaker2(Contender):
 
 class SparkMirror(Contender):
     family = "sparkmirror"
+    # the flow group's commitIntervalMs; None keeps the resource's default (`--commit-interval-ms`)
+    commit_interval_ms: int | None = None
 
     def __init__(self, exactly_once: bool) -> None:
         super().__init__()
@@ -175,6 +177,7 @@ class SparkMirror(Contender):
             }],
             "delivery": "exactly-once" if self.exactly_once else "at-least-once",
             "lanes": s.parallelism,
+            **({"commitIntervalMs": self.commit_interval_ms} if self.commit_interval_ms else {}),
             "checkpointDir": str(s.workdir / "checkpoint"),
         })
 

@@ -5,6 +5,9 @@ waited 240 s). The protocol here fails on cue; the real refusal is tested on a s
 tests/job/test_security.py."""
 from __future__ import annotations
 
+import gc
+import weakref
+
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
@@ -89,9 +92,15 @@ def test_delivery_reports_are_matched_to_records_by_their_order_in_the_partition
     errors: list = []
     pend = _Pending(10, "t", 2, errors)
     pend.offsets += [10, 12, 15]  # source offsets with gaps (aborted records, markers)
-    assert pend.on_delivery is pend.on_delivery  # bound once, not per record
-    pend.on_delivery(None, Msg(40))
-    pend.on_delivery(None, Msg(41))
-    pend.on_delivery(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "too large"), Msg(-1))
+    pend(None, Msg(40))  # the share is the callback: nothing made per record
+    pend(None, Msg(41))
+    pend(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "too large"), Msg(-1))
     assert (pend.tgt_first, pend.tgt_last) == (40, 41)
     assert [(e.code(), t, p, o) for e, t, p, o in errors] == [(KafkaError.MSG_SIZE_TOO_LARGE, "t", 2, 15)]
+    freed = weakref.ref(pend)
+    gc.disable()
+    try:
+        del pend  # no cycle through itself: refcounting frees it, not a full collection
+        assert freed() is None
+    finally:
+        gc.enable()

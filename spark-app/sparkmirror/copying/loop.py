@@ -37,6 +37,7 @@ from . import delegate, sessions
 from .commit import CommitProtocol, commit_protocol
 from .errors import (CopyError, Fault, LaneFenced, SourceGapError, Unreachable, classify, describe, is_fenced,
                      kafka_error, talking_to)
+from .pauses import LoopPauses, freeze_long_lived
 from .start import (TopicIds, close_consumer, lane_topic_ids, new_consumer, new_producer, resume_positions,
                     target_max_message_bytes)
 from .summary import PartitionSummary, latency_le
@@ -49,8 +50,10 @@ log = logging.getLogger(__name__)
 class _Pending:
     """One partition's share of the open commit interval, and the delivery reports of its records.
 
-    Its `on_delivery` (bound once) is every one of its records' delivery callback: no object made per record,
-    which was the copy loop's largest Python cost after produce() itself. The idempotent producer reports a
+    The share itself is every one of its records' delivery callback (`__call__`): no object made per record,
+    which was the copy loop's largest Python cost after produce() itself, and no reference cycle (a bound
+    method kept on the share made every share cyclic garbage, about 1,900 an epoch per lane at 5,000
+    records/s, which only Python's full collections freed). The idempotent producer reports a
     partition's records in the order they were produced, so the n-th report is the record at `offsets[n]`."""
 
     src_first: int
@@ -67,9 +70,6 @@ class _Pending:
     reports: int = 0
     tgt_first: int = -1
     tgt_last: int = -1
-
-    def __post_init__(self) -> None:
-        self.on_delivery = self._delivered
 
     @property
     def acknowledged(self) -> bool:
@@ -89,7 +89,8 @@ class _Pending:
             self.tgt_first = later.tgt_first
         self.tgt_last = max(self.tgt_last, later.tgt_last)
 
-    def _delivered(self, err: KafkaError | None, msg) -> None:
+    def __call__(self, err: KafkaError | None, msg) -> None:
+        """The delivery report of this share's next record."""
         n = self.reports
         self.reports = n + 1
         if err is not None:
@@ -193,6 +194,7 @@ class LaneCopier:
         self.outage = _OUTAGES.setdefault(self.tid, Outage(f"mirror {mirror.name!r} lane {lane}"))
         self.backoff = Backoff()
         self._next_source_probe = 0.0
+        self.pauses = LoopPauses(self.tid)
 
     # ---- the epoch -----------------------------------------------------------------------------------------
 
@@ -217,6 +219,8 @@ class LaneCopier:
             s.epoch_start_ms = start_ms
         if not self.partitions:
             return []
+        if self.epoch is not None:  # a Spark task: this worker process lives on (tests and tools do not freeze)
+            freeze_long_lived()
         keep = delegated = False
         if self.epoch is not None:
             log.info("lane %s: epoch %d starts in worker %d", self.tid, self.epoch, os.getpid())
@@ -257,8 +261,9 @@ class LaneCopier:
                 log.info("lane %s: epoch of %.1f s, %d records (run by the worker keeping the clients)", self.tid,
                          secs, records)
             else:
-                log.info("lane %s: epoch of %.1f s, %d records in %d transactions%s%s%s", self.tid, secs, records,
-                         self._commits, _commit_times(self._commit_ms, self._protocol_class.pipelined),
+                log.info("lane %s: epoch of %.1f s, %d records in %d transactions%s, longest loop pause %s%s%s",
+                         self.tid, secs, records, self._commits,
+                         _commit_times(self._commit_ms, self._protocol_class.pipelined), self.pauses.describe(),
                          " (kept clients)" if self.reused else "",
                          f"; ended in {finish_ms:.0f} ms" if finish_ms >= 100 else "")
         return self.result
@@ -503,33 +508,42 @@ class LaneCopier:
         interval = self.config.commitIntervalMs / 1000.0
         deadline = time.monotonic() + self.epoch_seconds if deadline is None else deadline
         mark = time.monotonic()  # when the last commit began: commits begin every `interval`
+        pauses = self.pauses
+        pauses.restart()  # the time before this call (a start, an outage's wait) is not the loop's
         while time.monotonic() < deadline and not self.should_stop():
             interval_end = next_commit_at(mark, time.monotonic(), interval, deadline)
             while True:
                 left = interval_end - time.monotonic()
                 if left <= 0:
                     break
+                pauses.turn()
                 # consume() waits for a full batch or its whole timeout: slices keep records from waiting for
                 # the interval's end (at-least-once makes them visible when acknowledged, not at the commit)
                 msgs = self.consumer.consume(num_messages=5000, timeout=min(left, CONSUME_SLICE_S))
+                pauses.mark("consume")
                 if msgs:
                     protocol.begin()
                     if "source" in self.outage.down:  # maybe fetched before it went away: ask it before saying so
                         self._next_source_probe = 0.0
                 self._copy(msgs)
+                pauses.mark("copy")
                 protocol.producer.poll(0)
                 if self._sealed or self._inflight is not None:
                     self._advance_pipeline()
+                pauses.mark("pipeline")
             mark = time.monotonic()
             if self._pending:
                 if protocol.pipelined:
                     self._sealed.append((mark, self._pending))
                     self._pending = {}
                     self._advance_pipeline()
+                    pauses.mark("pipeline")
                 else:
                     self._commit()
+                    pauses.mark("commit")
             else:
                 protocol.end_empty()
+                pauses.mark("commit")
             if "source" in self.outage.down and time.monotonic() >= self._next_source_probe:
                 self._probe_source()
         self._drain_pipeline()
@@ -561,11 +575,10 @@ class LaneCopier:
             pend.offsets.append(off)
             if pend.ts_min < 0 or ts < pend.ts_min:
                 pend.ts_min = ts
-            cb = pend.on_delivery
             while True:
                 try:
                     producer.produce(self.route[key], value=v, key=k, partition=key[1], headers=h,
-                                     timestamp=ts if ts_type != TIMESTAMP_NOT_AVAILABLE else 0, on_delivery=cb)
+                                     timestamp=ts if ts_type != TIMESTAMP_NOT_AVAILABLE else 0, on_delivery=pend)
                     break
                 except BufferError:
                     producer.poll(0.05)
