@@ -19,10 +19,8 @@ class _Clock:
 
 
 @pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
-    c = _Clock()
-    monkeypatch.setattr(pauses.time, "monotonic", c)
-    return c
+def clock() -> _Clock:
+    return _Clock()
 
 
 def _turn(p: LoopPauses, clock: _Clock, **phases: float) -> None:
@@ -33,7 +31,7 @@ def _turn(p: LoopPauses, clock: _Clock, **phases: float) -> None:
 
 
 def test_the_longest_turn_is_kept_with_its_phases(clock: _Clock) -> None:
-    p = LoopPauses("lane-0")
+    p = LoopPauses("lane-0", clock)
     _turn(p, clock, consume=0.010, copy=0.002, pipeline=0.001)
     _turn(p, clock, consume=0.003, copy=0.300, pipeline=0.020)
     _turn(p, clock, consume=0.010, copy=0.001, pipeline=0.001)
@@ -43,7 +41,7 @@ def test_the_longest_turn_is_kept_with_its_phases(clock: _Clock) -> None:
 
 
 def test_the_time_before_a_restart_is_not_a_pause(clock: _Clock) -> None:
-    p = LoopPauses("lane-0")
+    p = LoopPauses("lane-0", clock)
     _turn(p, clock, consume=0.010)
     clock.now += 30.0  # an outage's wait between two runs of the loop
     p.restart()
@@ -53,12 +51,15 @@ def test_the_time_before_a_restart_is_not_a_pause(clock: _Clock) -> None:
 
 
 def test_a_long_pause_is_logged_when_it_ends(clock: _Clock, caplog: pytest.LogCaptureFixture) -> None:
-    p = LoopPauses("lane-7")
+    p = LoopPauses("lane-7", clock)
     with caplog.at_level(logging.INFO, logger=pauses.__name__):
         _turn(p, clock, commit=0.800)
+        _turn(p, clock, copy=0.600)  # shorter than the longest, still logged
         p.turn()
     assert "lane lane-7: the copy loop stood still for 800 ms" in caplog.text
     assert "commit 800" in caplog.text
+    assert "lane lane-7: the copy loop stood still for 600 ms (consume 0, copy 600" in caplog.text
+    assert p.longest_ms == pytest.approx(800)
 
 
 def test_garbage_collection_during_the_turn_is_counted() -> None:

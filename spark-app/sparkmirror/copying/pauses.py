@@ -2,15 +2,16 @@
 
 A record waits on the source for as long as the loop does not consume, so the loop's longest pause is the
 floor of the lane's tail latency. The epoch's line names it with its phases (the consume call, copying the
-batch, serving delivery reports and the at-least-once commit pipeline, an exactly-once commit) and the Python garbage collection that ran in this
-process meanwhile; one pause over `LOUD_MS` is logged when it happens, so it can be matched with the brokers'
-and the benchmark's timelines."""
+batch, serving delivery reports and the at-least-once commit pipeline, an exactly-once commit) and the Python
+garbage collection that ran in this process meanwhile; every pause of `LOUD_MS` or more is logged when it
+ends, so it can be matched with the brokers' and the benchmark's timelines."""
 from __future__ import annotations
 
 import gc
 import logging
 import os
 import time
+from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +72,8 @@ def freeze_long_lived() -> None:
 class LoopPauses:
     """The longest turn of one lane's loop in an epoch. `turn()` begins a turn; `mark(phase)` ends a phase."""
 
-    def __init__(self, lane: str) -> None:
-        self.lane = lane
+    def __init__(self, lane: str, clock: Callable[[], float] = time.monotonic) -> None:
+        self.lane, self.clock = lane, clock
         self.longest_ms = 0.0
         self.parts: dict[str, float] = {}
         self.gc_ms = 0.0
@@ -86,25 +87,30 @@ class LoopPauses:
 
     def turn(self) -> None:
         """A new turn begins: close the last one (it ran from its turn() to this one)."""
-        now = time.monotonic()
+        now = self.clock()
         if self._turn:
             ms = (now - self._turn) * 1000
-            if ms > self.longest_ms:
-                gc_now = gc_seconds()
-                self.longest_ms, self.parts = ms, dict(self._now)
-                self.gc_ms = (gc_now - self._gc) * 1000
+            if ms > self.longest_ms or ms >= LOUD_MS:
+                gc_ms = (gc_seconds() - self._gc) * 1000
                 if ms >= LOUD_MS:
-                    log.info("lane %s: the copy loop stood still for %s", self.lane, self.describe())
+                    log.info("lane %s: the copy loop stood still for %s", self.lane,
+                             _describe(ms, self._now, gc_ms))
+                if ms > self.longest_ms:
+                    self.longest_ms, self.parts, self.gc_ms = ms, dict(self._now), gc_ms
         self._turn = self._last = now
         self._gc = gc_seconds()
         self._now = {}
 
     def mark(self, phase: str) -> None:
-        now = time.monotonic()
+        now = self.clock()
         self._now[phase] = self._now.get(phase, 0.0) + (now - self._last) * 1000
         self._last = now
 
     def describe(self) -> str:
-        """'812 ms (consume 3, copy 790, pipeline 19, commit 0; Python GC 0 ms)'."""
-        parts = ", ".join(f"{p} {self.parts.get(p, 0.0):.0f}" for p in PHASES)
-        return f"{self.longest_ms:.0f} ms ({parts}; Python GC {self.gc_ms:.0f} ms)"
+        """The longest turn: '812 ms (consume 3, copy 790, pipeline 19, commit 0; Python GC 0 ms)'."""
+        return _describe(self.longest_ms, self.parts, self.gc_ms)
+
+
+def _describe(ms: float, parts: dict[str, float], gc_ms: float) -> str:
+    phases = ", ".join(f"{p} {parts.get(p, 0.0):.0f}" for p in PHASES)
+    return f"{ms:.0f} ms ({phases}; Python GC {gc_ms:.0f} ms)"
