@@ -10,7 +10,7 @@ from pathlib import Path
 
 from sparkmirror_dev import install
 from sparkmirror_dev.kafka import java_cmd
-from sparkmirror_dev.procs import spawn, stop_pid
+from sparkmirror_dev.procs import log_tail, spawn, stop_pid
 
 SOURCE_ALIAS = "src"
 TARGET_ALIAS = "tgt"
@@ -25,6 +25,10 @@ class MirrorSetup:
     topics: str          # regex of source topics
     parallelism: int     # MM2 tasks.max == sparkmirror lanes
     workdir: Path
+
+
+class BenchError(RuntimeError):
+    """A run that cannot give a figure: the contender failed, or the target does not hold what it should."""
 
 
 def remote_name(topic: str) -> str:
@@ -55,6 +59,19 @@ class Contender:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def failure(self) -> str | None:
+        """Why the running contender will copy nothing more although its process lives on, if it says so."""
+        return None
+
+    def check(self) -> None:
+        """Raise BenchError when the contender exited or gave up: a run must not wait out its whole timeout."""
+        if not self.alive():
+            raise BenchError(f"{self.name} exited with code {self.proc.returncode if self.proc else '?'}; last "
+                             f"lines of {self.log}:\n{log_tail(self.log, 40) if self.log else ''}")
+        why = self.failure()
+        if why:
+            raise BenchError(f"{self.name}: {why} (see {self.log})")
+
     def stop(self) -> None:
         if self.proc is not None:
             stop_pid(self.proc.pid, timeout=20)
@@ -78,6 +95,29 @@ class MirrorMaker2(Contender):
         self.exactly_once = exactly_once
         self.name = "mm2-eos" if exactly_once else "mm2"
         self.label = "MM2 exactly-once" if exactly_once else "MM2 at-least-once"
+
+    KILLED = b"Task is being killed and will not recover"
+    """Connect's line for a task that failed for good: the worker lives on, and the task copies nothing more
+    until someone restarts it (its exactly-once task does so at times on its first commit: InvalidTxnState)."""
+
+    def start(self, setup: MirrorSetup) -> int:
+        self._scanned = 0
+        self._killed: str | None = None
+        return super().start(setup)
+
+    def failure(self) -> str | None:
+        """A task Connect killed, read from the log as it grows."""
+        if self._killed is None and self.log is not None and self.log.exists():
+            with open(self.log, "rb") as f:
+                f.seek(self._scanned)
+                chunk = f.read()
+            cut = chunk.rfind(b"\n") + 1  # whole lines only; the rest is read again next time
+            for line in chunk[:cut].splitlines():
+                if self.KILLED in line:
+                    self._killed = "Connect killed a task: " + line.decode(errors="replace").strip()[:300]
+                    break
+            self._scanned += cut
+        return self._killed
 
     def properties(self, s: MirrorSetup) -> dict[str, str]:
         S, T = SOURCE_ALIAS, TARGET_ALIAS

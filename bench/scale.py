@@ -194,8 +194,7 @@ def run_contender(env: Env, layout: data.Layout, source_scan: data.ScanResult, c
                     else:
                         run.new_topic_s.append(round(took, 2))
                 run.idle_cores = round((mon.sample().cpu - idle_cpu0) / max(time.time() - idle_t0, 1e-3), 3)
-            if not contender.alive():
-                raise BenchError(f"{contender.name} exited during the run; see {contender.log}")
+            contender.check()
         mon.stop()
         peaks: dict[str, int] = {}
         for s in mon.samples:
