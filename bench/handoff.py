@@ -26,6 +26,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
+from sparkmirror.copying.start import next_batch
 from sparkmirror.resource.flowgroup import FlowGroupConfig
 from sparkmirror_dev.testing import NumberedProducer, create_topic, numbered_counts, unique_name
 
@@ -56,7 +57,7 @@ class Arrivals(threading.Thread):
                 break
             time.sleep(0.2)
         while not self._done.is_set():
-            msgs = c.consume(10000, timeout=0.05)
+            msgs = next_batch(c, 10000, 0.05)  # the time a record became visible, not 0-50 ms later
             if msgs:
                 now = int(time.time() * 1000)
                 self.times.extend(now for m in msgs if m.error() is None)

@@ -19,6 +19,8 @@ from sparkmirror_dev import install
 from sparkmirror_dev.kafka import KafkaCluster, java_cmd
 from sparkmirror_dev.procs import log_tail, spawn, stop_pid
 
+from sparkmirror.copying.start import next_batch
+
 from . import data
 from .contenders import BenchError, Contender, MirrorSetup, remote_name, rmtree
 from .procmon import ProcessTreeMonitor
@@ -308,11 +310,8 @@ class VisibleWatcher(threading.Thread):
     The target's LogAppendTime is when a record was appended, which for a transactional copy is before it can
     be read: exactly-once records wait for their transaction's commit on top. Visible latency = the moment
     this consumer received the record - the source record's timestamp (its `ts` header), so it includes the
-    commit and this consumer's own wait (at most 5 ms: the fetch's and the consume slice's)."""
-
-    SLICE_S = 0.005
-    """consume() returns only when its batch is full or its whole timeout passed: with 50 ms, every record
-    read waited 0-50 ms more in this consumer, which added about 25 ms to every contender's visible p50."""
+    commit and this consumer's own fetch wait (at most 5 ms). It reads with the lanes' `next_batch`: a batch
+    consume() with a 50-ms timeout held every record 0-50 ms more (about 25 ms on every contender's p50)."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
         super().__init__(daemon=True, name="visible-watcher")
@@ -328,7 +327,7 @@ class VisibleWatcher(threading.Thread):
     def run(self) -> None:
         try:
             while not self.stop_event.is_set():
-                msgs = self.consumer.consume(5000, self.SLICE_S)
+                msgs = next_batch(self.consumer, 5000, 0.05)
                 now = int(time.time() * 1000)
                 for m in msgs:
                     if m.error() is not None:

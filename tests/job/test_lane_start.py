@@ -10,9 +10,37 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewPartitions
 
-from sparkmirror.copying.start import offsets_held
+from sparkmirror.copying.start import new_consumer, next_batch, offsets_held
 
 from .conftest import produce_numbered
+
+
+def test_a_lane_takes_a_record_when_it_arrives_and_then_all_that_are_queued(kafka_a, topic) -> None:
+    """next_batch: a batch consume() waits out its whole timeout unless the batch fills; the lane's read returns
+    at the first record, with every record already queued behind it, in order."""
+    from confluent_kafka import TopicPartition
+
+    src = topic(kafka_a, 1)
+    consumer = new_consumer({"bootstrap.servers": kafka_a.bootstrap}, f"{src}.lane")
+    try:
+        consumer.assign([TopicPartition(src, 0, 0)])
+        assert next_batch(consumer, 100, 0.2) == []
+        arrived = threading.Timer(1.0, produce_numbered, (kafka_a.bootstrap, src, 1, 0, 1))
+        arrived.start()
+        t0 = time.monotonic()
+        first = next_batch(consumer, 100, 20.0)
+        waited = time.monotonic() - t0
+        arrived.join()
+        assert [m.offset() for m in first] == [0] and waited < 10  # not the 20 s a batch consume() waits
+        produce_numbered(kafka_a.bootstrap, src, 1, 1, 7)
+        got: list[int] = []
+        while len(got) < 7:
+            batch = next_batch(consumer, 5, 5.0)
+            assert batch and len(batch) <= 5
+            got += [m.offset() for m in batch]
+        assert got == list(range(1, 8))
+    finally:
+        consumer.close()
 
 
 def test_a_partition_not_known_yet_is_asked_for_again(kafka_a, topic) -> None:

@@ -85,6 +85,19 @@ def new_consumer(source_conf: dict[str, str], tid: str) -> Consumer:
         "fetch.wait.max.ms": 50, "queued.max.messages.kbytes": 65536})
 
 
+def next_batch(consumer: Consumer, limit: int, wait: float) -> list:
+    """The records ready now, waiting up to `wait` s only while there are none: librdkafka's batch consume()
+    returns early only when its batch is full, so a record that arrived at the start of its timeout waited all
+    of it (0-10 ms with the lanes' slices, 5 ms on average, on every record at a steady rate), while poll()
+    returns at the first record. One call each: the batch call keeps the per-record cost of large batches."""
+    first = consumer.poll(wait)
+    if first is None:
+        return []
+    rest = consumer.consume(num_messages=limit - 1, timeout=0)
+    rest.insert(0, first)
+    return rest
+
+
 def close_consumer(consumer: Consumer) -> None:
     try:
         consumer.close()

@@ -260,7 +260,8 @@ class FlowGroupConfig(_Model):
     delivery: Delivery = Delivery.EXACTLY_ONCE
     lanes: int = Field(2, ge=1, le=1024, description="Default parallel copy tasks per mirror.")
     epochSeconds: float = Field(30.0, gt=0, description="How long one lane task runs before Spark plans again.")
-    commitIntervalMs: int = Field(100, ge=1, description="Target time between transactions inside a lane.")
+    commitIntervalMs: int = Field(100, ge=1, description="Longest time between transactions inside a lane (an "
+                                  "exactly-once lane that has read all its source had commits after a quarter).")
     offsetHistory: int = Field(200_000, ge=1, description="Committed ranges per source partition the driver keeps "
                                "for offset translation (bounds its memory: 56 bytes a range).")
     progressTopic: str = Field("sparkmirror.progress.internal", description="Compacted topic on each target.")

@@ -241,7 +241,8 @@ class SparkSpec(_Model):
                                             "otherwise.", ge=1, le=1024)
     epochSeconds: float = Field(30.0, description="How long one lane task runs before Spark plans again.",
                                 gt=0, le=3600)
-    commitIntervalMs: int = Field(100, description="Target time between transactions inside a lane.",
+    commitIntervalMs: int = Field(100, description="Longest time between transactions inside a lane; an exactly-"
+                                  "once lane that has read all its source had commits after a quarter of it.",
                                   ge=1, le=600000)
     checkpointDir: str | None = Field(None, description="Spark checkpoint root (an optimisation; the target's "
                                                         "progress topic is the truth).", max_length=1024)

@@ -1,0 +1,40 @@
+"""An exactly-once lane that has read everything its source had commits after a quarter of commitIntervalMs
+(its records are visible only at the commit), and still copies every record exactly once."""
+from __future__ import annotations
+
+import threading
+import time
+
+from confluent_kafka import Producer
+
+from sparkmirror.copying import LaneCopier
+from sparkmirror.lanes import plan_lanes
+from sparkmirror.progress import ensure_progress_topic
+from sparkmirror.resource.flowgroup import Delivery
+
+from .conftest import numbered_sequences
+
+
+def test_a_trickle_commits_after_a_quarter_of_the_interval(kafka_a, kafka_b, topic, flowgroup) -> None:
+    src = topic(kafka_a, 2)
+    dst = topic(kafka_b, 2, name=f"a.{src}")
+    cfg = flowgroup(src, lanes=1, delivery=Delivery.EXACTLY_ONCE, commitIntervalMs=2000)
+    ensure_progress_topic(cfg.cluster("b").client_config(), cfg.progressTopic)
+    parts = list(plan_lanes(cfg.mirrors[0].name, 1, [(src, dst, 2)])[0].partitions)
+    copier = LaneCopier(cfg, cfg.mirrors[0], 0, parts, 12.0)
+    runner = threading.Thread(target=copier.run)
+    runner.start()
+    producer = Producer({"bootstrap.servers": kafka_a.bootstrap, "enable.idempotence": True, "linger.ms": 0})
+    try:
+        for seq in range(30):  # a record a partition every 0.2 s for 6 s: the lane reads all there is each time
+            for part in range(2):
+                producer.produce(src, key=str(seq).encode(), value=f"{part}:{seq}".encode(), partition=part)
+            assert producer.flush(10) == 0
+            time.sleep(0.2)
+    finally:
+        runner.join(60)
+    assert not runner.is_alive()
+    assert numbered_sequences(kafka_b.bootstrap, dst) == {p: list(range(30)) for p in range(2)}
+    assert sorted(s.records for s in copier.result) == [30, 30]
+    # whole 2-s intervals would give at most 4 transactions in these 6 s; quarters about 12
+    assert copier._commits >= 7, copier._commits
