@@ -96,13 +96,14 @@ class MirrorMaker2(Contender):
         self.name = "mm2-eos" if exactly_once else "mm2"
         self.label = "MM2 exactly-once" if exactly_once else "MM2 at-least-once"
 
+    _scanned = 0  # bytes of the log read so far
+    _killed: str | None = None
     KILLED = b"Task is being killed and will not recover"
     """Connect's line for a task that failed for good: the worker lives on, and the task copies nothing more
     until someone restarts it (its exactly-once task does so at times on its first commit: InvalidTxnState)."""
 
     def start(self, setup: MirrorSetup) -> int:
-        self._scanned = 0
-        self._killed: str | None = None
+        self._scanned, self._killed = 0, None  # a new log
         return super().start(setup)
 
     def failure(self) -> str | None:

@@ -29,7 +29,7 @@ class _Running:
 
 def _mm2(log: Path) -> MirrorMaker2:
     m = MirrorMaker2(exactly_once=True)
-    m.log, m._scanned, m._killed, m.proc = log, 0, None, _Running()  # type: ignore[assignment]
+    m.log, m.proc = log, _Running()  # type: ignore[assignment]
     return m
 
 
