@@ -1,8 +1,10 @@
 """A contender that gives up while its process lives on ends its run at once instead of at the run's timeout."""
 from __future__ import annotations
 
+import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,26 +19,25 @@ KILLED = (b"[2026-11-26 19:29:53,787] ERROR ExactlyOnceWorkerSourceTask{id=Mirro
           b"restarted (org.apache.kafka.connect.runtime.WorkerTask)\n")
 
 
-class _Running:
-    """Stands for the contender's process, which lives on."""
+@pytest.fixture
+def running() -> Iterator[subprocess.Popen]:
+    """A process that lives on, as a Connect worker does after it killed a task."""
+    proc = subprocess.Popen(["sleep", "120"])
+    yield proc
+    proc.kill()
+    proc.wait()
 
-    returncode = None
 
-    @staticmethod
-    def poll() -> None:
-        return None
-
-
-def _mm2(log: Path) -> MirrorMaker2:
+def _mm2(log: Path, proc: subprocess.Popen) -> MirrorMaker2:
     m = MirrorMaker2(exactly_once=True)
-    m.log, m.proc = log, _Running()  # type: ignore[assignment]
+    m.log, m.proc = log, proc
     return m
 
 
-def test_a_task_killed_by_connect_is_read_from_the_growing_log(tmp_path: Path) -> None:
+def test_a_task_killed_by_connect_is_read_from_the_growing_log(tmp_path: Path, running: subprocess.Popen) -> None:
     log = tmp_path / "mm2.log"
     log.write_bytes(b"INFO refreshing topics took 6 ms\nERROR ... Task is being kil")  # a line still being written
-    m = _mm2(log)
+    m = _mm2(log, running)
     assert m.failure() is None
     m.check()
     with open(log, "ab") as f:
@@ -46,11 +47,11 @@ def test_a_task_killed_by_connect_is_read_from_the_growing_log(tmp_path: Path) -
         m.check()
 
 
-def test_a_run_waiting_on_a_failed_contender_ends_within_a_second(tmp_path: Path) -> None:
+def test_a_run_waiting_on_a_failed_contender_ends_within_a_second(tmp_path: Path, running: subprocess.Popen) -> None:
     log = tmp_path / "mm2.log"
     log.write_bytes(KILLED)
     t0 = time.monotonic()
     with pytest.raises(BenchError):
-        _watch(_mm2(log), 60)
+        _watch(_mm2(log, running), 60)
     assert time.monotonic() - t0 < 1.0
 
