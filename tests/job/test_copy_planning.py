@@ -33,8 +33,12 @@ def test_plan_is_deterministic_and_complete():
     assert sorted(k for lane in a for k in [(p.source_topic, p.partition) for p in lane.partitions]) == sorted(
         (f"t{i}", p) for i in range(10) for p in range(8))
     assert all(lane_of("t1", 3, 3) == lane_of("t1", 3, 3) for _ in range(3))
+    assert all(lane.index == lane_of(p.source_topic, p.partition, 3) for lane in a for p in lane.partitions)
+    assert all(list(lane.partitions) == sorted(lane.partitions) for lane in a)  # the dataclass order
     with pytest.raises(ValueError):
         lane_of("t", 0, 0)
+    with pytest.raises(ValueError):
+        plan_lanes("m", 0, routes)
 
 
 def test_transactional_id_is_stable_and_safe():

@@ -1,18 +1,21 @@
 """An exactly-once lane that has read everything its source had commits after a quarter of commitIntervalMs
-(its records are visible only at the commit), and still copies every record exactly once."""
+(its records are visible only at the commit), and still copies every record exactly once; a lane reading full
+batches of a backlog keeps whole intervals (shorter transactions there cost throughput)."""
 from __future__ import annotations
 
 import threading
 import time
 
+import pytest
+
 from confluent_kafka import Producer
 
-from sparkmirror.copying import LaneCopier
+from sparkmirror.copying import LaneCopier, loop
 from sparkmirror.lanes import plan_lanes
 from sparkmirror.progress import ensure_progress_topic
 from sparkmirror.resource.flowgroup import Delivery
 
-from .conftest import numbered_sequences
+from .conftest import numbered_sequences, produce_numbered
 
 
 def test_a_trickle_commits_after_a_quarter_of_the_interval(kafka_a, kafka_b, topic, flowgroup) -> None:
@@ -38,3 +41,23 @@ def test_a_trickle_commits_after_a_quarter_of_the_interval(kafka_a, kafka_b, top
     assert sorted(s.records for s in copier.result) == [30, 30]
     # whole 2-s intervals would give at most 4 transactions in these 6 s; quarters about 12
     assert copier._commits >= 7, copier._commits
+
+
+def test_full_batches_of_a_backlog_keep_whole_intervals(kafka_a, kafka_b, topic, flowgroup,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches of 2 records make a backlog of 300,000 last longer than the epoch: every read is full, so no
+    interval ends early (quarters of the 500-ms interval would give 16 transactions in the 2-s epoch)."""
+    monkeypatch.setattr(loop, "READ_BATCH", 2)
+    src = topic(kafka_a, 2)
+    dst = topic(kafka_b, 2, name=f"a.{src}")
+    produce_numbered(kafka_a.bootstrap, src, 2, 0, 150_000, {"queue.buffering.max.messages": 400_000})
+    cfg = flowgroup(src, lanes=1, delivery=Delivery.EXACTLY_ONCE, commitIntervalMs=500)
+    ensure_progress_topic(cfg.cluster("b").client_config(), cfg.progressTopic)
+    parts = list(plan_lanes(cfg.mirrors[0].name, 1, [(src, dst, 2)])[0].partitions)
+    copier = LaneCopier(cfg, cfg.mirrors[0], 0, parts, 2.0)
+    copier.run()
+    copied = sum(s.records for s in copier.result)
+    assert 0 < copied < 300_000, copied  # the backlog outlasted the epoch: every read was a full batch
+    assert copier._commits <= 5, copier._commits  # 4 whole intervals and the epoch's end
+    seqs = numbered_sequences(kafka_b.bootstrap, dst)
+    assert all(s == list(range(len(s))) for s in seqs.values()) and sum(map(len, seqs.values())) == copied

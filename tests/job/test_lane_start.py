@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewPartitions
 
-from sparkmirror.copying.start import new_consumer, next_batch, offsets_held
+from sparkmirror.copying.start import new_consumer, next_batch, offsets_held, offsets_unsettled
 
 from .conftest import produce_numbered
 
@@ -78,3 +78,10 @@ def test_every_partition_of_a_large_lane_gets_its_own_offsets(kafka_a, topic) ->
     produce_numbered(kafka_a.bootstrap, src, 250, 2, 1)  # a third record in the first 250 partitions
     held = offsets_held({"bootstrap.servers": kafka_a.bootstrap}, [(src, p) for p in range(500)])
     assert held == {(src, p): (0, 3 if p < 250 else 2) for p in range(500)}
+
+
+def test_sentinel_offsets_are_not_taken_for_offsets() -> None:
+    """librdkafka's -1001 (OFFSET_INVALID) for an end offset, answered without an error right after a source
+    broker restart, made a committed position look beyond the end: such partitions are asked for again."""
+    held = {("a", 0): (0, 10), ("a", 1): (0, -1001), ("b", 0): (-1, 4), ("b", 1): (3, 3)}
+    assert offsets_unsettled(held) == [("a", 1), ("b", 0)]

@@ -168,7 +168,16 @@ def resume_positions(config: FlowGroupConfig, mirror: Mirror, partitions: list[t
 
 
 _NO_LEADER_YET = (KafkaError._NOENT, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION,
-                  KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC, KafkaError.UNKNOWN_TOPIC_OR_PART)
+                  KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC, KafkaError.UNKNOWN_TOPIC_OR_PART,
+                  KafkaError.OFFSET_NOT_AVAILABLE)
+
+
+def offsets_unsettled(held: dict[tuple[str, int], tuple[int, int]]) -> list[tuple[str, int]]:
+    """Partitions whose (earliest, end) offsets are librdkafka's sentinels (negative), not offsets. Right after a
+    source broker restart ListOffsets once answered end offset -1001 (OFFSET_INVALID) with no error for a partition
+    whose leader had just moved; read as an offset, it made a committed position look beyond the end and ended
+    the chaos campaign's mirror as a truncated topic (sourceGapPolicy=fail). Such answers are asked for again."""
+    return [k for k, (lo, hi) in held.items() if lo < 0 or hi < 0]
 
 
 def offsets_held(source_conf: dict[str, str], partitions: list[tuple[str, int]], timeout: float = 30.0,
@@ -201,7 +210,14 @@ def offsets_held(source_conf: dict[str, str], partitions: list[tuple[str, int]],
             try:
                 lows = _offsets(admin, tps, OffsetSpec.earliest(), timeout)
                 highs = _offsets(admin, tps, OffsetSpec.latest(), timeout)
-                return {k: (lo, highs[k]) for k, lo in lows.items()}
+                held = {k: (lo, highs[k]) for k, lo in lows.items()}
+                unsettled = offsets_unsettled(held)
+                if not unsettled:
+                    return held
+                (t, p), (lo, hi) = unsettled[0], held[unsettled[0]]
+                raise KafkaException(KafkaError(KafkaError.OFFSET_NOT_AVAILABLE, (
+                    f"source partition {t}/{p} answered offsets {lo}..{hi}, not real ones"
+                    + (f" (and {len(unsettled) - 1} more)" if len(unsettled) > 1 else ""))))
             except KafkaException as e:
                 if e.args[0].code() not in _NO_LEADER_YET or time.monotonic() + sleep >= deadline:
                     raise
