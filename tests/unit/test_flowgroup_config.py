@@ -69,3 +69,31 @@ def test_secrets_resolved_in_memory_through_a_reader(tmp_path: Path) -> None:
     assert conf["sasl.password"] == "<PW_VAR>" and conf["security.protocol"] == "SASL_PLAINTEXT"
     assert [r.file or r.env for r in seen] == ["secret:/ca/a.crt", "secret:/ca/b.crt", "secret:/u/user.crt",
                                               "secret:/u/user.key", "PW_VAR"]
+
+
+def test_commit_interval_defaults_to_the_deliverys_own() -> None:
+    """Exactly-once records are visible at the commit (100 ms); at-least-once ones once acknowledged, where the
+    interval only bounds what a crash copies again (1,000 ms); a value given is kept; a resource that gives
+    none gets its delivery's through the plan."""
+    import yaml
+
+    from sparkmirror.resource.plan import plan
+
+    base = {"name": "g", "clusters": [{"alias": "a", "bootstrapServers": "127.0.0.1:1"},
+                                      {"alias": "b", "bootstrapServers": "127.0.0.1:2"}],
+            "mirrors": [{"name": "a-to-b", "source": "a", "target": "b"}]}
+    assert FlowGroupConfig.model_validate(base).commitIntervalMs == 100
+    assert FlowGroupConfig.model_validate({**base, "delivery": "at-least-once"}).commitIntervalMs == 1000
+    assert FlowGroupConfig.model_validate({**base, "delivery": "at-least-once", "commitIntervalMs": None}
+                                          ).commitIntervalMs == 1000
+    assert FlowGroupConfig.model_validate({**base, "delivery": "at-least-once", "commitIntervalMs": 250}
+                                          ).commitIntervalMs == 250
+    with pytest.raises(ValidationError, match="delivery"):
+        FlowGroupConfig.model_validate({**base, "delivery": "twice"})
+    resource = yaml.safe_load((Path(__file__).parents[1] / "operator" / "data" / "render" /
+                               "strimzi-tls.input.yaml").read_text())
+    for delivery, ms in (("at-least-once", 1000), ("exactly-once", 100)):
+        resource["spec"]["delivery"] = delivery
+        assert {g.commitIntervalMs for g in plan(resource).groups} == {ms}
+    resource["spec"].setdefault("spark", {})["commitIntervalMs"] = 40
+    assert {g.commitIntervalMs for g in plan(resource).groups} == {40}

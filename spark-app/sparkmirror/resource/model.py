@@ -241,9 +241,11 @@ class SparkSpec(_Model):
                                             "otherwise.", ge=1, le=1024)
     epochSeconds: float = Field(30.0, description="How long one lane task runs before Spark plans again.",
                                 gt=0, le=3600)
-    commitIntervalMs: int = Field(100, description="Longest time between transactions inside a lane; an exactly-"
-                                  "once lane that has read all its source had commits after a quarter of it.",
-                                  ge=1, le=600000)
+    commitIntervalMs: int | None = Field(None, description="Longest time between transactions inside a lane; an "
+                                         "exactly-once lane that has read all its source had commits after a "
+                                         "quarter of it. Default 100 for exactly-once (records become visible at "
+                                         "the commit), 1000 for at-least-once (visible once acknowledged: the "
+                                         "interval bounds what a crash copies again).", ge=1, le=600000)
     checkpointDir: str | None = Field(None, description="Spark checkpoint root (an optimisation; the target's "
                                                         "progress topic is the truth).", max_length=1024)
     offsetHistory: int = Field(200_000, description="Committed ranges per source partition the driver keeps for "
