@@ -9,6 +9,7 @@ from __future__ import annotations
 import secrets
 import ssl
 import subprocess
+import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -147,6 +148,16 @@ class KubeApiServer:
         if check and res.returncode != 0:
             raise DevEnvError(f"kubectl {' '.join(args)} failed: {res.stderr.strip()}")
         return res
+
+    def wait_allowed(self, user: str, namespace: str, verb: str, resource: str, timeout: float = 30.0) -> None:
+        """Wait until RBAC just applied is in force for user: the apiserver's authorizer reads Roles and bindings
+        through an informer, so a request right after the apply may still be refused."""
+        deadline = time.monotonic() + timeout
+        while self.kubectl("auth", "can-i", verb, resource, f"--as={user}", f"--namespace={namespace}",
+                           check=False).returncode != 0:
+            if time.monotonic() > deadline:
+                raise DevEnvError(f"{user} still may not {verb} {resource} in {namespace} after {timeout:.0f}s")
+            time.sleep(0.1)
 
     def install_crd(self, crd: Path) -> None:
         """Server-side apply: large CRDs (SparkApplication) overflow client-side apply's annotation limit."""

@@ -77,6 +77,16 @@ def test_helm_lint_and_template() -> None:
     assert bad.returncode != 0 and "secretsAs" in bad.stderr
 
 
+def _wait_rbac_in_force(kube, docs: list[dict], user: str) -> None:
+    """Every rendered Role's first rule in force for user: the apiserver authorizes from an informer's cache."""
+    for d in docs:
+        if d["kind"] == "Role":
+            rule = d["rules"][0]
+            group = rule["apiGroups"][0]
+            resource = rule["resources"][0] + (f".{group}" if group else "")
+            kube.wait_allowed(user, d["metadata"]["namespace"], rule["verbs"][0], resource)
+
+
 def _template(namespace: str, *args: str) -> list[dict]:
     out = subprocess.run([helm(), "template", "smm", str(CHART), "--namespace", namespace,
                           "--kube-version", paths.K8S_VERSION, *args],
@@ -107,6 +117,7 @@ def test_rendered_chart_is_valid_and_its_rbac_suffices(kube, kmm2_crd, namespace
     kube.kubectl("apply", "-f", "-", input=text)  # namespaced RBAC for real
     # reconcile a resource as the chart's service account: its RBAC must allow everything, escalation included
     sa = next(d for d in docs if d["kind"] == "ServiceAccount")["metadata"]["name"]
+    _wait_rbac_in_force(kube, docs, f"system:serviceaccount:{namespace}:{sa}")
     with kube.api_client() as admin:
         admin_api = KubeApi(admin)
         body = {"apiVersion": "sparkmirror.io/v1alpha1", "kind": "KafkaMirrorMaker2",
@@ -144,6 +155,7 @@ def test_leader_election_rbac_alone_suffices(kube, namespace) -> None:
     kube.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(mine))
     sa = next(d for d in docs if d["kind"] == "ServiceAccount")["metadata"]["name"]
     lease = next(a.split("=", 1)[1] for a in _args(docs) if a.startswith("--leader-elect-resource-name="))
+    _wait_rbac_in_force(kube, mine, f"system:serviceaccount:{namespace}:{sa}")
     with kube.api_client() as api:
         api.set_default_header("Impersonate-User", f"system:serviceaccount:{namespace}:{sa}")
         elector = LeaderElector(KubeApi(api), namespace, lease, "smm-0", Timing())

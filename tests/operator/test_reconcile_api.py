@@ -32,6 +32,7 @@ def test_unreadable_secret_is_a_condition_not_a_crash(kube, kmm2_crd, kapi, name
                  "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "no-secrets"},
                  "subjects": [{"kind": "ServiceAccount", "name": "no-secrets", "namespace": namespace}]})
     created = kapi.create(resource("unreadable", namespace))
+    kube.wait_allowed(f"system:serviceaccount:{namespace}:no-secrets", namespace, "create", "configmaps")
     with kube.api_client() as api:
         api.set_default_header("Impersonate-User", f"system:serviceaccount:{namespace}:no-secrets")
         as_operator = KubeApi(api)
