@@ -12,9 +12,10 @@ have to increase; they are the planning time in milliseconds, so they keep incre
 
 Topic management runs on the driver beside the planning (`liveroutes.LiveRoutes`): every
 `refreshTopicsIntervalSeconds` it calls `TopicSync.sync()` (create/update remote topics, return routes) and
-each epoch is planned from the latest routes without waiting for a sync. A lane ends its epoch early when the
-source gains topics/partitions the plan does not have; the planner then waits for a fresh sync, so new ones
-are picked up within about one refresh interval, not one epoch.
+each epoch is planned from the latest routes without waiting for a sync. A lane takes the topics/partitions
+the source gains mid-epoch in place (routewatch.py); one whose epoch another worker runs ends it early instead,
+and the planner then waits for a fresh sync, so new ones are picked up within about one refresh interval, not
+one epoch.
 """
 from __future__ import annotations
 
@@ -22,7 +23,6 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -32,6 +32,7 @@ from .copying import SUMMARY_SCHEMA, CopyError, LaneCopier, PartitionSummary
 from .liveroutes import LiveRoutes, Route, last_tick
 from .resource.flowgroup import FlowGroupConfig, Mirror
 from .lanes import Lane, LanePartition, plan_lanes
+from .routewatch import RouteWatch
 
 log = logging.getLogger("sparkmirror.datasource")
 
@@ -74,73 +75,6 @@ def _worker_logging() -> None:
         lg.addHandler(h)
         lg.setLevel(logging.INFO)
         lg.propagate = False
-
-
-_LOOKUPS = ThreadPoolExecutor(2, thread_name_prefix="route-watch")
-"""Runs RouteWatch's metadata requests, so a lane's copy loop never waits for one."""
-
-
-class RouteWatch:
-    """Executor side: has the source gained topics or partitions this epoch's plan does not cover?
-
-    One AdminClient per source config in the (reused) Python worker, asked at the wall clock's multiples of
-    `refreshTopicsIntervalSeconds`: every lane of the mirror looks at the same moments, so they all end the
-    epoch together (an epoch lasts until its slowest lane ends; looking at random phases cost a new topic about
-    half an interval more). The request runs on a thread and `changed()` only looks at its answer: the copy loop
-    asks every commit interval, and a request in the loop held every record for its round trip (the latency
-    benchmark's 200-350-ms spikes every 5 s; 3.7 s at 10,000 partitions). The driver's TopicSync stays the only
-    one that creates or syncs topics.
-    """
-
-    def __init__(self, config: FlowGroupConfig, mirror: Mirror, routes: tuple[tuple[str, str, int], ...]) -> None:
-        from .copying.admins import kept_admin
-        from .topicsync import topic_filter
-        from .replication import policy_for, should_replicate_topic
-
-        self.known = {s: n for s, _t, n in routes}
-        self.interval = mirror.refreshTopicsIntervalSeconds
-        self.next_check = self._next_tick()
-        self.admin = kept_admin(config.cluster(mirror.source).client_config())
-        self.policy, self.filter, self.target = policy_for(mirror), topic_filter(config, mirror), mirror.target
-        self._should = should_replicate_topic
-        self._asked: Future | None = None
-        self._took = 0.0  # how long the last answer took
-
-    def _next_tick(self, after: float = 0.0) -> float:
-        """The first multiple of the interval `after` s from now (all lanes, and the driver's topic sync, pick the
-        same one: see liveroutes.py)."""
-        return last_tick(self.interval, time.time() + after) + self.interval
-
-    def changed(self) -> bool:
-        asked = self._asked
-        if asked is not None and asked.done():
-            self._asked = None
-            # at most a third of the time asking: at 10,000 partitions one answer took 3.7 s on a loaded broker,
-            # and two lanes and the driver's topic sync asking every 5 s kept it busy answering. (Four times the
-            # answer's time skipped every other 5-s tick once answers took 1.25 s: a new topic waited 5 s more.)
-            self.next_check = max(self.next_check, self._next_tick(2 * self._took))
-            if asked.result():
-                return True
-        if self._asked is None and time.time() >= self.next_check:
-            self.next_check = self._next_tick()
-            self._asked = _LOOKUPS.submit(self._gained)
-        return False
-
-    def _gained(self) -> bool:
-        t0 = time.monotonic()
-        try:
-            md = self.admin.list_topics(timeout=5)
-        except Exception:  # noqa: BLE001 - the copy itself reports an unreachable source
-            return False
-        finally:
-            self._took = time.monotonic() - t0
-        for name, t in md.topics.items():
-            if t.error is None and self._should(self.policy, self.filter, name, self.target):
-                if len(t.partitions) > self.known.get(name, 0):
-                    log.info("source gained %s (%d partitions); ending the epoch early to re-plan",
-                             name, len(t.partitions))
-                    return True
-        return False
 
 
 class MirrorStreamReader(DataSourceStreamReader):
@@ -295,13 +229,13 @@ class MirrorStreamReader(DataSourceStreamReader):
         _worker_logging()
         config = FlowGroupConfig.model_validate_json(partition.config_json)
         mirror = _mirror(config, partition.mirror)
-        watch = RouteWatch(config, mirror, partition.routes)
+        watch = RouteWatch(config, mirror, partition.routes, partition.lane)
         ctx = TaskContext.get()
         copier = LaneCopier(config, mirror, partition.lane, list(partition.partitions), should_stop=watch.changed,
                             epoch=partition.epoch, prev_epoch=partition.prev_epoch,
                             attempt=ctx.attemptNumber() if ctx is not None else 0,
                             carry_seconds=min(float(config.epochSeconds), CARRY_SECONDS), stop_file=self.drain_file,
-                            standby=partition.standby)
+                            standby=partition.standby, growth=watch)
         try:
             summaries = copier.run()
         except CopyError as e:

@@ -1,6 +1,8 @@
 """The whole job as a process: TopicSync creates the remote topic, lanes copy, a new topic is picked up."""
 from __future__ import annotations
 
+import re
+
 from sparkmirror_dev.testing import unique_name
 
 from .conftest import end_offsets, produce_numbered, read_topic, wait_for
@@ -31,6 +33,11 @@ def test_job_mirrors_and_picks_up_new_topic(kafka_a, kafka_b, topic, flowgroup, 
     second = topic(kafka_a, 2, name=f"{prefix}-two")
     produce_numbered(kafka_a.bootstrap, second, 2, 0, 300)
     wait_for(lambda: _mirrored(kafka_b.bootstrap, f"a.{second}", 300, 2), 180, "new topic mirrored")
+    # taken in place by the lanes copying (routewatch.py), not by ending their epoch to re-plan
+    log = jp.log()
+    assert re.search(rf"source gained {second} \(2 partitions\): lane \d takes \d of their partitions in place",
+                     log), log[-3000:]
+    assert "ending the epoch early" not in log
     for name, parts, n in ((first, 3, 2000), (second, 2, 300)):
         got = read_topic(kafka_b.bootstrap, f"a.{name}")
         for p in range(parts):

@@ -17,9 +17,10 @@ from sparkmirror.lanes import LanePartition, plan_lanes
 from sparkmirror.progress import ensure_progress_topic
 from sparkmirror.resource.flowgroup import Delivery
 from sparkmirror.resource.names import transactional_id
+from sparkmirror.routewatch import RouteWatch
 from sparkmirror_dev.workers import run_lane
 
-from .conftest import close_kept_lanes, numbered_sequences, produce_numbered, wait_for
+from .conftest import close_kept_lanes, numbered_sequences, produce_numbered, unique_name, wait_for
 
 EPOCH_S = 2.0
 
@@ -29,10 +30,13 @@ def keeping_worker(kafka_a, kafka_b, topic, flowgroup):
     ctx = multiprocessing.get_context("spawn")
     procs = []
 
-    def start(delivery: Delivery):
-        src = topic(kafka_a, 2)
+    def start(delivery: Delivery, prefix: str | None = None):
+        """`prefix`: the mirror takes every topic named `<prefix>-...` (task.new_topic makes them), looking for
+        new ones every second."""
+        src = topic(kafka_a, 2, name=None if prefix is None else f"{prefix}-one")
         dst = topic(kafka_b, 2, name=f"a.{src}")
-        cfg = flowgroup(src, lanes=1, delivery=delivery)
+        cfg = (flowgroup(src, lanes=1, delivery=delivery) if prefix is None else
+               flowgroup(f"{prefix}-.*", lanes=1, delivery=delivery, mirror={"refreshTopicsIntervalSeconds": 1}))
         ensure_progress_topic(cfg.cluster("b").client_config(), cfg.progressTopic)
         parts = list(plan_lanes(cfg.mirrors[0].name, 1, [(src, dst, 2)])[0].partitions)
         started, done = ctx.Event(), ctx.Event()
@@ -45,9 +49,11 @@ def keeping_worker(kafka_a, kafka_b, topic, flowgroup):
         assert started.is_set(), f"the keeping worker ended with {proc.exitcode}"
 
         def task(epoch: int, prev: int, seconds: float = EPOCH_S, attempt: int = 0,
-                 should_stop=None, more: tuple[LanePartition, ...] = ()) -> LaneCopier:
+                 should_stop=None, more: tuple[LanePartition, ...] = (), watch: bool = False) -> LaneCopier:
+            """`watch`: with the RouteWatch a Spark task has (routewatch.py), over the plan's one topic."""
+            growth = RouteWatch(cfg, cfg.mirrors[0], ((src, dst, 2),), 0) if watch else None
             c = LaneCopier(cfg, cfg.mirrors[0], 0, parts + list(more), seconds, should_stop, epoch=epoch,
-                           prev_epoch=prev, attempt=attempt)
+                           prev_epoch=prev, attempt=attempt, growth=growth)
             c.run()
             return c
 
@@ -62,7 +68,7 @@ def keeping_worker(kafka_a, kafka_b, topic, flowgroup):
         task.tid = transactional_id(cfg.resource, cfg.name, cfg.mirrors[0].name, 0)
 
         def new_topic() -> tuple[str, str, tuple[LanePartition, ...]]:
-            new_src = topic(kafka_a, 2)
+            new_src = topic(kafka_a, 2, name=None if prefix is None else f"{prefix}-{unique_name('new')}")
             new_dst = topic(kafka_b, 2, name=f"a.{new_src}")
             return new_src, new_dst, tuple(LanePartition(new_src, p, new_dst) for p in range(2))
 
@@ -115,6 +121,34 @@ def test_the_keeping_worker_runs_an_epoch_whose_plan_gained_a_topic(kafka_a, kaf
     assert not any(s.fenced for s in [*grown.result, *nxt.result])
     assert numbered_sequences(kafka_b.bootstrap, dst) == {p: list(range(400)) for p in range(2)}
     assert numbered_sequences(kafka_b.bootstrap, new_dst) == {p: list(range(150)) for p in range(2)}
+    assert proc.is_alive()
+
+
+def test_a_served_epoch_takes_a_topic_the_source_gains_in_place(kafka_a, kafka_b, keeping_worker, caplog):
+    """The request carries the task's routes: the keeping worker watches the source for the epoch it runs and
+    adds its share of a topic created meanwhile, once the target has it; the task's own watch stands aside, so
+    nothing ends the epoch early."""
+    src, dst, proc, task = keeping_worker(Delivery.EXACTLY_ONCE, prefix=unique_name("dg"))
+    caplog.set_level(logging.INFO, logger="sparkmirror")
+    made: list[tuple[str, str]] = []
+
+    def create() -> None:  # mid-epoch, as the driver's topic sync would: source topic, then its remote topic
+        time.sleep(1.0)
+        new_src, new_dst, _ = task.new_topic()
+        produce_numbered(kafka_a.bootstrap, new_src, 2, 0, 50)
+        made.append((new_src, new_dst))
+
+    t = threading.Thread(target=create, daemon=True)
+    t.start()
+    t0 = time.monotonic()
+    grown = task(20, 10, 6.0, watch=True)
+    t.join(30)
+    (new_src, new_dst), = made
+    assert grown.consumer is None and not grown.reused  # run by the keeping worker
+    assert time.monotonic() - t0 >= 5.5, "the epoch ended early"
+    assert sorted(s.records for s in grown.result if s.source_topic == new_src) == [50, 50]
+    assert numbered_sequences(kafka_b.bootstrap, new_dst) == {p: list(range(50)) for p in range(2)}
+    assert not any("ending the epoch early" in r.getMessage() for r in caplog.records)
     assert proc.is_alive()
 
 

@@ -101,6 +101,7 @@ class Request:
     task: Proc
     holder: Proc
     partitions: tuple[LanePartition, ...]  # the task's plan of the lane: the kept one, maybe grown
+    routes: tuple[tuple[str, str, int], ...] | None = None  # all the task's routes: the served epoch watches them
 
 
 @dataclass
@@ -185,7 +186,8 @@ def _request(doc: dict) -> Request:
     return Request(int(doc["epoch"]), int(doc["prev_epoch"]), str(doc["key"]), float(doc["deadline"]),
                    Proc(int(doc["task"]["pid"]), str(doc["task"]["started"])),
                    Proc(int(doc["holder"]["pid"]), str(doc["holder"]["started"])),
-                   tuple(LanePartition(str(t), int(p), str(r)) for t, p, r in doc["partitions"]))
+                   tuple(LanePartition(str(t), int(p), str(r)) for t, p, r in doc["partitions"]),
+                   None if doc.get("routes") is None else tuple((str(s), str(t), int(n)) for s, t, n in doc["routes"]))
 
 
 def asked(tid: str, me: Proc | None) -> bool:
@@ -274,7 +276,8 @@ def ask(copier: LaneCopier) -> Served | None:
         f.write(f.req, {"epoch": copier.epoch, "prev_epoch": copier.prev_epoch, "key": key,
                         "deadline": time.time() + copier.epoch_seconds, "task": asdict(me),
                         "holder": asdict(holder),
-                        "partitions": [[p.source_topic, p.partition, p.target_topic] for p in copier.partitions]})
+                        "partitions": [[p.source_topic, p.partition, p.target_topic] for p in copier.partitions],
+                        "routes": None if copier.growth is None else copier.growth.routes()})
     except OSError as e:
         log.info("lane %s: cannot ask worker %d (%s); starting afresh", copier.tid, holder.pid, e)
         return None
@@ -282,6 +285,8 @@ def ask(copier: LaneCopier) -> Served | None:
         return None
     log.info("lane %s: epoch %d runs in worker %d, which keeps the lane's clients", copier.tid, copier.epoch,
              holder.pid)
+    if copier.growth is not None:  # that worker watches the source for the epoch (the request has the routes)
+        copier.growth.elsewhere = True
     return _result(copier, f, holder)
 
 

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_for
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -41,6 +42,9 @@ from .pauses import LoopPauses, freeze_long_lived
 from .start import (TopicIds, close_consumer, lane_topic_ids, new_consumer, new_producer, next_batch,
                     resume_positions, target_max_message_bytes)
 from .summary import PartitionSummary, latency_le
+
+if TYPE_CHECKING:
+    from ..routewatch import RouteWatch
 
 _PURGED = (KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT)  # records dropped with their transaction
 log = logging.getLogger(__name__)
@@ -158,10 +162,11 @@ class LaneCopier:
     def __init__(self, config: FlowGroupConfig, mirror: Mirror, lane: int, partitions: list[LanePartition],
                  epoch_seconds: float | None = None, should_stop: Callable[[], bool] | None = None,
                  epoch: int | None = None, prev_epoch: int | None = None, attempt: int = 0,
-                 carry_seconds: float = 0.0, stop_file: str | None = None, standby: bool = False) -> None:
+                 carry_seconds: float = 0.0, stop_file: str | None = None, standby: bool = False,
+                 growth: RouteWatch | None = None) -> None:
         """`epoch`/`prev_epoch` (Spark's epoch ids) let a lane keep its clients for its next epoch in this
         process and resume them there (sessions.py); without them (tests, tools) every run starts and closes
-        its own."""
+        its own. `growth` hands the lane the partitions the source gained mid-epoch (routewatch.py)."""
         self.config = config
         self.epoch, self.prev_epoch, self.attempt = epoch, prev_epoch, attempt
         self.carry_seconds, self.stop_file = carry_seconds, stop_file
@@ -179,6 +184,7 @@ class LaneCopier:
         self.partitions = list(partitions)
         self.epoch_seconds = config.epochSeconds if epoch_seconds is None else epoch_seconds
         self.should_stop = should_stop or (lambda: False)
+        self.growth = growth
         self._protocol_class = commit_protocol(config.delivery)  # exactly-once or at-least-once
         self.source_conf = config.cluster(mirror.source).client_config()
         self.target_conf = config.cluster(mirror.target).client_config()
@@ -211,12 +217,12 @@ class LaneCopier:
     # ---- the epoch -----------------------------------------------------------------------------------------
 
     def successor(self, epoch: int, prev_epoch: int, epoch_seconds: float, should_stop: Callable[[], bool],
-                  partitions: Sequence[LanePartition]) -> LaneCopier:
+                  partitions: Sequence[LanePartition], growth: RouteWatch | None = None) -> LaneCopier:
         """The copier of this lane's next epoch (its task's `partitions`: these or more), run by this worker for
         a task in another (delegate.py)."""
         nxt = LaneCopier(self.config, self.mirror, self.lane, list(partitions), epoch_seconds, should_stop,
                          epoch=epoch, prev_epoch=prev_epoch, carry_seconds=self.carry_seconds,
-                         stop_file=self.stop_file)
+                         stop_file=self.stop_file, growth=growth)
         nxt.served = True
         return nxt
 
@@ -258,6 +264,8 @@ class LaneCopier:
                         self.summaries = {(r.source_topic, r.partition): r for r in served.rows}
                         raise CopyError(served.error)
             if not delegated:
+                if self.growth is not None:  # this loop is the lane's: it takes new partitions in place
+                    self.growth.growing, self.growth.elsewhere = True, False
                 self._copy_riding_out(time.monotonic() + self.epoch_seconds)
                 keep = True
         except LaneFenced:
@@ -461,6 +469,23 @@ class LaneCopier:
                  (t3 - t0) * 1000, (t1 - t0) * 1000, (t2 - t1) * 1000, (t3 - t2) * 1000)
         self._added = []
 
+    def _grow(self, gained: list[LanePartition]) -> None:
+        """Take partitions the source gained into this epoch, between two commit intervals (nothing of them is
+        in a transaction yet): the plan of the lane's next epoch holds them too (routewatch.py)."""
+        new = [p for p in gained if (p.source_topic, p.partition) not in self.route]
+        if not new:
+            return
+        start_ms = min((s.epoch_start_ms for s in self.summaries.values()), default=_now_ms())
+        for p in new:
+            k = (p.source_topic, p.partition)
+            self.partitions.append(p)
+            self.route[k] = p.target_topic
+            s = self.summaries[k] = PartitionSummary(self.mirror.name, self.lane, p.source_topic, p.partition,
+                                                     p.target_topic, generation=self.config.worker.generation)
+            s.epoch_start_ms = start_ms
+        self._added = [(p.source_topic, p.partition) for p in new]
+        self._extend()
+
     def _producer_knows(self, route: dict[tuple[str, int], str]) -> None:
         """The kept producer learns the remote partitions it is to write now: it refuses a partition missing from
         the metadata it holds (_UNKNOWN_PARTITION) and looks again only every topic.metadata.refresh.interval.ms,
@@ -562,6 +587,9 @@ class LaneCopier:
                 pauses.mark("commit")
             if "source" in self.outage.down and time.monotonic() >= self._next_source_probe:
                 self._probe_source()
+            if self.growth is not None and (gained := self.growth.ready()):
+                self._grow(gained)
+                pauses.mark("grow")
         self._drain_pipeline()
 
     def _copy(self, msgs: list) -> None:

@@ -112,5 +112,6 @@ class LoopPauses:
 
 
 def _describe(ms: float, parts: dict[str, float], gc_ms: float) -> str:
-    phases = ", ".join(f"{p} {parts.get(p, 0.0):.0f}" for p in PHASES)
+    extra = [p for p in parts if p not in PHASES and parts[p] >= 0.5]  # rare ones (grow) only when they took time
+    phases = ", ".join(f"{p} {parts.get(p, 0.0):.0f}" for p in (*PHASES, *extra))
     return f"{ms:.0f} ms ({phases}; Python GC {gc_ms:.0f} ms)"

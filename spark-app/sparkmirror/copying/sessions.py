@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from . import delegate
 from .errors import CopyError, LaneFenced, Unreachable
 from .summary import PartitionSummary
+from ..routewatch import RouteWatch
 
 if TYPE_CHECKING:
     from .loop import LaneCopier
@@ -58,6 +59,7 @@ class LaneSession:
             return self._asked
 
         c.should_stop = should_stop
+        c.growth = None  # its task's watch: the next epoch's plan holds what the source gains from here on
         self._deadline = time.monotonic() + seconds
         self._plan = delegate.plan_key(c)
         self._me = delegate.Proc.me()
@@ -113,7 +115,8 @@ class LaneSession:
         nxt: LaneCopier | None = None
         try:  # stops early once its task is gone: the task's retry starts afresh, and must not be fenced back
             nxt = c.successor(req.epoch, req.prev_epoch, max(req.deadline - time.time(), 0.0),
-                              lambda: delegate.stop_asked(tid) or not task.alive(), req.partitions)
+                              lambda: delegate.stop_asked(tid) or not task.alive(), req.partitions,
+                              None if req.routes is None else RouteWatch(c.config, c.mirror, req.routes, c.lane))
             served.rows = nxt.run(kept=c)
         except CopyError as e:
             assert nxt is not None
