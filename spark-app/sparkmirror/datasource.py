@@ -31,7 +31,7 @@ from pyspark.sql.types import StructType
 from .copying import SUMMARY_SCHEMA, CopyError, LaneCopier, PartitionSummary
 from .liveroutes import LiveRoutes, Route, last_tick
 from .resource.flowgroup import FlowGroupConfig, Mirror
-from .lanes import Lane, LanePartition, plan_lanes
+from .lanes import Lane, LanePartition, LanePlanner
 from .routewatch import RouteWatch
 
 log = logging.getLogger("sparkmirror.datasource")
@@ -93,13 +93,14 @@ class MirrorStreamReader(DataSourceStreamReader):
         self._standby_epoch = 0  # the epoch planned before the go file existed: its lanes wait for the go mark
         self._live: LiveRoutes | None = None
         self._plan: tuple[tuple[tuple[str, str, int], ...], list[Lane]] | None = None  # routes -> their lanes
+        self._planner: LanePlanner | None = None  # keeps each route's split for the next plan
         self._offset_ms = 0.0  # how long the last latestOffset() took
         self._planned_at: float | None = None  # when the running epoch was planned (monotonic)
 
     def __getstate__(self) -> dict:
         return {"config_json": self.config_json, "mirror_name": self.mirror_name, "drain_file": self.drain_file,
                 "go_file": self.go_file,
-                "_sync": None, "_live": None, "_offset_ms": 0.0, "_planned_at": None, "_plan": None,
+                "_sync": None, "_live": None, "_offset_ms": 0.0, "_planned_at": None, "_plan": None, "_planner": None,
                 "_routes": self._routes, "_synced_at": float("-inf"), "_last_epoch": self._last_epoch}
 
     # ---- driver --------------------------------------------------------------------------------------------
@@ -197,8 +198,10 @@ class MirrorStreamReader(DataSourceStreamReader):
         while (last := self._routes_live().current(wait=1.0)) is None:  # a replayed batch after a restart,
             pass                                                         # clusters away
         routes = tuple(last)
-        if self._plan is None or self._plan[0] != routes:  # the same routes plan the same lanes: 10,000
-            self._plan = (routes, plan_lanes(mirror.name, config.lanes_of(mirror), routes))  # partitions: 10-15 ms
+        if self._plan is None or self._plan[0] != routes:  # the same routes plan the same lanes; changed ones
+            if self._planner is None:                       # split only their new routes (lanes.LanePlanner)
+                self._planner = LanePlanner(mirror.name, config.lanes_of(mirror))
+            self._plan = (routes, self._planner.plan(routes))
         lanes = self._plan[1]
         # planned before this generation took over (or replayed before it did): its lanes wait for the go mark
         standby = bool(self.go_file) and (int(end["epoch"]) == self._standby_epoch

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkmirror.lanes import lane_of, plan_lanes
+from sparkmirror.lanes import LanePlanner, lane_of, plan_lanes
 from sparkmirror.resource.names import transactional_id
 from sparkmirror.progress import OffsetMap, ProgressRecord, progress_key
 
@@ -39,6 +39,22 @@ def test_plan_is_deterministic_and_complete():
         lane_of("t", 0, 0)
     with pytest.raises(ValueError):
         plan_lanes("m", 0, routes)
+
+
+def test_a_planner_splits_only_the_routes_that_changed():
+    """A kept planner plans what a fresh one does as routes come and go, reusing the split of unchanged routes."""
+    planner = LanePlanner("m", 3)
+    routes = [(f"t{i:03d}", f"a.t{i:03d}", 1 + i % 7) for i in range(200)]
+    first = planner.plan(routes)
+    assert first == plan_lanes("m", 3, list(reversed(routes)))
+    grown = [r for r in routes if r[0] != "t005"] + [("t100", "a.t100", 9), ("new", "a.new", 4)]
+    grown.remove(("t100", "a.t100", 3))
+    second = planner.plan(grown)
+    assert second == plan_lanes("m", 3, grown)
+    kept = {(p.source_topic, p.partition): p for lane in first for p in lane.partitions}
+    assert all(p is kept[(p.source_topic, p.partition)] for lane in second for p in lane.partitions
+               if p.source_topic not in ("t100", "new"))  # unchanged routes: the same objects, not split again
+    assert not any(p.source_topic == "t005" for lane in second for p in lane.partitions)
 
 
 def test_transactional_id_is_stable_and_safe():
