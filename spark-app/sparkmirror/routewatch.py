@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -161,9 +162,9 @@ class RouteWatch:
         if self.lane is None or not self.growing:
             return {}
         remotes = {name: self.remotes.get(name) or self._remote(name) for name in gained}
-        taken = [t for s, t in self.remotes.items() if s not in gained] + list(remotes.values())
+        taken = Counter([t for s, t in self.remotes.items() if s not in gained] + list(remotes.values()))
         return {(name, p): remotes[name] for name, n in gained.items()
-                if name in self.remotes or taken.count(remotes[name]) == 1
+                if name in self.remotes or taken[remotes[name]] == 1
                 for p in range(self.known.get(name, 0), n) if lane_of(name, p, self.lanes) == self.lane}
 
     def _remote(self, name: str) -> str:
