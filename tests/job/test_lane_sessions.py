@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 import pytest
 
@@ -27,9 +28,9 @@ def lane(kafka_a, kafka_b, topic, flowgroup):
         parts = list(plan_lanes(mirror.name, 1, [(src, dst, 2)])[0].partitions)
 
         def run(epoch: int | None, prev: int | None, attempt: int = 0, carry: float = 0.0,
-                more: tuple[LanePartition, ...] = ()) -> LaneCopier:
+                more: tuple[LanePartition, ...] = (), growth=None) -> LaneCopier:
             c = LaneCopier(cfg, mirror, 0, parts + list(more), 2.0, epoch=epoch, prev_epoch=prev, attempt=attempt,
-                           carry_seconds=carry)
+                           carry_seconds=carry, growth=growth)
             c.run()
             return c
 
@@ -77,6 +78,62 @@ def _new_topic(kafka_a, kafka_b, topic) -> tuple[str, str, tuple[LanePartition, 
     src = topic(kafka_a, 2)
     dst = topic(kafka_b, 2, name=f"a.{src}")
     return src, dst, tuple(LanePartition(src, p, dst) for p in range(2))
+
+
+class _LateGain:
+    """What a RouteWatch hands the copier (routewatch.py has its own tests): `gained`, once, `after` s after the
+    copy loop first asks."""
+
+    def __init__(self, gained: tuple[LanePartition, ...], after: float) -> None:
+        self.gained, self.after, self.at, self.growing = list(gained), after, 0.0, False
+
+    def changed(self) -> bool:
+        return False
+
+    def ready(self) -> list[LanePartition]:
+        self.at = self.at or time.monotonic() + self.after
+        if self.gained and time.monotonic() >= self.at:
+            out, self.gained = self.gained, []
+            return out
+        return []
+
+
+@pytest.mark.parametrize("delivery", [Delivery.EXACTLY_ONCE, Delivery.AT_LEAST_ONCE])
+def test_partitions_gained_at_an_epochs_end_are_copied_once(kafka_a, kafka_b, lane, delivery, caplog, monkeypatch):
+    """Partitions a lane gains mid-epoch are prepared on a thread while it copies on; ones still being prepared
+    when the epoch ends are taken in before it returns, and its next epoch (planned with them) goes on with the
+    same clients: every record of both topics once."""
+    caplog.set_level(logging.INFO, logger="sparkmirror")
+    src, dst, run = lane(delivery)
+    new_src, new_dst, more = run.new_topic()
+    produce_numbered(kafka_a.bootstrap, src, 2, 0, 100)
+    produce_numbered(kafka_a.bootstrap, new_src, 2, 0, 80)
+    grown, prepare = LaneCopier._grown, LaneCopier._prepare
+    taken_at_end: list[bool] = []
+
+    def spy(self, block: bool) -> None:
+        if block and self._preparing is not None:
+            taken_at_end.append(not self._preparing[0].done())
+        grown(self, block)
+
+    def slow_prepare(self, *args):  # a loaded target at 10,000 partitions: its progress read took up to 0.8 s
+        time.sleep(0.8)
+        return prepare(self, *args)
+
+    monkeypatch.setattr(LaneCopier, "_grown", spy)
+    monkeypatch.setattr(LaneCopier, "_prepare", slow_prepare)
+    first = run(10, 0, carry=60.0, growth=_LateGain(more, 1.6))  # the epoch copies 2 s
+    monkeypatch.undo()
+    assert taken_at_end == [True], "the preparation was not running when the epoch ended"
+    assert first.route.keys() >= {(p.source_topic, p.partition) for p in more}
+    produce_numbered(kafka_a.bootstrap, new_src, 2, 80, 20)
+    nxt = run(20, 10, more=more)
+
+    assert nxt.reused and "started in" not in caplog.text.split("added to its kept clients")[1]
+    copied = [s.records for r in (first, nxt) for s in r.result if s.source_topic == new_src]
+    assert sum(copied) == 200
+    assert numbered_sequences(kafka_b.bootstrap, dst) == {p: list(range(100)) for p in range(2)}
+    assert numbered_sequences(kafka_b.bootstrap, new_dst) == {p: list(range(100)) for p in range(2)}
 
 
 @pytest.mark.parametrize("delivery", [Delivery.EXACTLY_ONCE, Delivery.AT_LEAST_ONCE])
