@@ -13,9 +13,9 @@ have to increase; they are the planning time in milliseconds, so they keep incre
 Topic management runs on the driver beside the planning (`liveroutes.LiveRoutes`): every
 `refreshTopicsIntervalSeconds` it calls `TopicSync.sync()` (create/update remote topics, return routes) and
 each epoch is planned from the latest routes without waiting for a sync. A lane takes the topics/partitions
-the source gains mid-epoch in place (routewatch.py); one whose epoch another worker runs ends it early instead,
-and the planner then waits for a fresh sync, so new ones are picked up within about one refresh interval, not
-one epoch.
+the source gains mid-epoch in place (routewatch.py), also in an epoch another worker runs for it; a standby
+lane ends its epoch early instead, and the planner then waits for a fresh sync. New ones are picked up within
+about one refresh interval, not one epoch.
 """
 from __future__ import annotations
 

@@ -18,10 +18,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from .lanes import Route
 from .outage import Retrying
-
-Route = tuple[str, str, int]
-"""(source topic, remote topic, partitions)"""
 Publish = Callable[[list[Route]], None]
 """Given to the sync: it hands its routes over as soon as they are decided, before its slower checks."""
 
