@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from confluent_kafka import KafkaException, TopicCollection
+from confluent_kafka.admin import AdminClient
 
 from .lanes import LanePartition, lane_of
 from .liveroutes import last_tick
@@ -37,6 +38,12 @@ TARGET_CHECK_S = 0.5
 """How often a lane asks the target whether the remote partitions it waits for exist yet."""
 
 Key = tuple[str, int]
+
+
+def _kept_admin(conf: dict[str, str]) -> AdminClient:
+    from .copying.admins import kept_admin  # the copying package imports this module
+
+    return kept_admin(conf)
 
 
 class RouteWatch:
@@ -54,7 +61,6 @@ class RouteWatch:
                  lane: int | None = None) -> None:
         """`lane`: the lane's index, for taking its new partitions in place; without it every gain ends the
         epoch."""
-        from .copying.admins import kept_admin
         from .replication import policy_for, should_replicate_topic
         from .topicsync import topic_filter
 
@@ -62,7 +68,8 @@ class RouteWatch:
         self.remotes = {s: t for s, t, _n in routes}
         self.interval = mirror.refreshTopicsIntervalSeconds
         self.next_check = self._next_tick()
-        self.admin = kept_admin(config.cluster(mirror.source).client_config())
+        self._source_conf = config.cluster(mirror.source).client_config()
+        self._admin: AdminClient | None = None  # made at the first look: a watch that stands aside asks nothing
         self._target_conf = config.cluster(mirror.target).client_config()
         self.policy, self.filter, self.target = policy_for(mirror), topic_filter(config, mirror), mirror.target
         self.source = mirror.source
@@ -76,6 +83,16 @@ class RouteWatch:
         self._waiting: dict[Key, str] = {}  # this lane's new partitions -> remote topic, until the target lists them
         self._ready: list[LanePartition] = []
         self._next_target_check = 0.0
+
+    @property
+    def admin(self) -> AdminClient:
+        if self._admin is None:
+            self._admin = _kept_admin(self._source_conf)
+        return self._admin
+
+    @admin.setter
+    def admin(self, admin: AdminClient) -> None:
+        self._admin = admin
 
     def _next_tick(self, after: float = 0.0) -> float:
         """The first multiple of the interval `after` s from now (all lanes, and the driver's topic sync, pick the
@@ -176,9 +193,7 @@ class RouteWatch:
         configs."""
         if not waiting:
             return {}
-        from .copying.admins import kept_admin
-
-        admin = kept_admin(self._target_conf)
+        admin = _kept_admin(self._target_conf)
         have: dict[str, set[int]] = {}
         try:
             futures = admin.describe_topics(TopicCollection(sorted(set(waiting.values()))), request_timeout=5)

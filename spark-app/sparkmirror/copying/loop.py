@@ -38,10 +38,11 @@ from . import delegate, sessions
 from .commit import CommitProtocol, commit_protocol
 from .errors import (CopyError, Fault, LaneFenced, SourceGapError, Unreachable, classify, describe, is_fenced,
                      kafka_error, talking_to)
-from .pauses import LoopPauses, freeze_long_lived
+from .pauses import LoopPauses
 from .start import (TopicIds, close_consumer, lane_topic_ids, new_consumer, new_producer, next_batch,
                     resume_positions, target_max_message_bytes)
 from .summary import PartitionSummary, latency_le
+from .workerproc import settle_worker
 
 if TYPE_CHECKING:
     from ..routewatch import RouteWatch
@@ -261,8 +262,8 @@ class LaneCopier:
             s.epoch_start_ms = start_ms
         if not self.partitions:
             return []
-        if self.epoch is not None:  # a Spark task: this worker process lives on (tests and tools do not freeze)
-            freeze_long_lived()
+        if self.epoch is not None:  # a Spark task: this worker process lives on (tests and tools do not)
+            settle_worker()
         keep = delegated = False
         if self.epoch is not None:
             log.info("lane %s: epoch %d starts in worker %d", self.tid, self.epoch, os.getpid())

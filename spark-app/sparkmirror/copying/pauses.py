@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gc
 import logging
-import os
 import time
 from collections.abc import Callable
 
@@ -46,27 +45,6 @@ def gc_seconds() -> float:
     if _GC is None:
         _GC = _GcClock()
     return _GC.total
-
-
-_FROZEN = False
-
-
-def freeze_long_lived() -> None:
-    """Once per worker process, at its first lane: collect, then move every object alive now (the modules of
-    pyspark, pydantic, confluent-kafka and this job: about 68,000) out of the collector's reach (gc.freeze).
-    A full collection holds the GIL while it walks every tracked object, and the lane's copying thread stands
-    still meanwhile: at the benchmark's epoch ends they took 100-230 ms; a collection now walks the 35,000-
-    40,000 objects made since. Objects made later are collected as before; the frozen ones live as long as
-    the worker anyway."""
-    global _FROZEN
-    if _FROZEN:
-        return
-    _FROZEN = True
-    t0 = time.perf_counter()
-    gc.collect()
-    gc.freeze()
-    log.info("worker %d: %d long-lived objects left out of garbage collection (%.0f ms)", os.getpid(),
-             gc.get_freeze_count(), (time.perf_counter() - t0) * 1000)
 
 
 class LoopPauses:
