@@ -86,6 +86,7 @@ class RouteWatch:
 
     @property
     def admin(self) -> AdminClient:
+        """The worker's kept admin client for the source (tests put a slow one in its place)."""
         if self._admin is None:
             self._admin = _kept_admin(self._source_conf)
         return self._admin
