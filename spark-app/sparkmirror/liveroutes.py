@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 from .lanes import Route
 from .outage import Retrying
+
 Publish = Callable[[list[Route]], None]
 """Given to the sync: it hands its routes over as soon as they are decided, before its slower checks."""
 
