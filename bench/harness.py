@@ -429,12 +429,13 @@ def run_mirror_latency(env: Env, contender: Contender, rep: int, parallelism: in
     rmtree(rundir)
     setup = MirrorSetup(env.source.bootstrap, target.bootstrap, name.replace(".", r"\."), parallelism, rundir)
     producer = None
-    mon = None
+    mon = bmon = None
     watcher = VisibleWatcher(target.bootstrap, remote_name(name), partitions)
     watcher.start()
     try:
         pid = contender.start(setup)
         mon = ProcessTreeMonitor([pid]).start()
+        bmon = ProcessTreeMonitor([env.source.pid, target.pid]).start()
         t_start = time.time()
         spec = data.TopicSpec(name, partitions, 1024, 10**9)  # 1 KiB, as `run.size` says
         producer = SteadyProducer(env.source.bootstrap, spec, 20)  # a trickle until the mirror is up
@@ -453,10 +454,10 @@ def run_mirror_latency(env: Env, contender: Contender, rep: int, parallelism: in
         producer.set_rate(rate)
         _watch(contender, warmup)
         win_from = int(time.time() * 1000)
-        cpu0 = mon.sample().cpu
+        cpu0, load0 = mon.sample().cpu, _load(bmon)
         _watch(contender, seconds)
         win_to = int(time.time() * 1000)
-        cpu1 = mon.sample().cpu
+        cpu1, load1 = mon.sample().cpu, _load(bmon)
         producer.stop_event.set()
         producer.join(timeout=120)
         if producer.errors:
@@ -491,6 +492,11 @@ def run_mirror_latency(env: Env, contender: Contender, rep: int, parallelism: in
         run.copy_s = (win_to - win_from) / 1000
         run.detail["window_records"] = len(res.latencies_ms) if res else 0
         run.detail["cpu_s_per_s_at_rate"] = round((cpu1 - cpu0) / max(run.copy_s, 1e-3), 3)
+        # the rest of the machine in the window: both brokers (the requests the mirror's clients make cost them
+        # CPU too), this harness (steady producer, visible-latency reader) and everything else
+        run.broker_cpu_s, run.machine_cpu_s, harness = (b - a for a, b in zip(load0, load1))
+        run.detail["harness_cpu_s"] = round(harness, 2)
+        run.foreign_cpu_s = max(0.0, run.machine_cpu_s - run.broker_cpu_s - harness - run.cpu_s)
         if res is not None:
             run.dups = res.dups
             lat = res.latencies_ms
@@ -530,10 +536,17 @@ def run_mirror_latency(env: Env, contender: Contender, rep: int, parallelism: in
             producer.stop_event.set()
             producer.join(timeout=60)
         contender.stop()
-        if mon is not None:
-            mon.stop()
+        for m in (mon, bmon):
+            if m is not None:
+                m.stop()
         env.drop_target(target, keep_logs=not run.ok)
     return run
+
+
+def _load(brokers: ProcessTreeMonitor) -> tuple[float, float, float]:
+    """CPU seconds so far of the brokers, the whole machine and this harness process."""
+    me = psutil.Process().cpu_times()
+    return brokers.sample().cpu, machine_busy_seconds(), me.user + me.system
 
 
 # ---- the machine's ceiling: Kafka's own perf tools -------------------------------------------------------

@@ -216,6 +216,25 @@ def primary_size(runs: list[dict]) -> str:
     return "1 KiB" if "1 KiB" in sizes else (sizes[0] if sizes else "")
 
 
+def _latency_load(runs: list[dict]) -> list[str]:
+    """What each latency run's window cost the machine, in cores: a tail grows when the 2 cores are near full."""
+    if not any(r.get("machine_cpu_s") for r in runs):
+        return []  # results from before these were measured
+    lines = ["", "## Load during the latency windows", "",
+             "Cores in use over each measured window: the mirror's process tree, both brokers, this harness (the "
+             "steady producer and the visible-latency reader) and everything else on the machine.", "",
+             "| contender | rep | mirror | brokers | harness | other | machine | p99 ms | visible p99 ms |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in runs:
+        w = r["copy_s"] or 1e-3
+        lat = r["latency_ms"]
+        lines.append(f"| {LABELS.get(r['contender'], r['contender'])} | {r['rep']} | {r['cpu_s'] / w:.2f} | "
+                     f"{r['broker_cpu_s'] / w:.2f} | {r['detail'].get('harness_cpu_s', 0.0) / w:.2f} | "
+                     f"{r['foreign_cpu_s'] / w:.2f} | {r['machine_cpu_s'] / w:.2f} | {_f(lat.get('p99'))} | "
+                     f"{_f(lat.get('visible_p99'))} |")
+    return lines
+
+
 def _where_time_goes(runs: list[dict]) -> list[str]:
     size = primary_size(runs)
     runs = [r for r in runs if r.get("size", "") == size]
@@ -302,6 +321,7 @@ def markdown(result: dict) -> str:
                          f"{_f(other, '{:.2f}')} | {'yes' if r['ok'] else 'NO'} |")
     lat_runs = [r for r in result["runs"] if r["kind"] == "latency" and r["ok"] and r["detail"].get("per_second_max_ms")]
     if lat_runs:
+        lines += _latency_load(lat_runs)
         lines += ["", "## Latency over time", "",
                   "Worst latency (ms) of the records produced in each second of the measured window, seconds "
                   "counted from the contender's start (a recurring stall, e.g. at an epoch boundary, shows as a "

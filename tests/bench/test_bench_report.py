@@ -61,7 +61,8 @@ def _run(contender: str, size: str, rep: int, rate: float, *, kind: str = "throu
     if kind == "latency":
         r.latency_ms = {"p50": p99 / 10, "p99": p99, "max": p99 * 2, "mean": p99 / 5,
                         "visible_p50": p99 / 5, "visible_p99": p99 * 1.5, "visible_max": p99 * 3}
-        r.detail = {"cpu_s_per_s_at_rate": 0.5, "per_second_max_ms": {10: int(p99)}}
+        r.detail = {"cpu_s_per_s_at_rate": 0.5, "per_second_max_ms": {10: int(p99)}, "harness_cpu_s": 0.1 * r.copy_s}
+        r.machine_cpu_s, r.foreign_cpu_s = 1.5 * r.copy_s, 0.05 * r.copy_s
     else:
         r.detail = {"cpu_by_kind": {"jvm": rate / 1000}, "copy_cpu_by_kind": {"python-worker": rate / 2000}}
     if not ok:
@@ -187,3 +188,20 @@ def test_markdown_without_latency_runs_has_no_latency_columns() -> None:
 
     assert "p99" not in md and "Latency (in the 1 KiB table)" not in md
     assert "## 1 KiB records" in md and "## 100 B records" in md
+
+
+def test_latency_windows_show_what_loaded_the_machine() -> None:
+    runs = _runs()
+    for r in runs:
+        if r["kind"] == "latency":  # a 100-s window: 0.4 cores of mirror, 0.9 of brokers, 1.5 in all
+            r.update(copy_s=100.0, cpu_s=40.0, broker_cpu_s=90.0, machine_cpu_s=150.0, foreign_cpu_s=5.0)
+            r["detail"]["harness_cpu_s"] = 15.0
+    load = _section(report.markdown(_result(runs)), "Load during the latency windows")
+
+    assert "| contender | rep | mirror | brokers | harness | other | machine | p99 ms | visible p99 ms |" in load
+    assert "| sparkmirror exactly-once | 0 | 0.40 | 0.90 | 0.15 | 0.05 | 1.50 | 400 | 600 |" in load
+    assert "| MM2 at-least-once | 0 | 0.40 | 0.90 | 0.15 | 0.05 | 1.50 | 100 | 150 |" in load
+    # results written before the window's load was measured have no such section
+    for r in runs:
+        r["machine_cpu_s"] = 0.0
+    assert "Load during the latency windows" not in report.markdown(_result(runs))

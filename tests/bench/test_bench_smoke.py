@@ -45,7 +45,10 @@ def test_bench_runs_end_to_end_and_writes_its_report(tmp_path: Path) -> None:
     # visible to a read_committed reader of the target: never before it was appended there
     assert lat[0]["latency_ms"]["visible_p99"] >= lat[0]["latency_ms"]["p99"] - 1 and \
         lat[0]["detail"]["visible_window_records"] > 0
+    # the window's load: the brokers answered the mirror, and the machine carried at least the mirror and them
+    assert lat[0]["broker_cpu_s"] > 0 and lat[0]["machine_cpu_s"] >= lat[0]["broker_cpu_s"]
     md = (results / "latest.md").read_text()
     assert "| contender | CPU s / M records | records/s |" in md and "## Machine" in md
+    assert "## Load during the latency windows" in md
     assert md.index("## 1 KiB records") < md.index("## 100 B records") < md.index("## Machine")
     assert len(list(results.glob("*.md"))) == 2 and len(list(results.glob("*.json"))) == 2  # latest + dated

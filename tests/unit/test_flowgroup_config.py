@@ -97,3 +97,27 @@ def test_commit_interval_defaults_to_the_deliverys_own() -> None:
         assert {g.commitIntervalMs for g in plan(resource).groups} == {ms}
     resource["spec"].setdefault("spark", {})["commitIntervalMs"] = 40
     assert {g.commitIntervalMs for g in plan(resource).groups} == {40}
+
+
+def test_linger_defaults_to_the_deliverys_own() -> None:
+    """At-least-once lanes linger longer by default (fewer produce requests on the target: LINGER_MS); a given
+    lingerMs wins, in the flow group and in the resource."""
+    import yaml
+
+    from sparkmirror.resource.plan import plan
+
+    base = {"name": "g", "clusters": [{"alias": "a", "bootstrapServers": "127.0.0.1:1"},
+                                      {"alias": "b", "bootstrapServers": "127.0.0.1:2"}],
+            "mirrors": [{"name": "a-to-b", "source": "a", "target": "b"}]}
+    assert FlowGroupConfig.model_validate(base).lingerMs == 5
+    assert FlowGroupConfig.model_validate({**base, "delivery": "at-least-once"}).lingerMs == 20
+    assert FlowGroupConfig.model_validate({**base, "delivery": "at-least-once", "lingerMs": 0}).lingerMs == 0
+    with pytest.raises(ValidationError, match="lingerMs"):
+        FlowGroupConfig.model_validate({**base, "lingerMs": -1})
+    resource = yaml.safe_load((Path(__file__).parents[1] / "operator" / "data" / "render" /
+                               "strimzi-tls.input.yaml").read_text())
+    for delivery, ms in (("at-least-once", 20), ("exactly-once", 5)):
+        resource["spec"]["delivery"] = delivery
+        assert {g.lingerMs for g in plan(resource).groups} == {ms}
+    resource["spec"].setdefault("spark", {})["lingerMs"] = 50
+    assert {g.lingerMs for g in plan(resource).groups} == {50}

@@ -67,7 +67,7 @@ def new_producer(config: FlowGroupConfig, target_conf: dict[str, str], tid: str,
                  transactional: bool) -> Producer:
     """A producer for the lane's target; a transactional one holds the lane's transactional.id `tid`."""
     batch = min([1_000_000, *max_bytes.values()])
-    conf = {**target_conf, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
+    conf = {**target_conf, "enable.idempotence": True, "acks": "all", "linger.ms": config.lingerMs,
             "batch.size": max(batch - 512, 1024), "message.max.bytes": 100 * 1024 * 1024,
             "partitioner": "murmur2_random", "client.id": tid}
     if transactional:

@@ -455,6 +455,7 @@ def plan(resource: dict[str, Any] | KafkaMirrorMaker2, *, secrets: str = "files"
             lanes=spec.spark.parallelism,
             epochSeconds=spec.spark.epochSeconds,
             commitIntervalMs=spec.spark.commitIntervalMs,
+            lingerMs=spec.spark.lingerMs,
             offsetHistory=spec.spark.offsetHistory,
             progressTopic=spec.progressTopic,
             checkpointDir=f"{checkpoint.rstrip('/')}/{kmm2.namespace}/{kmm2.name}/{name}" if checkpoint else None,
