@@ -71,10 +71,13 @@ def test_secrets_resolved_in_memory_through_a_reader(tmp_path: Path) -> None:
                                               "secret:/u/user.key", "PW_VAR"]
 
 
-def test_commit_interval_defaults_to_the_deliverys_own() -> None:
-    """Exactly-once records are visible at the commit (100 ms); at-least-once ones once acknowledged, where the
-    interval only bounds what a crash copies again (1,000 ms); a value given is kept; a resource that gives
-    none gets its delivery's through the plan."""
+@pytest.mark.parametrize(("field", "eos", "alo", "given"), [("commitIntervalMs", 100, 1000, 250),
+                                                           ("lingerMs", 5, 20, 0)])
+def test_delivery_defaults(field: str, eos: int, alo: int, given: int) -> None:
+    """commitIntervalMs: exactly-once records are visible at the commit (100 ms), at-least-once ones once
+    acknowledged, where the interval only bounds what a crash copies again (1,000 ms). lingerMs: at-least-once
+    lanes linger longer, for fewer produce requests on the target (LINGER_MS). A value given is kept; a resource
+    that gives none gets its delivery's through the plan."""
     import yaml
 
     from sparkmirror.resource.plan import plan
@@ -82,42 +85,19 @@ def test_commit_interval_defaults_to_the_deliverys_own() -> None:
     base = {"name": "g", "clusters": [{"alias": "a", "bootstrapServers": "127.0.0.1:1"},
                                       {"alias": "b", "bootstrapServers": "127.0.0.1:2"}],
             "mirrors": [{"name": "a-to-b", "source": "a", "target": "b"}]}
-    assert FlowGroupConfig.model_validate(base).commitIntervalMs == 100
-    assert FlowGroupConfig.model_validate({**base, "delivery": "at-least-once"}).commitIntervalMs == 1000
-    assert FlowGroupConfig.model_validate({**base, "delivery": "at-least-once", "commitIntervalMs": None}
-                                          ).commitIntervalMs == 1000
-    assert FlowGroupConfig.model_validate({**base, "delivery": "at-least-once", "commitIntervalMs": 250}
-                                          ).commitIntervalMs == 250
+    alo_base = {**base, "delivery": "at-least-once"}
+    assert getattr(FlowGroupConfig.model_validate(base), field) == eos
+    assert getattr(FlowGroupConfig.model_validate(alo_base), field) == alo
+    assert getattr(FlowGroupConfig.model_validate({**alo_base, field: None}), field) == alo
+    assert getattr(FlowGroupConfig.model_validate({**alo_base, field: given}), field) == given
+    with pytest.raises(ValidationError, match=field):
+        FlowGroupConfig.model_validate({**base, field: -1})
     with pytest.raises(ValidationError, match="delivery"):
         FlowGroupConfig.model_validate({**base, "delivery": "twice"})
     resource = yaml.safe_load((Path(__file__).parents[1] / "operator" / "data" / "render" /
                                "strimzi-tls.input.yaml").read_text())
-    for delivery, ms in (("at-least-once", 1000), ("exactly-once", 100)):
+    for delivery, ms in (("at-least-once", alo), ("exactly-once", eos)):
         resource["spec"]["delivery"] = delivery
-        assert {g.commitIntervalMs for g in plan(resource).groups} == {ms}
-    resource["spec"].setdefault("spark", {})["commitIntervalMs"] = 40
-    assert {g.commitIntervalMs for g in plan(resource).groups} == {40}
-
-
-def test_linger_defaults_to_the_deliverys_own() -> None:
-    """At-least-once lanes linger longer by default (fewer produce requests on the target: LINGER_MS); a given
-    lingerMs wins, in the flow group and in the resource."""
-    import yaml
-
-    from sparkmirror.resource.plan import plan
-
-    base = {"name": "g", "clusters": [{"alias": "a", "bootstrapServers": "127.0.0.1:1"},
-                                      {"alias": "b", "bootstrapServers": "127.0.0.1:2"}],
-            "mirrors": [{"name": "a-to-b", "source": "a", "target": "b"}]}
-    assert FlowGroupConfig.model_validate(base).lingerMs == 5
-    assert FlowGroupConfig.model_validate({**base, "delivery": "at-least-once"}).lingerMs == 20
-    assert FlowGroupConfig.model_validate({**base, "delivery": "at-least-once", "lingerMs": 0}).lingerMs == 0
-    with pytest.raises(ValidationError, match="lingerMs"):
-        FlowGroupConfig.model_validate({**base, "lingerMs": -1})
-    resource = yaml.safe_load((Path(__file__).parents[1] / "operator" / "data" / "render" /
-                               "strimzi-tls.input.yaml").read_text())
-    for delivery, ms in (("at-least-once", 20), ("exactly-once", 5)):
-        resource["spec"]["delivery"] = delivery
-        assert {g.lingerMs for g in plan(resource).groups} == {ms}
-    resource["spec"].setdefault("spark", {})["lingerMs"] = 50
-    assert {g.lingerMs for g in plan(resource).groups} == {50}
+        assert {getattr(g, field) for g in plan(resource).groups} == {ms}
+    resource["spec"].setdefault("spark", {})[field] = 40
+    assert {getattr(g, field) for g in plan(resource).groups} == {40}
