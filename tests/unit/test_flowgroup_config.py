@@ -101,3 +101,19 @@ def test_delivery_defaults(field: str, eos: int, alo: int, given: int) -> None:
         assert {getattr(g, field) for g in plan(resource).groups} == {ms}
     resource["spec"].setdefault("spark", {})[field] = 40
     assert {getattr(g, field) for g in plan(resource).groups} == {40}
+
+
+def test_lane_producers_linger_as_the_flow_group_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lanes' producers are made with the flow group's lingerMs, transactional or not."""
+    from sparkmirror.copying import start
+
+    made: list[dict] = []
+    monkeypatch.setattr(start, "Producer", lambda conf: made.append(conf) or conf)
+    base = {"name": "g", "clusters": [{"alias": "a", "bootstrapServers": "127.0.0.1:1"},
+                                      {"alias": "b", "bootstrapServers": "127.0.0.1:2"}],
+            "mirrors": [{"name": "a-to-b", "source": "a", "target": "b"}]}
+    for conf, want in (({"delivery": "at-least-once"}, 20), ({}, 5), ({"lingerMs": 0}, 0)):
+        cfg = FlowGroupConfig.model_validate({**base, **conf})
+        for transactional in (False, True):
+            start.new_producer(cfg, {"bootstrap.servers": "127.0.0.1:2"}, "tid", {}, transactional)
+            assert made[-1]["linger.ms"] == want
