@@ -1,10 +1,15 @@
 """Two copies of the same lane at once (a zombie and its replacement) never produce a duplicate."""
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
 from sparkmirror.copying import LaneCopier
+from sparkmirror.copying.commit import ExactlyOnce
 from sparkmirror.lanes import plan_lanes
 from sparkmirror.progress import ensure_progress_topic, read_progress
 
@@ -51,6 +56,73 @@ def test_second_copy_of_a_lane_fences_the_first(kafka_a, kafka_b, topic, flowgro
     latest = read_progress(cfg.cluster("b").client_config(), cfg.progressTopic, "a").latest
     assert {k[2]: r.next_offset for k, r in latest.items()} == {p: got[p][-1].offset + 1 - 0 for p in range(PARTS)} \
         or all(r.next_offset >= sent for r in latest.values())
+
+
+@pytest.mark.parametrize("code", [KafkaError.UNKNOWN, KafkaError._MSG_TIMED_OUT], ids=["answered", "no-answer"])
+def test_a_copy_failing_while_a_newer_one_starts_does_not_fence_it(kafka_a, kafka_b, topic, flowgroup, code,
+                                                                  caplog):
+    """The race behind a CI failure: a newer copy's init_transactions bumped the epoch while the older copy was
+    committing; the broker answered the older copy's EndTxn with UNKNOWN_SERVER_ERROR (not PRODUCER_FENCED), the
+    older copy took it for a transient fault, started afresh and its own init_transactions fenced the newer copy.
+
+    The older copy's commit is held until the newer one committed, then fails with the broker's answer, or with
+    no answer at all (a request timed out). Either way the older copy must stop as fenced, learning it from its
+    own producer (the broker answered) or from the progress topic (a newer copy committed past anything this
+    copy read), and the newer copy must copy its whole epoch unfenced. Brokers, fencing and progress are real;
+    only the moment and the kind of the older copy's failure are set by the test."""
+    src = topic(kafka_a, PARTS)
+    dst = topic(kafka_b, PARTS, name=f"a.{src}")
+    cfg = flowgroup(src, lanes=1, commitIntervalMs=50)
+    mirror = cfg.mirrors[0]
+    ensure_progress_topic(cfg.cluster("b").client_config(), cfg.progressTopic)
+    parts = list(plan_lanes(mirror.name, 1, [(src, dst, PARTS)])[0].partitions)
+    armed, held, release = threading.Event(), threading.Event(), threading.Event()
+
+    class HeldCommit(ExactlyOnce):
+        def commit(self, progress, on_delivery) -> None:
+            if armed.is_set() and not held.is_set():
+                held.set()
+                release.wait(60)
+                raise KafkaException(KafkaError(code, "failure set by the test", txn_requires_abort=True))
+            super().commit(progress, on_delivery)
+
+    producer = NumberedProducer(kafka_a.bootstrap, src, rate=400)
+    producer.start()
+    target = cfg.cluster("b").client_config()
+    results: dict[str, list] = {}
+
+    def copy(name: str, copier: LaneCopier) -> None:
+        results[name] = copier.run()
+
+    older = LaneCopier(cfg, mirror, 0, parts, 90.0)
+    older._protocol_class = HeldCommit
+    caplog.set_level(logging.WARNING, logger="sparkmirror.copying.loop")
+    older_thread = threading.Thread(target=copy, args=("older", older))
+    older_thread.start()
+    wait_for(lambda: bool(read_progress(target, cfg.progressTopic, "a").latest), 60, "the older copy committing")
+    armed.set()
+    wait_for(held.is_set, 30, "the older copy's commit held", interval=0.05)
+    before = {k: r.next_offset for k, r in read_progress(target, cfg.progressTopic, "a").latest.items()}
+    newer_thread = threading.Thread(target=copy, args=("newer", LaneCopier(cfg, mirror, 0, parts, 8.0)))
+    newer_thread.start()
+    wait_for(lambda: {k: r.next_offset for k, r in read_progress(target, cfg.progressTopic, "a").latest.items()}
+             != before, 60, "the newer copy committing", interval=0.1)
+    release.set()
+    older_thread.join(120)
+    newer_thread.join(60)
+    sent = producer.stop()
+    copy("final", LaneCopier(cfg, mirror, 0, parts, 4.0))
+
+    assert all(s.fenced for s in results["older"]), ("the older copy went on after a newer one took over", results)
+    assert not any(s.fenced for s in results["newer"]), ("the older copy fenced the newer one", results)
+    newer = results["newer"][0]
+    assert newer.epoch_end_ms - newer.epoch_start_ms >= 7_500, "the newer copy did not copy its whole epoch"
+    # which of the two told the older copy: its own producer when the broker answered, the progress topic else
+    assert ("stopping rather than fencing it" in caplog.text) == (code == KafkaError._MSG_TIMED_OUT), caplog.text
+    got = read_topic(kafka_b.bootstrap, dst)
+    for part in range(PARTS):
+        seqs = [int(r.value.decode().split(":")[1]) for r in got[part]]
+        assert seqs == list(range(sent)), f"partition {part}: {len(seqs) - len(set(seqs))} duplicates"
 
 
 def test_two_jobs_of_one_flow_group_at_once(kafka_a, kafka_b, topic, flowgroup, job, tmp_path):

@@ -30,7 +30,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from ..progress import ProgressRecord
 from ..progress.record import anchor_block
 from ..resource.flowgroup import Delivery
-from .errors import LaneFenced, is_fenced
+from .errors import LaneFenced, is_fenced, kafka_error
 
 ProducerFactory = Callable[[bool], Producer]
 """`make(transactional)`: a new producer for the target; a transactional one holds the lane's transactional.id."""
@@ -103,6 +103,17 @@ class CommitProtocol(ABC):
 
     def abort(self) -> None:
         """Give the interval up, quietly (the caller is failing or copying it again anyway)."""
+
+    def abort_checking_fence(self, timeout: float = 30.0) -> None:
+        """Abort the open transaction on the coordinator; LaneFenced when a newer copy of the lane took its
+        transactional.id over. A failure the broker answered otherwise (UNKNOWN_SERVER_ERROR for an EndTxn
+        racing a newer copy's InitProducerId) does not say so; this abort does (PRODUCER_FENCED)."""
+        try:
+            self.fence.abort_transaction(timeout)
+        except (KafkaException, SystemError) as e:
+            err = kafka_error(e)
+            if err is not None and is_fenced(err):
+                raise LaneFenced() from e
 
     def fatal_error(self) -> KafkaError | None:
         """The producer's fatal error, when the client raised a bare SystemError from flush() (it does when

@@ -44,11 +44,14 @@ PERMANENT = {
     E.TOPIC_DELETION_DISABLED,
 }
 
-TRANSIENT = {
-    # the cluster does not answer
+NO_ANSWER = {
     E._TRANSPORT, E._ALL_BROKERS_DOWN, E._RESOLVE, E._MSG_TIMED_OUT, E._TIMED_OUT, E._TIMED_OUT_QUEUE,
     E.REQUEST_TIMED_OUT, E.NETWORK_EXCEPTION, E.BROKER_NOT_AVAILABLE, E._DESTROY_BROKER, E._NODE_UPDATE,
     E._SSL,  # a handshake cut short by a restarting broker; a bad certificate fails _AUTHENTICATION
+}
+"""The cluster did not answer: every other transient fault is an answer (see `answered`)."""
+
+TRANSIENT = NO_ANSWER | {
     # leaders and replicas moving
     E.NOT_LEADER_FOR_PARTITION, E.LEADER_NOT_AVAILABLE, E.REPLICA_NOT_AVAILABLE, E.NOT_ENOUGH_REPLICAS,
     E.NOT_ENOUGH_REPLICAS_AFTER_APPEND, E.PREFERRED_LEADER_NOT_AVAILABLE, E.ELIGIBLE_LEADERS_NOT_AVAILABLE,
@@ -140,6 +143,13 @@ def transient_reason(exc: BaseException) -> str | None:
     if isinstance(exc, TimeoutError):  # concurrent.futures' too (an admin request's result), since Python 3.11
         return f"timed out ({exc})" if str(exc) else "timed out"
     return None
+
+
+def answered(exc: BaseException) -> bool:
+    """The cluster answered the request that failed with `exc` (a Kafka error other than a silence): a producer
+    can then ask it at once whether a newer copy of the lane fenced it (loop.py, `_probe_fenced`)."""
+    err = kafka_error(exc)
+    return err is not None and err.code() not in NO_ANSWER
 
 
 @contextmanager

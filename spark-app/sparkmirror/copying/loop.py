@@ -10,7 +10,7 @@ lane says so once when it stops answering and once when it answers again. A sour
 its position and reconnects by itself, so the lane copies on when it returns (probing it meanwhile). A target
 away (`Unreachable`): the lane drops its clients (the open transaction is aborted, or fenced by the next
 start), waits with capped backoff and starts afresh from the progress topic, exactly where the last commit
-ended. At the end of the epoch the
+ended, unless a newer copy took the lane over meanwhile (`_check_not_taken_over`). At the end of the epoch the
 lane's clients are closed, or kept for its next epoch in this worker (sessions.py).
 """
 from __future__ import annotations
@@ -30,14 +30,14 @@ from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, Kafka
 from ..lanes import LanePartition
 from ..outage import Backoff, Outage
 from ..resource.names import transactional_id
-from ..progress import ProgressRecord, partition_lag
+from ..progress import ProgressRecord, partition_lag, read_progress
 from ..refusal import write_refused
 from ..replication import RecordStamper, policy_for
 from ..resource.flowgroup import FlowGroupConfig, Mirror
 from . import delegate, sessions
 from .commit import CommitProtocol, commit_protocol
-from .errors import (CopyError, Fault, LaneFenced, SourceGapError, Unreachable, classify, describe, is_fenced,
-                     kafka_error, talking_to)
+from .errors import (CopyError, Fault, LaneFenced, SourceGapError, Superseded, Unreachable, answered, classify,
+                     describe, is_fenced, kafka_error, talking_to)
 from .pauses import LoopPauses
 from .start import (TopicIds, close_consumer, lane_topic_ids, new_consumer, new_producer, next_batch,
                     resume_positions, target_max_message_bytes)
@@ -229,6 +229,9 @@ class LaneCopier:
         self._writer: ThreadPoolExecutor | None = None
         self._committed_next: dict[tuple[str, int], int] = {}
         self._committed_totals: dict[tuple[str, int], tuple[int, int]] = {}  # (records, bytes) carried on
+        # the furthest source offset this copier's clients read or committed, per partition: no progress of its
+        # own lies beyond it (see _check_not_taken_over)
+        self._reach: dict[tuple[str, int], int] = {}
         self._added: list[tuple[str, int]] = []  # partitions the kept clients did not copy yet (_extend)
         self._gaining: list[tuple[tuple[str, int], str]] = []  # gained mid-epoch, to prepare next (_grow)
         self._preparing: tuple[Future, float] | None = None  # their preparation running on a thread, since when
@@ -318,12 +321,15 @@ class LaneCopier:
         copy time counts from the first start: a slow start (clients, fencing, progress) must not eat it."""
         started = self.reused
         first_start = not started
+        after_fault = False  # the next start follows a fault: another copy may have taken the lane over meanwhile
         while True:
             try:
                 if not started:
                     t0 = time.monotonic()
+                    if after_fault:
+                        self._check_not_taken_over()
                     self._start()
-                    started = True
+                    started, after_fault = True, False
                     if first_start:
                         deadline += time.monotonic() - t0
                         first_start = False
@@ -368,10 +374,15 @@ class LaneCopier:
                     self.reused = started = False
                     deadline, first_start = max(deadline, time.monotonic() + self.epoch_seconds), True
                     continue
+                if self.protocol is not None and (e.side == "source" or answered(e)):
+                    # the target answers: abort now, and learn whether a newer copy fenced this one
+                    self._drop_uncommitted()  # a progress commit running on the fence ends first
+                    self.protocol.abort_checking_fence()
                 line = self.outage.failed(e.side, e.what, e.reason)
                 if line:
                     log.warning("%s", line)
-                if not self._pause(self.backoff.next(), deadline, abort=e.side == "source"):
+                after_fault = True
+                if not self._pause(self.backoff.next(), deadline):
                     return
             self.reused = started = False
 
@@ -381,11 +392,9 @@ class LaneCopier:
         for line in self.outage.answered_all():
             log.warning("%s", line)
 
-    def _pause(self, seconds: float, deadline: float, abort: bool) -> bool:
-        """Drop the clients (aborting the open transaction first when the target answers; otherwise the next
-        start's init_transactions aborts it) and wait; False when the epoch ends or the lane must stop first."""
-        if abort:
-            self._abort_quietly()
+    def _pause(self, seconds: float, deadline: float) -> bool:
+        """Drop the clients (an open transaction the caller could not abort is aborted by the next start's
+        init_transactions) and wait; False when the epoch ends or the lane must stop first."""
         self._drop_uncommitted()
         self._delivery_errors.clear()
         self._close_clients()
@@ -395,6 +404,49 @@ class LaneCopier:
                 return False
             time.sleep(min(0.2, max(until - time.monotonic(), 0.0)))
         return time.monotonic() < deadline and not self.should_stop()
+
+    def _check_not_taken_over(self) -> None:
+        """Before a start that follows a fault: stop (LaneFenced) rather than fence a copy that took the lane over
+        while this one was away. Its init_transactions would fence whichever copy holds the lane's transactional
+        id, and a newer copy's fencing does not always reach the older one as such: a broker answered an EndTxn
+        that raced a newer copy's InitProducerId with UNKNOWN_SERVER_ERROR, and the older copy, starting afresh,
+        fenced the newer one (CI, test_eos_fencing). Progress past anything this copier read was committed by
+        another copy; a later worker generation's mark means the lane is no longer this generation's."""
+        reach = {k: o for k, o in self._reach.items() if k in self.route}
+        if not reach:
+            return
+        with talking_to("target", self.mirror.target, f"reading progress topic {self.config.progressTopic}"):
+            state = read_progress(self.target_conf, self.config.progressTopic, self.mirror.source, list(reach),
+                                  resource=self.config.resource)
+        why = state.superseded_why(self.config.resource, self.config.resourceUid, self.config.name,
+                                   self.config.worker.generation)
+        if why is not None:
+            raise Superseded(why)
+        ahead = sorted((k, o) for k, o in state.resume_offsets(self.mirror.source).items()
+                       if k in reach and o > reach[k])
+        if ahead:
+            (topic, part), offset = ahead[0]
+            log.warning("lane %s: another copy of the lane committed %s/%d up to offset %d while this one was "
+                        "away (it had read up to %d); stopping rather than fencing it", self.tid, topic, part,
+                        offset, reach[(topic, part)])
+            raise LaneFenced()
+
+    def _note_reach(self) -> None:
+        """How far this copier's clients read (the consumer's positions) and committed, before they go."""
+        reach = self._reach
+        for k, o in self._committed_next.items():
+            if o > reach.get(k, -1):
+                reach[k] = o
+        if self.consumer is None:
+            return
+        try:
+            positions = self.consumer.position([TopicPartition(t, p) for t, p in self.route])
+        except KafkaException:
+            return  # the committed offsets stand; a start that follows fences as before
+        for tp in positions:
+            k = (tp.topic, tp.partition)
+            if tp.offset > reach.get(k, -1):
+                reach[k] = tp.offset
 
     def _start(self) -> None:
         """Fresh clients: producers, init_transactions (fences older copies), THEN progress, then assign."""
@@ -589,6 +641,7 @@ class LaneCopier:
         if self._writer is not None:
             self._writer.shutdown()
             self._writer = None
+        self._note_reach()
         if self.consumer is not None:
             close_consumer(self.consumer)
         if self.protocol is not None:
@@ -899,7 +952,8 @@ class LaneCopier:
             batch = [self.route[k] for k in keys if k in self.route]  # every topic of the transaction
             self._raise_if_write_refused(err, sorted({*([written] if written else []), *batch}))
             what = self.config.progressTopic if topic == "<progress>" else f"{topic}/{part} offset {off}"
-            raise Unreachable("target", self.mirror.target, f"delivering {what}: {describe(err)}")
+            raise Unreachable("target", self.mirror.target, f"delivering {what}: {describe(err)}") \
+                from KafkaException(err)  # the error, for `answered`
         self._abort_quietly()
         if topic == "<progress>":
             raise CopyError(f"mirror {self.mirror.name!r}: writing progress to {self.mirror.target}/"
