@@ -50,6 +50,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--commit-interval-ms", type=int, default=None,
                    help="sparkmirror's commitIntervalMs (time between a lane's transactions); default: the "
                         "resource's default")
+    p.add_argument("--linger-ms", type=int, default=None,
+                   help="sparkmirror's lingerMs (how long a lane's producer gathers a batch); default: the "
+                        "resource's default for the delivery mode")
     p.add_argument("--mm2-stock-clients", action="store_true",
                    help="run MM2's producer with Kafka's default batching (batch.size 16 KiB) instead of the "
                         "1 MB / linger 5 ms sparkmirror's lane producers use")
@@ -98,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
 
     MirrorMaker2.stock_clients = args.mm2_stock_clients
     SparkMirror.commit_interval_ms = args.commit_interval_ms
+    SparkMirror.linger_ms = args.linger_ms
     signal.signal(signal.SIGTERM, _terminate)
     layout = data.Layout(args.records, args.partitions_per_topic, args.topics_per_size)
     sizes = pick_sizes(layout, args.sizes)
@@ -183,7 +187,9 @@ def main(argv: list[str] | None = None) -> int:
                            "latency_partitions": args.latency_partitions,
                            "mm2_producer": "Kafka defaults" if args.mm2_stock_clients else
                            "batch.size=1000000, linger.ms=5 (as sparkmirror's lane producers)",
-                           "sparkmirror_commit_interval_ms": args.commit_interval_ms or "the resource's default"},
+                           "sparkmirror_commit_interval_ms": args.commit_interval_ms or "the resource's default",
+                           "sparkmirror_linger_ms": "the resource's default" if args.linger_ms is None else
+                           args.linger_ms},
                 "machine": report.machine(),
                 "load_start": load_start,
                 "load_end": [round(x, 2) for x in os.getloadavg()],

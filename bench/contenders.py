@@ -178,6 +178,8 @@ class SparkMirror(Contender):
     family = "sparkmirror"
     # the flow group's commitIntervalMs; None keeps the resource's default (`--commit-interval-ms`)
     commit_interval_ms: int | None = None
+    # the lane producers' lingerMs; None keeps the resource's default for the delivery mode (`--linger-ms`)
+    linger_ms: int | None = None
 
     def __init__(self, exactly_once: bool) -> None:
         super().__init__()
@@ -221,6 +223,7 @@ class SparkMirror(Contender):
             "delivery": "exactly-once" if self.exactly_once else "at-least-once",
             "lanes": s.parallelism,
             **({"commitIntervalMs": self.commit_interval_ms} if self.commit_interval_ms else {}),
+            **({"lingerMs": self.linger_ms} if self.linger_ms is not None else {}),
             "checkpointDir": str(s.workdir / "checkpoint"),
         })
 

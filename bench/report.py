@@ -175,7 +175,8 @@ def _data_text(cfg: dict) -> str:
         f"its own runs** ({per_size}): a run is given only that size's topics and is checked against them, so "
         f"each table below is one size. Parallelism {cfg['parallelism']} (MM2 `tasks.max` = sparkmirror lanes); "
         f"MM2 producer: {cfg.get('mm2_producer', 'Kafka defaults')}; sparkmirror commitIntervalMs: "
-        f"{cfg.get('sparkmirror_commit_interval_ms', 'default')}; {cfg['reps']} repetition"
+        f"{cfg.get('sparkmirror_commit_interval_ms', 'default')}, lingerMs: "
+        f"{cfg.get('sparkmirror_linger_ms', 'default')}; {cfg['reps']} repetition"
         f"{'' if cfg['reps'] == 1 else 's'}, medians; "
         f"contenders alternate." + latency)
 
