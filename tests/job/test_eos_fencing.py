@@ -19,13 +19,27 @@ from sparkmirror_dev.testing import NumberedProducer
 from .test_eos_crash import PARTS
 
 
-def test_second_copy_of_a_lane_fences_the_first(kafka_a, kafka_b, topic, flowgroup):
+def _one_lane(kafka_a, kafka_b, topic, flowgroup):
+    """A flow group of one lane over a source topic of PARTS partitions and its remote topic."""
     src = topic(kafka_a, PARTS)
     dst = topic(kafka_b, PARTS, name=f"a.{src}")
     cfg = flowgroup(src, lanes=1, commitIntervalMs=50)
     mirror = cfg.mirrors[0]
     ensure_progress_topic(cfg.cluster("b").client_config(), cfg.progressTopic)
-    parts = list(plan_lanes(mirror.name, 1, [(src, dst, PARTS)])[0].partitions)
+    return cfg, mirror, src, dst, list(plan_lanes(mirror.name, 1, [(src, dst, PARTS)])[0].partitions)
+
+
+def _each_once(kafka_b, dst: str, sent: int) -> dict:
+    """The remote topic holds every numbered record once per partition, in order; returns what it holds."""
+    got = read_topic(kafka_b.bootstrap, dst)
+    for part in range(PARTS):
+        seqs = [int(r.value.decode().split(":")[1]) for r in got[part]]
+        assert seqs == list(range(sent)), f"partition {part}: {len(seqs) - len(set(seqs))} duplicates"
+    return got
+
+
+def test_second_copy_of_a_lane_fences_the_first(kafka_a, kafka_b, topic, flowgroup):
+    cfg, mirror, src, dst, parts = _one_lane(kafka_a, kafka_b, topic, flowgroup)
     producer = NumberedProducer(kafka_a.bootstrap, src, rate=400)
     producer.start()
     results: dict[str, list] = {}
@@ -49,10 +63,7 @@ def test_second_copy_of_a_lane_fences_the_first(kafka_a, kafka_b, topic, flowgro
     assert results["zombie"][0].epoch_end_ms < results["zombie"][0].epoch_start_ms + 110_000
     assert not any(s.fenced for s in results["newer"]) and sum(s.records for s in results["newer"]) > 0
     assert sum(s.records for s in results["zombie"]) > 0, "the zombie copied nothing: nothing was tested"
-    got = read_topic(kafka_b.bootstrap, dst)
-    for part in range(PARTS):
-        seqs = [int(r.value.decode().split(":")[1]) for r in got[part]]
-        assert seqs == list(range(sent)), f"partition {part}: {len(seqs) - len(set(seqs))} duplicates"
+    got = _each_once(kafka_b, dst, sent)
     latest = read_progress(cfg.cluster("b").client_config(), cfg.progressTopic, "a").latest
     assert {k[2]: r.next_offset for k, r in latest.items()} == {p: got[p][-1].offset + 1 - 0 for p in range(PARTS)} \
         or all(r.next_offset >= sent for r in latest.values())
@@ -70,12 +81,7 @@ def test_a_copy_failing_while_a_newer_one_starts_does_not_fence_it(kafka_a, kafk
     own producer (the broker answered) or from the progress topic (a newer copy committed past anything this
     copy read), and the newer copy must copy its whole epoch unfenced. Brokers, fencing and progress are real;
     only the moment and the kind of the older copy's failure are set by the test."""
-    src = topic(kafka_a, PARTS)
-    dst = topic(kafka_b, PARTS, name=f"a.{src}")
-    cfg = flowgroup(src, lanes=1, commitIntervalMs=50)
-    mirror = cfg.mirrors[0]
-    ensure_progress_topic(cfg.cluster("b").client_config(), cfg.progressTopic)
-    parts = list(plan_lanes(mirror.name, 1, [(src, dst, PARTS)])[0].partitions)
+    cfg, mirror, src, dst, parts = _one_lane(kafka_a, kafka_b, topic, flowgroup)
     armed, held, release = threading.Event(), threading.Event(), threading.Event()
 
     class HeldCommit(ExactlyOnce):
@@ -119,10 +125,7 @@ def test_a_copy_failing_while_a_newer_one_starts_does_not_fence_it(kafka_a, kafk
     assert newer.epoch_end_ms - newer.epoch_start_ms >= 7_500, "the newer copy did not copy its whole epoch"
     # which of the two told the older copy: its own producer when the broker answered, the progress topic else
     assert ("stopping rather than fencing it" in caplog.text) == (code == KafkaError._MSG_TIMED_OUT), caplog.text
-    got = read_topic(kafka_b.bootstrap, dst)
-    for part in range(PARTS):
-        seqs = [int(r.value.decode().split(":")[1]) for r in got[part]]
-        assert seqs == list(range(sent)), f"partition {part}: {len(seqs) - len(set(seqs))} duplicates"
+    _each_once(kafka_b, dst, sent)
 
 
 def test_two_jobs_of_one_flow_group_at_once(kafka_a, kafka_b, topic, flowgroup, job, tmp_path):

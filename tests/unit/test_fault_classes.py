@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from sparkmirror.copying.errors import (CopyError, Fault, LaneFenced, Unreachable, classify, talking_to,
-                                        transient_reason)
+from sparkmirror.copying.errors import (CopyError, Fault, LaneFenced, Unreachable, answered, classify,
+                                        talking_to, transient_reason)
 from sparkmirror.outage import Backoff, Outage, Retrying
 from sparkmirror.topicsync import TopicRecreated, TopicSyncError
 
@@ -43,6 +43,23 @@ def test_clusters_saying_no_stop_the_mirror(code: int) -> None:
 @pytest.mark.parametrize("code", [E._FENCED, E.PRODUCER_FENCED, E.INVALID_PRODUCER_EPOCH])
 def test_fencing_is_its_own_kind(code: int) -> None:
     assert classify(KafkaError(code, fatal=True)) is Fault.FENCED
+
+
+def test_a_silence_is_told_from_an_answer() -> None:
+    """A lane asks the coordinator whether it was fenced only when the target answered (loop.py)."""
+    def waited_out(code: int) -> Unreachable:
+        try:
+            with talking_to("target", "b", "copying"):
+                raise KafkaException(KafkaError(code, txn_requires_abort=True))
+        except Unreachable as e:
+            return e
+        raise AssertionError("not waited out")
+
+    assert answered(waited_out(E.UNKNOWN))  # what a broker said to an EndTxn racing a newer copy's fencing
+    assert answered(waited_out(E.CONCURRENT_TRANSACTIONS))
+    assert not answered(waited_out(E._MSG_TIMED_OUT))
+    assert not answered(waited_out(E._TRANSPORT))
+    assert not answered(TimeoutError())
 
 
 def test_causes_and_timeouts_are_followed() -> None:
