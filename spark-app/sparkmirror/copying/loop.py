@@ -168,15 +168,26 @@ def next_commit_at(last_began: float, now: float, interval: float, deadline: flo
     return min(max(last_began + interval, now + interval / 10), deadline)
 
 
-def _commit_times(ms: list[float], pipelined: bool = False) -> str:
+def _commit_times(ms: list[float], pipelined: bool = False, acks_ms: list[float] | None = None) -> str:
     """How long the commits held the loop (records wait meanwhile): the figure behind the tail latency. Pipelined
-    commits (at-least-once) hold nothing: theirs is the time from an interval's end to its progress committed."""
+    commits (at-least-once) hold nothing: theirs is the time from an interval's end to its progress committed.
+    `acks_ms`: the part of each exactly-once commit spent waiting for its records' acks, before the progress
+    records and the transaction's end (their target offsets go into the progress records, so that wait cannot
+    overlap the commit)."""
     if not ms:
         return ""
-    ms = sorted(ms)
+
+    def spread(values: list[float]) -> tuple[float, float, float]:
+        v = sorted(values)
+        return v[len(v) // 2], v[min(len(v) - 1, len(v) * 99 // 100)], v[-1]
+
     what = "progress committed" if pipelined else "commits"
-    return (f", {what} {ms[len(ms) // 2]:.0f} ms median, {ms[min(len(ms) - 1, len(ms) * 99 // 100)]:.0f} ms p99, "
-            f"{ms[-1]:.0f} ms max")
+    p50, p99, top = spread(ms)
+    acks = ""
+    if acks_ms:
+        a50, a99, atop = spread(acks_ms)
+        acks = f" (of which waiting for acks {a50:.0f} ms median, {a99:.0f} ms p99, {atop:.0f} ms max)"
+    return f", {what} {p50:.0f} ms median, {p99:.0f} ms p99, {top:.0f} ms max{acks}"
 
 
 class LaneCopier:
@@ -197,6 +208,7 @@ class LaneCopier:
         self.result: list[PartitionSummary] = []
         self._commits = 0
         self._commit_ms: list[float] = []  # how long each commit held the loop (acks, progress, transaction)
+        self._acks_ms: list[float] = []  # the part of each exactly-once commit spent waiting for acks
         # (next offset, source end, lag) per partition as last reported by this lane's clients: see _worth_reporting
         self.reported: dict[tuple[str, int], tuple[int, int, int]] = {}
         self.reused = False  # the lane's kept clients were resumed (see sessions.LaneSession)
@@ -311,7 +323,8 @@ class LaneCopier:
             else:
                 log.info("lane %s: epoch of %.1f s, %d records in %d transactions%s, longest loop pause %s%s%s",
                          self.tid, secs, records, self._commits,
-                         _commit_times(self._commit_ms, self._protocol_class.pipelined), self.pauses.describe(),
+                         _commit_times(self._commit_ms, self._protocol_class.pipelined, self._acks_ms),
+                         self.pauses.describe(),
                          " (kept clients)" if self.reused else "",
                          f"; ended in {finish_ms:.0f} ms" if finish_ms >= 100 else "")
         return self.result
@@ -811,6 +824,7 @@ class LaneCopier:
         t0 = time.monotonic()
         while self.protocol.producer.flush(30) > 0:
             pass
+        self._acks_ms.append((time.monotonic() - t0) * 1000)
         self._check_delivery()
         recs = self._progress_records(self._pending)
         try:
