@@ -87,8 +87,9 @@ class MirrorMaker2(Contender):
 
     # batch.size as sparkmirror's lane producers (1 MB), linger 5 ms. The Java producer puts all of a broker's
     # partitions in one request, librdkafka one partition a request: at the latency run's 4 partitions a task
-    # this makes about as many requests as an at-least-once lane at its 20 ms (LINGER_MS); exactly-once lanes
-    # (5 ms) make up to 4 times as many. `stock_clients` keeps Kafka's defaults (16 KiB)
+    # this makes about as many requests as an at-least-once lane at its 20 ms (LINGER_MS_AT_LEAST_ONCE);
+    # exactly-once lanes linger their commit interval and send once a commit. `stock_clients` keeps Kafka's
+    # defaults (16 KiB)
     MATCHED_PRODUCER = {"batch.size": "1000000", "linger.ms": "5"}
     stock_clients = False
 

@@ -21,4 +21,4 @@ def test_linger_and_commit_interval_reach_the_flow_group(tmp_path: Path, monkeyp
     monkeypatch.setattr(SparkMirror, "commit_interval_ms", None)
     alo = SparkMirror(exactly_once=False).flowgroup(setup)
     eos = SparkMirror(exactly_once=True).flowgroup(setup)
-    assert alo.lingerMs == 20 and eos.lingerMs == 5  # the delivery mode's defaults
+    assert alo.lingerMs == 20 and eos.lingerMs == eos.commitIntervalMs == 100  # the delivery mode's defaults

@@ -72,12 +72,12 @@ def test_secrets_resolved_in_memory_through_a_reader(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("field", "eos", "alo", "given"), [("commitIntervalMs", 100, 1000, 250),
-                                                           ("lingerMs", 5, 20, 0)])
+                                                           ("lingerMs", 100, 20, 0)])
 def test_delivery_defaults(field: str, eos: int, alo: int, given: int) -> None:
     """commitIntervalMs: exactly-once records are visible at the commit (100 ms), at-least-once ones once
     acknowledged, where the interval only bounds what a crash copies again (1,000 ms). lingerMs: at-least-once
-    lanes linger longer, for fewer produce requests on the target (LINGER_MS). A value given is kept; a resource
-    that gives none gets its delivery's through the plan."""
+    lanes linger 20 ms, for fewer produce requests on the target; exactly-once ones their commit interval
+    (`linger_ms`). A value given is kept; a resource that gives none gets its delivery's through the plan."""
     import yaml
 
     from sparkmirror.resource.plan import plan
@@ -103,6 +103,27 @@ def test_delivery_defaults(field: str, eos: int, alo: int, given: int) -> None:
     assert {getattr(g, field) for g in plan(resource).groups} == {40}
 
 
+def test_exactly_once_lanes_linger_their_commit_interval() -> None:
+    """Exactly-once records become visible at the commit, whose flush sends what lingers: with no lingerMs a lane
+    lingers its commit interval (capped at lingerMs' own limit, 60 s), given at the flow group or the resource."""
+    import yaml
+
+    from sparkmirror.resource.plan import plan
+
+    base = {"name": "g", "clusters": [{"alias": "a", "bootstrapServers": "127.0.0.1:1"},
+                                      {"alias": "b", "bootstrapServers": "127.0.0.1:2"}],
+            "mirrors": [{"name": "a-to-b", "source": "a", "target": "b"}]}
+    for conf, want in (({"commitIntervalMs": 250}, 250), ({"commitIntervalMs": 120000}, 60000),
+                       ({"commitIntervalMs": 250, "lingerMs": 7}, 7),
+                       ({"commitIntervalMs": 250, "delivery": "at-least-once"}, 20)):
+        assert FlowGroupConfig.model_validate({**base, **conf}).lingerMs == want, conf
+    resource = yaml.safe_load((Path(__file__).parents[1] / "operator" / "data" / "render" /
+                               "strimzi-tls.input.yaml").read_text())
+    resource["spec"]["delivery"] = "exactly-once"
+    resource["spec"].setdefault("spark", {})["commitIntervalMs"] = 300
+    assert {(g.commitIntervalMs, g.lingerMs) for g in plan(resource).groups} == {(300, 300)}
+
+
 def test_lane_producers_linger_as_the_flow_group_says(monkeypatch: pytest.MonkeyPatch) -> None:
     """The lanes' producers are made with the flow group's lingerMs, transactional or not."""
     from sparkmirror.copying import start
@@ -112,7 +133,7 @@ def test_lane_producers_linger_as_the_flow_group_says(monkeypatch: pytest.Monkey
     base = {"name": "g", "clusters": [{"alias": "a", "bootstrapServers": "127.0.0.1:1"},
                                       {"alias": "b", "bootstrapServers": "127.0.0.1:2"}],
             "mirrors": [{"name": "a-to-b", "source": "a", "target": "b"}]}
-    for conf, want in (({"delivery": "at-least-once"}, 20), ({}, 5), ({"lingerMs": 0}, 0)):
+    for conf, want in (({"delivery": "at-least-once"}, 20), ({}, 100), ({"lingerMs": 0}, 0)):
         cfg = FlowGroupConfig.model_validate({**base, **conf})
         for transactional in (False, True):
             start.new_producer(cfg, {"bootstrap.servers": "127.0.0.1:2"}, "tid", {}, transactional)

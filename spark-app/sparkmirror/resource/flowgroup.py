@@ -39,18 +39,30 @@ def commit_interval_ms(delivery: Delivery | str | None) -> int:
     return COMMIT_INTERVAL_MS[Delivery(delivery or Delivery.EXACTLY_ONCE)]
 
 
-LINGER_MS = {Delivery.EXACTLY_ONCE: 5, Delivery.AT_LEAST_ONCE: 20}
-"""lingerMs when none is given. librdkafka sends one produce request per partition (the Java client puts every
-partition of a broker in one), so at a steady rate a lane's request count grows with its partitions, and on the
-target each request costs CPU. At-least-once records are visible once acknowledged, so that load is where their
-tail comes from (bench, 5,000 records/s of 1 KiB over 8 partitions and 2 lanes, 95-s windows, 3 runs each: at 5 ms
-the brokers used 0.76 cores, at 20 ms 0.56-0.61 (MirrorMaker 2's: 0.58); p99 38-133 ms against 35-41, p50 11
-against 17). At 20 ms a lane of 4 partitions sends about as many requests as a Java producer at 5 ms. Exactly-once
-records become visible at the commit, whose flush sends what lingers at once: 5 ms, not measured against others."""
+LINGER_MS_AT_LEAST_ONCE = 20
+"""lingerMs of at-least-once lanes when none is given. librdkafka sends one produce request per partition (the Java
+client puts every partition of a broker in one), so at a steady rate a lane's request count grows with its
+partitions, and on the target each request costs CPU. At-least-once records are visible once acknowledged, so that
+load is where their tail comes from (bench, 5,000 records/s of 1 KiB over 8 partitions and 2 lanes, 95-s windows,
+3 runs each: at 5 ms the brokers used 0.76 cores, at 20 ms 0.56-0.61 (MirrorMaker 2's: 0.58); p99 38-133 ms against
+35-41, p50 11 against 17). At 20 ms a lane of 4 partitions sends about as many requests as a Java producer at 5 ms."""
+
+MAX_LINGER_MS = 60000
 
 
-def linger_ms(delivery: Delivery | str | None) -> int:
-    return LINGER_MS[Delivery(delivery or Delivery.EXACTLY_ONCE)]
+def linger_ms(delivery: Delivery | str | None, commit_interval: int | None = None) -> int:
+    """lingerMs when none is given. Exactly-once lanes linger for their commit interval: their records become
+    visible only at the commit, whose flush sends whatever lingers, so lingering less only sends more requests. And
+    more requests stall: librdkafka's idempotent producer holds a partition's next batch while 5 of its records
+    are unacknowledged (it counts records against the broker's 5-request window) yet wakes its broker thread for
+    that batch at once, so the thread spins until the ack comes (librdkafka PR #4989). On a 2-core machine that
+    spin starved the target broker's GC threads and stretched its 15-ms pauses to 100-230 ms (bench, 5,000
+    records/s of 1 KiB, 95-s windows: visible p99 101-170 ms at 5 ms against 79 at 100)."""
+    if Delivery(delivery or Delivery.EXACTLY_ONCE) is Delivery.AT_LEAST_ONCE:
+        return LINGER_MS_AT_LEAST_ONCE
+    interval = commit_interval if isinstance(commit_interval, int) and commit_interval > 0 \
+        else commit_interval_ms(delivery)
+    return min(interval, MAX_LINGER_MS)
 
 
 class ReplicationPolicy(str, Enum):
@@ -289,9 +301,9 @@ class FlowGroupConfig(_Model):
     commitIntervalMs: int = Field(100, ge=1, description="Longest time between transactions inside a lane (an "
                                   "exactly-once lane that has read all its source had commits after a quarter); "
                                   "when not given 100 for exactly-once, 1000 for at-least-once.")
-    lingerMs: int = Field(5, ge=0, le=60000, description="linger.ms of the lanes' producers: how long a record "
-                          "waits for more of its partition's to share a request. When not given 5 for exactly-once, "
-                          "20 for at-least-once.")
+    lingerMs: int = Field(100, ge=0, le=MAX_LINGER_MS, description="linger.ms of the lanes' producers: how long "
+                          "a record waits for more of its partition's to share a request. When not given the commit "
+                          "interval for exactly-once (capped at 60000), 20 for at-least-once.")
     offsetHistory: int = Field(200_000, ge=1, description="Committed ranges per source partition the driver keeps "
                                "for offset translation (bounds its memory: 56 bytes a range).")
     progressTopic: str = Field("sparkmirror.progress.internal", description="Compacted topic on each target.")
@@ -312,15 +324,17 @@ class FlowGroupConfig(_Model):
     @model_validator(mode="before")
     @classmethod
     def _delivery_defaults(cls, data: object) -> object:
-        """commitIntervalMs or lingerMs not given (or null): the delivery's default (COMMIT_INTERVAL_MS, LINGER_MS)."""
+        """commitIntervalMs or lingerMs not given (or null): the delivery's default (COMMIT_INTERVAL_MS, linger_ms,
+        which for exactly-once follows the commit interval)."""
         if not isinstance(data, dict):
             return data
-        for name, default in (("commitIntervalMs", commit_interval_ms), ("lingerMs", linger_ms)):
-            if data.get(name) is None:
-                try:
-                    data = {**data, name: default(data.get("delivery"))}
-                except ValueError:
-                    return data  # an unknown delivery: its own field's error names it
+        try:
+            if data.get("commitIntervalMs") is None:
+                data = {**data, "commitIntervalMs": commit_interval_ms(data.get("delivery"))}
+            if data.get("lingerMs") is None:
+                data = {**data, "lingerMs": linger_ms(data.get("delivery"), data.get("commitIntervalMs"))}
+        except ValueError:
+            return data  # an unknown delivery: its own field's error names it
         return data
 
     @field_validator("metricsBind")

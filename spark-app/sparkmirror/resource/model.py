@@ -248,7 +248,8 @@ class SparkSpec(_Model):
                                          "interval bounds what a crash copies again).", ge=1, le=600000)
     lingerMs: int | None = Field(None, description="linger.ms of the lanes' producers: how long a record waits "
                                  "for more of its partition's to share a produce request (librdkafka sends one "
-                                 "request per partition). Default 5 for exactly-once, 20 for at-least-once (fewer "
+                                 "request per partition). Default for exactly-once: the commit interval (its records "
+                                 "become visible at the commit, whose flush sends them); for at-least-once: 20 (fewer "
                                  "requests: less load on the target, a steadier tail).", ge=0, le=60000)
     checkpointDir: str | None = Field(None, description="Spark checkpoint root (an optimisation; the target's "
                                                         "progress topic is the truth).", max_length=1024)
