@@ -72,6 +72,40 @@ def test_a_partition_that_does_not_exist_stays_an_error_naming_it(kafka_a, topic
     assert time.monotonic() - t0 < 10
 
 
+def test_a_partition_without_a_leader_is_a_fault_to_wait_out(tmp_path) -> None:
+    """A partition the cluster lists but nobody leads (its only replica's broker is down) is a fault the lane
+    rides out (`Unreachable`), never an error that ends the mirror: the chaos campaign's source once had none
+    for 31 s after all its brokers were back, and the lane ended the mirror with `_NOENT`."""
+    from confluent_kafka.admin import NewTopic
+
+    from sparkmirror.copying.errors import Unreachable, talking_to
+    from sparkmirror_dev.kafka import ReplicatedKafkaCluster
+
+    cluster = ReplicatedKafkaCluster("leaderless", tmp_path / "k").start()
+    try:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic("solo", 1, 1)])["solo"].result(30)
+        produce_numbered(cluster.bootstrap, "solo", 1, 0, 3)
+        leader = admin.list_topics("solo", timeout=30).topics["solo"].partitions[0].leader
+        cluster.kill([i for i, n in enumerate(cluster.nodes) if n.port in _ports_of(cluster, leader)][0])
+        until = time.monotonic() + 90  # the controller fences the dead broker after its session times out
+        while admin.list_topics("solo", timeout=30).topics["solo"].partitions[0].leader != -1:
+            assert time.monotonic() < until, "the partition kept its dead leader"
+            time.sleep(0.5)
+        t0 = time.monotonic()
+        with pytest.raises(Unreachable, match=r"without a leader for 3 s"):
+            with talking_to("source", "src", "reading the offsets of 1 partitions"):
+                offsets_held({"bootstrap.servers": cluster.bootstrap}, [("solo", 0)], timeout=3, sleep=0.2)
+        assert time.monotonic() - t0 < 30
+    finally:
+        cluster.stop()
+
+
+def _ports_of(cluster, node_id: int) -> set[int]:  # noqa: ANN001
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    return {b.port for b in admin.list_topics(timeout=30).brokers.values() if b.id == node_id}
+
+
 def test_every_partition_of_a_large_lane_gets_its_own_offsets(kafka_a, topic) -> None:
     src = topic(kafka_a, 500)
     produce_numbered(kafka_a.bootstrap, src, 500, 0, 2)

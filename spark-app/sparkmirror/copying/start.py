@@ -219,8 +219,14 @@ def offsets_held(source_conf: dict[str, str], partitions: list[tuple[str, int]],
                     f"source partition {t}/{p} answered offsets {lo}..{hi}, not real ones"
                     + (f" (and {len(unsettled) - 1} more)" if len(unsettled) > 1 else ""))))
             except KafkaException as e:
-                if e.args[0].code() not in _NO_LEADER_YET or time.monotonic() + sleep >= deadline:
+                if e.args[0].code() not in _NO_LEADER_YET:
                     raise
+                if time.monotonic() + sleep >= deadline:
+                    # the metadata just listed every partition, so this is a cluster still electing leaders (the
+                    # chaos campaign's source had none for 31 s after all 3 brokers were back), not a deleted topic
+                    # (the next look's metadata names that): a fault the lane waits out, never the mirror's end
+                    raise KafkaException(KafkaError(KafkaError.LEADER_NOT_AVAILABLE, (
+                        f"source partitions without a leader for {timeout:.0f} s: {e.args[0].str()}"))) from e
                 log.info("source partitions without a leader for a moment (%s); asking again", e.args[0].str())
         else:
             log.info("%d source partitions (%s/%d) not known to the cluster yet; asking again", len(missing),
