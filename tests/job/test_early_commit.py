@@ -46,15 +46,17 @@ def test_a_trickle_commits_after_a_quarter_of_the_interval(kafka_a, kafka_b, top
 def test_full_batches_of_a_backlog_keep_whole_intervals(kafka_a, kafka_b, topic, flowgroup,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """Batches of 2 records make a backlog of 300,000 last longer than the epoch: every read is full, so no
-    interval ends early (quarters of the 500-ms interval would give 16 transactions in the 2-s epoch)."""
+    interval ends early (quarters of the 250-ms interval would give 16 transactions in the 1-s epoch). The
+    epoch is short because the lane copies fast: lingering its commit interval, its producer no longer spins a
+    core beside the copy loop, and a 2-s epoch copied all 300,000 (CI, 2 cores)."""
     monkeypatch.setattr(loop, "READ_BATCH", 2)
     src = topic(kafka_a, 2)
     dst = topic(kafka_b, 2, name=f"a.{src}")
     produce_numbered(kafka_a.bootstrap, src, 2, 0, 150_000, {"queue.buffering.max.messages": 400_000})
-    cfg = flowgroup(src, lanes=1, delivery=Delivery.EXACTLY_ONCE, commitIntervalMs=500)
+    cfg = flowgroup(src, lanes=1, delivery=Delivery.EXACTLY_ONCE, commitIntervalMs=250)
     ensure_progress_topic(cfg.cluster("b").client_config(), cfg.progressTopic)
     parts = list(plan_lanes(cfg.mirrors[0].name, 1, [(src, dst, 2)])[0].partitions)
-    copier = LaneCopier(cfg, cfg.mirrors[0], 0, parts, 2.0)
+    copier = LaneCopier(cfg, cfg.mirrors[0], 0, parts, 1.0)
     copier.run()
     copied = sum(s.records for s in copier.result)
     assert 0 < copied < 300_000, copied  # the backlog outlasted the epoch: every read was a full batch
