@@ -86,8 +86,9 @@ def test_a_partition_without_a_leader_is_a_fault_to_wait_out(tmp_path) -> None:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         admin.create_topics([NewTopic("solo", 1, 1)])["solo"].result(30)
         produce_numbered(cluster.bootstrap, "solo", 1, 0, 3)
-        leader = admin.list_topics("solo", timeout=30).topics["solo"].partitions[0].leader
-        cluster.kill([i for i, n in enumerate(cluster.nodes) if n.port in _ports_of(cluster, leader)][0])
+        md = admin.list_topics("solo", timeout=30)
+        port = md.brokers[md.topics["solo"].partitions[0].leader].port
+        cluster.kill([i for i, n in enumerate(cluster.nodes) if n.port == port][0])
         until = time.monotonic() + 90  # the controller fences the dead broker after its session times out
         while admin.list_topics("solo", timeout=30).topics["solo"].partitions[0].leader != -1:
             assert time.monotonic() < until, "the partition kept its dead leader"
@@ -99,11 +100,6 @@ def test_a_partition_without_a_leader_is_a_fault_to_wait_out(tmp_path) -> None:
         assert time.monotonic() - t0 < 30
     finally:
         cluster.stop()
-
-
-def _ports_of(cluster, node_id: int) -> set[int]:  # noqa: ANN001
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    return {b.port for b in admin.list_topics(timeout=30).brokers.values() if b.id == node_id}
 
 
 def test_every_partition_of_a_large_lane_gets_its_own_offsets(kafka_a, topic) -> None:
