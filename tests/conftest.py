@@ -182,8 +182,12 @@ def spark() -> Iterator["SparkSession"]:
     """One local SparkSession (local[2], small memory) for in-process Spark tests."""
     from pyspark.sql import SparkSession
 
-    session = (SparkSession.builder.master("local[2]").appName("sparkmirror-tests")
-               .config("spark.driver.memory", "512m").config("spark.ui.enabled", "false")
+    from sparkmirror.sparkdefaults import SPARK_DEFAULTS
+
+    builder = SparkSession.builder.master("local[2]").appName("sparkmirror-tests")
+    for k, v in SPARK_DEFAULTS.items():  # the JVM is shared by every session of this process: start it as the job does
+        builder = builder.config(k, v)
+    session = (builder.config("spark.driver.memory", "512m").config("spark.ui.enabled", "false")
                .config("spark.sql.shuffle.partitions", "2").config("spark.driver.bindAddress", "127.0.0.1")
                .config("spark.driver.host", "127.0.0.1").getOrCreate())
     try:

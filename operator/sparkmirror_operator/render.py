@@ -25,6 +25,7 @@ from sparkmirror.resource.plan import SECRET_MOUNT_ROOT, Plan, SecretRef, env_na
 from sparkmirror.resource.model import API_VERSION, KIND, KafkaMirrorMaker2
 from sparkmirror.resource.names import (LEASE_HOLDER, LEASE_TRANSACTIONAL_IDS, application_name, config_map_name,
                                         lease_name, rbac_name, short_name, transactional_ids)
+from sparkmirror.sparkdefaults import SPARK_DEFAULTS
 
 from .rollout import ANNOTATION_MOVED_AT, ANNOTATION_RESTART, ANNOTATION_ROLLED_BACK, Observed, Plan as Rollout, plan_rollout
 
@@ -197,7 +198,8 @@ def render_spark_application(ctx: GroupContext) -> list[dict[str, Any]]:
             p["coreLimit"] = core_limit
         return p
 
-    spark_conf = {"spark.sql.streaming.stopGracefullyOnShutdown": "true", **spark.sparkConf}
+    # the JVMs' options must be set here: the driver pod's JVM is up before the job's own session settings apply
+    spark_conf = {**SPARK_DEFAULTS, "spark.sql.streaming.stopGracefullyOnShutdown": "true", **spark.sparkConf}
     app: dict[str, Any] = {
         "apiVersion": SPARK_APP_API,
         "kind": "SparkApplication",

@@ -33,6 +33,7 @@ def spark_session(config: FlowGroupConfig, master: str | None = None, extra: dic
     from pyspark.sql import SparkSession
 
     from .datasource import MirrorDataSource
+    from .sparkdefaults import SPARK_DEFAULTS
 
     builder = SparkSession.builder.appName(f"sparkmirror-{config.name}")
     if master:
@@ -41,7 +42,7 @@ def spark_session(config: FlowGroupConfig, master: str | None = None, extra: dic
               or "spark.master" in (extra or {})):  # spark-submit (gateway already up) brings its own master
         builder = builder.master("local[*,4]")  # up to 4 attempts per task, as on a cluster
     conf = {"spark.speculation": "false", "spark.sql.shuffle.partitions": "1", "spark.ui.showConsoleProgress": "false",
-            "spark.python.worker.reuse": "true", "spark.sql.streaming.stopTimeout": "120s",
+            "spark.python.worker.reuse": "true", "spark.sql.streaming.stopTimeout": "120s", **SPARK_DEFAULTS,
             **(extra or {})}
     local = (master or "").startswith("local") or not (master or os.environ.get("PYSPARK_GATEWAY_PORT")
                                                         or "spark.master" in conf)

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from sparkmirror.resource.flowgroup import FlowGroupConfig
+from sparkmirror.sparkdefaults import SPARK_DEFAULTS
 from sparkmirror_operator.render import Settings, render
 
 DATA = Path(__file__).parent / "data" / "render"
@@ -178,3 +179,21 @@ def test_metrics_bind_reaches_the_flow_group_config() -> None:
     assert {c.metricsBind for c in configs(Settings.from_env({}))} == {None}
     with pytest.raises(ValueError, match="SPARKMIRROR_METRICS_BIND: expected an IP address, got 'any'"):
         Settings.from_env({"SPARKMIRROR_METRICS_BIND": "any"})
+
+
+def test_spark_jvms_get_the_epoch_boundary_options_and_a_users_conf_wins() -> None:
+    """The driver pod's JVM is up before the job's session settings apply, so its options travel in the
+    SparkApplication; as defaultJavaOptions, a user's extraJavaOptions come after them, and a user's own
+    defaultJavaOptions replace them."""
+    src = yaml.safe_load((DATA / "two-groups-scram.input.yaml").read_text())
+    app = next(o for o in render(src, Settings()).objects if o["kind"] == "SparkApplication")
+    conf = app["spec"]["sparkConf"]
+    assert {k: conf[k] for k in SPARK_DEFAULTS} == SPARK_DEFAULTS
+    assert "-XX:TieredStopAtLevel=1" in conf["spark.driver.defaultJavaOptions"].split()
+    src["spec"]["spark"]["sparkConf"] = {"spark.driver.defaultJavaOptions": "-XX:+UseParallelGC",
+                                         "spark.executor.extraJavaOptions": "-Dx=y"}
+    app = next(o for o in render(src, Settings()).objects if o["kind"] == "SparkApplication")
+    conf = app["spec"]["sparkConf"]
+    assert conf["spark.driver.defaultJavaOptions"] == "-XX:+UseParallelGC"
+    assert conf["spark.executor.defaultJavaOptions"] == SPARK_DEFAULTS["spark.executor.defaultJavaOptions"]
+    assert conf["spark.executor.extraJavaOptions"] == "-Dx=y"

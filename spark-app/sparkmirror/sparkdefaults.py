@@ -1,0 +1,23 @@
+"""Spark settings every sparkmirror job starts with, on the local runner and on Kubernetes alike.
+
+A job's JVMs (the driver, and executors beside their Python workers) copy no data: they plan an epoch every
+`epochSeconds` and carry a few summary rows back. What they cost the mirror is a burst of CPU at each epoch
+boundary, taken from the lanes and the brokers on the same cores, which showed as the worst seconds of the
+exactly-once latency (bench/results/latency.md, notes of the sixth session). Two settings shrink that burst:
+- C1 only (`-XX:TieredStopAtLevel=1`): C2 went on compiling Spark's planning code at every boundary of the first
+  minutes (2 s of compile time at the first one). Code that runs once an epoch gains nothing from C2; the
+  driver's CPU at a boundary halved and its start-up got faster.
+- G1 regions of 4 MiB, broadcast blocks of 1 MiB: each epoch's task broadcast (a 4 MiB chunk) and result
+  buffers (1 MiB chunks) were humongous objects for the 1 MiB regions of a 1 GiB heap, and each of them
+  started a concurrent marking cycle: four GC cycles at every boundary, none now.
+They are `spark.*.defaultJavaOptions`: options a user sets in `extraJavaOptions` come after them and win.
+"""
+from __future__ import annotations
+
+JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:G1HeapRegionSize=4m"
+
+SPARK_DEFAULTS: dict[str, str] = {
+    "spark.driver.defaultJavaOptions": JVM_OPTIONS,
+    "spark.executor.defaultJavaOptions": JVM_OPTIONS,
+    "spark.broadcast.blockSize": "1m",
+}
