@@ -9,7 +9,7 @@ exactly-once latency (bench/results/latency.md, notes of the sixth session). Two
   driver's CPU at a boundary halved and its start-up got faster.
 - G1 regions of 4 MiB, broadcast blocks of 1 MiB: each epoch's task broadcast (a 4 MiB chunk) and result
   buffers (1 MiB chunks) were humongous objects for the 1 MiB regions of a 1 GiB heap, and each of them
-  started a concurrent marking cycle: four GC cycles at every boundary, none now.
+  started a GC: 2-4 at every boundary, one a concurrent marking cycle; none now.
 They are `spark.*.defaultJavaOptions`: options a user sets in `extraJavaOptions` come after them and win.
 """
 from __future__ import annotations
