@@ -18,9 +18,9 @@ HERE = Path(__file__).resolve().parent
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    p.add_argument("-n", "--records", type=int, default=2_000_000,
-                   help="records of each size (1 KiB and 100 B); default %(default)s: copy windows of 14-36 s at "
-                        "1 KiB on a quiet 2-core machine (10-32 s at 100 B); shorter ones measure noise")
+    p.add_argument("-n", "--records", type=int, default=4_000_000,
+                   help="records of each size (1 KiB and 100 B); default %(default)s: copy windows of 27-58 s at "
+                        "1 KiB on a quiet 2-core machine (13-52 s at 100 B); shorter ones measure noise")
     p.add_argument("--reps", type=int, default=2, help="repetitions of each contender; default %(default)s")
     p.add_argument("--sizes", default="b1k,b100",
                    help="comma list of the record sizes mirrored, each in its own runs: b1k (1 KiB), b100 (100 B); "

@@ -162,6 +162,20 @@ class JobProcess:
         return out
 
 
+    def jvm_command_line(self) -> list[str]:
+        """The command line of the job's Spark JVM (the java process of its group), empty before it runs."""
+        import psutil
+
+        for pid in self.group_pids():
+            try:
+                cmd = psutil.Process(pid).cmdline()
+            except psutil.Error:
+                continue
+            if cmd and cmd[0].endswith("java"):
+                return cmd
+        return []
+
+
 def os_getpgid(pid: int) -> int:
     import os
 

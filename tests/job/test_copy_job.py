@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 
+from sparkmirror.sparkdefaults import JVM_OPTIONS
 from sparkmirror_dev.testing import unique_name
 
 from .conftest import end_offsets, produce_numbered, read_topic, wait_for
@@ -30,6 +31,9 @@ def test_job_mirrors_and_picks_up_new_topic(kafka_a, kafka_b, topic, flowgroup, 
     wait_for(lambda: _mirrored(kafka_b.bootstrap, f"a.{first}", 2000, 3) or jp.proc.poll() is not None, 300,
              "first topic mirrored")
     assert jp.proc.poll() is None, jp.log()[-3000:]
+    # the job's own JVM started with the options that keep epoch boundaries cheap (sparkdefaults.py): a JVM of
+    # the test process could not show it, pytest's Spark fixture may have started that one first
+    assert set(JVM_OPTIONS.split()) <= set(jp.jvm_command_line()), jp.jvm_command_line()
     second = topic(kafka_a, 2, name=f"{prefix}-two")
     produce_numbered(kafka_a.bootstrap, second, 2, 0, 300)
     wait_for(lambda: _mirrored(kafka_b.bootstrap, f"a.{second}", 300, 2), 180, "new topic mirrored")
