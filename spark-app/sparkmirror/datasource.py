@@ -81,7 +81,7 @@ def _worker_logging() -> None:
 @functools.cache
 def warm_result_conversion() -> None:
     """Spark turns a lane task's rows into an Arrow batch, and pyarrow's first conversion of Python values in a
-    process imports pandas (about 400 modules, 0.26-0.36 CPU s). Left to Spark, each Python worker paid that as
+    process imports pandas (350-400 modules, 0.26-0.36 CPU s). Left to Spark, each Python worker paid that as
     its first epoch ended, while the lanes copied across the boundary on the same cores; a worker's first task
     pays it before its lane starts instead (bench: 0.26 s of a worker's main-thread CPU at the first boundary,
     0.02 at later ones)."""

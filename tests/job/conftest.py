@@ -161,7 +161,6 @@ class JobProcess:
                 pass
         return out
 
-
     def jvm_command_line(self) -> list[str]:
         """The command line of the job's Spark JVM (the java process of its group), empty before it runs."""
         import psutil
