@@ -22,6 +22,20 @@ def _mirrored(bootstrap: str, topic: str, per_partition: int, partitions: int) -
     return len(got) == partitions and all(len(v) == per_partition for v in got.values())
 
 
+def _assert_workers_warmed_first(log: str) -> None:
+    """Every Python worker that ran a lane warmed Arrow's row conversion before its first epoch started
+    (datasource.warm_result_conversion), so no worker pays pyarrow's pandas import at an epoch boundary."""
+    warmed: set[str] = set()
+    started: set[str] = set()
+    for line in log.splitlines():
+        if m := re.search(r"Python worker (\d+): Arrow's row conversion warmed", line):
+            warmed.add(m[1])
+        elif m := re.search(r"lane \S+: epoch \d+ starts in worker (\d+)", line):
+            assert m[1] in warmed, f"worker {m[1]} started a lane before warming the row conversion: {line}"
+            started.add(m[1])
+    assert started, log[-3000:]
+
+
 def test_job_mirrors_and_picks_up_new_topic(kafka_a, kafka_b, topic, flowgroup, job):
     prefix = unique_name("jobt")
     first = topic(kafka_a, 3, name=f"{prefix}-one")
@@ -34,6 +48,7 @@ def test_job_mirrors_and_picks_up_new_topic(kafka_a, kafka_b, topic, flowgroup, 
     # the job's own JVM started with the options that keep epoch boundaries cheap (sparkdefaults.py): a JVM of
     # the test process could not show it, pytest's Spark fixture may have started that one first
     assert set(JVM_OPTIONS.split()) <= set(jp.jvm_command_line()), jp.jvm_command_line()
+    _assert_workers_warmed_first(jp.log())
     second = topic(kafka_a, 2, name=f"{prefix}-two")
     produce_numbered(kafka_a.bootstrap, second, 2, 0, 300)
     wait_for(lambda: _mirrored(kafka_b.bootstrap, f"a.{second}", 300, 2), 180, "new topic mirrored")
