@@ -236,11 +236,26 @@ def check_numbered(bootstrap: str, topic: str, partitions: int, sent: int, exact
             assert first_seen == list(range(sent)), f"partition {part}: out of order"
 
 
-def commit_group(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
-    """Commit (topic, partition) -> offset for `group`, as a consumer that read that far would."""
+_COORDINATOR_MOVING = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                       KafkaError.COORDINATOR_NOT_AVAILABLE)
+
+
+def commit_group(bootstrap: str, group: str, offsets: dict[tuple[str, int], int], timeout: float = 60) -> None:
+    """Commit (topic, partition) -> offset for `group`, as a consumer that read that far would.
+
+    A broker just started is still loading its offsets partitions and answers NOT_COORDINATOR for a while
+    (seen in CI): asked again until `timeout`, as a consumer would."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    deadline = time.monotonic() + timeout
     try:
-        c.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
+        while True:
+            try:
+                c.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
+                return
+            except KafkaException as e:
+                if e.args[0].code() not in _COORDINATOR_MOVING or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
     finally:
         c.close()
 

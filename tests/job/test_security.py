@@ -12,7 +12,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from sparkmirror.checkpoints import CheckpointEmitter
@@ -21,7 +20,7 @@ from sparkmirror.mm2formats import Checkpoint, Heartbeat
 from sparkmirror.resource.flowgroup import FlowGroupConfig
 from sparkmirror_dev.certs import CertificateAuthority
 from sparkmirror_dev.kafka import KafkaCluster
-from sparkmirror_dev.testing import check_numbered, create_topic, numbered_counts
+from sparkmirror_dev.testing import check_numbered, commit_group, create_topic, numbered_counts
 from sparkmirror_operator.lag import group_lag
 
 from .conftest import produce_numbered, read_topic, unique_name, wait_for
@@ -93,12 +92,6 @@ def assert_no_leak(*texts: str, secret: bytes = MARKER.encode()) -> None:
         assert secret.decode("utf-8", "surrogateescape") not in text
         assert secret.decode("latin-1") not in text
         assert repr(secret)[2:-1] not in text  # b'\xff...' shown escaped
-
-
-def commit_group(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-    c.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
-    c.close()
 
 
 def test_job_mirrors_plain_source_to_scram_tls_target(kafka_a, secured, topic, job, caplog, figure) -> None:

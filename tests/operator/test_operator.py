@@ -212,8 +212,8 @@ def test_errors_land_on_the_resource(operator, kapi, namespace) -> None:
         in deg["message"]
     stalled = condition(kapi, namespace, "nosecret", "Stalled")
     assert stalled["status"] == "True" and stalled["reason"] in ("SecretMissing", "Multiple"), stalled
-    events = kapi.list("Event", namespace)
-    assert any(e.get("reason") == "InvalidSpec" and e["involvedObject"]["name"] == "bad" for e in events)
+    wait_for("InvalidSpec event", lambda: any(e.get("reason") == "InvalidSpec" and e["involvedObject"]["name"] == "bad"
+                                              for e in kapi.list("Event", namespace)))
 
 
 @pytest.mark.kafka
@@ -280,7 +280,8 @@ def test_strimzi_example_reports_not_applicable_and_unsupported(operator, kapi, 
     assert "spec.target.config[plugin.discovery]" in st["notApplicable"]
     assert st["unsupported"] == ["spec.mirrors[0].sourceConnector.config[consumer.max.poll.records]"]
     assert names(kapi, "SparkApplication", namespace, "my-mirror-maker-2") == ["my-mirror-maker-2-cluster-a"]
-    events = kapi.list("Event", namespace)
-    assert any(e.get("reason") == "UnsupportedConfig" for e in events)
+    # kopf posts events from a queue of its own, after the status patch: wait for it as for the status
+    wait_for("UnsupportedConfig event", lambda: [e for e in kapi.list("Event", namespace)
+                                                 if e.get("reason") == "UnsupportedConfig"])
 
 
