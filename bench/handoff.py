@@ -26,7 +26,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
-from sparkmirror.copying.start import next_batch
+from sparkmirror.copying.reader import next_batch
 from sparkmirror.resource.flowgroup import FlowGroupConfig
 from sparkmirror_dev.testing import NumberedProducer, create_topic, numbered_counts, unique_name
 

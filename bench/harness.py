@@ -19,7 +19,7 @@ from sparkmirror_dev import install
 from sparkmirror_dev.kafka import KafkaCluster, java_cmd
 from sparkmirror_dev.procs import log_tail, spawn, stop_pid
 
-from sparkmirror.copying.start import next_batch
+from sparkmirror.copying.reader import next_batch
 
 from . import data
 from .contenders import BenchError, Contender, MirrorSetup, remote_name, rmtree

@@ -180,7 +180,7 @@ def consumer_group_lags(cfg: FlowGroupConfig, source_confs: dict[str, dict[str, 
                         ends: dict[str, dict[tuple[str, int], tuple[int, int]]], timeout: float) -> list[ConsumerLag] | None:
     """Source-side lag of the groups the flow group's mirrors checkpoint (`sparkmirror.consumerlag`); None when
     no mirror checkpoints or a source did not answer the group requests (the flow group's own lag stands)."""
-    from sparkmirror.checkpoints import GroupFilter
+    from sparkmirror.replication import GroupFilter
 
     mirrors = [m for m in cfg.mirrors if m.emitCheckpoints or m.syncGroupOffsets]
     if not mirrors:

@@ -15,7 +15,7 @@ works against our mirror. With `syncGroupOffsets`, translated offsets are also c
 on the target, like MM2's `sync.group.offsets.enabled`: only for groups with no active members on the
 target, and never moving a group's committed offset backwards.
 
-Pure parts: `GroupFilter`, `translate()`, `offsets_to_sync()`. I/O: `SourceCounter`, `CheckpointEmitter` (reads
+Pure parts: `translate()`, `offsets_to_sync()`. I/O: `SourceCounter`, `CheckpointEmitter` (reads
 the progress topic through `progress.ProgressTail`).
 """
 from __future__ import annotations
@@ -36,7 +36,7 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from .consumerlag import ConsumerLag, committed_offsets, consumer_lags, matching_groups
 from .resource.flowgroup import FlowGroupConfig, Mirror
 from .mm2formats import Checkpoint
-from .replication import RecordStamper, policy_for, provenance
+from .replication import GroupFilter, RecordStamper, policy_for, provenance
 from .progress.record import anchor_key
 from .progress import Between, CommittedCounter, Inside, OffsetMap, ProgressTail, Range
 from .topicsync import list_offsets
@@ -48,31 +48,6 @@ PRUNE_ANCHORS_SECONDS = 600.0  # how often the emitter looks for anchors the tar
 
 
 # ------------------------------------------------------------------------------------------------- pure
-
-@dataclass(frozen=True)
-class GroupFilter:
-    """MM2's DefaultGroupFilter: whole-name match of `groups` (default `.*`) minus `groupsExclude`."""
-
-    include: str | None = None
-    exclude: str | None = None
-
-    def __post_init__(self) -> None:
-        for field, rx in (("groups", self.include), ("groupsExclude", self.exclude)):
-            if rx is not None:
-                try:
-                    re.compile(rx)
-                except re.error as e:
-                    raise ValueError(f"{field}: invalid regex {rx!r}: {e}") from e
-
-    @classmethod
-    def of(cls, mirror: Mirror) -> "GroupFilter":
-        return cls(mirror.groups, mirror.groupsExclude)
-
-    def matches(self, group: str) -> bool:
-        if self.exclude and re.fullmatch(self.exclude, group):
-            return False
-        return re.fullmatch(self.include or ".*", group) is not None
-
 
 def translate(group: str, committed: Mapping[tuple[str, int], tuple[int, str]],
               maps: Mapping[tuple[str, int], OffsetMap], inside: Inside | None = None,

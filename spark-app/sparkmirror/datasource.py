@@ -29,7 +29,7 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
-from .copying import SUMMARY_SCHEMA, CopyError, LaneCopier, PartitionSummary
+from .copying import SUMMARY_SCHEMA, CopyError, LaneCopy, PartitionSummary, run_epoch
 from .liveroutes import LiveRoutes, Route, last_tick
 from .resource.flowgroup import FlowGroupConfig, Mirror
 from .lanes import Lane, LanePartition, LanePlanner
@@ -250,13 +250,13 @@ class MirrorStreamReader(DataSourceStreamReader):
         mirror = _mirror(config, partition.mirror)
         watch = RouteWatch(config, mirror, partition.routes, partition.lane)
         ctx = TaskContext.get()
-        copier = LaneCopier(config, mirror, partition.lane, list(partition.partitions), should_stop=watch.changed,
-                            epoch=partition.epoch, prev_epoch=partition.prev_epoch,
-                            attempt=ctx.attemptNumber() if ctx is not None else 0,
-                            carry_seconds=min(float(config.epochSeconds), CARRY_SECONDS), stop_file=self.drain_file,
-                            standby=partition.standby, growth=watch)
+        copier = LaneCopy(config, mirror, partition.lane, list(partition.partitions), should_stop=watch.changed,
+                          epoch=partition.epoch, prev_epoch=partition.prev_epoch,
+                          attempt=ctx.attemptNumber() if ctx is not None else 0,
+                          carry_seconds=min(float(config.epochSeconds), CARRY_SECONDS), stop_file=self.drain_file,
+                          standby=partition.standby, watch=watch)
         try:
-            summaries = copier.run()
+            summaries = run_epoch(copier)
         except CopyError as e:
             # Permanent (the target refuses a record, the source lost offsets): no point in Spark retrying the
             # task. Report what was committed plus one error row; the driver fails the query with the message.

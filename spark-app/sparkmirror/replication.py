@@ -191,6 +191,33 @@ class TopicFilter:
         return re.fullmatch(self.include, topic) is not None
 
 
+# group selection -------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class GroupFilter:
+    """MM2's DefaultGroupFilter: whole-name match of `groups` (default `.*`) minus `groupsExclude`."""
+
+    include: str | None = None
+    exclude: str | None = None
+
+    def __post_init__(self) -> None:
+        for field, rx in (("groups", self.include), ("groupsExclude", self.exclude)):
+            if rx is not None:
+                try:
+                    re.compile(rx)
+                except re.error as e:
+                    raise ValueError(f"{field}: invalid regex {rx!r}: {e}") from e
+
+    @classmethod
+    def of(cls, mirror) -> GroupFilter:  # mirror: sparkmirror.resource.flowgroup.Mirror
+        return cls(mirror.groups, mirror.groupsExclude)
+
+    def matches(self, group: str) -> bool:
+        if self.exclude and re.fullmatch(self.exclude, group):
+            return False
+        return re.fullmatch(self.include or ".*", group) is not None
+
+
 def should_replicate_topic(policy: ReplicationPolicy, topic_filter: TopicFilter, topic: str,
                            target_alias: str) -> bool:
     """MirrorSourceConnector.shouldReplicateTopic for a source topic of a mirror into `target_alias`."""

@@ -51,7 +51,7 @@ class MirrorStats:
 
     def update(self, rows: list) -> None:
         """Fold one epoch's rows (dicts or Rows with the copying.SUMMARY_SCHEMA fields) into the stats. A lane
-        reports only the partitions with something new (copying/loop.py): the others keep their last figures,
+        reports only the partitions with something new (copying/ledger.py): the others keep their last figures,
         and their rates are zero (they copied nothing this epoch)."""
         with self._lock:
             self.epochs += 1

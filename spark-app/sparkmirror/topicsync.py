@@ -42,7 +42,7 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, 
 
 from .aclsync import AclRecord, AclState, AclSync, mirror_principal
 from .resource.flowgroup import Cluster, FlowGroupConfig, Mirror
-from .replication import ReplicationPolicy, TopicFilter, policy_for, should_replicate_topic
+from .replication import GroupFilter, ReplicationPolicy, TopicFilter, policy_for, should_replicate_topic
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -338,8 +338,7 @@ class TopicSync:
     @property
     def acls(self) -> AclSync:
         if self._acls is None:
-            from .checkpoints import GroupFilter  # the groups whose offsets are checkpointed are those whose ACLs go
-
+            # the groups whose offsets are checkpointed are those whose ACLs go
             own = mirror_principal(self.target_cluster)
             self._acls = AclSync(self.mirror.name, self.mirror.source, self.mirror.target, self.policy, self._admin,
                                  GroupFilter.of(self.mirror).matches, [own] if own else [], self.timeout,

@@ -45,7 +45,7 @@ def close_kept_lanes() -> None:
     for s in list(sessions._SESSIONS.values()):
         kept = s.release()
         if kept is not None:
-            kept._close_clients()
+            kept.close_clients()
     sessions._SESSIONS.clear()
 
 

@@ -54,7 +54,7 @@ def _fill(bootstrap: str, topic: str, n: int, size: int, rate: float | None = No
 
 
 def _lane(config_json: str, lane: int, parts: list, expected: int, q) -> None:
-    from sparkmirror.copying import LaneCopier
+    from sparkmirror.copying import LaneCopy, run_epoch
 
     cfg = FlowGroupConfig.model_validate_json(config_json)
     holder: dict = {}
@@ -63,10 +63,10 @@ def _lane(config_json: str, lane: int, parts: list, expected: int, q) -> None:
         c = holder.get("c")
         return c is not None and sum(s.records for s in c.summaries.values()) >= expected
 
-    c = LaneCopier(cfg, cfg.mirrors[0], lane, parts, should_stop=done)
+    c = LaneCopy(cfg, cfg.mirrors[0], lane, parts, should_stop=done)
     holder["c"] = c
     t0 = time.monotonic()
-    sums = c.run()
+    sums = run_epoch(c)
     q.put({"lane": lane, "seconds": time.monotonic() - t0, "records": sum(s.records for s in sums),
            "bytes": sum(s.bytes for s in sums), "lat_sum": sum(s.latency_ms_sum for s in sums),
            "lat_max": max(s.latency_ms_max for s in sums), "txns": sum(s.transactions for s in sums)})

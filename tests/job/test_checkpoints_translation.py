@@ -5,7 +5,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from sparkmirror.checkpoints import CheckpointEmitter, GroupFilter, offsets_to_sync, translate
+from sparkmirror.checkpoints import CheckpointEmitter, offsets_to_sync, translate
+from sparkmirror.replication import GroupFilter
 from sparkmirror.copying import copy_lane
 from sparkmirror_dev.testing import commit_group, unique_name
 from sparkmirror.lanes import plan_lanes

@@ -10,7 +10,7 @@ import pytest
 
 from confluent_kafka import Producer
 
-from sparkmirror.copying import LaneCopier, loop
+from sparkmirror.copying import LaneCopy, loop, run_epoch
 from sparkmirror.lanes import plan_lanes
 from sparkmirror.progress import ensure_progress_topic
 from sparkmirror.resource.flowgroup import Delivery
@@ -24,8 +24,8 @@ def test_a_trickle_commits_after_a_quarter_of_the_interval(kafka_a, kafka_b, top
     cfg = flowgroup(src, lanes=1, delivery=Delivery.EXACTLY_ONCE, commitIntervalMs=2000)
     ensure_progress_topic(cfg.cluster("b").client_config(), cfg.progressTopic)
     parts = list(plan_lanes(cfg.mirrors[0].name, 1, [(src, dst, 2)])[0].partitions)
-    copier = LaneCopier(cfg, cfg.mirrors[0], 0, parts, 12.0)
-    runner = threading.Thread(target=copier.run)
+    copier = LaneCopy(cfg, cfg.mirrors[0], 0, parts, 12.0)
+    runner = threading.Thread(target=run_epoch, args=(copier,))
     runner.start()
     producer = Producer({"bootstrap.servers": kafka_a.bootstrap, "enable.idempotence": True, "linger.ms": 0})
     try:
@@ -40,7 +40,7 @@ def test_a_trickle_commits_after_a_quarter_of_the_interval(kafka_a, kafka_b, top
     assert numbered_sequences(kafka_b.bootstrap, dst) == {p: list(range(30)) for p in range(2)}
     assert sorted(s.records for s in copier.result) == [30, 30]
     # whole 2-s intervals would give at most 4 transactions in these 6 s; quarters about 12
-    assert copier._commits >= 7, copier._commits
+    assert copier.commits >= 7, copier.commits
 
 
 def test_full_batches_of_a_backlog_keep_whole_intervals(kafka_a, kafka_b, topic, flowgroup,
@@ -56,10 +56,10 @@ def test_full_batches_of_a_backlog_keep_whole_intervals(kafka_a, kafka_b, topic,
     cfg = flowgroup(src, lanes=1, delivery=Delivery.EXACTLY_ONCE, commitIntervalMs=250)
     ensure_progress_topic(cfg.cluster("b").client_config(), cfg.progressTopic)
     parts = list(plan_lanes(cfg.mirrors[0].name, 1, [(src, dst, 2)])[0].partitions)
-    copier = LaneCopier(cfg, cfg.mirrors[0], 0, parts, 1.0)
-    copier.run()
+    copier = LaneCopy(cfg, cfg.mirrors[0], 0, parts, 1.0)
+    run_epoch(copier)
     copied = sum(s.records for s in copier.result)
     assert 0 < copied < 300_000, copied  # the backlog outlasted the epoch: every read was a full batch
-    assert copier._commits <= 5, copier._commits  # 4 whole intervals and the epoch's end
+    assert copier.commits <= 5, copier.commits  # 4 whole intervals and the epoch's end
     seqs = numbered_sequences(kafka_b.bootstrap, dst)
     assert all(s == list(range(len(s))) for s in seqs.values()) and sum(map(len, seqs.values())) == copied

@@ -8,7 +8,7 @@ import time
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from sparkmirror.copying import LaneCopier
+from sparkmirror.copying import LaneCopy, run_epoch
 from sparkmirror.copying.commit import ExactlyOnce
 from sparkmirror.lanes import plan_lanes
 from sparkmirror.progress import ensure_progress_topic, read_progress
@@ -45,7 +45,7 @@ def test_second_copy_of_a_lane_fences_the_first(kafka_a, kafka_b, topic, flowgro
     results: dict[str, list] = {}
 
     def copy(name: str, seconds: float) -> None:
-        results[name] = LaneCopier(cfg, mirror, 0, parts, seconds).run()
+        results[name] = run_epoch(LaneCopy(cfg, mirror, 0, parts, seconds))
 
     zombie = threading.Thread(target=copy, args=("zombie", 120.0))
     zombie.start()
@@ -97,19 +97,19 @@ def test_a_copy_failing_while_a_newer_one_starts_does_not_fence_it(kafka_a, kafk
     target = cfg.cluster("b").client_config()
     results: dict[str, list] = {}
 
-    def copy(name: str, copier: LaneCopier) -> None:
-        results[name] = copier.run()
+    def copy(name: str, copier: LaneCopy) -> None:
+        results[name] = run_epoch(copier)
 
-    older = LaneCopier(cfg, mirror, 0, parts, 90.0)
-    older._protocol_class = HeldCommit
-    caplog.set_level(logging.WARNING, logger="sparkmirror.copying.loop")
+    older = LaneCopy(cfg, mirror, 0, parts, 90.0)
+    older.protocol_class = HeldCommit
+    caplog.set_level(logging.WARNING, logger="sparkmirror.copying")
     older_thread = threading.Thread(target=copy, args=("older", older))
     older_thread.start()
     wait_for(lambda: bool(read_progress(target, cfg.progressTopic, "a").latest), 60, "the older copy committing")
     armed.set()
     wait_for(held.is_set, 30, "the older copy's commit held", interval=0.05)
     before = {k: r.next_offset for k, r in read_progress(target, cfg.progressTopic, "a").latest.items()}
-    newer_thread = threading.Thread(target=copy, args=("newer", LaneCopier(cfg, mirror, 0, parts, 8.0)))
+    newer_thread = threading.Thread(target=copy, args=("newer", LaneCopy(cfg, mirror, 0, parts, 8.0)))
     newer_thread.start()
     wait_for(lambda: {k: r.next_offset for k, r in read_progress(target, cfg.progressTopic, "a").latest.items()}
              != before, 60, "the newer copy committing", interval=0.1)
@@ -117,7 +117,7 @@ def test_a_copy_failing_while_a_newer_one_starts_does_not_fence_it(kafka_a, kafk
     older_thread.join(120)
     newer_thread.join(60)
     sent = producer.stop()
-    copy("final", LaneCopier(cfg, mirror, 0, parts, 4.0))
+    copy("final", LaneCopy(cfg, mirror, 0, parts, 4.0))
 
     assert all(s.fenced for s in results["older"]), ("the older copy went on after a newer one took over", results)
     assert not any(s.fenced for s in results["newer"]), ("the older copy fenced the newer one", results)

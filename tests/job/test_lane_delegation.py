@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from sparkmirror.copying import LaneCopier, delegate
+from sparkmirror.copying import LaneCopy, delegate, run_epoch
 from sparkmirror.lanes import LanePartition, plan_lanes
 from sparkmirror.progress import ensure_progress_topic
 from sparkmirror.resource.flowgroup import Delivery
@@ -49,12 +49,12 @@ def keeping_worker(kafka_a, kafka_b, topic, flowgroup):
         assert started.is_set(), f"the keeping worker ended with {proc.exitcode}"
 
         def task(epoch: int, prev: int, seconds: float = EPOCH_S, attempt: int = 0,
-                 should_stop=None, more: tuple[LanePartition, ...] = (), watch: bool = False) -> LaneCopier:
+                 should_stop=None, more: tuple[LanePartition, ...] = (), watch: bool = False) -> LaneCopy:
             """`watch`: with the RouteWatch a Spark task has (routewatch.py), over the plan's one topic."""
-            growth = RouteWatch(cfg, cfg.mirrors[0], ((src, dst, 2),), 0) if watch else None
-            c = LaneCopier(cfg, cfg.mirrors[0], 0, parts + list(more), seconds, should_stop, epoch=epoch,
-                           prev_epoch=prev, attempt=attempt, growth=growth)
-            c.run()
+            routes = RouteWatch(cfg, cfg.mirrors[0], ((src, dst, 2),), 0) if watch else None
+            c = LaneCopy(cfg, cfg.mirrors[0], 0, parts + list(more), seconds, should_stop, epoch=epoch,
+                     prev_epoch=prev, attempt=attempt, watch=routes)
+            run_epoch(c)
             return c
 
         def task_elsewhere(epoch: int, prev: int, seconds: float):
@@ -96,7 +96,7 @@ def test_the_worker_keeping_the_clients_runs_the_epoch(kafka_a, kafka_b, keeping
     third = task(30, 20)  # the keeping worker went on keeping them after serving epoch 20
 
     assert (second.reused, third.reused) == (False, False)  # this process never held the clients
-    assert second.consumer is None and third.consumer is None
+    assert second.reader.consumer is None and third.reader.consumer is None
     # epoch 20 counts what was copied between the epochs (200 a partition) and in it (100)
     assert sorted(s.records for s in second.result) == [300, 300]
     assert sorted(s.records for s in third.result) == [100, 100]
@@ -115,7 +115,7 @@ def test_the_keeping_worker_runs_an_epoch_whose_plan_gained_a_topic(kafka_a, kaf
     produce_numbered(kafka_a.bootstrap, new_src, 2, 120, 30)
     nxt = task(30, 20, more=more)
 
-    assert (grown.reused, nxt.reused) == (False, False) and grown.consumer is None  # run by the keeping worker
+    assert (grown.reused, nxt.reused) == (False, False) and grown.reader.consumer is None  # run by the keeping worker
     assert sorted(s.records for s in grown.result if s.source_topic == new_src) == [120, 120]
     assert sorted(s.records for s in nxt.result if s.source_topic == new_src) == [30, 30]
     assert not any(s.fenced for s in [*grown.result, *nxt.result])
@@ -144,7 +144,7 @@ def test_a_served_epoch_takes_a_topic_the_source_gains_in_place(kafka_a, kafka_b
     grown = task(20, 10, 6.0, watch=True)
     t.join(30)
     (new_src, new_dst), = made
-    assert grown.consumer is None and not grown.reused  # run by the keeping worker
+    assert grown.reader.consumer is None and not grown.reused  # run by the keeping worker
     assert time.monotonic() - t0 >= 5.5, "the epoch ended early"
     assert sorted(s.records for s in grown.result if s.source_topic == new_src) == [50, 50]
     assert numbered_sequences(kafka_b.bootstrap, new_dst) == {p: list(range(50)) for p in range(2)}
@@ -185,7 +185,7 @@ def test_a_stop_reaches_the_worker_running_the_epoch(kafka_a, kafka_b, keeping_w
     served = task(20, 10, 60.0, should_stop=lambda: time.monotonic() - asked_at > 1.0)  # its route watch fired
     assert time.monotonic() - asked_at < 30, "the served epoch should have stopped long before its 60 s"
     assert f"epoch 20 runs in worker {proc.pid}" in caplog.text and "starting afresh" not in caplog.text
-    assert not served.reused and served.consumer is None  # the keeping worker ran it, with its clients
+    assert not served.reused and served.reader.consumer is None  # the keeping worker ran it, with its clients
     assert not any(s.fenced for s in served.result)
     produce_numbered(kafka_a.bootstrap, src, 2, 300, 100)
     task(30, 20)

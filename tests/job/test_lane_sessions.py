@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from sparkmirror.copying import LaneCopier
+from sparkmirror.copying import LaneCopy, run_epoch
+from sparkmirror.copying.growth import Growth
 from sparkmirror.resource.flowgroup import Delivery
 from sparkmirror.lanes import LanePartition, plan_lanes
 from sparkmirror.progress import ensure_progress_topic
@@ -28,10 +29,10 @@ def lane(kafka_a, kafka_b, topic, flowgroup):
         parts = list(plan_lanes(mirror.name, 1, [(src, dst, 2)])[0].partitions)
 
         def run(epoch: int | None, prev: int | None, attempt: int = 0, carry: float = 0.0,
-                more: tuple[LanePartition, ...] = (), growth=None) -> LaneCopier:
-            c = LaneCopier(cfg, mirror, 0, parts + list(more), 2.0, epoch=epoch, prev_epoch=prev, attempt=attempt,
-                           carry_seconds=carry, growth=growth)
-            c.run()
+                more: tuple[LanePartition, ...] = (), watch=None) -> LaneCopy:
+            c = LaneCopy(cfg, mirror, 0, parts + list(more), 2.0, epoch=epoch, prev_epoch=prev, attempt=attempt,
+                     carry_seconds=carry, watch=watch)
+            run_epoch(c)
             return c
 
         run.new_topic = lambda: _new_topic(kafka_a, kafka_b, topic)  # a topic for the lane to gain
@@ -108,7 +109,7 @@ def test_partitions_gained_at_an_epochs_end_are_copied_once(kafka_a, kafka_b, la
     new_src, new_dst, more = run.new_topic()
     produce_numbered(kafka_a.bootstrap, src, 2, 0, 100)
     produce_numbered(kafka_a.bootstrap, new_src, 2, 0, 80)
-    grown, prepare = LaneCopier._grown, LaneCopier._prepare
+    grown, prepare = Growth.grown, Growth.prepare
     taken_at_end: list[bool] = []
 
     def spy(self, block: bool) -> None:
@@ -120,9 +121,9 @@ def test_partitions_gained_at_an_epochs_end_are_copied_once(kafka_a, kafka_b, la
         time.sleep(0.8)
         return prepare(self, *args)
 
-    monkeypatch.setattr(LaneCopier, "_grown", spy)
-    monkeypatch.setattr(LaneCopier, "_prepare", slow_prepare)
-    first = run(10, 0, carry=60.0, growth=_LateGain(more, 1.6))  # the epoch copies 2 s
+    monkeypatch.setattr(Growth, "grown", spy)
+    monkeypatch.setattr(Growth, "prepare", slow_prepare)
+    first = run(10, 0, carry=60.0, watch=_LateGain(more, 1.6))  # the epoch copies 2 s
     monkeypatch.undo()
     assert taken_at_end == [True], "the preparation was not running when the epoch ended"
     assert first.route.keys() >= {(p.source_topic, p.partition) for p in more}
@@ -141,10 +142,10 @@ def test_a_lane_that_gains_a_topic_keeps_its_clients(kafka_a, kafka_b, lane, del
     """The new topic's partitions start where a fresh start would (the beginning: no progress yet), the kept
     ones go on where they were; the lane does not start afresh. (At-least-once here also takes the path of a
     lane gaining many topics: one metadata request for all topics.)"""
-    from sparkmirror.copying import loop
+    from sparkmirror.copying import reader
 
     if delivery is Delivery.AT_LEAST_ONCE:
-        monkeypatch.setattr(loop, "ONE_METADATA_REQUEST_ABOVE", 0)
+        monkeypatch.setattr(reader, "ONE_METADATA_REQUEST_ABOVE", 0)
     caplog.set_level(logging.INFO, logger="sparkmirror")
     src, dst, run = lane(delivery)
     new_src, new_dst, more = run.new_topic()
@@ -246,7 +247,7 @@ def test_lane_copying_between_epochs_is_fenced_by_its_next_copy_elsewhere(kafka_
 
 def test_kept_clients_report_only_the_partitions_that_moved(kafka_a, kafka_b, lane):
     """A lane resuming its kept clients yields rows only for partitions with something new (and its first one):
-    the clients carry what they reported, so an idle partition is not reported again (copying/loop.py)."""
+    the clients carry what they reported, so an idle partition is not reported again (copying/ledger.py)."""
     src, dst, run = lane(Delivery.EXACTLY_ONCE)
     produce_numbered(kafka_a.bootstrap, src, 2, 0, 200)
     first = run(10, 0)
@@ -270,11 +271,11 @@ def test_kept_clients_read_past_their_commit_go_back_to_it(kafka_a, kafka_b, lan
     first = run(10, 0)
     kept = sessions._SESSIONS[first.tid].copier
     # assigned as a lane copying on between epochs leaves it (this one was kept without copying on)
-    kept.consumer.assign([TopicPartition(t, p, o) for (t, p), o in kept._committed_next.items()])
+    kept.reader.consumer.assign([TopicPartition(t, p, o) for (t, p), o in kept.ledger.committed_next.items()])
     produce_numbered(kafka_a.bootstrap, src, 1, 100, 50)  # partition 0 only
     taken = 0
     for _ in range(100):  # the kept consumer reads them, as an interval that is then aborted would
-        taken += len([m for m in kept.consumer.consume(100, 0.2) if m.error() is None])
+        taken += len([m for m in kept.reader.consumer.consume(100, 0.2) if m.error() is None])
         if taken >= 50:
             break
     assert taken == 50

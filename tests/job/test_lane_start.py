@@ -10,7 +10,8 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewPartitions
 
-from sparkmirror.copying.start import new_consumer, next_batch, offsets_held, offsets_unsettled
+from sparkmirror.copying.reader import new_consumer, next_batch
+from sparkmirror.copying.start import offsets_held, offsets_unsettled
 
 from .conftest import produce_numbered
 

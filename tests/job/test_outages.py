@@ -18,7 +18,7 @@ import pytest
 
 from sparkmirror_dev.kafka import KafkaCluster
 from sparkmirror_dev.testing import create_topic, read_topic, unique_name
-from sparkmirror.copying import LaneCopier
+from sparkmirror.copying import LaneCopy, run_epoch
 from sparkmirror.lanes import plan_lanes
 from sparkmirror.progress import ensure_progress_topic
 from sparkmirror.resource.flowgroup import FlowGroupConfig
@@ -85,10 +85,10 @@ def test_lane_rides_out_a_source_outage(kafka, topic, caplog, figure):
     producer = NumberedProducer(source.bootstrap, src)  # buffers across the outage (idempotent, 300 s timeout)
     producer.start()
     done = threading.Event()
-    copier = LaneCopier(cfg, mirror, 0, list(plan_lanes(mirror.name, 1, [(src, remote, PARTS)])[0].partitions),
+    copier = LaneCopy(cfg, mirror, 0, list(plan_lanes(mirror.name, 1, [(src, remote, PARTS)])[0].partitions),
                         epoch_seconds=600, should_stop=done.is_set)
     result: list = []
-    lane = threading.Thread(target=lambda: result.extend(copier.run()), daemon=True)
+    lane = threading.Thread(target=lambda: result.extend(run_epoch(copier)), daemon=True)
     with caplog.at_level(logging.INFO, logger="sparkmirror"):
         lane.start()
         wait_for(lambda: _target_count(target.bootstrap, remote) > 0, 180, "the lane copying")  # a fresh cluster, a busy machine

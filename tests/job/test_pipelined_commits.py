@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from sparkmirror.copying import LaneCopier
+from sparkmirror.copying import LaneCopy, run_epoch
 from sparkmirror.copying.commit import AtLeastOnce
 from sparkmirror.lanes import plan_lanes
 from sparkmirror.progress import ensure_progress_topic, read_progress
@@ -23,7 +23,7 @@ def _lane(kafka_a, kafka_b, topic, flowgroup, interval_ms: int, epoch_s: float):
     mirror = cfg.mirrors[0]
     ensure_progress_topic(cfg.cluster("b").client_config(), cfg.progressTopic)
     parts = list(plan_lanes(mirror.name, 1, [(src, dst, 2)])[0].partitions)
-    return src, dst, cfg, LaneCopier(cfg, mirror, 0, parts, epoch_s)
+    return src, dst, cfg, LaneCopy(cfg, mirror, 0, parts, epoch_s)
 
 
 @pytest.fixture
@@ -47,7 +47,7 @@ def held_progress(monkeypatch):
 def test_a_slow_progress_commit_does_not_hold_the_copy(kafka_a, kafka_b, topic, flowgroup, held_progress):
     entered, release, calls = held_progress
     src, dst, cfg, copier = _lane(kafka_a, kafka_b, topic, flowgroup, 50, 8.0)
-    runner = threading.Thread(target=copier.run)
+    runner = threading.Thread(target=run_epoch, args=(copier,))
     runner.start()
     try:
         produce_numbered(kafka_a.bootstrap, src, 2, 0, 100)
@@ -67,7 +67,7 @@ def test_a_slow_progress_commit_does_not_hold_the_copy(kafka_a, kafka_b, topic, 
     assert sorted(r.next_offset for r in latest.values()) == [300, 300]
     # the intervals sealed while the first commit was held went out together (a third commit at most, for
     # acknowledgements not yet served when the first ended)
-    assert copier._commits == len(calls) <= 3, calls
+    assert copier.commits == len(calls) <= 3, calls
 
 
 def test_progress_waits_for_the_acks_of_every_record_it_covers(kafka_a, kafka_b, topic, flowgroup, monkeypatch):
@@ -85,7 +85,7 @@ def test_progress_waits_for_the_acks_of_every_record_it_covers(kafka_a, kafka_b,
         return real(self, progress, on_delivery)
 
     monkeypatch.setattr(AtLeastOnce, "commit", commit)
-    copier.run()
+    run_epoch(copier)
     assert unacked == []
-    assert copier._commits >= 1
+    assert copier.commits >= 1
     assert numbered_sequences(kafka_b.bootstrap, dst) == {p: list(range(1000)) for p in range(2)}

@@ -129,3 +129,66 @@ def test_the_images_carry_the_product_alone():
     assert not list((REPO / "spark-app").rglob("sparkmirror_dev")) and not (REPO / "spark-app/sparkmirror/devenv").exists()
     dockerignore = (REPO / ".dockerignore").read_text().split()
     assert "dev" in dockerignore and "tests" in dockerignore and "bench" in dockerignore
+
+
+def import_cycles() -> list[list[str]]:
+    """Circles among our modules (every import, lazy and type-only ones too): each is a set of modules that
+    import each other, round or through others. A circle means no part of it can be read, tested or replaced
+    alone."""
+    modules = _modules()
+
+    def ours(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        targets = {ours(name) for _, name in _imports(module, path)}
+        # a package's own modules may use what it re-exports, and a package may import its modules
+        graph[module] = {t for t in targets if t and t != module and not _matches(module, t)}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return cycles
+
+
+def test_no_import_circles():
+    assert import_cycles() == []
+
+
+def test_the_circle_check_finds_a_type_only_circle(tmp_path, monkeypatch):
+    fake = tmp_path / "spark-app" / "sparkmirror"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "a.py").write_text("from .b import f\n")
+    (fake / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import g\n")
+    monkeypatch.setitem(globals(), "ROOTS", {"spark-app": tmp_path / "spark-app"})
+    assert import_cycles() == [["sparkmirror.a", "sparkmirror.b"]]

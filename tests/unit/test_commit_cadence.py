@@ -1,7 +1,8 @@
 """When a lane commits: every commitIntervalMs from the last commit's start, sooner after a commit that ran long."""
 import pytest
 
-from sparkmirror.copying.loop import _commit_times, next_commit_at
+from sparkmirror.copying.ledger import commit_times as _commit_times
+from sparkmirror.copying.loop import next_commit_at
 
 
 def test_commits_begin_one_interval_apart_when_commits_are_quick() -> None:

@@ -2,25 +2,25 @@
 does not grow with idle partitions (10,000 rows an epoch at 10,000 partitions); the driver keeps the rest."""
 from __future__ import annotations
 
-from sparkmirror.copying.loop import LaneCopier
+from sparkmirror.copying.lane import LaneCopy
 from sparkmirror.lanes import LanePartition
 from sparkmirror.resource.flowgroup import FlowGroupConfig
 from sparkmirror.stats import MirrorStats
 
 
-def _copier(n: int) -> LaneCopier:
+def _copier(n: int) -> LaneCopy:
     cfg = FlowGroupConfig.model_validate({
         "name": "fg", "clusters": [{"alias": "src", "bootstrapServers": "127.0.0.1:1"},
                                    {"alias": "tgt", "bootstrapServers": "127.0.0.1:2"}],
         "mirrors": [{"name": "m", "source": "src", "target": "tgt", "topics": "t", "emitCheckpoints": False}]})
-    return LaneCopier(cfg, cfg.mirrors[0], 0, [LanePartition("t", p, "src.t") for p in range(n)])
+    return LaneCopy(cfg, cfg.mirrors[0], 0, [LanePartition("t", p, "src.t") for p in range(n)])
 
 
-def _epoch(c: LaneCopier, lag: dict[int, int], records: dict[int, int]) -> list[int]:
+def _epoch(c: LaneCopy, lag: dict[int, int], records: dict[int, int]) -> list[int]:
     """One epoch's end: set the figures the loop would have, return the partitions reported."""
     for (_t, p), s in c.summaries.items():
         s.records, s.next_offset, s.source_end, s.lag = records.get(p, 0), 100, 100 + lag.get(p, 0), lag.get(p, 0)
-    rows = c._worth_reporting()
+    rows = c.ledger.worth_reporting()
     for s in c.summaries.values():
         s.records = 0
     return [r.partition for r in rows]
@@ -40,7 +40,7 @@ def test_kept_clients_carry_what_was_reported() -> None:
     c = _copier(3)
     _epoch(c, {}, {})
     nxt = _copier(3)
-    nxt.reported = c.reported  # what take_clients does
+    nxt.ledger.reported = c.ledger.reported  # what take_clients does
     assert _epoch(nxt, {}, {}) == [0]
     assert _epoch(_copier(3), {}, {}) == [0, 1, 2]   # a fresh start reports everything again
 

@@ -11,9 +11,10 @@ import weakref
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from sparkmirror.copying import loop
-from sparkmirror.copying.errors import CopyError, Unreachable
-from sparkmirror.copying.loop import LaneCopier, _Pending
+from sparkmirror.copying import writer
+from sparkmirror.copying.errors import CopyError, Unreachable, talking_to
+from sparkmirror.copying.lane import LaneCopy
+from sparkmirror.copying.shares import Share
 from sparkmirror.lanes import LanePartition
 from sparkmirror.resource.flowgroup import FlowGroupConfig
 
@@ -42,41 +43,41 @@ class _FailingCommit:
         self.aborted += 1
 
 
-def _copier() -> LaneCopier:
+def _copier() -> LaneCopy:
     cfg = FlowGroupConfig.model_validate({
         "name": "fg", "clusters": [{"alias": "src", "bootstrapServers": "127.0.0.1:1"},
                                    {"alias": "tgt", "bootstrapServers": "127.0.0.1:2"}],
         "mirrors": [{"name": "src-to-tgt", "source": "src", "target": "tgt", "topics": "t",
                      "emitCheckpoints": False}]})
-    copier = LaneCopier(cfg, cfg.mirrors[0], 0, [LanePartition("t", 0, "src.t")])
-    copier.protocol = _FailingCommit()  # type: ignore[assignment]
-    copier._pending[("t", 0)] = _Pending(0, "t", 0, copier._delivery_errors, src_last=4, count=5)
+    copier = LaneCopy(cfg, cfg.mirrors[0], 0, [LanePartition("t", 0, "src.t")])
+    copier.writer.protocol = _FailingCommit()  # type: ignore[assignment]
+    copier.writer.interval[("t", 0)] = Share(0, "t", 0, copier.writer.errors, src_last=4, count=5)
     return copier
 
 
 def test_a_commit_refused_by_acls_stops_the_lane_naming_the_topic(monkeypatch) -> None:
     asked: list[str] = []
-    monkeypatch.setattr(loop, "write_refused", lambda conf, topics: asked.extend(topics) or topics[0])
+    monkeypatch.setattr(writer, "write_refused", lambda conf, topics: asked.extend(topics) or topics[0])
     copier = _copier()
     with pytest.raises(CopyError, match=r"refuses to let the mirror write topic 'src\.t'.*TOPIC_AUTHORIZATION"):
-        copier._commit()
-    assert asked == ["src.t"] and copier.protocol is not None and copier.protocol.aborted == 1
+        copier.committer.commit_now()
+    assert asked == ["src.t"] and copier.writer.protocol is not None and copier.writer.protocol.aborted == 1
 
 
 def test_a_commit_failing_while_the_topic_is_writable_is_waited_out(monkeypatch) -> None:
-    monkeypatch.setattr(loop, "write_refused", lambda conf, topics: None)
+    monkeypatch.setattr(writer, "write_refused", lambda conf, topics: None)
     with pytest.raises(Unreachable):
-        with loop.talking_to("target", "tgt", "copying"):
-            _copier()._commit()
+        with talking_to("target", "tgt", "copying"):
+            _copier().committer.commit_now()
 
 
 def test_the_records_delivery_error_is_reported_before_the_commits(monkeypatch) -> None:
     """When the records' own reports are waiting, they name the cause (here a record too large)."""
-    monkeypatch.setattr(loop, "write_refused", lambda conf, topics: None)
+    monkeypatch.setattr(writer, "write_refused", lambda conf, topics: None)
     copier = _copier()
-    copier._delivery_errors.append((KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "too large"), "t", 0, 3))
+    copier.writer.errors.append((KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "too large"), "t", 0, 3))
     with pytest.raises(CopyError, match=r"offset 3 -> tgt/src\.t: MSG_SIZE_TOO_LARGE"):
-        copier._commit()
+        copier.committer.commit_now()
 
 
 def test_delivery_reports_are_matched_to_records_by_their_order_in_the_partition() -> None:
@@ -90,7 +91,7 @@ def test_delivery_reports_are_matched_to_records_by_their_order_in_the_partition
             return self._offset
 
     errors: list = []
-    pend = _Pending(10, "t", 2, errors)
+    pend = Share(10, "t", 2, errors)
     pend.offsets += [10, 12, 15]  # source offsets with gaps (aborted records, markers)
     pend(None, Msg(40))  # the share is the callback: nothing made per record
     pend(None, Msg(41))

@@ -1,20 +1,34 @@
 """Copying one lane (executor side, all the I/O): source partitions -> the same partitions of remote topics.
 
-- `loop.py`: the copy loop (`LaneCopier`, `copy_lane`): an epoch's start, consume, produce, delivery
-  reports, refused records, the epoch's summaries and lag;
-- `commit.py`: the commit protocol, how records and their progress become durable together and how a newer
+A lane is made of parts with one job each, so the record path and other copy paths share commit, fencing,
+progress records and the offset map:
+- `context.py`: who the lane is (flow group, mirror, number, transactional id, route, client settings);
+- `reader.py`: where records are read (`SourceReader`: the consumer, source errors, the source away and back);
+- `writer.py`: where records are written (`RecordWriter`: produce, delivery reports, refused records);
+- `shares.py`: a partition's share of the open commit interval, what the writer fills and the ledger records;
+- `committer.py`: where an interval is committed (`IntervalCommitter`: exactly-once in the loop, at-least-once
+  pipelined);
+- `commit.py`: the commit protocols, how records and their progress become durable together and how a newer
   copy of a lane fences an older one (`ExactlyOnce`, `AtLeastOnce`);
+- `ledger.py`: what the lane committed, its progress records (the offset map) and the epoch's summaries;
+- `growth.py`: partitions taken in place (a grown plan, partitions the source gains mid-epoch);
+- `loop.py`: the cadence of read, write and commit (`run_loop`);
+- `lane.py`: the parts started in order, outages ridden out (`LaneCopy`);
+- `epoch.py`: a task's epoch: kept clients, another worker running it, or a fresh start (`run_epoch`,
+  `copy_lane`);
+- `sessions.py`, `delegate.py`, `plans.py`: a lane's clients kept by its Python worker between epochs, copying
+  on until the next task, and the epoch run there for a task in another worker;
 - `start.py`: what a fresh lane starts from: client settings, target size limits, resume offsets and gaps;
-- `sessions.py`: a lane's clients kept by its Python worker between epochs, copying on until the next task;
 - `errors.py`: why a lane stops (`CopyError`, `SourceGapError`, `LaneFenced`) and Kafka error classification;
 - `summary.py`: the per-partition row a lane task yields (`PartitionSummary`, `SUMMARY_SCHEMA`).
 
 Named `copying`, not `copy`: `spark-submit sparkmirror/job.py` puts this directory's parent first on
 sys.path, where a `copy` package would shadow the standard library's.
 """
+from .epoch import copy_lane, run_epoch
 from .errors import CopyError, LaneFenced, SourceGapError
-from .loop import LaneCopier, copy_lane
+from .lane import LaneCopy
 from .summary import SUMMARY_SCHEMA, PartitionSummary
 
-__all__ = ["SUMMARY_SCHEMA", "CopyError", "LaneCopier", "LaneFenced", "PartitionSummary", "SourceGapError",
-           "copy_lane"]
+__all__ = ["SUMMARY_SCHEMA", "CopyError", "LaneCopy", "LaneFenced", "PartitionSummary", "SourceGapError", "copy_lane",
+           "run_epoch"]

@@ -36,10 +36,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..lanes import LanePartition
+from .plans import grows, plan_key
 from .summary import PartitionSummary
 
 if TYPE_CHECKING:
-    from .loop import LaneCopier
+    from .lane import LaneCopy
 
 log = logging.getLogger(__name__)
 
@@ -58,14 +59,6 @@ RESULT_POLL_EARLY_S = 0.1
 def lane_dir() -> Path:
     """Where the Python workers of this host and user meet."""
     return Path(tempfile.gettempdir()) / f"sparkmirror-lanes-{os.getuid()}"
-
-
-def plan_key(copier: LaneCopier) -> str:
-    """What a task and the keeping worker must agree on: the lane and the config (sessions.session_key); the
-    task's partitions travel with its request and must include the kept ones (sessions.grows)."""
-    from .sessions import session_key
-
-    return hashlib.sha256(repr(session_key(copier)).encode()).hexdigest()
 
 
 def process_started(pid: int) -> str | None:
@@ -211,8 +204,6 @@ def take(tid: str, me: Proc, last_epoch: int, key: str, route: dict[tuple[str, i
     """Claim the pending request, then accept it when it is addressed to this worker, follows the epoch these
     clients ran and plans the same lane over the kept `route` or more; refuse it otherwise (its task starts
     afresh). None unless accepted."""
-    from .sessions import grows
-
     f = LaneFiles(tid)
     try:
         os.rename(f.req, f.claimed)  # from here on the task can no longer withdraw it
@@ -258,7 +249,7 @@ def publish(tid: str, served: Served) -> None:
 
 # ---- the task ----------------------------------------------------------------------------------------------
 
-def ask(copier: LaneCopier) -> Served | None:
+def ask(copier: LaneCopy) -> Served | None:
     """Have the worker that keeps this lane's clients run this epoch; its report, or None: start afresh."""
     if copier.epoch is None or copier.prev_epoch is None or copier.attempt or copier.standby:
         return None
@@ -267,7 +258,7 @@ def ask(copier: LaneCopier) -> Served | None:
     me = Proc.me()
     if doc is None or me is None:
         return None
-    key = plan_key(copier)
+    key = plan_key(copier.tid, copier.config)
     try:
         holder = Proc(int(doc["pid"]), str(doc["started"]))
         usable = holder != me and doc["epoch"] == copier.prev_epoch and doc["key"] == key and holder.alive()
@@ -281,7 +272,7 @@ def ask(copier: LaneCopier) -> Served | None:
                         "deadline": time.time() + copier.epoch_seconds, "task": asdict(me),
                         "holder": asdict(holder),
                         "partitions": [[p.source_topic, p.partition, p.target_topic] for p in copier.partitions],
-                        "routes": None if copier.growth is None else copier.growth.routes()})
+                        "routes": None if copier.watch is None else copier.watch.routes()})
     except OSError as e:
         log.info("lane %s: cannot ask worker %d (%s); starting afresh", copier.tid, holder.pid, e)
         return None
@@ -289,12 +280,12 @@ def ask(copier: LaneCopier) -> Served | None:
         return None
     log.info("lane %s: epoch %d runs in worker %d, which keeps the lane's clients", copier.tid, copier.epoch,
              holder.pid)
-    if copier.growth is not None:  # that worker watches the source for the epoch (the request has the routes)
-        copier.growth.elsewhere = True
+    if copier.watch is not None:  # that worker watches the source for the epoch (the request has the routes)
+        copier.watch.elsewhere = True
     return _result(copier, f, holder)
 
 
-def _answered(copier: LaneCopier, f: LaneFiles, holder: Proc, token: str | None) -> bool:
+def _answered(copier: LaneCopy, f: LaneFiles, holder: Proc, token: str | None) -> bool:
     """Wait for the keeping worker to take the request; withdraw it when it does not answer in time or stops
     keeping the clients meanwhile."""
     until = time.monotonic() + ANSWER_SECONDS + 3 * copier.config.commitIntervalMs / 1000
@@ -329,7 +320,7 @@ def _answered(copier: LaneCopier, f: LaneFiles, holder: Proc, token: str | None)
     return True
 
 
-def _result(copier: LaneCopier, f: LaneFiles, holder: Proc) -> Served | None:
+def _result(copier: LaneCopy, f: LaneFiles, holder: Proc) -> Served | None:
     """Wait for the served epoch's report while the keeping worker lives and not too long after the epoch's end;
     pass a stop on to it."""
     give_up = time.monotonic() + copier.epoch_seconds + RESULT_GRACE_SECONDS

@@ -1,9 +1,9 @@
-"""Lane sessions: a lane's clients kept by a (reused) Python worker between epochs, copying on meanwhile.
+"""LaneCopy sessions: a lane's clients kept by a (reused) Python worker between epochs, copying on meanwhile.
 
 Creating the clients, init_transactions and reading the progress topic cost from a fraction of a second to
 seconds per epoch; keeping them saves that when the lane's next task lands in this worker. A task resumes
 kept clients only when no other copy can have run the lane since (`resume`); exactly-once adds fencing as the
-backstop, and LaneCopier.run starts afresh when the kept producer turns out fenced.
+backstop, and the lane starts afresh when the kept producer turns out fenced (lane.py).
 
 Lanes also keep COPYING between epochs (`LaneSession.carry_on`): Spark's boundary between two epochs (finish
 the batch, run the sink, write the checkpoint, plan, launch tasks) takes seconds, and every record produced
@@ -20,24 +20,30 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from . import delegate
 from .errors import CopyError, LaneFenced, Unreachable
+from .plans import grows, plan_key, session_key
 from .summary import PartitionSummary
 from ..routewatch import RouteWatch
 
 if TYPE_CHECKING:
-    from .loop import LaneCopier
+    from .lane import LaneCopy
+
+RunEpoch = Callable[["LaneCopy", "LaneCopy"], list[PartitionSummary]]
+"""`run(lane, kept)`: runs `lane`'s epoch with `kept`'s clients (epoch.run_epoch, handed in by the caller so
+that sessions need not import the epoch that uses them)."""
 
 log = logging.getLogger(__name__)
 
 
 class LaneSession:
-    """A lane's copier with its clients, kept between epochs; optionally copying on in a daemon thread."""
+    """A lane with its clients, kept between epochs; optionally copying on in a daemon thread."""
 
-    def __init__(self, key: tuple, last_epoch: int, copier: LaneCopier) -> None:
-        self.key, self.last_epoch, self.copier = key, last_epoch, copier
+    def __init__(self, key: tuple, last_epoch: int, copier: LaneCopy, run: RunEpoch) -> None:
+        self.key, self.last_epoch, self.copier, self._run = key, last_epoch, copier, run
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._released = False
@@ -59,9 +65,9 @@ class LaneSession:
             return self._asked
 
         c.should_stop = should_stop
-        c.growth = None  # its task's watch: the next epoch's plan holds what the source gains from here on
+        c.watch = None  # its task's watch: the next epoch's plan holds what the source gains from here on
         self._deadline = time.monotonic() + seconds
-        self._plan = delegate.plan_key(c)
+        self._plan = plan_key(c.tid, c.config)
         self._me = delegate.Proc.me()
         self._token = delegate.announce(c.tid, self.last_epoch, self._plan)
         self._thread = threading.Thread(target=self._carry, name=f"carry-{c.tid}", daemon=True)
@@ -72,7 +78,7 @@ class LaneSession:
         try:
             while True:
                 self._asked = False
-                c._guarded(c._loop, self._deadline)
+                c.copy(self._deadline)
                 if not self._asked or self._stop.is_set():
                     break
                 if self._serve():  # the lane's next epoch ran here; its copier keeps the clients now
@@ -86,16 +92,16 @@ class LaneSession:
                 log.warning("%s", line)
             self._usable = False
             if e.side == "source":
-                c._abort_quietly()  # the target answers: unblock its read_committed readers now
+                c.abort_quietly()  # the target answers: unblock its read_committed readers now
         except Exception as e:  # noqa: BLE001 - the next task meets it again and reports it
             log.warning("lane %s: copying between epochs stopped: %s", c.tid, e)
             self._usable = False
-            c._abort_quietly()
+            c.abort_quietly()
         delegate.retire(c.tid, self._token)
         if not self._released:  # ended by itself (time, drain, fencing): nobody will take the clients
             self._usable = False
         if not self._usable:
-            c._close_clients()
+            c.close_clients()
 
     def _serve(self) -> bool:
         """Run the epoch a task in another worker asks for with these clients, if it follows theirs (delegate.py).
@@ -112,12 +118,12 @@ class LaneSession:
         delegate.retire(c.tid, self._token)  # the served epoch's copier announces itself when it keeps them
         tid, task = c.tid, req.task
         served = delegate.Served(req.epoch)
-        nxt: LaneCopier | None = None
+        nxt: LaneCopy | None = None
         try:  # stops early once its task is gone: the task's retry starts afresh, and must not be fenced back
             nxt = c.successor(req.epoch, req.prev_epoch, max(req.deadline - time.time(), 0.0),
                               lambda: delegate.stop_asked(tid) or not task.alive(), req.partitions,
                               None if req.routes is None else RouteWatch(c.config, c.mirror, req.routes, c.lane))
-            served.rows = nxt.run(kept=c)
+            served.rows = self._run(nxt, c)
         except CopyError as e:
             assert nxt is not None
             served.rows, served.error = nxt.result, str(e)
@@ -125,13 +131,13 @@ class LaneSession:
             log.warning("lane %s: epoch %d for worker %d ended early: %s", tid, req.epoch, task.pid, e)
             served.failed = str(e) or type(e).__name__
             if nxt is None:
-                c._close_clients()
+                c.close_clients()
             else:  # its clients are closed (run() keeps them only after a whole epoch); what it committed counts
                 served.rows = nxt.result
         delegate.publish(tid, served)
         return True
 
-    def release(self) -> LaneCopier | None:
+    def release(self) -> LaneCopy | None:
         """Stop copying between epochs (at a transaction boundary) and hand the copier over, if still usable."""
         self._released = True
         self._stop.set()
@@ -148,27 +154,12 @@ _SESSIONS: dict[str, LaneSession] = {}
 _SESSIONS_LOCK = threading.Lock()
 
 
-def session_key(copier: LaneCopier) -> tuple:
-    """What must not have changed for kept clients to be resumed: the lane and the config. The plan may have
-    grown (`grows`)."""
-    return (copier.tid, copier.config.model_dump_json())
-
-
-def grows(kept: dict[tuple[str, int], str], planned: dict[tuple[str, int], str]) -> bool:
-    """Does the planned route keep every partition of the kept one, to the same remote topic? Then the kept
-    clients go on and only the added partitions start from the progress topic (LaneCopier._extend): a lane
-    that gained a topic started afresh, 2-35 s at 500-5,000 partitions (bench/scale), and the new topic with it.
-    Partitions never move between lanes while the config stays (lanes.lane_of), so an added one had no other
-    copier since the kept producer fenced the lane's older ones."""
-    return len(planned) >= len(kept) and all(planned.get(k) == v for k, v in kept.items())
-
-
-def resume(copier: LaneCopier) -> bool:
+def resume(copier: LaneCopy) -> bool:
     """Hand `copier` this lane's clients kept by this worker process, if they ran exactly the previous epoch.
 
     Only when no other copy can have run the lane since: the kept session ended at `prev_epoch` (the start of
     this epoch) and this is the task's first attempt. Exactly-once adds fencing as the backstop: if another
-    copy did run, its init_transactions fenced the kept producer and `LaneCopier.run` starts afresh.
+    copy did run, its init_transactions fenced the kept producer and the lane starts afresh.
     """
     if copier.prev_epoch is None:
         return False
@@ -178,28 +169,29 @@ def resume(copier: LaneCopier) -> bool:
         log.info("lane %s: no kept clients in this worker", copier.tid)
         return False
     kept = session.release()  # stops copying between epochs at a transaction boundary
-    why = ("they stopped" if kept is None else "plan changed" if session.key != session_key(copier) or not grows(
-           kept.route, copier.route) else
+    same = kept is not None and session.key == session_key(copier.tid, copier.config) and grows(kept.route,
+                                                                                                copier.route)
+    why = ("they stopped" if kept is None else "plan changed" if not same else
            f"they ran epoch {session.last_epoch}, this one follows {copier.prev_epoch}"
            if session.last_epoch != copier.prev_epoch else f"task attempt {copier.attempt}" if copier.attempt
            else "")
     if why:
         log.info("lane %s: not resuming kept clients (%s)", copier.tid, why)
         if kept is not None:
-            kept._close_clients()
+            kept.close_clients()
         return False
     assert kept is not None
     return adopt(copier, kept)
 
 
-def adopt(copier: LaneCopier, kept: LaneCopier) -> bool:
+def adopt(copier: LaneCopy, kept: LaneCopy) -> bool:
     """`copier` continues with the clients `kept` copied with between the epochs, counting what they copied."""
     copier.take_clients(kept)
     _count_carried(copier.summaries, kept.summaries)
     return True
 
 
-def count_committed(copier: LaneCopier, rows: list[PartitionSummary]) -> None:
+def count_committed(copier: LaneCopy, rows: list[PartitionSummary]) -> None:
     """Rows of an epoch another worker began and could not finish count in `copier`'s, which goes on from there."""
     _count_carried(copier.summaries, {(r.source_topic, r.partition): r for r in rows
                                       if (r.source_topic, r.partition) in copier.summaries})
@@ -219,21 +211,20 @@ def _count_carried(mine: dict[tuple[str, int], PartitionSummary],
             m.source_last, m.target_last = c.source_last, c.target_last
 
 
-def keep(copier: LaneCopier) -> None:
-    """Keep the lane's clients in this worker for its next epoch, copying on until then (`carry_seconds`)."""
-    assert copier.epoch is not None and copier.consumer is not None
-    # from here on the counters are the next epoch's: what is copied between epochs counts there
-    copier.summaries = {k: PartitionSummary(s.mirror, s.lane, s.source_topic, s.partition, s.target_topic,
-                                            generation=s.generation) for k, s in copier.summaries.items()}
-    session = LaneSession(session_key(copier), copier.epoch, copier)
+def keep(copier: LaneCopy, run: RunEpoch) -> None:
+    """Keep the lane's clients in this worker for its next epoch, copying on until then (`carry_seconds`); `run`
+    runs an epoch a task in another worker asks for (delegate.py)."""
+    assert copier.epoch is not None and copier.has_clients
+    copier.ledger.next_epoch()  # what is copied between epochs counts in the next one
+    session = LaneSession(session_key(copier.tid, copier.config), copier.epoch, copier, run)
     with _SESSIONS_LOCK:
         old = _SESSIONS.pop(copier.tid, None)
         _SESSIONS[copier.tid] = session
     if old is not None:
         stale = old.release()
         if stale is not None:
-            stale._close_clients()
+            stale.close_clients()
     if copier.carry_seconds > 0:
         session.carry_on(copier.carry_seconds, copier.stop_file)
     else:
-        copier.consumer.unassign()  # stops fetching; the next epoch assigns the committed positions again
+        copier.reader.unassign()

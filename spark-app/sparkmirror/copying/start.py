@@ -17,7 +17,7 @@ import time
 
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec
 
 from ..progress import read_progress
@@ -74,35 +74,6 @@ def new_producer(config: FlowGroupConfig, target_conf: dict[str, str], tid: str,
         conf.update({"transactional.id": tid, "transaction.timeout.ms": config.transactionTimeoutMs,
                      "message.timeout.ms": min(config.transactionTimeoutMs, 300000)})
     return Producer(conf)
-
-
-def new_consumer(source_conf: dict[str, str], tid: str) -> Consumer:
-    """The lane's source consumer: read_committed, assigned (no group, no commits), errors on lost offsets."""
-    return Consumer({
-        **source_conf, "group.id": f"{tid}.source", "enable.auto.commit": False,
-        "enable.auto.offset.store": False, "isolation.level": "read_committed",
-        "auto.offset.reset": "error", "enable.partition.eof": False, "client.id": tid,
-        "fetch.wait.max.ms": 50, "queued.max.messages.kbytes": 65536})
-
-
-def next_batch(consumer: Consumer, limit: int, wait: float) -> list:
-    """The records ready now, waiting up to `wait` s only while there are none: librdkafka's batch consume()
-    returns early only when its batch is full, so a record that arrived at the start of its timeout waited all
-    of it (0-10 ms with the lanes' slices, 5 ms on average, on every record at a steady rate), while poll()
-    returns at the first record. One call each: the batch call keeps the per-record cost of large batches."""
-    first = consumer.poll(wait)
-    if first is None:
-        return []
-    rest = consumer.consume(num_messages=limit - 1, timeout=0)
-    rest.insert(0, first)
-    return rest
-
-
-def close_consumer(consumer: Consumer) -> None:
-    try:
-        consumer.close()
-    except (KafkaException, RuntimeError):
-        pass
 
 
 @dataclass

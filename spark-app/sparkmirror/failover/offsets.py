@@ -18,7 +18,8 @@ from collections.abc import Callable
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from ..checkpoints import CheckpointEmitter, GroupFilter, translate
+from ..checkpoints import CheckpointEmitter, translate
+from ..replication import GroupFilter
 from ..mm2formats import Checkpoint
 from ..progress.state import ProgressState
 from ..replication import should_replicate_topic

@@ -1,0 +1,32 @@
+"""Who a lane is: its flow group, mirror, number, transactional id, route and both clusters' client settings.
+Every part of a lane (reader, writer, committer, growth) reads it; only growth adds to the route."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..lanes import LanePartition
+from ..resource.flowgroup import FlowGroupConfig, Mirror
+from ..resource.names import transactional_id
+from .shares import PartitionKey
+
+
+@dataclass
+class LaneContext:
+    config: FlowGroupConfig
+    mirror: Mirror
+    lane: int
+    partitions: list[LanePartition]
+    tid: str = ""
+    route: dict[PartitionKey, str] = field(default_factory=dict)  # source partition -> remote topic
+    source_conf: dict[str, str] = field(default_factory=dict)
+    target_conf: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.tid = transactional_id(self.config.resource, self.config.name, self.mirror.name, self.lane)
+        self.route = {(p.source_topic, p.partition): p.target_topic for p in self.partitions}
+        self.source_conf = self.config.cluster(self.mirror.source).client_config()
+        self.target_conf = self.config.cluster(self.mirror.target).client_config()
+
+    @property
+    def name(self) -> str:
+        return self.mirror.name
