@@ -54,6 +54,7 @@ class Settings:
     secrets: str = "files"  # or "env"
     metrics_port: int = 9090
     metrics_bind: str | None = None  # the drivers' default (0.0.0.0) unless set
+    metrics_per_partition: bool = True  # the drivers serve per-partition families (the chart's metrics.perPartition)
     lease_duration_seconds: int = 15
     image_pull_secrets: tuple[str, ...] = ()
 
@@ -67,6 +68,7 @@ class Settings:
                    secrets=env.get("SPARKMIRROR_SECRETS", d.secrets),
                    metrics_port=int(env.get("SPARKMIRROR_METRICS_PORT", d.metrics_port)),
                    metrics_bind=_ip_address(env.get("SPARKMIRROR_METRICS_BIND")) or d.metrics_bind,
+                   metrics_per_partition=env.get("SPARKMIRROR_METRICS_PER_PARTITION", "true").lower() != "false",
                    image_pull_secrets=tuple(s.strip() for s in env.get("SPARKMIRROR_IMAGE_PULL_SECRETS",
                                                                        "").split(",") if s.strip()))
 
@@ -312,8 +314,9 @@ def render(resource: dict[str, Any] | KafkaMirrorMaker2, settings: Settings | No
     if p.errors or p.resource is None:
         return out
     kmm2 = p.resource
-    desired = [_with_application(kmm2, cfg.model_copy(update={"metricsPort": settings.metrics_port,
-                                                              "metricsBind": settings.metrics_bind}), settings)
+    desired = [_with_application(kmm2, cfg.model_copy(update={
+        "metricsPort": settings.metrics_port, "metricsBind": settings.metrics_bind,
+        "metricsPerPartition": settings.metrics_per_partition}), settings)
                for cfg in p.groups]
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     observed = observed or Observed()

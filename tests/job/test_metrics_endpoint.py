@@ -34,16 +34,31 @@ def test_text_from_snapshot() -> None:
                   "checkpoint_groups": 1, "updated": 0, "errors": {}, "error_counts": {"checkpoints": 2},
                   "latency": {"le": [0, 0, 1, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3], "count": 4, "sum_ms": 2040},
                   "partitions_detail": [{"topic": "t", "partition": 0, "remote_topic": "a.t", "lag": 5,
-                                         "lag_seconds": 1.5, "end_offset": 47, "next_offset": 42,
+                                         "lag_seconds": 1.5, "stall_seconds": 0.5, "end_offset": 47,
+                                         "next_offset": 42,
                                          "records_per_s": 10.0, "bytes_per_s": 1000.0, "records_total": 42,
                                          "records_committed": 42, "bytes_committed": 4200, "transactions": 7,
                                          "latency_ms_avg": 12.5, "latency_ms_max": 40,
-                                         "last_commit_ms": 1_700_000_000_000}]}}
+                                         "last_commit_ms": 1_700_000_000_000},
+                                        {"topic": "t", "partition": 1, "remote_topic": "a.t", "lag": 0,
+                                         "lag_seconds": 0.0, "stall_seconds": 0.0, "end_offset": 9,
+                                         "next_offset": 9, "records_per_s": 0.0, "bytes_per_s": 0.0,
+                                         "records_total": 9, "records_committed": 9, "bytes_committed": 90,
+                                         "transactions": 3, "latency_ms_avg": None, "latency_ms_max": None,
+                                         "last_commit_ms": 1_600_000_000_000}],
+                  "transactions": 8}}
     ss = samples(prometheus_text("fg", snap, generation=3, jvm_memory={"heap_used": 10, "heap_max": 100}))
     lab = dict(flow_group="fg", mirror="m", topic="t", partition=0, remote_topic="a.t")
     assert find(ss, "sparkmirror_partition_lag_records", **lab) == [5]
     assert find(ss, "sparkmirror_partition_lag_seconds", **lab) == [1.5]
     assert find(ss, "sparkmirror_mirror_lag_seconds", mirror="m") == [1.5]
+    assert find(ss, "sparkmirror_partition_commit_stall_seconds", **lab) == [0.5]
+    assert find(ss, "sparkmirror_mirror_commit_stall_seconds", mirror="m") == [0.5]
+    # per mirror: totals summed over the partitions, transactions each once (8, not 7 + 3 by partition)
+    assert find(ss, "sparkmirror_mirror_records_total", mirror="m") == [51]
+    assert find(ss, "sparkmirror_mirror_bytes_total", mirror="m") == [4290]
+    assert find(ss, "sparkmirror_mirror_transactions_total", mirror="m") == [8]
+    assert find(ss, "sparkmirror_mirror_last_commit_timestamp_seconds", mirror="m") == [1_700_000_000]
     assert find(ss, "sparkmirror_partition_mirrored_offset", **lab) == [42]
     assert find(ss, "sparkmirror_partition_records_total", **lab) == [42]
     assert find(ss, "sparkmirror_partition_bytes_total", **lab) == [4200]
@@ -60,6 +75,14 @@ def test_text_from_snapshot() -> None:
     assert find(ss, "sparkmirror_driver_jvm_memory_bytes", area="heap_max") == [100]
     # no per-second gauges and no milliseconds: rates are rate() of the counters
     assert not [n for n, _ in ss if n.endswith(("_per_second", "_ms"))]
+    # no label a scrape target owns, and no worker generation as a label (new series at every handoff)
+    assert not {k for _, ls in ss for k, _ in ls} & {"namespace", "pod", "job", "instance", "generation",
+                                                     "worker_generation"}
+    # per-partition families off: not a series of them, the per-mirror ones unchanged
+    off = samples(prometheus_text("fg", snap, generation=3, per_partition=False))
+    assert not [n for n, _ in off if n.startswith("sparkmirror_partition_")]
+    assert {k: v for k, v in ss.items() if k[0].startswith("sparkmirror_mirror_")} == \
+        {k: v for k, v in off.items() if k[0].startswith("sparkmirror_mirror_")}
 
 
 def test_exported_names_are_what_the_endpoint_serves() -> None:
@@ -95,6 +118,7 @@ def test_live_lag_and_endpoint(kafka_a, kafka_b, topic, flowgroup) -> None:
         assert find(ss, "sparkmirror_partition_records_total", topic=src) == [100, 100]
         assert all(b > 100 * 2 for b in find(ss, "sparkmirror_partition_bytes_total", topic=src))
         assert find(ss, "sparkmirror_partition_lag_seconds", topic=src) == [0, 0]
+        assert find(ss, "sparkmirror_partition_commit_stall_seconds", topic=src) == [0, 0]
         assert find(ss, "process_resident_memory_bytes")[0] > 10 * 2**20
         # MM2 mirrors a source `heartbeats` topic whatever the topic pattern; other tests may have made one
         hb = AdminClient({"bootstrap.servers": kafka_a.bootstrap}).list_topics(timeout=10).topics.get("heartbeats")
