@@ -273,3 +273,57 @@ def test_consumer_group_lag_in_metrics_and_status(kafka_a, kafka_b, topic, flowg
         wait_for(lambda: lags() == ([210], [210]), 60, "210 on both once the mirror caught up")
     finally:
         services.stop()
+
+
+def test_time_lag_and_transactions_counted_once(kafka_a, kafka_b, topic, flowgroup) -> None:
+    """Records written with timestamps two minutes old: the time lag is their age (not the time since the last
+    commit, which there never was), per partition and per mirror, and 0 once they are copied. One lane carrying
+    both partitions commits them together: the mirror counts each transaction once, while the per-partition
+    counters count it in both. The time-lag reads stay bounded: one per behind partition, not one per poll."""
+    from confluent_kafka import Producer
+
+    src = topic(kafka_a, 2)
+    cfg = flowgroup(src, lanes=1, metricsPort=0, mirror={"emitHeartbeats": False, "emitCheckpoints": False})
+    mirror = cfg.mirrors[0]
+    written_ms = int(time.time() * 1000) - 120_000
+    p = Producer({"bootstrap.servers": kafka_a.bootstrap})
+    for i in range(100):
+        p.produce(src, value=str(i).encode(), partition=i % 2, timestamp=written_ms + i)
+    assert p.flush(30) == 0
+    routes = TopicSync(cfg, mirror).sync()
+    ensure_progress_topic(cfg.cluster("b").client_config(), cfg.progressTopic)
+    services = DriverServices(cfg, stats=lambda: {}, poll_interval=0.3, bind="127.0.0.1").start()
+    try:
+        url = f"http://127.0.0.1:{services.metrics_port}/metrics"
+
+        def scrape() -> dict:
+            return samples(urllib.request.urlopen(url, timeout=5).read().decode())
+
+        def aged() -> bool:
+            ages = find(scrape(), "sparkmirror_partition_lag_seconds", topic=src)
+            return len(ages) == 2 and all(119 < a < 180 for a in ages)
+
+        wait_for(aged, 30, "a time lag of about two minutes on both partitions before copying")
+        ss = scrape()
+        assert 119 < find(ss, "sparkmirror_mirror_lag_seconds", mirror=mirror.name)[0] < 180
+        # nothing committed yet: the stall counts from when this driver saw the partitions behind
+        assert find(ss, "sparkmirror_mirror_commit_stall_seconds", mirror=mirror.name)[0] < 60
+        time.sleep(1.5)  # several polls with the positions unchanged: no new reads
+        oldest = services.mirrors[mirror.name].monitor._oldest
+        assert oldest is not None and oldest.fetches == 2
+        (lane,) = [ln for ln in plan_lanes(mirror.name, cfg.lanes_of(mirror),
+                                           [(r.source_topic, r.target_topic, r.partitions) for r in routes])
+                   if ln.partitions]
+        rows = copy_lane(cfg, mirror, lane.index, list(lane.partitions), 2.0)
+        per_partition = [r.transactions for r in rows if r.source_topic == src]
+        wait_for(lambda: find(scrape(), "sparkmirror_partition_lag_seconds", topic=src) == [0, 0], 30,
+                 "no time lag once copied")
+        wait_for(lambda: find(scrape(), "sparkmirror_mirror_transactions_total", mirror=mirror.name)[0] > 0, 30,
+                 "the transactions read from the progress topic")
+        ss = scrape()
+        assert find(ss, "sparkmirror_mirror_lag_seconds", mirror=mirror.name) == [0]
+        assert find(ss, "sparkmirror_mirror_records_total", mirror=mirror.name) == [100]
+        (tx,) = find(ss, "sparkmirror_mirror_transactions_total", mirror=mirror.name)
+        assert len(per_partition) == 2 and max(per_partition) <= tx < sum(per_partition), (tx, per_partition)
+    finally:
+        services.stop()
