@@ -48,7 +48,8 @@ def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
 def _finish(body: kopf.Body, patch: kopf.Patch, result: Result) -> None:
     patch.status.update(result.status)
     metrics.count_handoffs(body["metadata"]["namespace"], body["metadata"]["name"], body.get("status"), result.status)
-    metrics.expect(body["metadata"]["namespace"], body["metadata"]["name"], result.status)
+    metrics.expect(body["metadata"]["namespace"], body["metadata"]["name"], result.status,
+                   (body.get("spec") or {}).get("state"))
     for ev in result.events:
         kopf.event(body, type=ev.type, reason=ev.reason, message=ev.message[:1000])
     _announce(body, body.get("status"), result.status)
@@ -79,7 +80,7 @@ def _write_status(api: KubeApi, body: Any, status: dict[str, Any]) -> bool:
     try:
         api.patch_status(KIND, meta["namespace"], meta["name"], status, resource_version=meta["resourceVersion"])
         metrics.count_handoffs(meta["namespace"], meta["name"], body.get("status"), status)
-        metrics.expect(meta["namespace"], meta["name"], status)
+        metrics.expect(meta["namespace"], meta["name"], status, (body.get("spec") or {}).get("state"))
         return True
     except ApiException as e:
         if e.status == 409:

@@ -29,7 +29,7 @@ RECONCILE_SECONDS = Histogram("sparkmirror_operator_reconcile_duration_seconds",
 HANDOFFS = Counter("sparkmirror_operator_handoffs_total", "Worker-generation handoffs completed, by resource "
                    "and flow group.", ["resource_namespace", "resource", "flow_group"], registry=REGISTRY)
 EXPECTED = Gauge("sparkmirror_operator_flow_group_expected", "1 per flow group the operator runs an application "
-                 "for (not stopped, not failed over): its driver is expected to serve metrics.",
+                 "for (running, not failed over): its driver is expected to serve metrics.",
                  ["resource_namespace", "resource", "flow_group"], registry=REGISTRY)
 
 EXPORTED = ("sparkmirror_operator_reconciles_total", "sparkmirror_operator_reconcile_duration_seconds",
@@ -78,10 +78,12 @@ def count_handoffs(namespace: str, name: str, old: dict[str, Any] | None, new: d
 _expected: dict[tuple[str, str], set[str]] = {}
 
 
-def expect(namespace: str, name: str, status: dict[str, Any] | None) -> set[str]:
+def expect(namespace: str, name: str, status: dict[str, Any] | None, state: str | None = "running") -> set[str]:
     """Set the resource's expected flow groups from a status it was given (those with an application: not
-    stopped, not failed over); the ones it no longer lists are dropped. None: the resource is gone."""
-    now = {g["name"] for g in (status or {}).get("flowGroups") or [] if g.get("application") and g.get("name")}
+    failed over) while its spec.state is running (a paused mirror's drivers are suspended, a stopped one has
+    none); the ones no longer expected are dropped. status None: the resource is gone."""
+    groups = (status or {}).get("flowGroups") or [] if (state or "running") == "running" else []
+    now = {g["name"] for g in groups if g.get("application") and g.get("name")}
     for group in _expected.get((namespace, name), set()) - now:
         EXPECTED.remove(namespace, name, group)
     for group in now:

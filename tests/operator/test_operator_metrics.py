@@ -41,7 +41,7 @@ def test_reconciles_and_handoffs_are_served() -> None:
 
 def test_expected_flow_groups_follow_the_status() -> None:
     """The gauge the mirror-gone alert compares the drivers with: a flow group with an application is expected;
-    one stopped or failed over (no application in the status) and a deleted resource are not."""
+    one stopped or failed over (no application in the status), a paused resource and a deleted one are not."""
     port = metrics.serve(0, "127.0.0.1")
 
     def expected() -> set[str]:
@@ -52,6 +52,8 @@ def test_expected_flow_groups_follow_the_status() -> None:
     assert metrics.expect("ns", "gone", running) == {"g1", "g2"} and expected() == {"g1", "g2"}
     one_stopped = {"flowGroups": [{"name": "g1", "application": "gone-g1-1"}, {"name": "g2"}]}
     assert metrics.expect("ns", "gone", one_stopped) == {"g1"} and expected() == {"g1"}
+    assert metrics.expect("ns", "gone", running, "paused") == set() and expected() == set()
+    assert metrics.expect("ns", "gone", running, "running") == {"g1", "g2"}
     assert metrics.expect("ns", "gone", None) == set() and expected() == set()
     metrics.count_handoffs("ns", "gone", {}, {"handoffs": [{"toGeneration": 2, "toFlowGroups": ["g1"]}]})
     names = [frozenset(dict(k[1])) for k in _scrape(port) if k[0].startswith("sparkmirror_operator_")]
