@@ -18,7 +18,8 @@ Per mirror (always served, so alerts and the dashboard work with per-partition f
   sparkmirror_mirror_stalled_seconds (waiting for a cluster), sparkmirror_mirror_errors_total (label
   `service`), sparkmirror_heartbeats_total, sparkmirror_checkpoints_groups,
   sparkmirror_consumer_group_lag_records, sparkmirror_consumer_group_target_lag_records (label `group`);
-per flow group: sparkmirror_flow_group_generation (the worker generation as a value), sparkmirror_driver_jvm_memory_bytes;
+per flow group: sparkmirror_flow_group_generation (the worker generation as a value),
+  sparkmirror_driver_jvm_memory_bytes;
 per partition, only with `per_partition` (the flow group's `metricsPerPartition`; `PER_PARTITION` lists them):
   the lag in records and seconds, the commit stall, source end and mirrored offsets, records, bytes and
   transactions totals, last commit time.
@@ -81,7 +82,8 @@ def families(flow_group: str, snapshot: dict[str, dict], generation: int | None 
     p_tx = c("sparkmirror_partition_transactions_total", "Transactions that committed records of the partition "
              "(since this driver started; one transaction counts in every partition it carried).", pl)
     p_last = g("sparkmirror_partition_last_commit_timestamp_seconds", "Time of the last commit.", pl)
-    m_tot = c("sparkmirror_mirror_records_total", "Records mirrored: the partitions' progress-topic running totals.", ml)
+    m_tot = c("sparkmirror_mirror_records_total", "Records mirrored: the partitions' progress-topic running totals.",
+              ml)
     m_bytes = c("sparkmirror_mirror_bytes_total", "Key and value bytes mirrored (progress-topic running totals).", ml)
     m_tx = c("sparkmirror_mirror_transactions_total", "Transactions that committed the mirror's records, each once "
              "(read from the progress topic since this driver started).", ml)

@@ -266,7 +266,8 @@ def test_network_policy_guards_the_mirrors_and_their_metrics_port() -> None:
                   "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}
     other = {"ipBlock": {"cidr": "10.1.0.0/16"}}
     docs = _template("ops", "--set", "watchNamespaces={a,b}", "--set", "metrics.port=9191",
-                     "--set", "metrics.bindAddress=127.0.0.1", "--set", "metrics.networkPolicy.monitoringNamespace=monitoring",
+                     "--set", "metrics.bindAddress=127.0.0.1",
+                     "--set", "metrics.networkPolicy.monitoringNamespace=monitoring",
                      "--set", "metrics.networkPolicy.monitoringPodLabels.app\\.kubernetes\\.io/name=prometheus",
                      "--set-json", f"metrics.networkPolicy.from={json.dumps([other])}")
     nps = policies(docs)
