@@ -1,7 +1,7 @@
 """What GitOps tools make of the operator's status: the Argo CD health check shipped in gitops/ (run in gopher-lua,
 Argo CD's own Lua runtime, with the libraries Argo CD opens for a custom check) and Flux's kstatus (the
-sigs.k8s.io/cli-utils library, built from its Go module) read the same
-sample resources, whose statuses come from `build_status` itself.
+sigs.k8s.io/cli-utils library, built from its Go module) read the same sample resources, whose statuses come
+from `build_status` itself.
 
 The samples are committed as Argo CD test data (gitops/argocd/.../testdata, checked against `health_test.yaml`
 in Argo CD's own layout); regenerate them after an intended status change with SPARKMIRROR_UPDATE_GOLDEN=1.
