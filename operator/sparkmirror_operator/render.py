@@ -316,7 +316,8 @@ def render(resource: dict[str, Any] | KafkaMirrorMaker2, settings: Settings | No
     kmm2 = p.resource
     desired = [_with_application(kmm2, cfg.model_copy(update={
         "metricsPort": settings.metrics_port, "metricsBind": settings.metrics_bind,
-        "metricsPerPartition": settings.metrics_per_partition}), settings)
+        "metricsPerPartition": settings.metrics_per_partition if cfg.metricsPerPartition is None
+        else cfg.metricsPerPartition}), settings)
                for cfg in p.groups]
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     observed = observed or Observed()

@@ -429,5 +429,5 @@ class _Collector:
     def collect(self) -> Iterable:
         cfg = self.services.config
         return families(cfg.name, self.services.snapshot(), cfg.worker.generation, self.services.jvm_memory(),
-                        cfg.metricsPerPartition)
+                        cfg.metricsPerPartition is not False)
 
