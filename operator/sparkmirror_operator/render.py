@@ -85,6 +85,12 @@ def _ip_address(value: str | None) -> str | None:
     return value or None
 
 
+def _per_partition(group: bool | None, settings: Settings) -> bool | None:
+    """The flow group's own setting, else the operator's; on (the driver's default) is written as nothing, so a
+    ConfigMap, its hash and the running worker generation stay what they were before the setting existed."""
+    return None if (settings.metrics_per_partition if group is None else group) else False
+
+
 @dataclass
 class Rendered:
     plan: Plan
@@ -316,8 +322,7 @@ def render(resource: dict[str, Any] | KafkaMirrorMaker2, settings: Settings | No
     kmm2 = p.resource
     desired = [_with_application(kmm2, cfg.model_copy(update={
         "metricsPort": settings.metrics_port, "metricsBind": settings.metrics_bind,
-        "metricsPerPartition": settings.metrics_per_partition if cfg.metricsPerPartition is None
-        else cfg.metricsPerPartition}), settings)
+        "metricsPerPartition": _per_partition(cfg.metricsPerPartition, settings)}), settings)
                for cfg in p.groups]
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     observed = observed or Observed()
