@@ -12,6 +12,7 @@ HELM_VERSION = "v3.22.0"
 KIND_VERSION = "v0.33.0"
 COREDNS_VERSION = "v1.14.2"  # what kubeadm of K8S_VERSION deploys
 PROMETHEUS_VERSION = "v0.316.0"  # the Go module's tag of Prometheus v3.16.0: promtool (tests), prometheus (the picture)
+GOPHER_LUA_VERSION = "v1.1.2"  # github.com/yuin/gopher-lua: Argo CD's Lua runtime, runs the shipped health check
 CLI_UTILS_VERSION = "v0.37.2"  # sigs.k8s.io/cli-utils: kstatus, what Flux and kpt read a status with
 
 HERE = Path(__file__).resolve().parent

@@ -48,6 +48,8 @@ def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
 def _finish(body: kopf.Body, patch: kopf.Patch, result: Result) -> None:
     patch.status.update(result.status)
     metrics.count_handoffs(body["metadata"]["namespace"], body["metadata"]["name"], body.get("status"), result.status)
+    metrics.expect(body["metadata"]["namespace"], body["metadata"]["name"], result.status,
+                   (body.get("spec") or {}).get("state"))
     for ev in result.events:
         kopf.event(body, type=ev.type, reason=ev.reason, message=ev.message[:1000])
     _announce(body, body.get("status"), result.status)
@@ -78,6 +80,7 @@ def _write_status(api: KubeApi, body: Any, status: dict[str, Any]) -> bool:
     try:
         api.patch_status(KIND, meta["namespace"], meta["name"], status, resource_version=meta["resourceVersion"])
         metrics.count_handoffs(meta["namespace"], meta["name"], body.get("status"), status)
+        metrics.expect(meta["namespace"], meta["name"], status, (body.get("spec") or {}).get("state"))
         return True
     except ApiException as e:
         if e.status == 409:
@@ -121,6 +124,15 @@ def _owner(body: kopf.Body, memo: kopf.Memo) -> tuple[KubeApi, str, str] | None:
     if not owner or not namespace or "reconciler" not in memo:
         return None
     return memo.reconciler.api, namespace, owner
+
+
+@kopf.on.event(GROUP, VERSION, PLURAL)
+def resource_event(body: kopf.Body, event: dict[str, Any], **_: Any) -> None:
+    """A resource deleted (or being deleted): its flow groups are no longer expected to serve metrics, so the
+    mirror-gone alert does not fire for what was removed on purpose."""
+    meta = body.get("metadata") or {}
+    if event.get("type") == "DELETED" or meta.get("deletionTimestamp"):
+        metrics.expect(meta.get("namespace", ""), meta.get("name", ""), None)
 
 
 @kopf.on.event("coordination.k8s.io", "v1", "leases", labels={LABEL_MANAGED_BY: FIELD_MANAGER})

@@ -1,9 +1,12 @@
-"""The operator's own Prometheus metrics: reconciles (by trigger and result), their duration, handoffs completed.
+"""The operator's own Prometheus metrics: reconciles (by trigger and result), their duration, handoffs completed,
+and the flow groups it expects to run (what the chart's SparkmirrorMirrorGone alert compares the drivers with).
 
 Served on `--metrics-port` (the chart's `metrics.operatorPort`) from a registry of its own, so a test or a
 second operator in one process never sees another's figures. Names follow Prometheus' conventions: `_total`
 counters, seconds in a histogram; `EXPORTED` lists them (the chart's dashboard and alerts are checked against
-it).
+it). A resource is named by `resource_namespace` and `resource`, never `namespace`: Prometheus' ServiceMonitor
+sets `namespace` to the operator's own (the target's), and a series' own `namespace` would become
+`exported_namespace`.
 """
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 T = TypeVar("T")
 
@@ -24,10 +27,13 @@ RECONCILE_SECONDS = Histogram("sparkmirror_operator_reconcile_duration_seconds",
                               "by trigger.", ["trigger"], registry=REGISTRY,
                               buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
 HANDOFFS = Counter("sparkmirror_operator_handoffs_total", "Worker-generation handoffs completed, by resource "
-                   "and flow group.", ["namespace", "name", "flow_group"], registry=REGISTRY)
+                   "and flow group.", ["resource_namespace", "resource", "flow_group"], registry=REGISTRY)
+EXPECTED = Gauge("sparkmirror_operator_flow_group_expected", "1 per flow group the operator runs an application "
+                 "for (running, not failed over): its driver is expected to serve metrics.",
+                 ["resource_namespace", "resource", "flow_group"], registry=REGISTRY)
 
 EXPORTED = ("sparkmirror_operator_reconciles_total", "sparkmirror_operator_reconcile_duration_seconds",
-            "sparkmirror_operator_handoffs_total")
+            "sparkmirror_operator_handoffs_total", "sparkmirror_operator_flow_group_expected")
 """The families served, as scraped (a histogram's series add `_bucket`, `_sum`, `_count`)."""
 
 
@@ -67,3 +73,23 @@ def count_handoffs(namespace: str, name: str, old: dict[str, Any] | None, new: d
         for group in groups:
             HANDOFFS.labels(namespace, name, group).inc()
     return len(fresh)
+
+
+_expected: dict[tuple[str, str], set[str]] = {}
+
+
+def expect(namespace: str, name: str, status: dict[str, Any] | None, state: str | None = "running") -> set[str]:
+    """Set the resource's expected flow groups from a status it was given (those with an application: not
+    failed over) while its spec.state is running (a paused mirror's drivers are suspended, a stopped one has
+    none); the ones no longer expected are dropped. status None: the resource is gone."""
+    groups = (status or {}).get("flowGroups") or [] if (state or "running") == "running" else []
+    now = {g["name"] for g in groups if g.get("application") and g.get("name")}
+    for group in _expected.get((namespace, name), set()) - now:
+        EXPECTED.remove(namespace, name, group)
+    for group in now:
+        EXPECTED.labels(namespace, name, group).set(1)
+    if now:
+        _expected[(namespace, name)] = now
+    else:
+        _expected.pop((namespace, name), None)
+    return now

@@ -54,6 +54,7 @@ class Settings:
     secrets: str = "files"  # or "env"
     metrics_port: int = 9090
     metrics_bind: str | None = None  # the drivers' default (0.0.0.0) unless set
+    metrics_per_partition: bool = True  # the drivers serve per-partition families (the chart's metrics.perPartition)
     lease_duration_seconds: int = 15
     image_pull_secrets: tuple[str, ...] = ()
 
@@ -67,6 +68,7 @@ class Settings:
                    secrets=env.get("SPARKMIRROR_SECRETS", d.secrets),
                    metrics_port=int(env.get("SPARKMIRROR_METRICS_PORT", d.metrics_port)),
                    metrics_bind=_ip_address(env.get("SPARKMIRROR_METRICS_BIND")) or d.metrics_bind,
+                   metrics_per_partition=env.get("SPARKMIRROR_METRICS_PER_PARTITION", "true").lower() != "false",
                    image_pull_secrets=tuple(s.strip() for s in env.get("SPARKMIRROR_IMAGE_PULL_SECRETS",
                                                                        "").split(",") if s.strip()))
 
@@ -81,6 +83,12 @@ def _ip_address(value: str | None) -> str | None:
         except ValueError:
             raise ValueError(f"SPARKMIRROR_METRICS_BIND: expected an IP address, got {value!r}") from None
     return value or None
+
+
+def _per_partition(group: bool | None, settings: Settings) -> bool | None:
+    """The flow group's own setting, else the operator's; on (the driver's default) is written as nothing, so a
+    ConfigMap, its hash and the running worker generation stay what they were before the setting existed."""
+    return None if (settings.metrics_per_partition if group is None else group) else False
 
 
 @dataclass
@@ -312,8 +320,9 @@ def render(resource: dict[str, Any] | KafkaMirrorMaker2, settings: Settings | No
     if p.errors or p.resource is None:
         return out
     kmm2 = p.resource
-    desired = [_with_application(kmm2, cfg.model_copy(update={"metricsPort": settings.metrics_port,
-                                                              "metricsBind": settings.metrics_bind}), settings)
+    desired = [_with_application(kmm2, cfg.model_copy(update={
+        "metricsPort": settings.metrics_port, "metricsBind": settings.metrics_bind,
+        "metricsPerPartition": _per_partition(cfg.metricsPerPartition, settings)}), settings)
                for cfg in p.groups]
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     observed = observed or Observed()

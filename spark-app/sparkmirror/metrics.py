@@ -10,35 +10,21 @@
 - when `metricsPort` is set, Prometheus text on `http://<bind>:<metricsPort>/metrics` (prometheus_client).
 
 Records/s and bytes/s are live too, from the progress records committed in the last RATE_WINDOW_S (an epoch's
-summary arrives only when the epoch ends, tens of seconds later). Records totals and replication latency
-(commit time minus record timestamp) come from the copy job's epoch summaries, which the driver hands over as
-`stats` (`driver.Driver.stats_snapshot`); nothing here reaches for the driver. `snapshot()` merges both views; the runner draws its progress from it.
+summary arrives only when the epoch ends, tens of seconds later); so are the mirror's transactions, each counted
+once (`_count_transactions`). Records totals and replication latency (commit time minus record timestamp) come
+from the copy job's epoch summaries, which the driver hands over as `stats` (`driver.Driver.stats_snapshot`);
+nothing here reaches for the driver. `snapshot()` merges both views; the runner draws its progress from it.
+
+Two figures say how long a partition has waited: its time lag (`lag_seconds`: the age of the oldest source
+record not mirrored yet, read from the source by `timelag.OldestRecordTimes`) and its commit stall
+(`stall_seconds`: how long it has been behind without a commit advancing it, counted from the last commit or
+from when this driver first saw it behind).
 
 A cluster that does not answer is no error: the mirror is *waiting* (`waiting`, `waiting_since` in the
 snapshot; `sparkmirror_mirror_stalled` and `sparkmirror_mirror_stalled_seconds`), as the services see it live
 or the lanes reported it at the end of their last epoch; one log line when it starts, one when it ends.
 
-Metric names follow Prometheus' conventions: base units (seconds, bytes), `_total` counters, a histogram for
-latency; rates are PromQL's `rate()` of the counters. Labels `flow_group`, `mirror`, `source`, `target`; per
-partition also `topic`, `partition`, `remote_topic`. `EXPORTED` lists them all (the chart's dashboard and alerts
-are checked against it).
-  sparkmirror_partition_records_total, sparkmirror_partition_bytes_total: counters read from the progress topic
-    (every progress record carries the key's running totals, so they survive driver restarts and compaction);
-  sparkmirror_partition_transactions_total: transactions that committed the partition's records (this driver);
-  sparkmirror_partition_lag_records, sparkmirror_partition_lag_seconds (how long the partition has been behind
-    without its mirrored position advancing: 0 when caught up), sparkmirror_partition_source_end_offset,
-    sparkmirror_partition_mirrored_offset, sparkmirror_partition_last_commit_timestamp_seconds;
-  sparkmirror_mirror_replication_latency_seconds: histogram of commit time on the target minus the source
-    record's timestamp, every record mirrored by this driver;
-  sparkmirror_mirror_lag_records, sparkmirror_mirror_lag_seconds (the partitions' sum and max),
-  sparkmirror_mirror_topics, sparkmirror_mirror_partitions, sparkmirror_mirror_up, sparkmirror_mirror_stalled,
-  sparkmirror_mirror_stalled_seconds, sparkmirror_mirror_errors_total (label `service`: failures of the
-  monitor, heartbeats or checkpoints), sparkmirror_heartbeats_total, sparkmirror_checkpoints_groups;
-  sparkmirror_consumer_group_lag_records, sparkmirror_consumer_group_target_lag_records (label `group`: each
-    checkpointed group's lag on the source and after its translated offsets on the target, `consumerlag.py`);
-  sparkmirror_flow_group_generation (the worker generation this driver runs), sparkmirror_driver_jvm_memory_bytes
-  (label `area`: heap_used, heap_committed, heap_max), and prometheus_client's `process_*` (the driver's Python
-  process: process_resident_memory_bytes, process_cpu_seconds_total, ...).
+The Prometheus families made of the snapshot, their names and labels: `exposition.py`.
 """
 from __future__ import annotations
 
@@ -52,11 +38,12 @@ from dataclasses import dataclass, field
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from .copying.errors import talking_to, transient_reason
-from .copying.summary import LATENCY_BUCKETS_MS
+from .exposition import EXPORTED, PER_PARTITION, families, prometheus_text  # noqa: F401 - the endpoint's API
 from .outage import Outage
 from .progress import CommittedCounter, ProgressTail, lag_position, partition_lag, should_count
 from .resource.flowgroup import FlowGroupConfig, Mirror
 from .replication import policy_for
+from .timelag import OldestRecordTimes
 from .topicsync import list_offsets, select_topics, topic_filter
 
 log = logging.getLogger(__name__)
@@ -79,6 +66,7 @@ class PartitionLive:
     mirrored: int = 0                # records mirrored, from the progress topic (all workers, all time)
     mirrored_bytes: int = 0          # their key + value bytes
     behind_since: float | None = None  # when the partition last fell behind (lag > 0), epoch seconds
+    oldest_ms: int | None = None     # timestamp of the oldest source record not mirrored yet (when behind)
 
     @property
     def position(self) -> int:
@@ -88,11 +76,17 @@ class PartitionLive:
     def lag(self) -> int:
         return partition_lag(self.start_offset, self.end_offset, self.next_offset, self.counted_lag)
 
-    def lag_seconds(self, now: float) -> float:
+    def stall_seconds(self, now: float) -> float:
         """How long the partition has been behind without its mirrored position advancing (0: caught up)."""
         if self.lag <= 0 or self.behind_since is None:
             return 0.0
         return max(now - max(self.behind_since, (self.last_commit_ms or 0) / 1000.0), 0.0)
+
+    def lag_seconds(self, now: float) -> float | None:
+        """Time lag: age of the oldest source record not mirrored yet (0: caught up; None: not read yet)."""
+        if self.lag <= 0:
+            return 0.0
+        return None if self.oldest_ms is None else max(now * 1000 - self.oldest_ms, 0.0) / 1000.0
 
 
 class MirrorMonitor:
@@ -107,6 +101,9 @@ class MirrorMonitor:
         self.partitions: dict[tuple[str, int], PartitionLive] = {}
         self.updated: float | None = None
         self._counter: CommittedCounter | None = None
+        self._oldest: OldestRecordTimes | None = None
+        self.transactions = 0  # transactions read from the progress topic since this monitor started
+        self._seen_ms: dict[tuple[str, int], int] | None = None  # per partition: newest commit_ms counted
 
     def _offsets(self, tps: list[tuple[str, int]], spec) -> dict[tuple[str, int], int]:
         return list_offsets(self.source_admin, tps, spec, self.timeout)
@@ -141,6 +138,8 @@ class MirrorMonitor:
                 pl.remote_topic = self.policy.format_remote_topic(self.mirror.source, tp[0])
             out[tp] = pl
         self._count_small_lags(out)
+        self._count_transactions(maps, latest)
+        self._read_oldest(out)
         now = time.time()
         for tp, pl in out.items():
             before = self.partitions.get(tp)
@@ -161,10 +160,40 @@ class MirrorMonitor:
         for tp, n in self._counter.count(todo).items():
             parts[tp].counted_lag = n
 
+    def _count_transactions(self, maps: dict, latest: dict) -> None:
+        """Transactions committed since the last poll, each once: the progress records one transaction writes
+        (one per partition it carried) share its lane and commit time. The first poll only sets the mark: the
+        counter starts at this driver's start, as Prometheus expects of a counter."""
+        first, seen = self._seen_ms is None, self._seen_ms or {}
+        fresh: set[tuple[int, int]] = set()
+        for tp, m in maps.items():
+            rec, mark = latest.get(tp), seen.get(tp, -1)
+            if rec is None:
+                continue
+            if not first:
+                for r in reversed(m.records):
+                    if r.commit_ms <= mark:
+                        break
+                    fresh.add((rec.lane, r.commit_ms))
+            seen[tp] = max(mark, rec.commit_ms)
+        self._seen_ms, self.transactions = seen, self.transactions + len(fresh)
+
+    def _read_oldest(self, parts: dict[tuple[str, int], PartitionLive]) -> None:
+        """The timestamp of each behind partition's oldest waiting record (`timelag`: a bounded read)."""
+        behind = {tp: pl.position for tp, pl in parts.items() if pl.lag > 0}
+        if not behind and self._oldest is None:
+            return
+        if self._oldest is None:
+            self._oldest = OldestRecordTimes(self.config.cluster(self.mirror.source).client_config(),
+                                             min(self.timeout, 2.0))
+        for tp, ts in self._oldest.timestamps(behind).items():  # a failed read leaves a partition without figure
+            parts[tp].oldest_ms = ts
+
     def close(self) -> None:
         self.tail.close()
-        if self._counter is not None:
-            self._counter.close()
+        for reader in (self._counter, self._oldest):
+            if reader is not None:
+                reader.close()
 
 
 def _summary_lag(jp: dict) -> int | None:
@@ -362,6 +391,7 @@ class DriverServices:
                     "bytes_committed": lv.mirrored_bytes if lv and lv.next_offset is not None else None,
                     "transactions": jp.get("transactions_total", 0),
                     "lag_seconds": lv.lag_seconds(time.time()) if lv else None,
+                    "stall_seconds": lv.stall_seconds(time.time()) if lv else None,
                     "latency_ms_avg": jp.get("latency_ms_avg"), "latency_ms_max": jp.get("latency_ms_max"),
                     "last_commit_ms": (lv.last_commit_ms if lv else None) or jp.get("last_commit_ms"),
                 })
@@ -379,6 +409,7 @@ class DriverServices:
                 "records_per_s": sum(p["records_per_s"] or 0.0 for p in parts),
                 "bytes_per_s": sum(p["bytes_per_s"] or 0.0 for p in parts),
                 "records_total": sum(p["records_total"] or 0 for p in parts),
+                "transactions": m.monitor.transactions if m.monitor is not None else 0,
                 "heartbeats": getattr(m.heartbeats, "sent", 0), "checkpoint_groups": m.checkpoint_groups,
                 "consumer_groups": [{"group": c.group, "lag": c.lag, "target_lag": c.target_lag,
                                      "partitions": c.partitions} for c in getattr(m.checkpoints, "lags", [])],
@@ -397,131 +428,6 @@ class _Collector:
 
     def collect(self) -> Iterable:
         cfg = self.services.config
-        return families(cfg.name, self.services.snapshot(), cfg.worker.generation, self.services.jvm_memory())
+        return families(cfg.name, self.services.snapshot(), cfg.worker.generation, self.services.jvm_memory(),
+                        cfg.metricsPerPartition is not False)
 
-
-EXPORTED = (
-    "sparkmirror_partition_lag_records", "sparkmirror_partition_lag_seconds", "sparkmirror_partition_source_end_offset",
-    "sparkmirror_partition_mirrored_offset", "sparkmirror_partition_records_total", "sparkmirror_partition_bytes_total",
-    "sparkmirror_partition_transactions_total", "sparkmirror_partition_last_commit_timestamp_seconds",
-    "sparkmirror_mirror_lag_records", "sparkmirror_mirror_lag_seconds", "sparkmirror_mirror_replication_latency_seconds",
-    "sparkmirror_mirror_topics", "sparkmirror_mirror_partitions", "sparkmirror_mirror_up", "sparkmirror_mirror_stalled",
-    "sparkmirror_mirror_stalled_seconds", "sparkmirror_mirror_errors_total", "sparkmirror_heartbeats_total",
-    "sparkmirror_checkpoints_groups", "sparkmirror_consumer_group_lag_records",
-    "sparkmirror_consumer_group_target_lag_records", "sparkmirror_flow_group_generation",
-    "sparkmirror_driver_jvm_memory_bytes",
-)
-"""Every metric family the endpoint serves besides prometheus_client's `process_*` (as scraped: counters with
-`_total`; a histogram's series add `_bucket`, `_sum`, `_count`)."""
-
-
-def families(flow_group: str, snapshot: dict[str, dict], generation: int | None = None,
-             jvm_memory: dict[str, int] | None = None) -> list:
-    """Prometheus metric families of a snapshot (pure: used by the endpoint and by tests)."""
-    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
-
-    ml = ["flow_group", "mirror", "source", "target"]
-    pl = [*ml, "topic", "partition", "remote_topic"]
-
-    def g(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
-        return GaugeMetricFamily(name, doc, labels=labels)
-
-    def c(name: str, doc: str, labels: list[str]) -> CounterMetricFamily:
-        return CounterMetricFamily(name.removesuffix("_total"), doc, labels=labels)
-
-    p_lag = g("sparkmirror_partition_lag_records", "Records not mirrored yet (source end offset minus next offset "
-              "to mirror, counted when small).", pl)
-    p_lag_s = g("sparkmirror_partition_lag_seconds", "How long the partition has been behind without its mirrored "
-                "position advancing (0: caught up).", pl)
-    p_end = g("sparkmirror_partition_source_end_offset", "End offset of the source partition.", pl)
-    p_pos = g("sparkmirror_partition_mirrored_offset", "Next source offset to mirror (committed on the target).", pl)
-    p_tot = c("sparkmirror_partition_records_total", "Records mirrored, from the progress topic's running totals.", pl)
-    p_bytes = c("sparkmirror_partition_bytes_total", "Key and value bytes mirrored, from the progress topic's running "
-                "totals.", pl)
-    p_tx = c("sparkmirror_partition_transactions_total", "Transactions that committed records of the partition "
-             "(since this driver started).", pl)
-    p_last = g("sparkmirror_partition_last_commit_timestamp_seconds", "Time of the last commit.", pl)
-    m_lag = g("sparkmirror_mirror_lag_records", "Sum of the partitions' lag in records.", ml)
-    m_lag_s = g("sparkmirror_mirror_lag_seconds", "Largest lag in seconds of the mirror's partitions.", ml)
-    m_lat = HistogramMetricFamily("sparkmirror_mirror_replication_latency_seconds", "Commit time on the target minus "
-                                  "the source record's timestamp, every record mirrored by this driver.", labels=ml)
-    m_top = g("sparkmirror_mirror_topics", "Source topics mirrored.", ml)
-    m_par = g("sparkmirror_mirror_partitions", "Source partitions mirrored.", ml)
-    m_up = g("sparkmirror_mirror_up", "1 when the mirror and its services report no error and wait for nothing.",
-             ml)
-    m_stall = g("sparkmirror_mirror_stalled", "1 while the mirror waits for a cluster that does not answer.", ml)
-    m_stall_s = g("sparkmirror_mirror_stalled_seconds", "How long the mirror has been waiting (0: not waiting).", ml)
-    m_err = c("sparkmirror_mirror_errors_total", "Failures of the mirror's driver services, by service.",
-              [*ml, "service"])
-    m_hb = c("sparkmirror_heartbeats_total", "MM2 heartbeats emitted.", ml)
-    m_ck = g("sparkmirror_checkpoints_groups", "Consumer groups checkpointed in the last round.", ml)
-    gl = [*ml, "group"]
-    g_lag = g("sparkmirror_consumer_group_lag_records", "Records a checkpointed consumer group has not read on the "
-              "source (end offset minus committed offset, over the mirrored partitions).", gl)
-    g_tlag = g("sparkmirror_consumer_group_target_lag_records", "Records after the group's translated offsets on "
-               "the target: what it would read there if it failed over now.", gl)
-    f_gen = g("sparkmirror_flow_group_generation", "Worker generation this driver runs.", ["flow_group"])
-    f_mem = g("sparkmirror_driver_jvm_memory_bytes", "The driver JVM's heap, by area.", ["flow_group", "area"])
-    now = time.time()
-    for name, s in sorted(snapshot.items()):
-        mv = [flow_group, name, s["source"], s["target"]]
-        lag_s = []
-        for p in s["partitions_detail"]:
-            pv = [*mv, p["topic"], str(p["partition"]), p["remote_topic"] or ""]
-            if p["lag"] is not None:
-                p_lag.add_metric(pv, p["lag"])
-            if p.get("lag_seconds") is not None:
-                p_lag_s.add_metric(pv, p["lag_seconds"])
-                lag_s.append(p["lag_seconds"])
-            if p["end_offset"] is not None:
-                p_end.add_metric(pv, p["end_offset"])
-            if p["next_offset"] is not None:
-                p_pos.add_metric(pv, p["next_offset"])
-            if p.get("records_committed") is not None:
-                p_tot.add_metric(pv, p["records_committed"])
-                p_bytes.add_metric(pv, p["bytes_committed"] or 0)
-            p_tx.add_metric(pv, p.get("transactions") or 0)
-            if p["last_commit_ms"]:
-                p_last.add_metric(pv, p["last_commit_ms"] / 1000.0)
-        if s["lag"] is not None:
-            m_lag.add_metric(mv, s["lag"])
-        if lag_s:
-            m_lag_s.add_metric(mv, max(lag_s))
-        lat = s.get("latency")
-        if lat:
-            buckets = [(repr(b / 1000), n) for b, n in zip(LATENCY_BUCKETS_MS, lat["le"])]
-            m_lat.add_metric(mv, [*buckets, ("+Inf", lat["count"])], lat["sum_ms"] / 1000.0)
-        m_top.add_metric(mv, s["topics"])
-        m_par.add_metric(mv, s["partitions"])
-        m_up.add_metric(mv, 0 if s["errors"] or s.get("waiting") else 1)
-        m_stall.add_metric(mv, 1 if s.get("waiting") else 0)
-        since = s.get("waiting_since")
-        m_stall_s.add_metric(mv, max(now - since, 0.0) if s.get("waiting") and since else 0.0)
-        for service in ("monitor", "heartbeats", "checkpoints"):
-            m_err.add_metric([*mv, service], (s.get("error_counts") or {}).get(service, 0))
-        m_hb.add_metric(mv, s["heartbeats"])
-        m_ck.add_metric(mv, s["checkpoint_groups"])
-        for cg in s.get("consumer_groups") or []:
-            g_lag.add_metric([*mv, cg["group"]], cg["lag"])
-            if cg["target_lag"] is not None:
-                g_tlag.add_metric([*mv, cg["group"]], cg["target_lag"])
-    if generation is not None:
-        f_gen.add_metric([flow_group], generation)
-    for area, n in sorted((jvm_memory or {}).items()):
-        f_mem.add_metric([flow_group, area], n)
-    return [p_lag, p_lag_s, p_end, p_pos, p_tot, p_bytes, p_tx, p_last, m_lag, m_lag_s, m_lat, m_top, m_par, m_up,
-            m_stall, m_stall_s, m_err, m_hb, m_ck, g_lag, g_tlag, f_gen, f_mem]
-
-
-def prometheus_text(flow_group: str, snapshot: dict[str, dict], generation: int | None = None,
-                    jvm_memory: dict[str, int] | None = None) -> str:
-    """The exposition text of a snapshot (what /metrics serves)."""
-    from prometheus_client import CollectorRegistry, generate_latest
-
-    class _Static:
-        def collect(self):
-            return families(flow_group, snapshot, generation, jvm_memory)
-
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Static())
-    return generate_latest(registry).decode()

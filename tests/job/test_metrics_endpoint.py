@@ -34,16 +34,31 @@ def test_text_from_snapshot() -> None:
                   "checkpoint_groups": 1, "updated": 0, "errors": {}, "error_counts": {"checkpoints": 2},
                   "latency": {"le": [0, 0, 1, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3], "count": 4, "sum_ms": 2040},
                   "partitions_detail": [{"topic": "t", "partition": 0, "remote_topic": "a.t", "lag": 5,
-                                         "lag_seconds": 1.5, "end_offset": 47, "next_offset": 42,
+                                         "lag_seconds": 1.5, "stall_seconds": 0.5, "end_offset": 47,
+                                         "next_offset": 42,
                                          "records_per_s": 10.0, "bytes_per_s": 1000.0, "records_total": 42,
                                          "records_committed": 42, "bytes_committed": 4200, "transactions": 7,
                                          "latency_ms_avg": 12.5, "latency_ms_max": 40,
-                                         "last_commit_ms": 1_700_000_000_000}]}}
+                                         "last_commit_ms": 1_700_000_000_000},
+                                        {"topic": "t", "partition": 1, "remote_topic": "a.t", "lag": 0,
+                                         "lag_seconds": 0.0, "stall_seconds": 0.0, "end_offset": 9,
+                                         "next_offset": 9, "records_per_s": 0.0, "bytes_per_s": 0.0,
+                                         "records_total": 9, "records_committed": 9, "bytes_committed": 90,
+                                         "transactions": 3, "latency_ms_avg": None, "latency_ms_max": None,
+                                         "last_commit_ms": 1_600_000_000_000}],
+                  "transactions": 8}}
     ss = samples(prometheus_text("fg", snap, generation=3, jvm_memory={"heap_used": 10, "heap_max": 100}))
     lab = dict(flow_group="fg", mirror="m", topic="t", partition=0, remote_topic="a.t")
     assert find(ss, "sparkmirror_partition_lag_records", **lab) == [5]
     assert find(ss, "sparkmirror_partition_lag_seconds", **lab) == [1.5]
     assert find(ss, "sparkmirror_mirror_lag_seconds", mirror="m") == [1.5]
+    assert find(ss, "sparkmirror_partition_commit_stall_seconds", **lab) == [0.5]
+    assert find(ss, "sparkmirror_mirror_commit_stall_seconds", mirror="m") == [0.5]
+    # per mirror: totals summed over the partitions, transactions each once (8, not 7 + 3 by partition)
+    assert find(ss, "sparkmirror_mirror_records_total", mirror="m") == [51]
+    assert find(ss, "sparkmirror_mirror_bytes_total", mirror="m") == [4290]
+    assert find(ss, "sparkmirror_mirror_transactions_total", mirror="m") == [8]
+    assert find(ss, "sparkmirror_mirror_last_commit_timestamp_seconds", mirror="m") == [1_700_000_000]
     assert find(ss, "sparkmirror_partition_mirrored_offset", **lab) == [42]
     assert find(ss, "sparkmirror_partition_records_total", **lab) == [42]
     assert find(ss, "sparkmirror_partition_bytes_total", **lab) == [4200]
@@ -60,6 +75,14 @@ def test_text_from_snapshot() -> None:
     assert find(ss, "sparkmirror_driver_jvm_memory_bytes", area="heap_max") == [100]
     # no per-second gauges and no milliseconds: rates are rate() of the counters
     assert not [n for n, _ in ss if n.endswith(("_per_second", "_ms"))]
+    # no label a scrape target owns, and no worker generation as a label (new series at every handoff)
+    assert not {k for _, ls in ss for k, _ in ls} & {"namespace", "pod", "job", "instance", "generation",
+                                                     "worker_generation"}
+    # per-partition families off: not a series of them, the per-mirror ones unchanged
+    off = samples(prometheus_text("fg", snap, generation=3, per_partition=False))
+    assert not [n for n, _ in off if n.startswith("sparkmirror_partition_")]
+    assert {k: v for k, v in ss.items() if k[0].startswith("sparkmirror_mirror_")} == \
+        {k: v for k, v in off.items() if k[0].startswith("sparkmirror_mirror_")}
 
 
 def test_exported_names_are_what_the_endpoint_serves() -> None:
@@ -95,6 +118,7 @@ def test_live_lag_and_endpoint(kafka_a, kafka_b, topic, flowgroup) -> None:
         assert find(ss, "sparkmirror_partition_records_total", topic=src) == [100, 100]
         assert all(b > 100 * 2 for b in find(ss, "sparkmirror_partition_bytes_total", topic=src))
         assert find(ss, "sparkmirror_partition_lag_seconds", topic=src) == [0, 0]
+        assert find(ss, "sparkmirror_partition_commit_stall_seconds", topic=src) == [0, 0]
         assert find(ss, "process_resident_memory_bytes")[0] > 10 * 2**20
         # MM2 mirrors a source `heartbeats` topic whatever the topic pattern; other tests may have made one
         hb = AdminClient({"bootstrap.servers": kafka_a.bootstrap}).list_topics(timeout=10).topics.get("heartbeats")
@@ -247,5 +271,59 @@ def test_consumer_group_lag_in_metrics_and_status(kafka_a, kafka_b, topic, flowg
         assert [(c.group, c.lag, c.partitions) for c in status.consumer_groups or []] == [(group, 210, 2)]
         copy()
         wait_for(lambda: lags() == ([210], [210]), 60, "210 on both once the mirror caught up")
+    finally:
+        services.stop()
+
+
+def test_time_lag_and_transactions_counted_once(kafka_a, kafka_b, topic, flowgroup) -> None:
+    """Records written with timestamps two minutes old: the time lag is their age (not the time since the last
+    commit, which there never was), per partition and per mirror, and 0 once they are copied. One lane carrying
+    both partitions commits them together: the mirror counts each transaction once, while the per-partition
+    counters count it in both. The time-lag reads stay bounded: one per behind partition, not one per poll."""
+    from confluent_kafka import Producer
+
+    src = topic(kafka_a, 2)
+    cfg = flowgroup(src, lanes=1, metricsPort=0, mirror={"emitHeartbeats": False, "emitCheckpoints": False})
+    mirror = cfg.mirrors[0]
+    written_ms = int(time.time() * 1000) - 120_000
+    p = Producer({"bootstrap.servers": kafka_a.bootstrap})
+    for i in range(100):
+        p.produce(src, value=str(i).encode(), partition=i % 2, timestamp=written_ms + i)
+    assert p.flush(30) == 0
+    routes = TopicSync(cfg, mirror).sync()
+    ensure_progress_topic(cfg.cluster("b").client_config(), cfg.progressTopic)
+    services = DriverServices(cfg, stats=lambda: {}, poll_interval=0.3, bind="127.0.0.1").start()
+    try:
+        url = f"http://127.0.0.1:{services.metrics_port}/metrics"
+
+        def scrape() -> dict:
+            return samples(urllib.request.urlopen(url, timeout=5).read().decode())
+
+        def aged() -> bool:
+            ages = find(scrape(), "sparkmirror_partition_lag_seconds", topic=src)
+            return len(ages) == 2 and all(119 < a < 180 for a in ages)
+
+        wait_for(aged, 30, "a time lag of about two minutes on both partitions before copying")
+        ss = scrape()
+        assert 119 < find(ss, "sparkmirror_mirror_lag_seconds", mirror=mirror.name)[0] < 180
+        # nothing committed yet: the stall counts from when this driver saw the partitions behind
+        assert find(ss, "sparkmirror_mirror_commit_stall_seconds", mirror=mirror.name)[0] < 60
+        time.sleep(1.5)  # several polls with the positions unchanged: no new reads
+        oldest = services.mirrors[mirror.name].monitor._oldest
+        assert oldest is not None and oldest.fetches == 2
+        (lane,) = [ln for ln in plan_lanes(mirror.name, cfg.lanes_of(mirror),
+                                           [(r.source_topic, r.target_topic, r.partitions) for r in routes])
+                   if ln.partitions]
+        rows = copy_lane(cfg, mirror, lane.index, list(lane.partitions), 2.0)
+        per_partition = [r.transactions for r in rows if r.source_topic == src]
+        wait_for(lambda: find(scrape(), "sparkmirror_partition_lag_seconds", topic=src) == [0, 0], 30,
+                 "no time lag once copied")
+        wait_for(lambda: find(scrape(), "sparkmirror_mirror_transactions_total", mirror=mirror.name)[0] > 0, 30,
+                 "the transactions read from the progress topic")
+        ss = scrape()
+        assert find(ss, "sparkmirror_mirror_lag_seconds", mirror=mirror.name) == [0]
+        assert find(ss, "sparkmirror_mirror_records_total", mirror=mirror.name) == [100]
+        (tx,) = find(ss, "sparkmirror_mirror_transactions_total", mirror=mirror.name)
+        assert len(per_partition) == 2 and max(per_partition) <= tx < sum(per_partition), (tx, per_partition)
     finally:
         services.stop()

@@ -1,6 +1,7 @@
-"""What GitOps tools make of the operator's status: the Argo CD health check shipped in gitops/ (run in a real
-Lua interpreter) and Flux's kstatus (the sigs.k8s.io/cli-utils library, built from its Go module) read the same
-sample resources, whose statuses come from `build_status` itself.
+"""What GitOps tools make of the operator's status: the Argo CD health check shipped in gitops/ (run in gopher-lua,
+Argo CD's own Lua runtime, with the libraries Argo CD opens for a custom check) and Flux's kstatus (the
+sigs.k8s.io/cli-utils library, built from its Go module) read the same sample resources, whose statuses come
+from `build_status` itself.
 
 The samples are committed as Argo CD test data (gitops/argocd/.../testdata, checked against `health_test.yaml`
 in Argo CD's own layout); regenerate them after an intended status change with SPARKMIRROR_UPDATE_GOLDEN=1.
@@ -94,36 +95,18 @@ def test_samples_are_what_the_operator_writes() -> None:
         assert yaml.safe_load(path.read_text()) == want, f"{path} is stale: rerun with SPARKMIRROR_UPDATE_GOLDEN=1"
 
 
-def _lua_literal(v: Any) -> str:
-    """A Python value (from YAML) as a Lua table constructor, the shape Argo CD hands a health script as `obj`."""
-    if v is None:
-        return "nil"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return repr(v)
-    if isinstance(v, str):
-        return '"' + "".join(ch if 32 <= ord(ch) < 127 and ch not in '"\\' else
-                             "".join(f"\\{b:03d}" for b in ch.encode()) for ch in v) + '"'
-    if isinstance(v, list):
-        return "{" + ", ".join(_lua_literal(x) for x in v) + "}"
-    return "{" + ", ".join(f"[{_lua_literal(str(k))}] = {_lua_literal(x)}" for k, x in v.items()) + "}"
-
-
-def run_health_lua(lua: Path, obj: dict) -> dict[str, str]:
-    """The shipped script run as Argo CD runs it: `obj` global, the script's chunk returns the health table."""
-    script = (HEALTH / "health.lua").read_text()
-    chunk = (f"obj = {_lua_literal(obj)}\nlocal hs = (function()\n{script}\nend)()\n"
-             'io.write(hs.status, "\\n", hs.message or "", "\\n")\n')
-    out = subprocess.run([str(lua), "-"], input=chunk, capture_output=True, text=True, timeout=30)
+def run_health_checks(argocdlua: Path, objs: list[dict], script: Path = HEALTH / "health.lua") -> list[dict]:
+    """The script run as Argo CD's controller runs it (`dev/sparkmirror_dev/argocdlua`): `obj` global, the returned
+    table's status and message, or the error Argo CD would report."""
+    lines = "".join(json.dumps(o) + "\n" for o in objs)
+    out = subprocess.run([str(argocdlua), str(script)], input=lines, capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stderr
-    status, message = out.stdout.split("\n", 1)
-    return {"status": status, "message": message.rstrip("\n")}
+    return [json.loads(line) for line in out.stdout.splitlines()]
 
 
 @pytest.fixture(scope="module")
-def lua() -> Path:
-    return install.lua()
+def argocdlua() -> Path:
+    return install.argocd_lua()
 
 
 @pytest.fixture(scope="module")
@@ -131,12 +114,33 @@ def kstatus() -> Path:
     return install.kstatus()
 
 
-def test_argocd_health_check_reads_the_samples(lua: Path) -> None:
+def test_argocd_health_check_reads_the_samples(argocdlua: Path) -> None:
     tests = yaml.safe_load((HEALTH / "health_test.yaml").read_text())["tests"]
     assert {Path(t["inputPath"]).stem for t in tests} == {"no-status", *SAMPLES}
-    for t in tests:
-        obj = yaml.safe_load((HEALTH / t["inputPath"]).read_text())
-        assert run_health_lua(lua, obj) == t["healthStatus"], t["inputPath"]
+    objs = [yaml.safe_load((HEALTH / t["inputPath"]).read_text()) for t in tests]
+    got = run_health_checks(argocdlua, objs)
+    for t, g in zip(tests, got, strict=True):
+        assert g == t["healthStatus"], t["inputPath"]
+
+
+def test_the_runtime_is_argo_cds_not_a_full_lua(argocdlua: Path, tmp_path: Path) -> None:
+    """What would pass in a full Lua but not in Argo CD fails here too: a custom check gets no `string` library
+    (nor a string metatable, nor io); a status Argo CD does not know reads as Unknown; a loop is stopped."""
+    obj = yaml.safe_load((HEALTH / "testdata" / "running.yaml").read_text())
+    cases = {"string.lua": 'return {status = "Healthy", message = string.format("%d", 1)}',
+             "method.lua": 'local s = "ab"\nreturn {status = "Healthy", message = s:upper()}',
+             "io.lua": 'io.write("x")\nreturn {status = "Healthy"}',
+             "bad-status.lua": 'return {status = "Fine", message = "ok"}',
+             "loop.lua": 'while true do end',
+             "ok.lua": 'return {status = "Healthy", message = obj.metadata.name .. " " .. #obj.status.conditions '
+                       '.. " " .. tostring(obj.metadata.generation == obj.status.observedGeneration)}'}
+    got = {}
+    for name, text in cases.items():
+        (tmp_path / name).write_text(text)
+        (got[name],) = run_health_checks(argocdlua, [obj], tmp_path / name)
+    assert all("error" in got[n] for n in ("string.lua", "method.lua", "io.lua", "loop.lua")), got
+    assert got["bad-status.lua"] == {"status": "Unknown", "message": "Lua returned an invalid health status"}
+    assert got["ok.lua"] == {"status": "Healthy", "message": f"m {len(obj['status']['conditions'])} true"}
 
 
 def test_kstatus_reads_the_samples(kstatus: Path) -> None:

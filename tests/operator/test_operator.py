@@ -55,6 +55,15 @@ def set_spark_state(kapi: KubeApi, ns: str, app: str, state: str, error: str | N
     kapi.patch_status("SparkApplication", ns, app, st)
 
 
+def expected_groups(namespace: str, name: str) -> set[str]:
+    """The flow groups the operator's metrics say it runs (what SparkmirrorMirrorGone compares drivers with)."""
+    from sparkmirror_operator import metrics
+
+    return {s.labels["flow_group"] for f in metrics.REGISTRY.collect() for s in f.samples
+            if s.name == "sparkmirror_operator_flow_group_expected" and s.value == 1
+            and (s.labels["resource_namespace"], s.labels["resource"]) == (namespace, name)}
+
+
 def test_apply_change_remove_delete(operator, kapi, namespace, figure) -> None:
     kapi.create(secret(namespace, "mirror-user", {"password": "s3cr3t-value"}))
     t0 = time.monotonic()
@@ -86,6 +95,7 @@ def test_apply_change_remove_delete(operator, kapi, namespace, figure) -> None:
     assert progressing["status"] == "True"
     st = kapi.get(KMM2, namespace, "m")["status"]
     assert st["observedGeneration"] == 1 and st["flowGroupsReady"] == "0/2" and "s3cr3t-value" not in str(st)
+    assert expected_groups(namespace, "m") == {g["name"] for g in st["flowGroups"]} and len(st["flowGroups"]) == 2
 
     # reconciling again (as on resume) changes nothing
     versions = {(k, o["metadata"]["name"]): o["metadata"]["resourceVersion"]
@@ -113,12 +123,14 @@ def test_apply_change_remove_delete(operator, kapi, namespace, figure) -> None:
     assert wait_for("observedGeneration 2", lambda: kapi.get(KMM2, namespace, "m")["status"]["observedGeneration"] == 2)
     role = kapi.get("Role", namespace, "m-spark")
     assert next(r for r in role["rules"] if "leases" in r["resources"])["resourceNames"] == ["m-a"]
+    wait_for("one flow group expected", lambda: len(expected_groups(namespace, "m")) == 1)
 
     # delete the resource: the garbage collector removes everything it owns
     kapi.delete(KMM2, namespace, "m")
     wait_for("owned objects garbage-collected", lambda: all(
         names(kapi, k, namespace, "m") == [] for k in ("SparkApplication", "ConfigMap", "Lease", "Role",
                                                        "RoleBinding", "ServiceAccount")), timeout=90)
+    wait_for("no flow group expected once deleted", lambda: expected_groups(namespace, "m") == set())
 
 
 def test_spark_states_show_in_status(operator, kube, kapi, namespace) -> None:
@@ -172,12 +184,15 @@ def test_paused_suspends_and_stopped_removes_applications(operator, kapi, namesp
     assert app["spec"]["suspend"] is True
     # the condition of the state before is there until the operator writes the new one: wait for the reason
     wait_for("Paused", lambda: (condition(kapi, namespace, "p", "Ready") or {}).get("reason") == "Paused")
+    assert expected_groups(namespace, "p") == set()  # suspended drivers serve no metrics: not "gone"
     kapi._call("PATCH", f"/apis/sparkmirror.io/v1alpha1/namespaces/{namespace}/kafkamirrormaker2s/p", [],
                {"spec": {"state": "running"}}, "application/merge-patch+json")
     wait_for("resumed", lambda: kapi.get("SparkApplication", namespace, "p-a")["spec"]["suspend"] is False)
+    wait_for("both flow groups expected", lambda: len(expected_groups(namespace, "p")) == 2)
     kapi._call("PATCH", f"/apis/sparkmirror.io/v1alpha1/namespaces/{namespace}/kafkamirrormaker2s/p", [],
                {"spec": {"state": "stopped"}}, "application/merge-patch+json")
     wait_for("apps removed", lambda: names(kapi, "SparkApplication", namespace, "p") == [])
+    wait_for("no flow group expected once stopped", lambda: expected_groups(namespace, "p") == set())
     assert names(kapi, "ConfigMap", namespace, "p") == ["p-a-config", "p-c-config"]  # a restart resumes
     # the condition of the state before is there until the operator writes the new one: wait for the reason
     wait_for("Stopped", lambda: (condition(kapi, namespace, "p", "Ready") or {}).get("reason") == "Stopped")

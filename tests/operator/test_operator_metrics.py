@@ -35,5 +35,27 @@ def test_reconciles_and_handoffs_are_served() -> None:
     assert delta("sparkmirror_operator_reconciles_total", trigger="lease", result="ok") == 1
     assert delta("sparkmirror_operator_reconciles_total", trigger="lease", result="error") == 1
     assert delta("sparkmirror_operator_reconcile_duration_seconds_count", trigger="lease") == 2
-    assert delta("sparkmirror_operator_handoffs_total", namespace="ns", name="mm", flow_group="g1") == 1
-    assert delta("sparkmirror_operator_handoffs_total", namespace="ns", name="mm", flow_group="g2") == 1
+    assert delta("sparkmirror_operator_handoffs_total", resource_namespace="ns", resource="mm", flow_group="g1") == 1
+    assert delta("sparkmirror_operator_handoffs_total", resource_namespace="ns", resource="mm", flow_group="g2") == 1
+
+
+def test_expected_flow_groups_follow_the_status() -> None:
+    """The gauge the mirror-gone alert compares the drivers with: a flow group with an application is expected;
+    one stopped or failed over (no application in the status), a paused resource and a deleted one are not."""
+    port = metrics.serve(0, "127.0.0.1")
+
+    def expected() -> set[str]:
+        return {dict(k[1])["flow_group"] for k, v in _scrape(port).items()
+                if k[0] == "sparkmirror_operator_flow_group_expected" and dict(k[1])["resource"] == "gone" and v == 1}
+
+    running = {"flowGroups": [{"name": "g1", "application": "gone-g1-1"}, {"name": "g2", "application": "gone-g2-1"}]}
+    assert metrics.expect("ns", "gone", running) == {"g1", "g2"} and expected() == {"g1", "g2"}
+    one_stopped = {"flowGroups": [{"name": "g1", "application": "gone-g1-1"}, {"name": "g2"}]}
+    assert metrics.expect("ns", "gone", one_stopped) == {"g1"} and expected() == {"g1"}
+    assert metrics.expect("ns", "gone", running, "paused") == set() and expected() == set()
+    assert metrics.expect("ns", "gone", running, "running") == {"g1", "g2"}
+    assert metrics.expect("ns", "gone", None) == set() and expected() == set()
+    metrics.count_handoffs("ns", "gone", {}, {"handoffs": [{"toGeneration": 2, "toFlowGroups": ["g1"]}]})
+    names = [frozenset(dict(k[1])) for k in _scrape(port) if k[0].startswith("sparkmirror_operator_")]
+    assert frozenset({"resource_namespace", "resource", "flow_group"}) in names
+    assert not any("namespace" in n for n in names), "a `namespace` label is renamed by the ServiceMonitor"

@@ -177,6 +177,14 @@ def test_metrics_bind_reaches_the_flow_group_config() -> None:
     bound = Settings.from_env({"SPARKMIRROR_METRICS_BIND": "127.0.0.1", "SPARKMIRROR_METRICS_PORT": "9191"})
     assert {(c.metricsBind, c.metricsPort) for c in configs(bound)} == {("127.0.0.1", 9191)}
     assert {c.metricsBind for c in configs(Settings.from_env({}))} == {None}
+    # per-partition metric families: on unless the chart's metrics.perPartition says false
+    assert {c.metricsPerPartition for c in configs(Settings.from_env({}))} == {None}  # on, the driver's default
+    off = Settings.from_env({"SPARKMIRROR_METRICS_PER_PARTITION": "false"})
+    assert {c.metricsPerPartition for c in configs(off)} == {False}
+    # a flow group's own setting wins over the operator's
+    src["spec"]["flowGroups"][0]["metricsPerPartition"] = True
+    own = {c.name: c.metricsPerPartition for c in configs(off)}
+    assert own.pop("east-orders") is None and own and set(own.values()) == {False}
     with pytest.raises(ValueError, match="SPARKMIRROR_METRICS_BIND: expected an IP address, got 'any'"):
         Settings.from_env({"SPARKMIRROR_METRICS_BIND": "any"})
 

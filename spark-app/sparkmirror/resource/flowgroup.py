@@ -313,6 +313,9 @@ class FlowGroupConfig(_Model):
     metricsPort: int | None = Field(None, ge=0, le=65535, description="Prometheus text on the driver; 0 = any.")
     metricsBind: str | None = Field(None, description="IP address the metrics endpoint binds to; default "
                                                       "$SPARKMIRROR_METRICS_BIND, else 0.0.0.0 (every interface).")
+    metricsPerPartition: bool | None = Field(None, description="Serve the per-partition metric families (9 series "
+                                             "per source partition; None: yes); false: per mirror only, for mirrors "
+                                             "of many partitions.")
     sourceGapPolicy: Literal["fail", "skip"] = Field(
         "fail", description="What a lane does when the source no longer holds the next offset to copy (retention "
         "or truncation deleted it, or the topic was recreated) or its remote topic was recreated: 'fail' stops the "

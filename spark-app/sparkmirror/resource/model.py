@@ -273,6 +273,9 @@ class FlowGroupSpec(_Model):
                                                       "spark.parallelism.", ge=1, le=1024)
     executor: ExecutorSpec | None = Field(None, description="Executor resources of this group; default "
                                                             "spark.executor.")
+    metricsPerPartition: bool | None = Field(None, description="Whether this group's driver serves the per-partition "
+                                             "metric families (9 series per source partition); default the "
+                                             "operator's (the chart's metrics.perPartition).")
 
 
 class State(str, Enum):

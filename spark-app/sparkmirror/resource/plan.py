@@ -458,6 +458,7 @@ def plan(resource: dict[str, Any] | KafkaMirrorMaker2, *, secrets: str = "files"
             lingerMs=spec.spark.lingerMs,
             offsetHistory=spec.spark.offsetHistory,
             progressTopic=spec.progressTopic,
+            metricsPerPartition=g.metricsPerPartition if g is not None else None,
             checkpointDir=f"{checkpoint.rstrip('/')}/{kmm2.namespace}/{kmm2.name}/{name}" if checkpoint else None,
             worker=Worker(generation=1, version=spec.version or "unversioned",
                           leaseName=lease_name(kmm2.name, name), leaseNamespace=kmm2.namespace),

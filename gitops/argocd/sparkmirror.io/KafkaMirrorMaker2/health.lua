@@ -1,7 +1,8 @@
 -- Argo CD health check for sparkmirror.io/KafkaMirrorMaker2, read from the conditions sparkmirror's operator
 -- writes (operator/sparkmirror_operator/status.py). Install it as argocd-cm's
 -- `resource.customizations.health.sparkmirror.io_KafkaMirrorMaker2` (see gitops/README.md).
--- Argo CD runs Lua 5.1 (gopher-lua): keep to what 5.1 understands.
+-- Argo CD runs Lua 5.1 (gopher-lua) with the package, base, table and a reduced os library only (no string
+-- library unless useOpenLibs): keep to those.
 local hs = {}
 
 local function condition_map(conditions)
