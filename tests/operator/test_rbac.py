@@ -213,3 +213,32 @@ def test_the_operator_reconciles_and_a_driver_reports_with_the_installed_rights(
     with kube.api_client() as admin:
         lease = KubeApi(admin).get("Lease", ns, "m-a")
     assert lease["metadata"]["annotations"][LEASE_HOLDER] == "1" and lease_ready_key(1) in lease["metadata"]["annotations"]
+
+
+def test_watch_all_namespaces_is_cluster_wide_only_where_needed(kube, kmm2_crd) -> None:
+    """watchAllNamespaces: the operator's rules (no Secrets) through a ClusterRole, so it serves a namespace the
+    chart never heard of; Secrets and the drivers' account only in watchNamespaces; no pod or RBAC right anywhere."""
+    name = f"all{int(time.time()) % 100000}"
+    ns, listed, other = f"{name}-ops", f"{name}-listed", f"{name}-other"
+    for n in (ns, listed, other):
+        kube.kubectl("create", "namespace", n)
+    res = subprocess.run([helm(), "install", name, str(CHART), "--kubeconfig", str(kube.kubeconfig), "--namespace", ns,
+                          "--skip-crds", "--set", "watchAllNamespaces=true", "--set", f"watchNamespaces={{{listed}}}"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    try:
+        op = f"system:serviceaccount:{ns}:{name}-sparkmirror"
+        kube.wait_allowed(op, other, "create", "sparkapplications.sparkoperator.k8s.io")
+        kube.wait_allowed(op, listed, "get", "secrets")
+        assert can_i(kube, op, other, "list", "namespaces") and can_i(kube, op, other, "create", "leases.coordination.k8s.io")
+        assert not can_i(kube, op, other, "get", "secrets")
+        for where in (ns, listed, other):
+            assert [c for c in OPERATOR_MAY_NOT if can_i(kube, op, where, *c)] == [], where
+        driver = f"system:serviceaccount:{listed}:{name}-sparkmirror-driver"
+        kube.wait_allowed(driver, listed, "create", "pods")
+        assert not can_i(kube, driver, other, "create", "pods")
+        assert kube.kubectl("get", "serviceaccount", f"{name}-sparkmirror-driver", f"--namespace={other}",
+                            check=False).returncode != 0  # drivers run only where their account exists
+    finally:
+        subprocess.run([helm(), "uninstall", name, "--kubeconfig", str(kube.kubeconfig), "--namespace", ns],
+                       capture_output=True, text=True, timeout=120)
