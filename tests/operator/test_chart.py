@@ -107,13 +107,14 @@ def test_rendered_chart_is_valid_and_its_rbac_suffices(kube, kmm2_crd, namespace
     kinds = sorted(d["kind"] for d in docs)
     assert kinds == ["ConfigMap", "Deployment", "NetworkPolicy", "Role", "Role", "Role", "RoleBinding", "RoleBinding",
                      "RoleBinding", "Service", "Service", "ServiceAccount", "ServiceAccount", "ValidatingAdmissionPolicy",
-                     "ValidatingAdmissionPolicyBinding"]
+                     "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicyBinding"]
     cluster_docs = _template(namespace, "--set", "watchAllNamespaces=true", "--set", "replicas=2",
                              "--set-json", 'metrics.networkPolicy.from=[{"namespaceSelector": {}}]')
     assert sorted(d["kind"] for d in cluster_docs) == [
         "ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "NetworkPolicy", "PodDisruptionBudget", "Role",
         "Role", "Role", "RoleBinding", "RoleBinding", "RoleBinding", "Service", "Service", "ServiceAccount",
-        "ServiceAccount", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
+        "ServiceAccount", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+        "ValidatingAdmissionPolicyBinding"]
     text = yaml.safe_dump_all(docs)
     res = kube.kubectl("apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump_all(cluster_docs), check=False)
     assert res.returncode == 0, res.stderr

@@ -172,6 +172,22 @@ def test_the_admission_policy_keeps_drivers_off_the_operators_state(kube, releas
     assert after["spec"]["holderIdentity"] == "m-a"
 
 
+def test_the_admission_policy_keeps_the_operator_to_its_own_objects(kube, release) -> None:
+    """The operator's Role covers every ConfigMap and Lease of a served namespace; its policy refuses those not
+    carrying its label, but for its election Lease."""
+    ns, op = release["jobs"], release["operator"]
+    kube.kubectl("create", "configmap", "someone-elses", f"--namespace={ns}")
+    assert "writes only its own" in refused(kube, op, "label", "configmap", "someone-elses", "x=y", f"--namespace={ns}")
+    assert "writes only its own" in refused(kube, op, "delete", "configmap", "someone-elses", f"--namespace={ns}")
+    assert "writes only its own" in refused(kube, op, "create", "-f", "-", input=_lease(ns, "not-mine", {}, {}))
+    # a ConfigMap labelled as its own, and its election Lease by name (in the release's namespace), pass
+    kube.kubectl("create", "-f", "-", f"--as={op}", input=json.dumps({
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "mine", "namespace": ns,
+                                                            "labels": {"sparkmirror.io/resource": "m"}}}))
+    kube.kubectl("apply", "--server-side", "--field-manager=test", "-f", "-", f"--as={op}",
+                 input=_lease(release["ns"], release["lease"], {}, {}))
+
+
 def test_the_operator_reconciles_and_a_driver_reports_with_the_installed_rights(kube, release) -> None:
     """End to end with the rights helm installed: the operator (as its ServiceAccount) renders a resource whose
     applications name the drivers' account; a driver (as that account) reads its Lease and reports ready on it
