@@ -1,6 +1,6 @@
 """Least privilege, proven on the real API server (RBAC authorizer, admission on): after `helm install`, what the
 operator's and the drivers' ServiceAccounts may and may not do (`kubectl auth can-i` as each), and what the drivers'
-admission policy refuses that RBAC cannot (real writes as the driver). The threat model: charts/sparkmirror/README.md."""
+admission policies refuse that RBAC cannot (real writes as the driver and as the operator). The threat model: charts/sparkmirror/README.md."""
 from __future__ import annotations
 
 import json
