@@ -1,6 +1,7 @@
 """Least privilege, proven on the real API server (RBAC authorizer, admission on): after `helm install`, what the
-operator's and the drivers' ServiceAccounts may and may not do (`kubectl auth can-i` as each), and what the drivers'
-admission policies refuse that RBAC cannot (real writes as the driver and as the operator). The threat model: charts/sparkmirror/README.md."""
+operator's and the drivers' ServiceAccounts may and may not do (`kubectl auth can-i` as each), and what the chart's
+admission policies refuse that RBAC cannot (real writes as the driver and as the operator). The threat model:
+charts/sparkmirror/README.md."""
 from __future__ import annotations
 
 import json
