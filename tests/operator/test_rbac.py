@@ -196,6 +196,8 @@ def test_the_operator_reconciles_and_a_driver_reports_with_the_installed_rights(
     from kubernetes import client
 
     from sparkmirror.handoff.lease import LeaseGate, LeaseRef
+    from sparkmirror.handoff.takeover import Takeover
+    from sparkmirror.resource.names import lease_took_over_key
     from sparkmirror_operator.kubeapi import KubeApi
     from sparkmirror_operator.reconcile import Reconciler
     from sparkmirror_operator.render import Settings
@@ -223,13 +225,16 @@ def test_the_operator_reconciles_and_a_driver_reports_with_the_installed_rights(
         gate = LeaseGate([LeaseRef(ns, "m-a", 1)], api=client.CoordinationV1Api(api))
         assert gate.holders() == {LeaseRef(ns, "m-a", 1): 1}
         gate.report_ready()
+        gate.report_took_over(Takeover(1, ["a"], at_ms=5, took_ms=7))
         with pytest.raises(client.ApiException) as e:
             client.CoordinationV1Api(api).patch_namespaced_lease(
                 "m-a", ns, {"metadata": {"annotations": {LEASE_HOLDER: "7"}}})
         assert e.value.status in (403, 422) and "reports" in e.value.body
     with kube.api_client() as admin:
         lease = KubeApi(admin).get("Lease", ns, "m-a")
-    assert lease["metadata"]["annotations"][LEASE_HOLDER] == "1" and lease_ready_key(1) in lease["metadata"]["annotations"]
+    annotations = lease["metadata"]["annotations"]
+    assert annotations[LEASE_HOLDER] == "1" and lease_ready_key(1) in annotations
+    assert json.loads(annotations[lease_took_over_key(1)]) == {"atMs": 5, "tookMs": 7, "fenced": 0}
 
 
 def test_watch_all_namespaces_is_cluster_wide_only_where_needed(kube, kmm2_crd) -> None:
