@@ -40,8 +40,9 @@ KINDS = {k.kind: k for k in [
     Kind("sparkoperator.k8s.io/v1beta2", "SparkApplication", "sparkapplications"),
     Kind(f"{GROUP}/{VERSION}", "KafkaMirrorMaker2", PLURAL),
 ]}
-# what the operator creates per resource, in the order it applies them (RBAC before what uses it)
-OWNED_KINDS = ["ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Lease", "SparkApplication"]
+# what the operator creates per resource, in the order it applies them; no RBAC: the chart provisions the
+# drivers' ServiceAccount, Role and RoleBinding (charts/sparkmirror/README.md)
+OWNED_KINDS = ["ConfigMap", "Lease", "SparkApplication"]
 
 
 def api_client() -> client.ApiClient:

@@ -1,10 +1,14 @@
 """The model layer (Strimzi style): a KafkaMirrorMaker2 resource in, the desired Kubernetes objects out. Pure.
 
-Per resource: the driver's ServiceAccount, Role and RoleBinding. Per flow group: a ConfigMap holding the
+Per flow group: a ConfigMap holding the
 flow-group config (the job's contract), a `coordination.k8s.io/v1` Lease saying which worker generation may
 mirror, and the application that runs the group. How an application is launched is behind one function,
 `render_application`, chosen by `Settings.launcher` (today the Kubeflow `SparkApplication`; a native
 spark-submit renderer can be added beside it).
+
+No RBAC: the drivers run as the ServiceAccount the Helm chart provisions in every served namespace
+(`Settings.driver_service_account`); the operator holds no right to create pods, ServiceAccounts, Roles or
+RoleBindings (charts/sparkmirror/README.md, the threat model).
 
 Credentials: only Secret references. Secrets are mounted as files (default) or exposed as environment
 variables through `secretKeyRef`; a value never appears in a rendered object.
@@ -24,7 +28,7 @@ from sparkmirror.resource.flowgroup import FlowGroupConfig
 from sparkmirror.resource.plan import SECRET_MOUNT_ROOT, Plan, SecretRef, env_name, plan
 from sparkmirror.resource.model import API_VERSION, KIND, KafkaMirrorMaker2
 from sparkmirror.resource.names import (LEASE_HOLDER, LEASE_TRANSACTIONAL_IDS, application_name, config_map_name,
-                                        lease_name, rbac_name, short_name, transactional_ids)
+                                        lease_name, short_name, transactional_ids)
 from sparkmirror.sparkdefaults import SPARK_DEFAULTS
 
 from .rollout import ANNOTATION_MOVED_AT, ANNOTATION_RESTART, ANNOTATION_ROLLED_BACK, Observed, Plan as Rollout, plan_rollout
@@ -57,6 +61,8 @@ class Settings:
     metrics_per_partition: bool = True  # the drivers serve per-partition families (the chart's metrics.perPartition)
     lease_duration_seconds: int = 15
     image_pull_secrets: tuple[str, ...] = ()
+    # the drivers' and executors' ServiceAccount: provisioned by the chart per namespace, never by the operator
+    driver_service_account: str = "sparkmirror-driver"
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> "Settings":
@@ -69,6 +75,7 @@ class Settings:
                    metrics_port=int(env.get("SPARKMIRROR_METRICS_PORT", d.metrics_port)),
                    metrics_bind=_ip_address(env.get("SPARKMIRROR_METRICS_BIND")) or d.metrics_bind,
                    metrics_per_partition=env.get("SPARKMIRROR_METRICS_PER_PARTITION", "true").lower() != "false",
+                   driver_service_account=env.get("SPARKMIRROR_DRIVER_SERVICE_ACCOUNT") or d.driver_service_account,
                    image_pull_secrets=tuple(s.strip() for s in env.get("SPARKMIRROR_IMAGE_PULL_SECRETS",
                                                                        "").split(",") if s.strip()))
 
@@ -193,7 +200,7 @@ def render_spark_application(ctx: GroupContext) -> list[dict[str, Any]]:
     mounts = [{"name": "flowgroup", "mountPath": CONFIG_MOUNT, "readOnly": True}, *secret_mounts]
     pod_labels = {**ctx.labels, LABEL_GENERATION: str(ctx.config.worker.generation)}
     annotations = {ANNOTATION_CONFIG_HASH: ctx.config_hash}
-    sa = rbac_name(kmm2.name)
+    sa = ctx.settings.driver_service_account
 
     def pod(container: str, cores: int, memory: str, core_request: str | None, core_limit: str | None,
             ports: list[dict] | None = None) -> dict[str, Any]:
@@ -256,30 +263,6 @@ def render_application(ctx: GroupContext) -> list[dict[str, Any]]:
     return renderer(ctx)
 
 
-def render_rbac(kmm2: KafkaMirrorMaker2, leases: list[str], config_maps: list[str]) -> list[dict[str, Any]]:
-    """ServiceAccount, Role and RoleBinding of the Spark driver: executor pods and their services/configmaps
-    (what Spark on Kubernetes creates), read of its own config, and its own flow groups' Leases only."""
-    name = rbac_name(kmm2.name)
-    labels = _labels(kmm2, "spark-rbac")
-    rules = [
-        {"apiGroups": [""], "resources": ["pods"],
-         "verbs": ["create", "get", "list", "watch", "delete", "deletecollection", "patch"]},
-        {"apiGroups": [""], "resources": ["services", "configmaps"],
-         "verbs": ["create", "get", "list", "watch", "delete", "deletecollection"]},
-    ]
-    if leases:
-        rules.append({"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": leases,
-                      "verbs": ["get", "watch", "update", "patch"]})
-    return [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(kmm2, name, labels)},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _meta(kmm2, name, labels),
-         "rules": rules},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": _meta(kmm2, name, labels),
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": kmm2.namespace}]},
-    ]
-
-
 def render_lease(kmm2: KafkaMirrorMaker2, group: str, holder: FlowGroupConfig | None, moved_at: str | None,
                  settings: Settings, rollback: dict[str, Any] | None = None) -> dict[str, Any]:
     """The flow group's Lease: which worker generation may copy (none yet: a standby waits), since when, the
@@ -307,7 +290,7 @@ def render(resource: dict[str, Any] | KafkaMirrorMaker2, settings: Settings | No
            now_ms: int | None = None, rolled_back: dict[str, Any] | None = None,
            failed_over: frozenset[str] = frozenset()) -> Rendered:
     """All desired objects of a resource. With errors in `rendered.plan.errors`, no objects are rendered;
-    with `spec.state: stopped`, no applications are (ConfigMaps, Leases and RBAC stay, so a restart resumes);
+    with `spec.state: stopped`, no applications are (ConfigMaps and Leases stay, so a restart resumes);
     nor for a flow group carrying a mirror in `failed_over` (status.failover: it copies no more, see failover.py).
 
     `observed` (the resource's ConfigMaps, applications and Leases): which worker generations run, and the
@@ -332,7 +315,6 @@ def render(resource: dict[str, Any] | KafkaMirrorMaker2, settings: Settings | No
                            state=kmm2.spec.state, failed_over=failed_over)
     out.rollout = rollout
     wanted_apps = {c.name: c.worker.application for c in desired}
-    leases, cms = [], []
     for cfg in rollout.workers:
         text = cfg.to_yaml()
         digest = hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -342,7 +324,6 @@ def render(resource: dict[str, Any] | KafkaMirrorMaker2, settings: Settings | No
                             "metadata": _meta(kmm2, cm_name, labels,
                                               annotations={ANNOTATION_CONFIG_HASH: digest}),
                             "data": {CONFIG_KEY: text}})
-        cms.append(cm_name)
         if kmm2.spec.state == "stopped" or failed_over & {m.name for m in cfg.mirrors}:
             continue
         started = observed.workers.get(cfg.name, {}).get(cfg.worker.generation) if observed is not None else None
@@ -364,8 +345,7 @@ def render(resource: dict[str, Any] | KafkaMirrorMaker2, settings: Settings | No
             (observed.annotation(group, ANNOTATION_MOVED_AT) if observed is not None else None)
         # a group a split or merge superseded: its Lease names the later generation (of another group)
         out.objects.append(render_lease(kmm2, group, holder, moved_at, settings, rollout.rollback))
-        leases.append(lease_name(kmm2.name, group))
-    out.objects = copy.deepcopy(render_rbac(kmm2, leases, cms) + out.objects)  # no shared sub-dicts
+    out.objects = copy.deepcopy(out.objects)  # no shared sub-dicts
     return out
 
 
@@ -386,6 +366,7 @@ def _with_application(kmm2: KafkaMirrorMaker2, cfg: FlowGroupConfig, settings: S
             "executor": group.executor.model_dump(mode="json") if group is not None and group.executor else None,
             "settings": {"image": settings.spark_image, "file": settings.main_application_file,
                          "launcher": settings.launcher, "secrets": settings.secrets,
+                         "serviceAccount": settings.driver_service_account,
                          "pullSecrets": list(settings.image_pull_secrets)}}
     digest = hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
     return cfg.model_copy(update={"worker": cfg.worker.model_copy(update={"application": digest})})

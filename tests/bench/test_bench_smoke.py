@@ -40,8 +40,9 @@ def test_bench_runs_end_to_end_and_writes_its_report(tmp_path: Path) -> None:
     assert all(r["records"] == 1000 for r in tp)  # one size's topics per run, not both
     assert list(report["summary"]) == ["1 KiB", "100 B"] and set(report["ratios"]) == {"1 KiB", "100 B"}
     lat = [r for r in report["runs"] if r["kind"] == "latency"]
-    assert len(lat) == 1 and lat[0]["contender"] == latency and lat[0]["latency_ms"]["p99"] >= 0 \
-        and lat[0]["size"] == "1 KiB"
+    assert len(lat) == 1 and lat[0]["contender"] == latency and lat[0]["size"] == "1 KiB"
+    ms = lat[0]["latency_ms"]  # a copy takes time: a latency of 0 or below is a clock or a counting error
+    assert 0 < ms["p50"] <= ms["p99"] <= ms["max"], ms
     # visible to a read_committed reader of the target: never before it was appended there
     assert lat[0]["latency_ms"]["visible_p99"] >= lat[0]["latency_ms"]["p99"] - 1 and \
         lat[0]["detail"]["visible_window_records"] > 0

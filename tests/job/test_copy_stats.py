@@ -10,6 +10,7 @@ from .conftest import produce_numbered, wait_for
 
 def test_stats_and_stream_progress(kafka_a, kafka_b, topic, flowgroup, tmp_path):
     src = topic(kafka_a, 2)
+    produced_at = time.time()
     produce_numbered(kafka_a.bootstrap, src, 2, 0, 1000)
     cfg = flowgroup(src, epochSeconds=3, mirror_name=f"stats-{src[-5:]}")
     spark = driver.spark_session(cfg, "local[2,4]", {"spark.driver.memory": "512m", "spark.ui.enabled": "false"})
@@ -26,17 +27,20 @@ def test_stats_and_stream_progress(kafka_a, kafka_b, topic, flowgroup, tmp_path)
         wait_for(lambda: copied() or not queries[0].isActive, 240, "2000 records in the stats")
         assert queries[0].isActive, queries[0].exception()
         snap = stats[name].snapshot()
+        # a record's latency: source timestamp -> committed; every record was produced before the job started
+        since_ms = (time.time() - produced_at) * 1000
         assert snap["topics"] == 1 and snap["lag"] == 0 and snap["error"] is None
         parts = {p["partition"]: p for p in snap["partitions"]}
         assert sorted(parts) == [0, 1]
         for p in parts.values():
             assert p["records_total"] == 1000 and p["next_offset"] == 1000 and p["lag"] == 0
-            assert p["bytes_total"] > 0 and p["latency_ms_max"] is not None and p["latency_ms_avg"] >= 0
+            assert p["bytes_total"] > 0 and p["latency_ms_max"] is not None
+            assert 0 < p["latency_ms_avg"] <= p["latency_ms_max"] <= since_ms, (p, since_ms)
             assert p["target_topic"] == f"a.{src}"
             assert p["transactions_total"] >= 1
         # the latency histogram crossed the data source as an array column: every record, each within 300 s
         assert snap["latency"]["count"] == 2000 and snap["latency"]["le"][-1] == 2000
-        assert snap["latency"]["sum_ms"] >= 0 and snap["latency"]["le"] == sorted(snap["latency"]["le"])
+        assert 0 < snap["latency"]["sum_ms"] <= 2000 * since_ms and snap["latency"]["le"] == sorted(snap["latency"]["le"])
         observed = []
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:  # the epoch that copied may not be the last one reported

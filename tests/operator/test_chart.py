@@ -80,7 +80,7 @@ def test_helm_lint_and_template() -> None:
 def _wait_rbac_in_force(kube, docs: list[dict], user: str) -> None:
     """Every rendered Role's first rule in force for user: the apiserver authorizes from an informer's cache."""
     for d in docs:
-        if d["kind"] == "Role":
+        if d["kind"] == "Role" and d["metadata"]["name"] != DRIVER_ROLE:  # the drivers': test_rbac.py
             rule = d["rules"][0]
             group = rule["apiGroups"][0]
             resource = rule["resources"][0] + (f".{group}" if group else "")
@@ -101,23 +101,27 @@ def test_rendered_chart_is_valid_and_its_rbac_suffices(kube, kmm2_crd, namespace
 
     from sparkmirror_operator.kubeapi import KubeApi
     from sparkmirror_operator.reconcile import Reconciler
+    from sparkmirror_operator.render import Settings
 
     docs = _template(namespace)  # the default: the release's own namespace only
     kinds = sorted(d["kind"] for d in docs)
-    assert kinds == ["ConfigMap", "Deployment", "NetworkPolicy", "NetworkPolicy", "Role", "Role", "RoleBinding",
-                     "RoleBinding", "Service", "Service", "ServiceAccount"]
+    assert kinds == ["ConfigMap", "Deployment", "NetworkPolicy", "NetworkPolicy", "Role", "Role", "Role", "RoleBinding",
+                     "RoleBinding", "RoleBinding", "Service", "Service", "ServiceAccount", "ServiceAccount",
+                     "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+                     "ValidatingAdmissionPolicyBinding"]
     cluster_docs = _template(namespace, "--set", "watchAllNamespaces=true", "--set", "replicas=2",
                              "--set-json", 'metrics.networkPolicy.from=[{"namespaceSelector": {}}]')
     assert sorted(d["kind"] for d in cluster_docs) == [
         "ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "NetworkPolicy", "NetworkPolicy",
-        "PodDisruptionBudget", "Role",
-        "Role", "RoleBinding", "RoleBinding", "Service", "Service", "ServiceAccount"]
+        "PodDisruptionBudget", "Role", "Role", "Role", "RoleBinding", "RoleBinding", "RoleBinding", "Service",
+        "Service", "ServiceAccount", "ServiceAccount", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicyBinding"]
     text = yaml.safe_dump_all(docs)
     res = kube.kubectl("apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump_all(cluster_docs), check=False)
     assert res.returncode == 0, res.stderr
     kube.kubectl("apply", "-f", "-", input=text)  # namespaced RBAC for real
     # reconcile a resource as the chart's service account: its RBAC must allow everything, escalation included
-    sa = next(d for d in docs if d["kind"] == "ServiceAccount")["metadata"]["name"]
+    sa = next(d for d in docs if d["kind"] == "ServiceAccount" and d["metadata"]["name"] != DRIVER_ROLE)["metadata"]["name"]
     _wait_rbac_in_force(kube, docs, f"system:serviceaccount:{namespace}:{sa}")
     with kube.api_client() as admin:
         admin_api = KubeApi(admin)
@@ -129,10 +133,12 @@ def test_rendered_chart_is_valid_and_its_rbac_suffices(kube, kmm2_crd, namespace
     with kube.api_client() as api:
         api.set_default_header("Impersonate-User", f"system:serviceaccount:{namespace}:{sa}")
         as_operator = KubeApi(api)
-        result = Reconciler(as_operator).reconcile(created)
+        result = Reconciler(as_operator, Settings.from_env(_env(docs))).reconcile(created)
         assert not [c for c in result.status["conditions"] if c["type"] == "Degraded" and c["status"] == "True"], \
             result.status
-        assert "SparkApplication/rbac-a" in result.applied and "Role/rbac-spark" in result.applied
+        assert "SparkApplication/rbac-a" in result.applied
+        app = as_operator.get("SparkApplication", namespace, "rbac-a")
+        assert app["spec"]["driver"]["serviceAccount"] == DRIVER_ROLE  # the chart's account, named to the operator
         as_operator.patch_status("KafkaMirrorMaker2", namespace, "rbac", result.status)
         # and nothing beyond: the operator cannot read Secrets' lists or touch other kinds
         with pytest.raises(client.ApiException) as e:
@@ -151,10 +157,11 @@ def test_leader_election_rbac_alone_suffices(kube, namespace) -> None:
     from sparkmirror_operator.leader import LeaderElector, Timing
 
     docs = _template(namespace, "--set", "watchNamespaces={elsewhere}")
-    mine = [d for d in docs if d["metadata"]["name"] == ELECTION_ROLE or d["kind"] == "ServiceAccount"]
+    mine = [d for d in docs if d["metadata"]["name"] == ELECTION_ROLE
+            or d["kind"] == "ServiceAccount" and d["metadata"]["name"] != DRIVER_ROLE]
     assert sorted(d["kind"] for d in mine) == ["Role", "RoleBinding", "ServiceAccount"]
     kube.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(mine))
-    sa = next(d for d in docs if d["kind"] == "ServiceAccount")["metadata"]["name"]
+    sa = next(d for d in mine if d["kind"] == "ServiceAccount")["metadata"]["name"]
     lease = next(a.split("=", 1)[1] for a in _args(docs) if a.startswith("--leader-elect-resource-name="))
     _wait_rbac_in_force(kube, mine, f"system:serviceaccount:{namespace}:{sa}")
     with kube.api_client() as api:
@@ -185,17 +192,23 @@ def test_spark_pull_secrets_reach_the_operator() -> None:
 # ---- least privilege ---------------------------------------------------------------------------------------
 
 ELECTION_ROLE = "smm-sparkmirror-leader-election"
+DRIVER_ROLE = "smm-sparkmirror-driver"  # the drivers' ServiceAccount, Role and RoleBinding (test_rbac.py)
 
 
 def _rules(docs: list[dict], kind: str) -> dict[tuple[str | None, str], list[dict]]:
-    """(namespace, name) -> rules of every Role or ClusterRole rendered, but the leader election's (see
-    test_replicas_elect_a_leader_on_one_lease)."""
+    """(namespace, name) -> rules of every Role or ClusterRole rendered for the operator, but the leader
+    election's (see test_replicas_elect_a_leader_on_one_lease)."""
     return {(d["metadata"].get("namespace"), d["metadata"]["name"]): d["rules"] for d in docs
-            if d["kind"] == kind and d["metadata"]["name"] != ELECTION_ROLE}
+            if d["kind"] == kind and d["metadata"]["name"] not in (ELECTION_ROLE, DRIVER_ROLE)}
 
 
 def _args(docs: list[dict]) -> list[str]:
     return next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+def _env(docs: list[dict]) -> dict[str, str]:
+    container = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    return {e["name"]: e["value"] for e in container["env"] if "value" in e}
 
 
 def _secret_verbs(rules: list[dict]) -> set[str]:
@@ -218,7 +231,11 @@ def test_secrets_are_read_by_name_in_namespaces_only(values: list[str], namespac
     assert sorted(ns for ns, _ in roles) == namespaces
     assert all(_secret_verbs(rules) == {"get"} for rules in roles.values())
     assert sorted(d["metadata"]["namespace"] for d in docs if d["kind"] == "RoleBinding"
-                  and d["metadata"]["name"] != ELECTION_ROLE) == namespaces
+                  and d["metadata"]["name"] not in (ELECTION_ROLE, DRIVER_ROLE)) == namespaces
+    # the drivers: a Role per served namespace, never a ClusterRole, never Secrets
+    drivers = {d["metadata"]["namespace"]: d["rules"] for d in docs if d["metadata"]["name"] == DRIVER_ROLE
+               and d["kind"] == "Role"}
+    assert sorted(drivers) == namespaces and all(not _secret_verbs(r) for r in drivers.values())
 
 
 @pytest.mark.skipif(helm() is None, reason="no helm binary")

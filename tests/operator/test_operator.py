@@ -76,19 +76,19 @@ def test_apply_change_remove_delete(operator, kapi, namespace, figure) -> None:
     assert apps == ["m-a", "m-c"]
     assert names(kapi, "ConfigMap", namespace, "m") == ["m-a-config", "m-c-config"]
     wait_for("Leases", lambda: names(kapi, "Lease", namespace, "m") == ["m-a", "m-c"])  # applied after the apps
-    for kind in ("ServiceAccount", "Role", "RoleBinding"):
-        assert names(kapi, kind, namespace, "m") == ["m-spark"]
+    for kind in ("ServiceAccount", "Role", "RoleBinding"):  # the chart's, never the operator's
+        assert names(kapi, kind, namespace, "m") == []
     owner_uid = kapi.get(KMM2, namespace, "m")["metadata"]["uid"]
     app = kapi.get("SparkApplication", namespace, "m-a")
     assert app["metadata"]["ownerReferences"][0]["uid"] == owner_uid
     assert app["spec"]["restartPolicy"]["type"] == "Always" and app["spec"]["type"] == "Python"
-    assert app["spec"]["driver"]["serviceAccount"] == "m-spark"
+    assert app["spec"]["driver"]["serviceAccount"] == "sparkmirror-driver"
     cm = kapi.get("ConfigMap", namespace, "m-a-config")
     cfg = FlowGroupConfig.from_yaml(cm["data"]["flowgroup.yaml"])
     assert cfg.resource == f"{namespace}/m" and [m.source for m in cfg.mirrors] == ["a"]
     assert cfg.cluster("b").authentication.password.file == "/etc/sparkmirror/secrets/mirror-user/password"
     # credentials never in a rendered object or the status
-    for kind in ("ConfigMap", "SparkApplication", "Lease", "Role"):
+    for kind in ("ConfigMap", "SparkApplication", "Lease"):
         for o in kapi.list(kind, namespace, "sparkmirror.io/resource=m"):
             assert "s3cr3t-value" not in str(o)
     progressing = wait_for("Progressing condition", lambda: condition(kapi, namespace, "m", "Progressing"))
@@ -99,12 +99,12 @@ def test_apply_change_remove_delete(operator, kapi, namespace, figure) -> None:
 
     # reconciling again (as on resume) changes nothing
     versions = {(k, o["metadata"]["name"]): o["metadata"]["resourceVersion"]
-                for k in ("ConfigMap", "SparkApplication", "Lease", "Role", "RoleBinding", "ServiceAccount")
+                for k in ("ConfigMap", "SparkApplication", "Lease")
                 for o in kapi.list(k, namespace, "sparkmirror.io/resource=m")}
     again = Reconciler(KubeApi(kapi.api)).reconcile(kapi.get(KMM2, namespace, "m"))
     assert again.applied == [] and again.deleted == []
     versions2 = {(k, o["metadata"]["name"]): o["metadata"]["resourceVersion"]
-                 for k in ("ConfigMap", "SparkApplication", "Lease", "Role", "RoleBinding", "ServiceAccount")
+                 for k in ("ConfigMap", "SparkApplication", "Lease")
                  for o in kapi.list(k, namespace, "sparkmirror.io/resource=m")}
     assert versions2 == versions
 
@@ -121,15 +121,12 @@ def test_apply_change_remove_delete(operator, kapi, namespace, figure) -> None:
              and names(kapi, "ConfigMap", namespace, "m") == ["m-a-config", "m-a-g2-config"]
              and names(kapi, "Lease", namespace, "m") == ["m-a"])
     assert wait_for("observedGeneration 2", lambda: kapi.get(KMM2, namespace, "m")["status"]["observedGeneration"] == 2)
-    role = kapi.get("Role", namespace, "m-spark")
-    assert next(r for r in role["rules"] if "leases" in r["resources"])["resourceNames"] == ["m-a"]
     wait_for("one flow group expected", lambda: len(expected_groups(namespace, "m")) == 1)
 
     # delete the resource: the garbage collector removes everything it owns
     kapi.delete(KMM2, namespace, "m")
     wait_for("owned objects garbage-collected", lambda: all(
-        names(kapi, k, namespace, "m") == [] for k in ("SparkApplication", "ConfigMap", "Lease", "Role",
-                                                       "RoleBinding", "ServiceAccount")), timeout=90)
+        names(kapi, k, namespace, "m") == [] for k in ("SparkApplication", "ConfigMap", "Lease")), timeout=90)
     wait_for("no flow group expected once deleted", lambda: expected_groups(namespace, "m") == set())
 
 

@@ -20,9 +20,7 @@ def test_unreadable_secret_is_a_condition_not_a_crash(kube, kmm2_crd, kapi, name
     everything_but_secrets = [
         {"apiGroups": ["sparkmirror.io", "sparkoperator.k8s.io", "coordination.k8s.io"], "resources": ["*"],
          "verbs": ["*"]},
-        {"apiGroups": [""], "resources": ["configmaps", "serviceaccounts", "services", "pods", "events"],
-         "verbs": ["*"]},
-        {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": ["*"]},
+        {"apiGroups": [""], "resources": ["configmaps", "events"], "verbs": ["*"]},
     ]
     meta = {"name": "no-secrets", "namespace": namespace}
     kapi.create({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta})

@@ -47,9 +47,7 @@ def test_owner_references_and_labels_on_everything(case: str) -> None:
 def test_two_groups_content() -> None:
     objs = rendered("two-groups-scram")
     kinds = [(o["kind"], o["metadata"]["name"]) for o in objs]
-    assert kinds == [("ServiceAccount", "dc-mirror-spark"), ("Role", "dc-mirror-spark"),
-                     ("RoleBinding", "dc-mirror-spark"),
-                     ("ConfigMap", "dc-mirror-east-orders-config"), ("SparkApplication", "dc-mirror-east-orders"),
+    assert kinds == [("ConfigMap", "dc-mirror-east-orders-config"), ("SparkApplication", "dc-mirror-east-orders"),
                      ("ConfigMap", "dc-mirror-west-config"), ("SparkApplication", "dc-mirror-west"),
                      ("Lease", "dc-mirror-east-orders"), ("Lease", "dc-mirror-west")]
     apps = {o["metadata"]["name"]: o for o in objs if o["kind"] == "SparkApplication"}
@@ -67,10 +65,15 @@ def test_two_groups_content() -> None:
     assert cfg.mirrors[0].lanes == 8 and cfg.lanes == 4
     assert cfg.cluster("central").authentication.password.file == "/etc/sparkmirror/secrets/mirror-user/password"
     assert cfg.worker.leaseName == "dc-mirror-east-orders"
-    role = next(o for o in objs if o["kind"] == "Role")
-    lease_rule = next(r for r in role["rules"] if r["apiGroups"] == ["coordination.k8s.io"])
-    assert lease_rule["resourceNames"] == ["dc-mirror-east-orders", "dc-mirror-west"]
-    assert "create" not in lease_rule["verbs"] and not any("secrets" in r["resources"] for r in role["rules"])
+    # no RBAC rendered: drivers and executors run as the chart's account (charts/sparkmirror/README.md)
+    assert {o["kind"] for o in objs} == {"ConfigMap", "SparkApplication", "Lease"}
+    for app in apps.values():
+        assert app["spec"]["driver"]["serviceAccount"] == app["spec"]["executor"]["serviceAccount"] == \
+            "sparkmirror-driver"
+    mine = render(yaml.safe_load((DATA / "two-groups-scram.input.yaml").read_text()),
+                  Settings(driver_service_account="smm-driver")).objects
+    assert {o["spec"]["driver"]["serviceAccount"] for o in mine if o["kind"] == "SparkApplication"} == {"smm-driver"}
+    assert Settings.from_env({"SPARKMIRROR_DRIVER_SERVICE_ACCOUNT": "x-driver"}).driver_service_account == "x-driver"
 
 
 def test_stopped_renders_no_applications_and_errors_render_nothing() -> None:

@@ -1,8 +1,9 @@
 """A WRITE refused by ACLs reaches a transactional producer only as an invalid transaction state, and either
 the records' delivery reports or the commit itself can report it first (which one depends on timing). Both
 orders must stop the lane with the refusal named, never wait on it as an outage (a CI run on a busy machine
-waited 240 s). The protocol here fails on cue; the real refusal is tested on a secured cluster in
-tests/job/test_security.py."""
+waited 240 s). The commit fails on cue here (the order is what is forced); whether the topic is refused is asked
+of a real broker with KRaft's authorizer (`secured_kafka`: user `limited` may not WRITE `a.denied-*`), never
+patched. The whole job refused on a secured cluster: tests/job/test_security.py."""
 from __future__ import annotations
 
 import gc
@@ -16,7 +17,9 @@ from sparkmirror.copying.errors import CopyError, Unreachable, talking_to
 from sparkmirror.copying.lane import LaneCopy
 from sparkmirror.copying.shares import Share
 from sparkmirror.lanes import LanePartition
+from sparkmirror.refusal import write_refused
 from sparkmirror.resource.flowgroup import FlowGroupConfig
+from sparkmirror_dev.testing import create_topic, unique_name
 
 INVALID = KafkaError(KafkaError.INVALID_TXN_STATE, "Failed to end transaction", txn_requires_abort=True)
 
@@ -43,36 +46,65 @@ class _FailingCommit:
         self.aborted += 1
 
 
-def _copier() -> LaneCopy:
+def _target(cluster, tmp_path, user: str) -> dict:
+    """The secured cluster's SASL_SSL listener as `user` (SCRAM), the flow group's target entry."""
+    pw = tmp_path / f"{user}.password"
+    pw.write_text(cluster.security.scram_users[user])
+    return {"alias": "tgt", "bootstrapServers": cluster.bootstrap_of("SASL_SSL"),
+            "tls": {"caFiles": [str(cluster.security.ca.cert)]},
+            "authentication": {"type": "scram-sha-512", "username": user, "password": {"file": str(pw)}}}
+
+
+def _copier(target: dict | None = None, target_topic: str = "src.t") -> LaneCopy:
     cfg = FlowGroupConfig.model_validate({
         "name": "fg", "clusters": [{"alias": "src", "bootstrapServers": "127.0.0.1:1"},
-                                   {"alias": "tgt", "bootstrapServers": "127.0.0.1:2"}],
+                                   target or {"alias": "tgt", "bootstrapServers": "127.0.0.1:2"}],
         "mirrors": [{"name": "src-to-tgt", "source": "src", "target": "tgt", "topics": "t",
                      "emitCheckpoints": False}]})
-    copier = LaneCopy(cfg, cfg.mirrors[0], 0, [LanePartition("t", 0, "src.t")])
+    copier = LaneCopy(cfg, cfg.mirrors[0], 0, [LanePartition("t", 0, target_topic)])
     copier.writer.protocol = _FailingCommit()  # type: ignore[assignment]
     copier.writer.interval[("t", 0)] = Share(0, "t", 0, copier.writer.errors, src_last=4, count=5)
     return copier
 
 
-def test_a_commit_refused_by_acls_stops_the_lane_naming_the_topic(monkeypatch) -> None:
-    asked: list[str] = []
-    monkeypatch.setattr(writer, "write_refused", lambda conf, topics: asked.extend(topics) or topics[0])
-    copier = _copier()
-    with pytest.raises(CopyError, match=r"refuses to let the mirror write topic 'src\.t'.*TOPIC_AUTHORIZATION"):
+@pytest.fixture(scope="module")
+def acl_topics(secured_kafka) -> tuple[str, str]:
+    """(a topic `limited` may not WRITE, one it may), made through the admin door."""
+    denied = create_topic(secured_kafka.bootstrap, "a.denied-" + unique_name("w"), 1)
+    return denied, create_topic(secured_kafka.bootstrap, "a.allowed-" + unique_name("w"), 1)
+
+
+@pytest.mark.kafka
+def test_the_cluster_says_which_topic_the_principal_may_not_write(secured_kafka, acl_topics, tmp_path) -> None:
+    denied, allowed = acl_topics
+    limited = _copier(_target(secured_kafka, tmp_path, "limited")).ctx.target_conf
+    mirror = _copier(_target(secured_kafka, tmp_path, "mirror")).ctx.target_conf
+    assert write_refused(limited, [allowed, denied]) == denied
+    assert write_refused(limited, [allowed]) is None
+    assert write_refused(mirror, [denied, allowed]) is None  # the ACL is the principal's, not the topic's
+    assert write_refused({"bootstrap.servers": "127.0.0.1:1"}, [denied], timeout=1.0) is None  # no answer: an outage
+
+
+@pytest.mark.kafka
+def test_a_commit_refused_by_acls_stops_the_lane_naming_the_topic(secured_kafka, acl_topics, tmp_path) -> None:
+    denied, _ = acl_topics
+    copier = _copier(_target(secured_kafka, tmp_path, "limited"), denied)
+    with pytest.raises(CopyError, match=rf"refuses to let the mirror write topic '{denied}'.*TOPIC_AUTHORIZATION"):
         copier.committer.commit_now()
-    assert asked == ["src.t"] and copier.writer.protocol is not None and copier.writer.protocol.aborted == 1
+    assert copier.writer.protocol is not None and copier.writer.protocol.aborted == 1
 
 
-def test_a_commit_failing_while_the_topic_is_writable_is_waited_out(monkeypatch) -> None:
-    monkeypatch.setattr(writer, "write_refused", lambda conf, topics: None)
+@pytest.mark.kafka
+def test_a_commit_failing_while_the_topic_is_writable_is_waited_out(secured_kafka, acl_topics, tmp_path) -> None:
+    _, allowed = acl_topics
     with pytest.raises(Unreachable):
         with talking_to("target", "tgt", "copying"):
-            _copier().committer.commit_now()
+            _copier(_target(secured_kafka, tmp_path, "limited"), allowed).committer.commit_now()
 
 
 def test_the_records_delivery_error_is_reported_before_the_commits(monkeypatch) -> None:
-    """When the records' own reports are waiting, they name the cause (here a record too large)."""
+    """When the records' own reports are waiting, they name the cause (here a record too large). The topic check
+    answers "writable" here (it has its own tests above): what is checked is which report names the cause."""
     monkeypatch.setattr(writer, "write_refused", lambda conf, topics: None)
     copier = _copier()
     copier.writer.errors.append((KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "too large"), "t", 0, 3))

@@ -29,6 +29,11 @@ app.kubernetes.io/component: operator
 {{- end -}}
 {{- end -}}
 
+{{- /* The ServiceAccount the mirrors' drivers and executors run as, in every served namespace. */}}
+{{- define "sparkmirror.driverServiceAccountName" -}}
+{{- default (printf "%s-driver" (include "sparkmirror.fullname" .) | trunc 63 | trimSuffix "-") .Values.driver.serviceAccountName -}}
+{{- end -}}
+
 {{- /* The namespaces the chart gives the operator rights in (Roles, NetworkPolicies), as a JSON list:
 watchNamespaces, or the release's own namespace when it is empty. */}}
 {{- define "sparkmirror.namespaces" -}}

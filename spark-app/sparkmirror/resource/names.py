@@ -16,10 +16,6 @@ def short_name(*parts: str, limit: int = 52) -> str:
     return f"{name[:limit - 9].rstrip('-')}-{digest}"
 
 
-def rbac_name(resource: str) -> str:
-    return short_name(resource, "spark")
-
-
 def _gen(generation: int) -> str:
     return "" if generation <= 1 else f"g{generation}"
 
