@@ -167,6 +167,16 @@ def policy_for(mirror) -> ReplicationPolicy:  # mirror: sparkmirror.resource.flo
 
 # topic selection -------------------------------------------------------------------------------------------
 
+def _check_patterns(**patterns: str | None) -> None:
+    """Each pattern compiles, or a ValueError names the field it came from."""
+    for field, rx in patterns.items():
+        if rx is not None:
+            try:
+                re.compile(rx)
+            except re.error as e:
+                raise ValueError(f"{field}: invalid regex {rx!r}: {e}") from e
+
+
 @dataclass(frozen=True)
 class TopicFilter:
     """MM2's DefaultTopicFilter: whole-name regex match of `include`, minus whole-name matches of `exclude`."""
@@ -176,12 +186,7 @@ class TopicFilter:
     never: frozenset[str] = frozenset()  # exact names never mirrored (our own progress topic)
 
     def __post_init__(self) -> None:
-        for field, rx in (("topics", self.include), ("topicsExclude", self.exclude)):
-            if rx is not None:
-                try:
-                    re.compile(rx)
-                except re.error as e:
-                    raise ValueError(f"{field}: invalid regex {rx!r}: {e}") from e
+        _check_patterns(topics=self.include, topicsExclude=self.exclude)
 
     def matches(self, topic: str) -> bool:
         if topic in self.never:
@@ -201,12 +206,7 @@ class GroupFilter:
     exclude: str | None = None
 
     def __post_init__(self) -> None:
-        for field, rx in (("groups", self.include), ("groupsExclude", self.exclude)):
-            if rx is not None:
-                try:
-                    re.compile(rx)
-                except re.error as e:
-                    raise ValueError(f"{field}: invalid regex {rx!r}: {e}") from e
+        _check_patterns(groups=self.include, groupsExclude=self.exclude)
 
     @classmethod
     def of(cls, mirror) -> GroupFilter:  # mirror: sparkmirror.resource.flowgroup.Mirror
