@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from sparkmirror import refusal
@@ -23,7 +23,6 @@ from sparkmirror.progress import CommittedCounter, partition_lags, read_progress
 from sparkmirror.resource.flowgroup import (Cluster, FlowGroupConfig, SecretResolver, SecretUnreadable,
                                             SecretValue)
 from sparkmirror.replication import policy_for
-from sparkmirror.refusal import failure_reason
 from sparkmirror.topicsync import topic_filter
 
 SECRET_REF_ROOT = "secret:"  # plan(secret_root=...) prefix: "secret:/<name>/<key>"
@@ -33,7 +32,12 @@ SecretReader = Callable[[str, str], str]  # (secret name, key) -> value
 
 
 class LagError(Exception):
-    """Names what failed: the cluster (alias and bootstrap servers) or the flow group."""
+    """Names what failed: the cluster (alias and bootstrap servers) or the flow group; `kind` is the condition
+    reason (refusal.kind_of: told by error code)."""
+
+    def __init__(self, message: str, kind: str = "ClusterUnreachable") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 @dataclass
@@ -77,12 +81,13 @@ def source_end_offsets(conf: dict[str, str], topic_filter, cluster: Cluster, tar
     """(topic, partition) -> (low, high) watermarks of the source topics the mirror selects."""
     from sparkmirror.replication import should_replicate_topic
 
-    errors: list[str] = []
+    errors: list[KafkaError] = []
     try:
         c = refusal.probe_consumer(conf, errors, _KAFKA_LOG)
     except KafkaException as e:  # e.g. a CA or key from a Secret that is not PEM: librdkafka refuses the config
+        failure = refusal.creation_failure(e, conf)
         raise LagError(f"{where}cluster {cluster.alias!r} ({cluster.bootstrapServers}): cannot create a client: "
-                       f"{refusal.cause(e, errors)}") from None
+                       f"{failure.text}", failure.kind) from None
     what = "is unreachable"
     try:
         md = c.list_topics(timeout=timeout)
@@ -97,8 +102,9 @@ def source_end_offsets(conf: dict[str, str], topic_filter, cluster: Cluster, tar
                 out[(topic, p)] = c.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
         return out
     except KafkaException as e:
-        raise LagError(f"{where}cluster {cluster.alias!r} ({cluster.bootstrapServers}) {what}: "
-                       f"{refusal.cause(e, errors, c)}") from None
+        failure = refusal.cause(e, errors, c)
+        raise LagError(f"{where}cluster {cluster.alias!r} ({cluster.bootstrapServers}) {what}: {failure.text}",
+                       failure.kind) from None
     finally:
         c.close()
 
@@ -129,8 +135,8 @@ def group_lag(cfg: FlowGroupConfig, read: SecretReader, env_refs: dict[str, tupl
                  f"({cfg.cluster(target_alias).bootstrapServers})"
         try:  # also with no topics yet: a target that refuses the mirror is the more urgent news
             check_cluster(target_conf, timeout)
-        except KafkaException as e:
-            raise LagError(f"{target}: {e.args[0] if e.args else e}") from None
+        except refusal.ClusterFailure as e:
+            raise LagError(f"{target}: {e.failure.text}", e.failure.kind) from None
         try:
             state = read_progress(target_conf, cfg.progressTopic, timeout=timeout, resource=cfg.resource)
         except RuntimeError:  # progress topic not created yet: nothing committed
@@ -168,7 +174,7 @@ def group_lag(cfg: FlowGroupConfig, read: SecretReader, env_refs: dict[str, tupl
         out.consumer_groups = consumer_group_lags(cfg, source_confs, ends, timeout)
         out.records_per_second = round(recent / (RATE_WINDOW_MS / 1000), 1) if state else 0.0
     except LagError as e:
-        out.lag, out.error, out.reason = None, str(e), failure_reason(str(e))
+        out.lag, out.error, out.reason = None, str(e), e.kind
     except KeyError as e:  # a referenced Secret or key is missing
         out.lag, out.error, out.reason = None, f"secret {e.args[0]}", "SecretMissing"
     except SecretUnreadable as e:  # a value that is not text: named, never shown

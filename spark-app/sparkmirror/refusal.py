@@ -3,6 +3,18 @@
 librdkafka reports a refused SASL login or TLS handshake only to the client's error callback; the call that
 needed the connection fails as a plain transport failure or time-out, which the mirror would wait out as an
 outage for ever. `check_cluster` asks the cluster once with a callback attached and raises the refusal itself.
+
+A failure is told by its error code and kind, never by words in its message (`kind_of`):
+- `_AUTHENTICATION` and the brokers' SASL codes: the login was refused (`AuthenticationFailed`);
+- `_SSL`: this client refused the broker's certificate (`TlsFailed`);
+- `_TRANSPORT` carrying OpenSSL's packed error code of a TLS alert the broker sent (bad, unknown, expired or
+  missing client certificate, unknown CA, access denied; OpenSSL's reason codes, library SSL): the broker
+  refused ours (`TlsFailed`). librdkafka has no code of its own for that; the packed code is OpenSSL's, and
+  stable across its releases;
+- the brokers' authorization codes (`AuthorizationFailed`);
+- a client that cannot even be made: the TLS material or the SASL settings it was given, told apart by making
+  it again without each (`TlsFailed`, `AuthenticationFailed`);
+- everything else is an outage to wait out (`ClusterUnreachable`).
 Shared by the job (topic management) and the operator (lag reader): imports no Spark.
 """
 from __future__ import annotations
@@ -10,56 +22,135 @@ from __future__ import annotations
 import logging
 import re
 import uuid
+from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException
 
 REFUSALS = ("AuthenticationFailed", "TlsFailed")
+"""Kinds that end a mirror (reported, not waited out): nothing changes them but a change of its settings."""
 
 _QUIET = logging.getLogger("sparkmirror.refusal.kafka")
 _QUIET.setLevel(logging.CRITICAL)  # the refusal is raised once, not logged by librdkafka on every retry
 
+_AUTHENTICATION = frozenset({KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED,
+                             KafkaError.UNSUPPORTED_SASL_MECHANISM, KafkaError.ILLEGAL_SASL_STATE})
+_AUTHORIZATION = frozenset({KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED,
+                            KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+                            KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED})
+_OPENSSL_LIB_SSL = 20
+_TLS_ALERTS_REFUSING = frozenset({
+    1040,  # handshake_failure: no common ground, or a certificate the peer will not take
+    1042,  # bad_certificate
+    1043,  # unsupported_certificate
+    1044,  # certificate_revoked
+    1045,  # certificate_expired
+    1046,  # certificate_unknown
+    1048,  # unknown_ca
+    1049,  # access_denied
+    1116,  # certificate_required (TLS 1.3: no client certificate sent)
+})
+"""OpenSSL's reason codes for TLS alerts received (1000 + the alert's number) that say the peer refuses us."""
+_PACKED = re.compile(r"\berror:([0-9A-Fa-f]{8}):")
 
-def failure_reason(message: str) -> str:
-    """The condition reason for a cluster a client could not use: a refusal names itself. Broker addresses
-    (`sasl_ssl://host:port/1`) are left out: their protocol names are no refusal."""
-    text = re.sub(r"\b[a-z_]+://\S*", "", message.lower())
-    if "authentication" in text or "sasl" in text:
+
+def openssl_reason(text: str) -> int | None:
+    """The SSL library's reason code in an OpenSSL packed error code librdkafka quotes (`error:0A000412:`);
+    OpenSSL 3 packs the library in bits 23-30, 1.1 in bits 24-31."""
+    for packed in _PACKED.findall(text):
+        code = int(packed, 16)
+        if (code >> 23) & 0xFF == _OPENSSL_LIB_SSL:
+            return code & 0x7FFFFF
+        if (code >> 24) & 0xFF == _OPENSSL_LIB_SSL:
+            return code & 0xFFF
+    return None
+
+
+def kind_of(err: KafkaError) -> str:
+    """What kind of failure an error is, from its code (see the module doc)."""
+    code = err.code()
+    if code in _AUTHENTICATION:
         return "AuthenticationFailed"
-    if "ssl" in text or "certificate" in text:
+    if code == KafkaError._SSL:
         return "TlsFailed"
-    if "authoriz" in text:
+    if code in _AUTHORIZATION:
         return "AuthorizationFailed"
+    if code == KafkaError._TRANSPORT and openssl_reason(err.str()) in _TLS_ALERTS_REFUSING:
+        return "TlsFailed"
     return "ClusterUnreachable"
 
 
-def probe_consumer(conf: dict[str, str], errors: list[str] | None = None,
+@dataclass(frozen=True)
+class Failure:
+    """Why a cluster could not be used: its kind (a condition reason) and the client's own words."""
+
+    kind: str
+    text: str
+
+    @property
+    def refused(self) -> bool:
+        return self.kind in REFUSALS
+
+
+class ClusterFailure(KafkaException):
+    """check_cluster's failure, with its kind (a KafkaException, as the calls it stands for raise)."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.text)
+        self.failure = failure
+
+
+def probe_consumer(conf: dict[str, str], errors: list[KafkaError] | None = None,
                    logger: logging.Logger = _QUIET) -> Consumer:
     """A short-lived read_committed consumer (no offsets committed); `errors` collects what its error callback
     hears. librdkafka's own log goes to `logger`, not stderr."""
-    extra = {"error_cb": lambda err: errors.append(err.str())} if errors is not None else {}
+    extra = {"error_cb": errors.append} if errors is not None else {}
     return Consumer({**conf, "group.id": f"sparkmirror-probe-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
                      "socket.timeout.ms": 5000, "isolation.level": "read_committed", **extra}, logger=logger)
 
 
-def cause(e: KafkaException, errors: list[str], c: Consumer | None = None) -> str:
+def _made_without(conf: dict[str, str], prefixes: tuple[str, ...]) -> bool:
+    """Can a client be made from `conf` without the settings of `prefixes`? (nothing is connected)"""
+    try:
+        probe_consumer({k: v for k, v in conf.items() if not k.startswith(prefixes)}).close()
+    except KafkaException:
+        return False
+    return True
+
+
+def creation_failure(e: KafkaException, conf: dict[str, str]) -> Failure:
+    """A client that could not be made: the TLS material or the SASL settings it was given refused."""
+    text = e.args[0].str() if e.args and isinstance(e.args[0], KafkaError) else str(e)
+    if any(k.startswith("ssl.") for k in conf) and _made_without(conf, ("ssl.",)):
+        return Failure("TlsFailed", text)
+    if any(k.startswith("sasl.") for k in conf) and _made_without(conf, ("sasl.",)):
+        return Failure("AuthenticationFailed", text)
+    return Failure("ClientConfigRefused", text)
+
+
+def cause(e: KafkaException, errors: list[KafkaError], c: Consumer | None = None) -> Failure:
     """The refusal behind a failed call when the client saw one, else the call's own error."""
     if c is not None:
         c.poll(0.2)  # the error callback runs only while the client is polled
-    refusals = [x for x in errors if failure_reason(x) in REFUSALS]
-    return refusals[-1] if refusals else (e.args[0].str() if e.args else str(e))
+    refusals = [x for x in errors if kind_of(x) in REFUSALS]
+    if refusals:
+        return Failure(kind_of(refusals[-1]), refusals[-1].str())
+    err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+    if err is None:
+        return Failure("ClusterUnreachable", str(e))
+    return Failure(kind_of(err), err.str())
 
 
 def check_cluster(conf: dict[str, str], timeout: float, logger: logging.Logger = _QUIET) -> None:
-    """Raises KafkaException naming why the cluster cannot be used (unreachable, refusing credentials or TLS)."""
-    errors: list[str] = []
+    """Raises ClusterFailure naming why the cluster cannot be used (unreachable, refusing credentials or TLS)."""
+    errors: list[KafkaError] = []
     try:
         c = probe_consumer(conf, errors, logger)
     except KafkaException as e:  # a CA or key that is not PEM: librdkafka refuses the config itself
-        raise KafkaException(cause(e, errors)) from None
+        raise ClusterFailure(creation_failure(e, conf)) from None
     try:
         c.list_topics(timeout=timeout)
     except KafkaException as e:
-        raise KafkaException(cause(e, errors, c)) from None
+        raise ClusterFailure(cause(e, errors, c)) from None
     finally:
         c.close()
 
@@ -72,9 +163,8 @@ def refusal(conf: dict[str, str], timeout: float) -> str | None:
         return None
     try:
         check_cluster(conf, timeout)
-    except KafkaException as e:
-        text = str(e.args[0]) if e.args else str(e)
-        return text if failure_reason(text) in REFUSALS else None
+    except ClusterFailure as e:
+        return e.failure.text if e.failure.refused else None
     return None
 
 
