@@ -8,7 +8,7 @@ unit, see `sparkmirror.resource.rollout`), beside the one running:
    the flow groups' Leases, not copying;
 2. move: once every new group reported ready, the Leases name the new generation (the old groups' Leases too,
    so their drivers see it and drain);
-3. took over: every new group reported `took-over.g<N>` (it marked the groups and fenced the old lanes): the
+3. took over: every new group of the generation reported `took-over.g<N>` on its own Lease (it marked the groups and fenced the old lanes; per group, so a split is done only when every successor is): the
    old applications are removed and the handoff is recorded on the status.
 
 A standby generation not ready within `spec.upgrade.readyTimeoutSeconds` is removed and the old one keeps
@@ -176,20 +176,37 @@ def plan_rollout(desired: list[FlowGroupConfig], observed: Observed, upgrade: Up
     return out
 
 
+def _successors(observed: Observed, gen: int) -> set[str]:
+    """The flow groups generation `gen` runs: a ConfigMap of that generation, or a report of it on the group's
+    own Lease (so a successor whose ConfigMap went missing still counts as one that must take over)."""
+    keys = (lease_ready_key(gen), lease_took_over_key(gen))
+    return {g for g, ws in observed.workers.items() if gen in ws} | \
+        {g for g in observed.leases if any(observed.annotation(g, k) for k in keys)}
+
+
+def took_over(observed: Observed, gen: int) -> bool:
+    """Generation `gen` took over: EVERY flow group it runs reported `took-over.g<gen>` on its own Lease. Per
+    group, not per Lease anywhere: after a split, one successor having taken over says nothing of the other."""
+    groups = _successors(observed, gen)
+    return bool(groups) and all(observed.annotation(g, lease_took_over_key(gen)) for g in groups)
+
+
 def _running(observed: Observed) -> dict[str, FlowGroupConfig]:
-    """The generation that copies each flow group: the one its Lease names once it took over (a first
-    generation has nobody to take over from); while the Lease names a generation that has not taken over yet,
-    the one before it, which is draining."""
-    took = {int(k.rsplit(".g", 1)[1]) for lease in observed.leases.values()
-            for k in (lease.get("metadata", {}).get("annotations") or {}) if k.startswith("sparkmirror.io/took-over.g")}
+    """The generation that copies each flow group: the one its Lease names once that generation took over as a
+    whole (`took_over`; a first generation has nobody to take over from); until then the one before it, which
+    is draining (an old group a split or merge superseded keeps its own generation until every successor did)."""
     out: dict[str, FlowGroupConfig] = {}
+    done: dict[int, bool] = {}
     for group, gens in observed.workers.items():
         holder = observed.holder(group)
         if holder is None:
             continue
-        if holder in gens and (holder in took or not gens[holder].config.worker.predecessors):
+        if holder not in done:  # a generation with no predecessors (started at once) had nobody to take over from
+            cfgs = [ws[holder].config for ws in observed.workers.values() if holder in ws]
+            done[holder] = bool(cfgs) and not any(c.worker.predecessors for c in cfgs) or took_over(observed, holder)
+        if holder in gens and done[holder]:
             out[group] = gens[holder].config
-        elif holder not in took and (before := [n for n in gens if n < holder]):
+        elif not done[holder] and (before := [n for n in gens if n < holder]):
             out[group] = gens[max(before)].config
     return out
 

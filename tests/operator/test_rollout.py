@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import json
 
-from sparkmirror.resource.flowgroup import FlowGroupConfig
+from sparkmirror.resource.flowgroup import FlowGroupConfig, Predecessor
 from sparkmirror.resource.model import UpgradeSpec
 from sparkmirror.resource.names import LEASE_HOLDER, lease_ready_key, lease_took_over_key
-from sparkmirror_operator.rollout import ANNOTATION_MOVED_AT, Observed, Worker, plan_rollout
+from sparkmirror.resource.rollout import next_generation
+from sparkmirror_operator.rollout import ANNOTATION_MOVED_AT, Observed, Worker, plan_rollout, took_over
 
 NOW = 1_800_000_000_000
 UPGRADE = UpgradeSpec(readyTimeoutSeconds=60, handoffTimeoutSeconds=30)
@@ -194,3 +195,61 @@ def test_a_failed_over_group_is_not_handed_over_until_undone():
     obs = observed([(cfg(), app())], {"g": lease(1)})
     p = plan_rollout([cfg(version="2")], obs, UPGRADE, now_ms=NOW)
     assert gens(p) == [("g", 1), ("g", 2)] and p.upgrading
+
+
+def _split(took_by: list[str], moved_ms: int = NOW - 31_000):
+    """Generation 1 of `g` split into `g-1` and `g-2` (generation 2), the Leases moved; `took_by` took over."""
+    old = cfg(lanes=3)
+    want = [cfg("g-1", topics="t1"), cfg("g-2", topics="t2")]
+    new = [next_generation(c, 2, [Predecessor(flowGroup="g", generation=1)]) for c in want]
+    took = json.dumps({"atMs": NOW - 1_000, "tookMs": 100, "fenced": 3})
+    leases = {"g": lease(2, **{ANNOTATION_MOVED_AT: str(moved_ms)})}
+    for c in want:
+        marks = {lease_ready_key(2): str(NOW - 40_000), ANNOTATION_MOVED_AT: str(moved_ms)}
+        if c.name in took_by:
+            marks[lease_took_over_key(2)] = took
+        leases[c.name] = lease(2, **marks)
+    return want, observed([(old, app())] + [(c, app()) for c in new], leases)
+
+
+def test_a_split_is_not_done_until_every_successor_took_over():
+    """One of two successors took over: the old group keeps running (it is what still copies the other's
+    partitions), Upgrading stays, and the handoff timeout is still checked."""
+    want, obs = _split(["g-1"])
+    assert not took_over(obs, 2)
+    p = plan_rollout(want, obs, UPGRADE, now_ms=NOW)
+    assert gens(p) == [("g", 1), ("g-1", 2), ("g-2", 2)]
+    assert p.running["g"].worker.generation == 1 and "g-1" not in p.running
+    assert p.holders == {"g": 2, "g-1": 2, "g-2": 2} and not p.handoffs
+    assert any("1/2 took over" in u for u in p.upgrading)
+    assert p.problems and "waiting for ['g-2']" in p.problems[0] and "handoffTimeoutSeconds 30" in p.problems[0]
+    # both took over: the old group is pruned with its Lease, Upgrading clears, the handoff is recorded once
+    want, obs = _split(["g-1", "g-2"])
+    p = plan_rollout(want, obs, UPGRADE, now_ms=NOW)
+    assert gens(p) == [("g-1", 2), ("g-2", 2)] and "g" not in p.holders
+    assert not p.upgrading and not p.problems
+    assert [(h["fromFlowGroups"], h["toFlowGroups"]) for h in p.handoffs] == [(["g"], ["g-1", "g-2"])]
+
+
+def test_a_split_whose_successor_config_went_missing_still_waits_for_it():
+    """The successors are also the groups that reported on their own Lease: a lost ConfigMap of one does not
+    make the other's takeover count for the whole generation."""
+    want, obs = _split(["g-1"])
+    del obs.workers["g-2"]
+    assert not took_over(obs, 2)
+    p = plan_rollout(want, obs, UPGRADE, now_ms=NOW)
+    assert ("g", 1) in gens(p) and ("g-2", 2) in gens(p) and p.upgrading
+
+
+def test_a_merge_prunes_both_old_groups_once_the_successor_took_over():
+    olds = [cfg("x", topics="t1"), cfg("y", topics="t2")]
+    want = [cfg("z")]
+    new = next_generation(want[0], 2, [Predecessor(flowGroup=o.name, generation=1) for o in olds])
+    leases = {"x": lease(2), "y": lease(2), "z": lease(2, **{lease_ready_key(2): str(NOW)})}
+    obs = observed([(o, app()) for o in olds] + [(new, app())], leases)
+    p = plan_rollout(want, obs, UPGRADE, now_ms=NOW)
+    assert gens(p) == [("x", 1), ("y", 1), ("z", 2)] and p.upgrading and "0/1 took over" in p.upgrading[0]
+    leases["z"] = lease(2, **{lease_took_over_key(2): json.dumps({"atMs": NOW, "tookMs": 90, "fenced": 4})})
+    p = plan_rollout(want, observed([(o, app()) for o in olds] + [(new, app())], leases), UPGRADE, now_ms=NOW)
+    assert gens(p) == [("z", 2)] and p.holders == {"z": 2} and not p.upgrading
+    assert p.handoffs[0]["fromFlowGroups"] == ["x", "y"] and p.handoffs[0]["toFlowGroups"] == ["z"]
