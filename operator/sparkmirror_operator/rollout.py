@@ -8,8 +8,9 @@ unit, see `sparkmirror.resource.rollout`), beside the one running:
    the flow groups' Leases, not copying;
 2. move: once every new group reported ready, the Leases name the new generation (the old groups' Leases too,
    so their drivers see it and drain);
-3. took over: every new group of the generation reported `took-over.g<N>` on its own Lease (it marked the groups and fenced the old lanes; per group, so a split is done only when every successor is): the
-   old applications are removed and the handoff is recorded on the status.
+3. took over: every new group of the generation reported `took-over.g<N>` on its own Lease (it marked the
+   groups and fenced the old lanes; per group, so a split is done only when every successor is): the old
+   applications are removed and the handoff is recorded on the status.
 
 A standby generation not ready within `spec.upgrade.readyTimeoutSeconds` is removed and the old one keeps
 copying; the resource says why, and nothing of the same spec (the whole desired set of flow groups) is tried
