@@ -27,7 +27,8 @@ from sparkmirror.resource.names import (LEASE_HOLDER, LEASE_TRANSACTIONAL_IDS, a
                                         lease_name, rbac_name, short_name, transactional_ids)
 from sparkmirror.sparkdefaults import SPARK_DEFAULTS
 
-from .rollout import ANNOTATION_MOVED_AT, ANNOTATION_RESTART, ANNOTATION_ROLLED_BACK, Observed, Plan as Rollout, plan_rollout
+from .rollout import (ANNOTATION_LAST_GENERATION, ANNOTATION_MOVED_AT, ANNOTATION_RESTART, ANNOTATION_ROLLED_BACK,
+                      Observed, Plan as Rollout, plan_rollout)
 
 CONFIG_MOUNT = "/etc/sparkmirror/flowgroup"
 CONFIG_KEY = "flowgroup.yaml"
@@ -273,10 +274,14 @@ def render_rbac(kmm2: KafkaMirrorMaker2, leases: list[str], config_maps: list[st
 
 
 def render_lease(kmm2: KafkaMirrorMaker2, group: str, holder: FlowGroupConfig | None, moved_at: str | None,
-                 settings: Settings, rollback: dict[str, Any] | None = None) -> dict[str, Any]:
+                 settings: Settings, rollback: dict[str, Any] | None = None,
+                 last_generation: int = 0) -> dict[str, Any]:
     """The flow group's Lease: which worker generation may copy (none yet: a standby waits), since when, the
-    transactional ids that generation's lanes hold (what a later generation fences) and the last rollback."""
+    transactional ids that generation's lanes hold (what a later generation fences), the last rollback and the
+    highest generation number given out (never given out again)."""
     annotations: dict[str, str] = {}
+    if last_generation:
+        annotations[ANNOTATION_LAST_GENERATION] = str(last_generation)
     if rollback:
         annotations[ANNOTATION_ROLLED_BACK] = json.dumps(rollback, separators=(",", ":"), sort_keys=True)
     spec: dict[str, Any] = {"leaseDurationSeconds": settings.lease_duration_seconds}
@@ -354,7 +359,8 @@ def render(resource: dict[str, Any] | KafkaMirrorMaker2, settings: Settings | No
         moved_at = str(now_ms) if group in rollout.moved else \
             (observed.annotation(group, ANNOTATION_MOVED_AT) if observed is not None else None)
         # a group a split or merge superseded: its Lease names the later generation (of another group)
-        out.objects.append(render_lease(kmm2, group, holder, moved_at, settings, rollout.rollback))
+        out.objects.append(render_lease(kmm2, group, holder, moved_at, settings, rollout.rollback,
+                                        rollout.last_generation))
         leases.append(lease_name(kmm2.name, group))
     out.objects = copy.deepcopy(render_rbac(kmm2, leases, cms) + out.objects)  # no shared sub-dicts
     return out

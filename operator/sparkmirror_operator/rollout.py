@@ -36,6 +36,10 @@ ANNOTATION_MOVED_AT = "sparkmirror.io/moved-at"  # on a Lease: when the operator
 ANNOTATION_ROLLED_BACK = "sparkmirror.io/rolled-back"
 """On every Lease of a resource: the last rollback record (JSON). Written in the same apply that removes the
 standby, so a reconcile that read the resource before its status said so does not start the generation again."""
+ANNOTATION_LAST_GENERATION = "sparkmirror.io/last-generation"
+"""On every Lease of a resource: the highest worker generation number ever given out. A rolled-back standby's
+number is never given out again, so a leftover `ready.g<N>` of it can never move a Lease to a later, cold one."""
+MARK_PREFIXES = ("sparkmirror.io/ready.g", "sparkmirror.io/took-over.g")  # the drivers' reports on a Lease
 MAX_HANDOFFS = 10
 
 
@@ -85,9 +89,25 @@ class Observed:
         return None
 
     def max_generation(self) -> int:
+        """The highest generation number given out: running, named or reported on a Lease, or its high-water
+        mark (a resource that rolled back before the mark existed still has its standby's reports)."""
         gens = [g for ws in self.workers.values() for g in ws] + \
-            [h for g in self.leases if (h := self.holder(g)) is not None]
+            [h for g in self.leases if (h := self.holder(g)) is not None] + \
+            [n for g in self.leases for n in self.marks(g).values()]
+        for g in self.leases:
+            try:
+                gens.append(int(self.annotation(g, ANNOTATION_LAST_GENERATION) or 0))
+            except ValueError:  # not ours: the next apply writes it again
+                pass
         return max(gens, default=0)
+
+    def marks(self, group: str) -> dict[str, int]:
+        """The drivers' reports on a group's Lease (`ready.g<N>`, `took-over.g<N>`): key -> generation."""
+        out = {}
+        for key in (self.leases.get(group) or {}).get("metadata", {}).get("annotations") or {}:
+            if key.startswith(MARK_PREFIXES) and key.rsplit(".g", 1)[1].isdigit():
+                out[key] = int(key.rsplit(".g", 1)[1])
+        return out
 
 
 @dataclass
@@ -104,6 +124,20 @@ class Plan:
     held_back: bool = False  # a unit stays on its old generation because its spec was rolled back
     problems: list[str] = field(default_factory=list)
     running: dict[str, FlowGroupConfig] = field(default_factory=dict)  # group -> the generation that copies
+    last_generation: int = 0  # the high-water mark of generation numbers (ANNOTATION_LAST_GENERATION)
+    stale_marks: dict[str, list[str]] = field(default_factory=dict)  # group -> reports of gone generations
+
+
+def _finish(out: Plan, observed: Observed) -> Plan:
+    """The high-water mark, and the drivers' reports of generations this plan no longer runs (a rolled-back
+    standby, a handed-over predecessor): dropped, so the Leases do not pile them up."""
+    kept = {c.worker.generation for c in out.workers}
+    out.last_generation = max([observed.max_generation(), *kept])
+    for group in observed.leases:
+        stale = sorted(k for k, gen in observed.marks(group).items() if gen not in kept)
+        if stale:
+            out.stale_marks[group] = stale
+    return out
 
 
 def spec_hash(configs: list[FlowGroupConfig], restart: str) -> str:
@@ -136,7 +170,7 @@ def plan_rollout(desired: list[FlowGroupConfig], observed: Observed, upgrade: Up
             out.workers.append(next_generation(cfg, next_gen, []))
             out.holders[cfg.name] = next_gen
         out.running = {c.name: c for c in out.workers}
-        return out
+        return _finish(out, observed)
     units = handoff_units(running, want)
     in_unit = {g for u in units for g in (*u.old, *u.new)}
     for g, cfg in running.items():
@@ -150,7 +184,7 @@ def plan_rollout(desired: list[FlowGroupConfig], observed: Observed, upgrade: Up
                 out.workers.append(running[g])
                 out.holders[g] = running[g].worker.generation
                 out.running[g] = running[g]
-        return out
+        return _finish(out, observed)
     active = 0
     wanted_hash = spec_hash([want[g] for g in sorted(want)], "")
     def frozen(unit: HandoffUnit) -> bool:
@@ -174,7 +208,7 @@ def plan_rollout(desired: list[FlowGroupConfig], observed: Observed, upgrade: Up
         active += 1
         _advance(unit, want, observed, running, upgrade, now_ms, next_gen, started, out, wanted_hash)
         next_gen = max(next_gen, max((c.worker.generation for c in out.workers), default=0) + 1)
-    return out
+    return _finish(out, observed)
 
 
 def _successors(observed: Observed, gen: int) -> set[str]:

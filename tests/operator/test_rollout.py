@@ -7,7 +7,7 @@ from sparkmirror.resource.flowgroup import FlowGroupConfig, Predecessor
 from sparkmirror.resource.model import UpgradeSpec
 from sparkmirror.resource.names import LEASE_HOLDER, lease_ready_key, lease_took_over_key
 from sparkmirror.resource.rollout import next_generation
-from sparkmirror_operator.rollout import ANNOTATION_MOVED_AT, Observed, Worker, plan_rollout, took_over
+from sparkmirror_operator.rollout import ANNOTATION_LAST_GENERATION, ANNOTATION_MOVED_AT, Observed, Worker, plan_rollout, took_over
 
 NOW = 1_800_000_000_000
 UPGRADE = UpgradeSpec(readyTimeoutSeconds=60, handoffTimeoutSeconds=30)
@@ -253,3 +253,44 @@ def test_a_merge_prunes_both_old_groups_once_the_successor_took_over():
     p = plan_rollout(want, observed([(o, app()) for o in olds] + [(new, app())], leases), UPGRADE, now_ms=NOW)
     assert gens(p) == [("z", 2)] and p.holders == {"z": 2} and not p.upgrading
     assert p.handoffs[0]["fromFlowGroups"] == ["x", "y"] and p.handoffs[0]["toFlowGroups"] == ["z"]
+
+
+def test_generation_numbers_are_never_given_out_again_after_a_rollback():
+    """A rolled-back standby's number stays taken (the high-water mark on the Leases, or its leftover report):
+    the next standby gets a fresh one, so the leftover `ready.g2` cannot move the Lease to it while cold."""
+    want = [cfg(version="2")]
+    obs = observed([(cfg(), app()), (cfg(version="2", generation=2), app(NOW - 61_000, "SUBMITTED"))],
+                   {"g": lease(1)})
+    p = plan_rollout(want, obs, UPGRADE, now_ms=NOW)
+    assert p.rollback and gens(p) == [("g", 1)] and p.last_generation == 2
+    # its driver reported ready just as it was removed: the report of a gone generation is dropped
+    late = observed([(cfg(), app())], {"g": lease(1, **{lease_ready_key(2): str(NOW),
+                                                         ANNOTATION_LAST_GENERATION: "2"})})
+    assert plan_rollout(want, late, UPGRADE, now_ms=NOW, rolled_back=p.rollback).stale_marks == \
+        {"g": [lease_ready_key(2)]}
+    # the Lease as the operator leaves it: the mark dropped, the high-water mark recorded; a new spec
+    after = observed([(cfg(), app())], {"g": lease(1, **{ANNOTATION_LAST_GENERATION: "2"})})
+    p = plan_rollout([cfg(version="3")], after, UPGRADE, now_ms=NOW, rolled_back=p.rollback)
+    assert gens(p) == [("g", 1), ("g", 3)] and p.holders == {"g": 1} and p.last_generation == 3
+    # without the high-water mark (a Lease written before it existed), the leftover report keeps 2 taken,
+    # and while its standby is cold the leftover says nothing of generation 3: the Lease does not move
+    leftover = observed([(cfg(), app())], {"g": lease(1, **{lease_ready_key(2): str(NOW)})})
+    p = plan_rollout([cfg(version="3")], leftover, UPGRADE, now_ms=NOW, rolled_back=p.rollback)
+    assert ("g", 3) in gens(p) and ("g", 2) not in gens(p) and p.stale_marks == {"g": [lease_ready_key(2)]}
+    standby = next(c for c in p.workers if c.worker.generation == 3)
+    p = plan_rollout([cfg(version="3")], observed([(cfg(), app()), (standby, app())],
+                                                  {"g": lease(1, **{lease_ready_key(2): str(NOW)})}),
+                     UPGRADE, now_ms=NOW)
+    assert p.holders == {"g": 1} and not p.moved and "0/1 ready" in p.upgrading[0]
+
+
+def test_reports_of_handed_over_generations_are_dropped():
+    """After a takeover the predecessor's reports go; the running generation's stay (its handoff record is
+    derived from them on every look)."""
+    took = json.dumps({"atMs": NOW, "tookMs": 100, "fenced": 2})
+    new = next_generation(cfg(version="2"), 2, [Predecessor(flowGroup="g", generation=1)])
+    leases = {"g": lease(2, **{lease_ready_key(1): "1", lease_took_over_key(1): took,
+                               lease_ready_key(2): "2", lease_took_over_key(2): took})}
+    p = plan_rollout([cfg(version="2")], observed([(cfg(), app()), (new, app())], leases), UPGRADE, now_ms=NOW)
+    assert gens(p) == [("g", 2)] and p.handoffs
+    assert p.stale_marks == {"g": sorted([lease_ready_key(1), lease_took_over_key(1)])}
