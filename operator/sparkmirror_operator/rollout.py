@@ -146,12 +146,41 @@ def spec_hash(configs: list[FlowGroupConfig], restart: str) -> str:
     return hashlib.sha256(json.dumps([body, restart], sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _restart_of(cfg: FlowGroupConfig, restart: str) -> FlowGroupConfig:
+RESTART_SUFFIX = "+restart."
+
+
+def restart_request(value: str, groups: list[str]) -> tuple[frozenset[str], str]:
+    """The flow groups `sparkmirror.io/restart` names and its token (what must change for a restart):
+
+    - `<groups>@<token>`: the comma-separated flow groups (`all` or none: every one), restarted whenever the
+      token changes (e.g. `east@3`, `east,west@2024-06-01T10:00`, `all@7`);
+    - a comma-separated list of flow-group names: those groups, the value being the token;
+    - any other value (the meaning before flow groups could be named): every flow group, the value the token.
+    An absent or empty annotation restarts nothing. Names of no flow group are ignored."""
+    value = value.strip()
+    if not value:
+        return frozenset(), ""
+    if "@" in value:
+        names, token = value.split("@", 1)
+        wanted = {n.strip() for n in names.split(",") if n.strip()}
+        if not wanted or wanted == {"all"}:
+            return frozenset(groups), token
+        return frozenset(wanted & set(groups)), token
+    items = {n.strip() for n in value.split(",")}
+    if items <= set(groups):
+        return frozenset(items), value
+    return frozenset(groups), value
+
+
+def _restart_of(cfg: FlowGroupConfig, token: str) -> FlowGroupConfig:
     """The restart token rides in the worker's version label, so a changed token changes what runs."""
-    if not restart:
-        return cfg
-    return cfg.model_copy(update={"worker": cfg.worker.model_copy(
-        update={"version": f"{cfg.worker.version}+restart.{restart}"})})
+    base = cfg.worker.version.split(RESTART_SUFFIX, 1)[0]
+    version = f"{base}{RESTART_SUFFIX}{token}" if token else base
+    return cfg.model_copy(update={"worker": cfg.worker.model_copy(update={"version": version})})
+
+
+def _restart_token(cfg: FlowGroupConfig | None) -> str:
+    return cfg.worker.version.split(RESTART_SUFFIX, 1)[1] if cfg and RESTART_SUFFIX in cfg.worker.version else ""
 
 
 def plan_rollout(desired: list[FlowGroupConfig], observed: Observed, upgrade: UpgradeSpec, *, now_ms: int,
@@ -161,8 +190,11 @@ def plan_rollout(desired: list[FlowGroupConfig], observed: Observed, upgrade: Up
     record; a unit whose desired spec hash is the one rolled back is not tried again. `failed_over`: mirrors
     whose flow groups run no application (spec.failover): a unit touching them waits, as when stopped."""
     out = Plan(rollback=rolled_back)
-    want = {c.name: _restart_of(c, restart) for c in desired}
     running = _running(observed)
+    named, token = restart_request(restart, [c.name for c in desired])
+    # a group the annotation does not name keeps the token it runs with: naming another one never rolls it
+    want = {c.name: _restart_of(c, token if c.name in named else _restart_token(running.get(c.name)))
+            for c in desired}
     out.handoffs = _completed(observed, running)
     next_gen = observed.max_generation() + 1
     if not running:  # nothing ever ran (or everything was forgotten): the first generation starts at once
@@ -369,7 +401,7 @@ def _completed(observed: Observed, running: dict[str, FlowGroupConfig]) -> list[
         rec: dict[str, Any] = {
             "fromGeneration": max(g for _f, g in preds), "toGeneration": gen,
             "fromFlowGroups": sorted({f for f, _g in preds}), "toFlowGroups": sorted(c.name for c in cfgs),
-            "version": cfgs[0].worker.version.split("+restart.", 1)[0],
+            "version": cfgs[0].worker.version.split(RESTART_SUFFIX, 1)[0],
             "takeoverMs": max((t.get("tookMs", 0) for t in took), default=0),
             "fencedTransactionalIds": sum(t.get("fenced", 0) for t in took),
         }

@@ -294,3 +294,34 @@ def test_reports_of_handed_over_generations_are_dropped():
     p = plan_rollout([cfg(version="2")], observed([(cfg(), app()), (new, app())], leases), UPGRADE, now_ms=NOW)
     assert gens(p) == [("g", 2)] and p.handoffs
     assert p.stale_marks == {"g": sorted([lease_ready_key(1), lease_took_over_key(1)])}
+
+
+def test_the_restart_annotation_names_flow_groups():
+    from sparkmirror_operator.rollout import restart_request
+
+    groups = ["east", "west"]
+    assert restart_request("", groups) == (frozenset(), "")
+    assert restart_request("east@3", groups) == (frozenset({"east"}), "3")
+    assert restart_request("east, west@x", groups) == (frozenset(groups), "x")
+    assert restart_request("all@7", groups) == restart_request("@7", groups) == (frozenset(groups), "7")
+    assert restart_request("west", groups) == (frozenset({"west"}), "west")
+    # any other value means what it meant before flow groups could be named: all of them
+    assert restart_request("2024-06-01T10:00:00Z", groups) == (frozenset(groups), "2024-06-01T10:00:00Z")
+    assert restart_request("nosuch@1", groups) == (frozenset(), "1")
+
+
+def test_a_restart_rolls_only_the_flow_groups_it_names():
+    x, y = cfg("x", mirror="x"), cfg("y", mirror="y")
+    running = observed([(x, app()), (y, app())], {"x": lease(1), "y": lease(1)})
+    p = plan_rollout([x, y], running, UPGRADE, now_ms=NOW, restart="y@1")
+    assert gens(p) == [("x", 1), ("y", 1), ("y", 2)]
+    new_y = next(c for c in p.workers if c.worker.generation == 2)
+    assert new_y.worker.version == "1+restart.1"
+    # y restarted with token 1; naming x next keeps y's token: y does not roll again, x does
+    y2 = next_generation(new_y, 2, [])
+    after = observed([(x, app()), (y2, app())], {"x": lease(1), "y": lease(2)})
+    p = plan_rollout([x, y], after, UPGRADE, now_ms=NOW, restart="x@2")
+    assert gens(p) == [("x", 1), ("x", 3), ("y", 2)]
+    # the annotation removed: nothing rolls (each group keeps what it runs)
+    p = plan_rollout([x, y], after, UPGRADE, now_ms=NOW, restart="")
+    assert gens(p) == [("x", 1), ("y", 2)] and not p.upgrading
