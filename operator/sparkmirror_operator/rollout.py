@@ -23,13 +23,16 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from sparkmirror.resource.flowgroup import FlowGroupConfig
 from sparkmirror.resource.model import UpgradeSpec
-from sparkmirror.resource.names import LEASE_HOLDER, lease_ready_key, lease_took_over_key
+from sparkmirror.resource.names import LEASE_HOLDER, PERMANENT_EXIT_CODES, lease_ready_key, lease_took_over_key
 from sparkmirror.resource.rollout import HandoffUnit, handoff_units, next_generation, predecessors
+from .restarts import (ANNOTATION_REFUSED, RESTART_SUFFIX, RESUBMIT_AFTER_SECONDS,  # noqa: F401 (the operator's
+                       exit_contract, restart_of, restart_request, restart_token)  # names in one place)
 
 ANNOTATION_RESTART = "sparkmirror.io/restart"
 ANNOTATION_MOVED_AT = "sparkmirror.io/moved-at"  # on a Lease: when the operator moved it (epoch ms)
@@ -39,6 +42,7 @@ standby, so a reconcile that read the resource before its status said so does no
 ANNOTATION_LAST_GENERATION = "sparkmirror.io/last-generation"
 """On every Lease of a resource: the highest worker generation number ever given out. A rolled-back standby's
 number is never given out again, so a leftover `ready.g<N>` of it can never move a Lease to a later, cold one."""
+_EXIT_CODE = re.compile(r"ExitCode: (\d+)")  # the Kubeflow Spark operator's errorMessage of a failed driver
 MARK_PREFIXES = ("sparkmirror.io/ready.g", "sparkmirror.io/took-over.g")  # the drivers' reports on a Lease
 MAX_HANDOFFS = 10
 
@@ -58,11 +62,29 @@ class Worker:
         ts = ((self.app or {}).get("metadata") or {}).get("creationTimestamp")
         return None if not ts else int(dt.datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp() * 1000)
 
+    def state(self) -> dict[str, Any]:
+        return ((self.app or {}).get("status") or {}).get("applicationState") or {}
+
     def error(self) -> str | None:
-        state = ((self.app or {}).get("status") or {}).get("applicationState") or {}
+        state = self.state()
         if state.get("state") in ("FAILED", "SUBMISSION_FAILED", "FAILING"):
             return f"{state.get('state')}: {state.get('errorMessage') or 'no message'}"
         return None
+
+    def exit_code(self) -> int | None:
+        """The driver's exit code of a failed run, from the Spark operator's message (it restarts by state only)."""
+        match = _EXIT_CODE.search(self.state().get("errorMessage") or "") if self.error() else None
+        return int(match.group(1)) if match else None
+
+    def refused(self) -> dict[str, Any] | None:
+        """The refusal record when the job exited with a permanent code (names.PERMANENT_EXIT_CODES)."""
+        code = self.exit_code()
+        if code not in PERMANENT_EXIT_CODES:
+            return None
+        return {"generation": self.generation, "exitCode": code, "reason": self.state().get("errorMessage", "")[:300]}
+
+    def completed(self) -> bool:
+        return self.state().get("state") == "COMPLETED"
 
 
 @dataclass
@@ -126,11 +148,18 @@ class Plan:
     running: dict[str, FlowGroupConfig] = field(default_factory=dict)  # group -> the generation that copies
     last_generation: int = 0  # the high-water mark of generation numbers (ANNOTATION_LAST_GENERATION)
     stale_marks: dict[str, list[str]] = field(default_factory=dict)  # group -> reports of gone generations
+    refused: dict[str, dict[str, Any]] = field(default_factory=dict)  # group -> ANNOTATION_REFUSED record
+    no_application: set[tuple[str, int]] = field(default_factory=set)  # (group, generation) not to run
+    resubmit: list[tuple[str, int]] = field(default_factory=list)  # applications to remove and submit again
+    app_problems: list[tuple[str, str]] = field(default_factory=list)  # (condition reason, message)
 
 
-def _finish(out: Plan, observed: Observed) -> Plan:
-    """The high-water mark, and the drivers' reports of generations this plan no longer runs (a rolled-back
-    standby, a handed-over predecessor): dropped, so the Leases do not pile them up."""
+def _finish(out: Plan, observed: Observed, now_ms: int = 0) -> Plan:
+    """The exit contract (`restarts.exit_contract`), the high-water mark, and the drivers' reports of generations this
+    plan no longer runs (a rolled-back standby, a handed-over predecessor): dropped, so the Leases do not pile
+    them up."""
+    if now_ms:
+        exit_contract(out, observed, now_ms)
     kept = {c.worker.generation for c in out.workers}
     out.last_generation = max([observed.max_generation(), *kept])
     for group in observed.leases:
@@ -146,43 +175,6 @@ def spec_hash(configs: list[FlowGroupConfig], restart: str) -> str:
     return hashlib.sha256(json.dumps([body, restart], sort_keys=True).encode()).hexdigest()[:16]
 
 
-RESTART_SUFFIX = "+restart."
-
-
-def restart_request(value: str, groups: list[str]) -> tuple[frozenset[str], str]:
-    """The flow groups `sparkmirror.io/restart` names and its token (what must change for a restart):
-
-    - `<groups>@<token>`: the comma-separated flow groups (`all` or none: every one), restarted whenever the
-      token changes (e.g. `east@3`, `east,west@2024-06-01T10:00`, `all@7`);
-    - a comma-separated list of flow-group names: those groups, the value being the token;
-    - any other value (the meaning before flow groups could be named): every flow group, the value the token.
-    An absent or empty annotation restarts nothing. Names of no flow group are ignored."""
-    value = value.strip()
-    if not value:
-        return frozenset(), ""
-    if "@" in value:
-        names, token = value.split("@", 1)
-        wanted = {n.strip() for n in names.split(",") if n.strip()}
-        if not wanted or wanted == {"all"}:
-            return frozenset(groups), token
-        return frozenset(wanted & set(groups)), token
-    items = {n.strip() for n in value.split(",")}
-    if items <= set(groups):
-        return frozenset(items), value
-    return frozenset(groups), value
-
-
-def _restart_of(cfg: FlowGroupConfig, token: str) -> FlowGroupConfig:
-    """The restart token rides in the worker's version label, so a changed token changes what runs."""
-    base = cfg.worker.version.split(RESTART_SUFFIX, 1)[0]
-    version = f"{base}{RESTART_SUFFIX}{token}" if token else base
-    return cfg.model_copy(update={"worker": cfg.worker.model_copy(update={"version": version})})
-
-
-def _restart_token(cfg: FlowGroupConfig | None) -> str:
-    return cfg.worker.version.split(RESTART_SUFFIX, 1)[1] if cfg and RESTART_SUFFIX in cfg.worker.version else ""
-
-
 def plan_rollout(desired: list[FlowGroupConfig], observed: Observed, upgrade: UpgradeSpec, *, now_ms: int,
                  restart: str = "", rolled_back: dict[str, Any] | None = None, state: str = "running",
                  failed_over: frozenset[str] = frozenset()) -> Plan:
@@ -193,7 +185,7 @@ def plan_rollout(desired: list[FlowGroupConfig], observed: Observed, upgrade: Up
     running = _running(observed)
     named, token = restart_request(restart, [c.name for c in desired])
     # a group the annotation does not name keeps the token it runs with: naming another one never rolls it
-    want = {c.name: _restart_of(c, token if c.name in named else _restart_token(running.get(c.name)))
+    want = {c.name: restart_of(c, token if c.name in named else restart_token(running.get(c.name)))
             for c in desired}
     out.handoffs = _completed(observed, running)
     next_gen = observed.max_generation() + 1
@@ -202,7 +194,7 @@ def plan_rollout(desired: list[FlowGroupConfig], observed: Observed, upgrade: Up
             out.workers.append(next_generation(cfg, next_gen, []))
             out.holders[cfg.name] = next_gen
         out.running = {c.name: c for c in out.workers}
-        return _finish(out, observed)
+        return _finish(out, observed, now_ms)
     units = handoff_units(running, want)
     in_unit = {g for u in units for g in (*u.old, *u.new)}
     for g, cfg in running.items():
@@ -216,7 +208,7 @@ def plan_rollout(desired: list[FlowGroupConfig], observed: Observed, upgrade: Up
                 out.workers.append(running[g])
                 out.holders[g] = running[g].worker.generation
                 out.running[g] = running[g]
-        return _finish(out, observed)
+        return _finish(out, observed, now_ms)
     active = 0
     wanted_hash = spec_hash([want[g] for g in sorted(want)], "")
     def frozen(unit: HandoffUnit) -> bool:
@@ -240,7 +232,7 @@ def plan_rollout(desired: list[FlowGroupConfig], observed: Observed, upgrade: Up
         active += 1
         _advance(unit, want, observed, running, upgrade, now_ms, next_gen, started, out, wanted_hash)
         next_gen = max(next_gen, max((c.worker.generation for c in out.workers), default=0) + 1)
-    return _finish(out, observed)
+    return _finish(out, observed, now_ms)
 
 
 def _successors(observed: Observed, gen: int) -> set[str]:
@@ -363,11 +355,13 @@ def _advance(unit: HandoffUnit, want: dict[str, FlowGroupConfig], observed: Obse
     created = [c for w in standbys if (c := w.created_ms()) is not None]
     waited = (now_ms - min(created)) / 1000 if created else 0.0
     errors = [f"{w.config.name}: {e}" for w in standbys if (e := w.error())]
-    if waited > upgrade.readyTimeoutSeconds:
+    refused = [w for w in standbys if w.refused()]
+    if waited > upgrade.readyTimeoutSeconds or refused:  # a refusal would be the same on every restart
         out.workers = [c for c in out.workers if not (c.name in unit.new and c.worker.generation == gen)]
+        why = (f"its job refused to run (exit code {refused[0].exit_code()}, a permanent refusal)" if refused
+               else f"was not ready within spec.upgrade.readyTimeoutSeconds ({upgrade.readyTimeoutSeconds} s)")
         out.rollback = {"generation": gen, "flowGroups": list(unit.new), "specHash": wanted_hash,
-                        "reason": (f"generation {gen} of {new_names} was not ready within "
-                                   f"spec.upgrade.readyTimeoutSeconds ({upgrade.readyTimeoutSeconds} s)"
+                        "reason": (f"generation {gen} of {new_names} {why}"
                                    + (f": {'; '.join(errors)}" if errors else "")
                                    + f"; generation {', '.join(str(running[g].worker.generation) for g in unit.old)}"
                                      " keeps copying")}

@@ -7,7 +7,8 @@ from sparkmirror.resource.flowgroup import FlowGroupConfig, Predecessor
 from sparkmirror.resource.model import UpgradeSpec
 from sparkmirror.resource.names import LEASE_HOLDER, lease_ready_key, lease_took_over_key
 from sparkmirror.resource.rollout import next_generation
-from sparkmirror_operator.rollout import ANNOTATION_LAST_GENERATION, ANNOTATION_MOVED_AT, Observed, Worker, plan_rollout, took_over
+from sparkmirror_operator.rollout import (ANNOTATION_LAST_GENERATION, ANNOTATION_MOVED_AT, Observed, Worker,
+                                          plan_rollout, took_over)
 
 NOW = 1_800_000_000_000
 UPGRADE = UpgradeSpec(readyTimeoutSeconds=60, handoffTimeoutSeconds=30)
@@ -297,7 +298,7 @@ def test_reports_of_handed_over_generations_are_dropped():
 
 
 def test_the_restart_annotation_names_flow_groups():
-    from sparkmirror_operator.rollout import restart_request
+    from sparkmirror_operator.restarts import restart_request
 
     groups = ["east", "west"]
     assert restart_request("", groups) == (frozenset(), "")
