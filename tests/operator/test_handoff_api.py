@@ -145,3 +145,23 @@ def test_a_refusing_job_is_not_restarted_until_its_group_is(kube, kmm2_crd, kapi
         assert names(kapi, "SparkApplication", namespace, "refuse") == ["refuse-a-g2"]
         assert ANNOTATION_REFUSED not in _annotations(kapi, namespace, "refuse-a")
         assert _cond(st, "Degraded")["reason"] != "ApplicationRefused"
+
+
+def test_the_operator_removes_a_refusing_job_before_it_is_submitted_again(operator, kapi, namespace,
+                                                                           tmp_path) -> None:
+    """The running operator acts on the application's failed state itself: the Spark operator (the stand-in,
+    which resubmits `onFailureRetryInterval x attempts` = 10 s after the first failure) never runs it twice."""
+    from tests.support.spark_runner import LocalSparkRunner
+
+    from .conftest import condition, kmm2_status
+
+    kapi.create(secret(namespace, "mirror-user", {"password": "pw"}))
+    kapi.create(resource("once", namespace, flowGroups=[{"name": "a", "mirrors": ["a", "c"]}]))
+    with LocalSparkRunner(kapi, namespace, tmp_path / "runner") as runner:
+        wait_for("the refusal on the status", lambda: condition(kmm2_status(kapi, namespace, "once"), "Degraded")
+                 .get("reason") == "ApplicationRefused", timeout=120)
+        assert names(kapi, "SparkApplication", namespace, "once") == []
+        time.sleep(15)  # past the stand-in's first retry
+        assert names(kapi, "SparkApplication", namespace, "once") == []
+        assert list(runner.attempts.values()) == [1], runner.attempts
+        assert "exited with code 2" in condition(kmm2_status(kapi, namespace, "once"), "Degraded")["message"]
