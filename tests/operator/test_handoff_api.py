@@ -158,10 +158,44 @@ def test_the_operator_removes_a_refusing_job_before_it_is_submitted_again(operat
     kapi.create(secret(namespace, "mirror-user", {"password": "pw"}))
     kapi.create(resource("once", namespace, flowGroups=[{"name": "a", "mirrors": ["a", "c"]}]))
     with LocalSparkRunner(kapi, namespace, tmp_path / "runner") as runner:
-        wait_for("the refusal on the status", lambda: condition(kmm2_status(kapi, namespace, "once"), "Degraded")
-                 .get("reason") == "ApplicationRefused", timeout=120)
-        assert names(kapi, "SparkApplication", namespace, "once") == []
+        # (a status refresh may say so before the application event's reconcile removed it)
+        wait_for("the refusal on the status, its application removed",
+                 lambda: condition(kmm2_status(kapi, namespace, "once"), "Degraded").get("reason") ==
+                 "ApplicationRefused" and not names(kapi, "SparkApplication", namespace, "once"), timeout=120)
         time.sleep(15)  # past the stand-in's first retry
         assert names(kapi, "SparkApplication", namespace, "once") == []
         assert list(runner.attempts.values()) == [1], runner.attempts
         assert "exited with code 2" in condition(kmm2_status(kapi, namespace, "once"), "Degraded")["message"]
+
+
+def test_a_driver_reports_its_takeover_once_its_first_epoch_committed(kube, kapi, namespace) -> None:
+    """handoff.lease.LeaseGate on the real API server: the took-over report waits for the first epoch after
+    the takeover, carries when and how many records, and lands on this flow group's Lease only."""
+    import threading
+
+    from kubernetes import client
+
+    from sparkmirror.handoff.lease import LeaseGate, LeaseRef
+    from sparkmirror.handoff.takeover import Takeover
+    from sparkmirror.stats import MirrorStats
+
+    for lease in ("fe-one", "fe-two"):
+        kapi.create({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                     "metadata": {"name": lease, "namespace": namespace}, "spec": {}})
+    stats = MirrorStats("m")
+    stop = threading.Event()
+    with kube.api_client() as api:
+        gate = LeaseGate([LeaseRef(namespace, "fe-one", 2), LeaseRef(namespace, "fe-two", 2)],
+                         api=client.CoordinationV1Api(api))
+        thread = gate.report_first_epoch(Takeover(2, ["one"], ["id"], at_ms=100, took_ms=40), "fe-one",
+                                         {"m": stats.snapshot()}, stop, lambda: {"m": stats.snapshot()})
+        time.sleep(1.0)
+        assert lease_took_over_key(2) not in _annotations(kapi, namespace, "fe-one")  # no epoch yet
+        stats.update([{"source_topic": "t", "partition": 0, "target_topic": "a.t", "records": 12, "bytes": 12,
+                       "epoch_start_ms": 1_000, "epoch_end_ms": 2_000, "lane": 0, "next_offset": 12,
+                       "source_end": 12, "lag": 0, "latency_ms_sum": 0, "latency_ms_max": 0}])
+        thread.join(10)
+        assert not thread.is_alive()
+    report = json.loads(_annotations(kapi, namespace, "fe-one")[lease_took_over_key(2)])
+    assert report == {"atMs": 100, "tookMs": 40, "fenced": 1, "firstEpochMs": 2_000, "firstEpochRecords": 12}
+    assert lease_took_over_key(2) not in _annotations(kapi, namespace, "fe-two")

@@ -326,3 +326,16 @@ def test_a_restart_rolls_only_the_flow_groups_it_names():
     # the annotation removed: nothing rolls (each group keeps what it runs)
     p = plan_rollout([x, y], after, UPGRADE, now_ms=NOW, restart="")
     assert gens(p) == [("x", 1), ("y", 2)] and not p.upgrading
+
+
+def test_the_handoff_record_carries_the_pause_the_new_generation_measured():
+    """From the Lease moving to the end of the first epoch every new group committed (what the drivers report
+    with their takeover), and the records that epoch copied."""
+    new = next_generation(cfg(version="2"), 2, [Predecessor(flowGroup="g", generation=1)])
+    took = json.dumps({"atMs": NOW + 300, "tookMs": 200, "fenced": 2, "firstEpochMs": NOW + 1_400,
+                       "firstEpochRecords": 2_750})
+    leases = {"g": lease(2, **{lease_took_over_key(2): took, ANNOTATION_MOVED_AT: str(NOW)})}
+    p = plan_rollout([cfg(version="2")], observed([(cfg(), app()), (new, app())], leases), UPGRADE,
+                     now_ms=NOW + 2_000)
+    assert p.handoffs[0]["pauseMs"] == 1_400 and p.handoffs[0]["firstEpochRecords"] == 2_750
+    assert p.handoffs[0]["leaseToTakeoverMs"] == 300

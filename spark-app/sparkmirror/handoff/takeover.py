@@ -55,6 +55,18 @@ class Takeover:
     took_ms: int = 0
 
 
+def first_epoch(before: dict[str, dict], now: dict[str, dict]) -> dict[str, int] | None:
+    """The first epoch a generation committed after its takeover, from its mirrors' stats snapshots
+    (`MirrorStats.snapshot()`, by mirror) at the takeover and now: None until every mirror ended an epoch since;
+    then when the last of them ended (`firstEpochMs`) and the records they copied (`firstEpochRecords`: what
+    built up while nobody copied, and what came during the epoch)."""
+    if not before or any((now.get(m) or {}).get("epochs", 0) <= b.get("epochs", 0) for m, b in before.items()):
+        return None
+    return {"firstEpochMs": max(now[m].get("last_epoch_end_ms") or 0 for m in before),
+            "firstEpochRecords": sum(max(0, now[m].get("records_total", 0) - b.get("records_total", 0))
+                                     for m, b in before.items())}
+
+
 def marked(config: FlowGroupConfig, timeout: float = 60.0) -> Predecessor | None:
     """The highest generation marked for this flow group on any of its targets, with the ids its lanes held
     (None: no generation took the group over yet)."""

@@ -420,6 +420,11 @@ class HandoffRecord(_Model):
                                                      "and fence the old lanes.")
     leaseToTakeoverMs: int | None = Field(None, description="From the Lease moving to the takeover done.")
     fencedTransactionalIds: int | None = Field(None, description="Transactional ids of the old lanes fenced.")
+    pauseMs: int | None = Field(None, description="From the Lease moving to the end of the first epoch the new "
+                                                  "generation committed (its drivers report when; the longest of "
+                                                  "its flow groups): an upper bound of the copy's pause.")
+    firstEpochRecords: int | None = Field(None, description="Records the new generation's first epoch copied: "
+                                                            "what built up during the handoff, and after.")
 
 
 class RollbackRecord(_Model):
