@@ -272,7 +272,6 @@ class Reconciler:
         if result.deleted:
             result.events.append(Event("Normal", "Deleted", "deleted " + ", ".join(result.deleted)))
 
-
     def _resubmit(self, namespace: str, name: str, apps: list[tuple[str, int]], result: Result) -> None:
         """Remove the applications of generations that exited 0 unasked (rollout.Plan.resubmit): the apply
         right after creates them again (a completed SparkApplication is never run again by the Spark operator)."""

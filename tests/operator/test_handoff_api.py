@@ -199,3 +199,24 @@ def test_a_driver_reports_its_takeover_once_its_first_epoch_committed(kube, kapi
     report = json.loads(_annotations(kapi, namespace, "fe-one")[lease_took_over_key(2)])
     assert report == {"atMs": 100, "tookMs": 40, "fenced": 1, "firstEpochMs": 2_000, "firstEpochRecords": 12}
     assert lease_took_over_key(2) not in _annotations(kapi, namespace, "fe-two")
+
+
+def test_an_exit_0_nothing_took_over_is_submitted_again(kube, kmm2_crd, kapi, namespace, monkeypatch) -> None:
+    """A generation whose driver drained and exited 0 while its Lease still names it (a deleted or evicted
+    driver pod): `OnFailure` never resubmits a completed application, so the operator submits it again
+    (its minimum age set to 0 here: the test does not wait a minute)."""
+    from sparkmirror_operator import restarts
+
+    from .test_operator import set_spark_state
+
+    monkeypatch.setattr(restarts, "RESUBMIT_AFTER_SECONDS", 0)
+    kapi.create(secret(namespace, "mirror-user", {"password": "pw"}))
+    kapi.create(resource("again", namespace, flowGroups=[{"name": "a", "mirrors": ["a", "c"]}]))
+    rec = Reconciler(KubeApi(kapi.api), lag_timeout=1.0)
+    _reconcile(rec, kapi, namespace, "again")
+    first = kapi.get("SparkApplication", namespace, "again-a")
+    set_spark_state(kapi, namespace, "again-a", "COMPLETED")
+    result = rec.reconcile(kapi.get(KMM2, namespace, "again"))
+    now = kapi.get("SparkApplication", namespace, "again-a")
+    assert now is not None and now["metadata"]["uid"] != first["metadata"]["uid"]  # a new application
+    assert any(e.reason == "Resubmitted" for e in result.events)
