@@ -401,10 +401,8 @@ def _completed(observed: Observed, running: dict[str, FlowGroupConfig]) -> list[
         }
         if moved and at:
             rec["leaseToTakeoverMs"] = max(0, at - min(moved))
-        firsts = [t["firstEpochMs"] for t in took if t.get("firstEpochMs")]
-        if len(firsts) == len(took):  # measured by the new generation (drivers that report it): see the model
-            if moved:
-                rec["pauseMs"] = max(0, max(firsts) - min(moved))
+        if all("latencyMaxMs" in t for t in took):  # measured by the new generation (its drivers report it)
+            rec["pauseMs"] = max(int(t["latencyMaxMs"]) for t in took)
             rec["firstEpochRecords"] = sum(int(t.get("firstEpochRecords") or 0) for t in took)
         if at:
             rec["time"] = dt.datetime.fromtimestamp(at / 1000, dt.timezone.utc).replace(microsecond=0) \

@@ -197,7 +197,8 @@ def test_a_driver_reports_its_takeover_once_its_first_epoch_committed(kube, kapi
         thread.join(10)
         assert not thread.is_alive()
     report = json.loads(_annotations(kapi, namespace, "fe-one")[lease_took_over_key(2)])
-    assert report == {"atMs": 100, "tookMs": 40, "fenced": 1, "firstEpochMs": 2_000, "firstEpochRecords": 12}
+    assert report == {"atMs": 100, "tookMs": 40, "fenced": 1, "firstEpochMs": 2_000, "firstEpochRecords": 12,
+                      "latencyMaxMs": 0}
     assert lease_took_over_key(2) not in _annotations(kapi, namespace, "fe-two")
 
 

@@ -329,11 +329,11 @@ def test_a_restart_rolls_only_the_flow_groups_it_names():
 
 
 def test_the_handoff_record_carries_the_pause_the_new_generation_measured():
-    """From the Lease moving to the end of the first epoch every new group committed (what the drivers report
-    with their takeover), and the records that epoch copied."""
+    """The longest a record of the first epoch waited (what the drivers report with their takeover, the
+    handoff's gap included), and the records that epoch copied."""
     new = next_generation(cfg(version="2"), 2, [Predecessor(flowGroup="g", generation=1)])
-    took = json.dumps({"atMs": NOW + 300, "tookMs": 200, "fenced": 2, "firstEpochMs": NOW + 1_400,
-                       "firstEpochRecords": 2_750})
+    took = json.dumps({"atMs": NOW + 300, "tookMs": 200, "fenced": 2, "firstEpochMs": NOW + 6_400,
+                       "firstEpochRecords": 2_750, "latencyMaxMs": 1_400})
     leases = {"g": lease(2, **{lease_took_over_key(2): took, ANNOTATION_MOVED_AT: str(NOW)})}
     p = plan_rollout([cfg(version="2")], observed([(cfg(), app()), (new, app())], leases), UPGRADE,
                      now_ms=NOW + 2_000)
