@@ -1,4 +1,5 @@
-"""Handoff decisions on the real API server, the Reconciler called directly (nothing else reconciles here):
+"""Handoff decisions on the real API server, the Reconciler called directly (nothing else reconciles here; the
+one test with the running operator comes last, as the operator runs on for the rest of the module):
 the drivers' reports are written on the Leases as the drivers write them (merge patches of annotations by
 another field manager), the Spark operator's part played by the stand-in runner where a job must run."""
 from __future__ import annotations
@@ -147,27 +148,6 @@ def test_a_refusing_job_is_not_restarted_until_its_group_is(kube, kmm2_crd, kapi
         assert _cond(st, "Degraded")["reason"] != "ApplicationRefused"
 
 
-def test_the_operator_removes_a_refusing_job_before_it_is_submitted_again(operator, kapi, namespace,
-                                                                           tmp_path) -> None:
-    """The running operator acts on the application's failed state itself: the Spark operator (the stand-in,
-    which resubmits `onFailureRetryInterval x attempts` = 10 s after the first failure) never runs it twice."""
-    from tests.support.spark_runner import LocalSparkRunner
-
-    from .conftest import condition, kmm2_status
-
-    kapi.create(secret(namespace, "mirror-user", {"password": "pw"}))
-    kapi.create(resource("once", namespace, flowGroups=[{"name": "a", "mirrors": ["a", "c"]}]))
-    with LocalSparkRunner(kapi, namespace, tmp_path / "runner") as runner:
-        # (a status refresh may say so before the application event's reconcile removed it)
-        wait_for("the refusal on the status, its application removed",
-                 lambda: condition(kmm2_status(kapi, namespace, "once"), "Degraded").get("reason") ==
-                 "ApplicationRefused" and not names(kapi, "SparkApplication", namespace, "once"), timeout=120)
-        time.sleep(15)  # past the stand-in's first retry
-        assert names(kapi, "SparkApplication", namespace, "once") == []
-        assert list(runner.attempts.values()) == [1], runner.attempts
-        assert "exited with code 2" in condition(kmm2_status(kapi, namespace, "once"), "Degraded")["message"]
-
-
 def test_a_driver_reports_its_takeover_once_its_first_epoch_committed(kube, kapi, namespace) -> None:
     """handoff.lease.LeaseGate on the real API server: the took-over report waits for the first epoch after
     the takeover, carries when and how many records, and lands on this flow group's Lease only."""
@@ -221,3 +201,24 @@ def test_an_exit_0_nothing_took_over_is_submitted_again(kube, kmm2_crd, kapi, na
     now = kapi.get("SparkApplication", namespace, "again-a")
     assert now is not None and now["metadata"]["uid"] != first["metadata"]["uid"]  # a new application
     assert any(e.reason == "Resubmitted" for e in result.events)
+
+
+def test_the_operator_removes_a_refusing_job_before_it_is_submitted_again(operator, kapi, namespace,
+                                                                           tmp_path) -> None:
+    """The running operator acts on the application's failed state itself: the Spark operator (the stand-in,
+    which resubmits `onFailureRetryInterval x attempts` = 10 s after the first failure) never runs it twice."""
+    from tests.support.spark_runner import LocalSparkRunner
+
+    from .conftest import condition, kmm2_status
+
+    kapi.create(secret(namespace, "mirror-user", {"password": "pw"}))
+    kapi.create(resource("once", namespace, flowGroups=[{"name": "a", "mirrors": ["a", "c"]}]))
+    with LocalSparkRunner(kapi, namespace, tmp_path / "runner") as runner:
+        # (a status refresh may say so before the application event's reconcile removed it)
+        wait_for("the refusal on the status, its application removed",
+                 lambda: condition(kmm2_status(kapi, namespace, "once"), "Degraded").get("reason") ==
+                 "ApplicationRefused" and not names(kapi, "SparkApplication", namespace, "once"), timeout=120)
+        time.sleep(15)  # past the stand-in's first retry
+        assert names(kapi, "SparkApplication", namespace, "once") == []
+        assert list(runner.attempts.values()) == [1], runner.attempts
+        assert "exited with code 2" in condition(kmm2_status(kapi, namespace, "once"), "Degraded")["message"]
