@@ -20,6 +20,7 @@ from .reconcile import Reconciler, Result
 from .status import transitions
 from .render import FIELD_MANAGER, LABEL_MANAGED_BY, LABEL_RESOURCE, Settings
 
+EXIT_STATES = frozenset({"FAILING", "FAILED", "COMPLETED"})  # a SparkApplication whose driver ended
 STATUS_INTERVAL = float(os.environ.get("SPARKMIRROR_STATUS_INTERVAL", "30"))
 log = logging.getLogger(__name__)
 
@@ -94,6 +95,13 @@ def _upgrading(status: dict[str, Any] | None) -> bool:
                for c in (status or {}).get("conditions") or [])
 
 
+def _stopped_unasked(status: dict[str, Any] | None) -> bool:
+    """A generation exited 0 while its Lease names it, too recently to submit it again at once: a later
+    refresh must apply (rollout.exit_contract)."""
+    return any(c.get("type") == "Degraded" and "exited 0 while its Lease names it" in (c.get("message") or "")
+               for c in (status or {}).get("conditions") or [])
+
+
 def _failover_pending(body: Any) -> bool:
     """spec.failover lists other mirrors than status.failover records (one failed or is to be undone)."""
     want = ((body.get("spec") or {}).get("failover") or {}).get("mirrors") or []
@@ -106,7 +114,7 @@ def refresh_status(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     """Periodic status: application states and lag from Kafka. Applies only while a handoff is under way (its
     timeouts are decided here when no Lease or application event comes) or a failover is still to be done
     (one that could not run is tried again here)."""
-    upgrading = _upgrading(body.get("status")) or _failover_pending(body)
+    upgrading = _upgrading(body.get("status")) or _failover_pending(body) or _stopped_unasked(body.get("status"))
     result = metrics.timed("refresh", lambda: memo.reconciler.reconcile(dict(body), apply=upgrading, with_lag=True))
     if _write_status(memo.reconciler.api, body, result.status):
         if upgrading:
@@ -164,13 +172,17 @@ def application_changed(body: kopf.Body, event: dict[str, Any], memo: kopf.Memo,
         return
     api, namespace, owner = found
     recreate = event.get("type") == "DELETED"
+    # a driver that ended: the exit contract may act on it (a refusal is removed before the Spark operator
+    # submits it again, an exit 0 nothing took over is submitted again: rollout.exit_contract)
+    ended = ((body.get("status") or {}).get("applicationState") or {}).get("state") in EXIT_STATES
     for _attempt in range(3):  # the resource may change while its status is computed: read it again
         kmm2 = api.get(KIND, namespace, owner)
         if kmm2 is None or kmm2["metadata"].get("deletionTimestamp"):
             return
         old = kmm2.get("status") or {}
         recreate = recreate and (kmm2.get("spec") or {}).get("state") != "stopped"
-        result = metrics.timed("application", lambda: memo.reconciler.reconcile(kmm2, apply=recreate))
+        act = recreate or (ended and (kmm2.get("spec") or {}).get("state") != "stopped")
+        result = metrics.timed("application", lambda: memo.reconciler.reconcile(kmm2, apply=act))
         status = result.status
         again = result.applied or (recreate and _applied_elsewhere(api, namespace, body))
         if recreate and again:

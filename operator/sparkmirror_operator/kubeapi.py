@@ -112,6 +112,18 @@ class KubeApi:
         return self._call("PATCH", KINDS[kind].path(namespace, name) + "/status", [], body,
                           "application/merge-patch+json")
 
+    def drop_annotations(self, kind: str, namespace: str, name: str, keys: list[str]) -> bool:
+        """Remove annotations another field manager wrote (a driver's reports on a Lease: server-side apply
+        leaves fields it does not own alone); False when the object is gone."""
+        try:
+            self._call("PATCH", KINDS[kind].path(namespace, name), [],
+                       {"metadata": {"annotations": {k: None for k in keys}}}, "application/merge-patch+json")
+            return True
+        except client.ApiException as e:
+            if e.status == 404:
+                return False
+            raise
+
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:
         meta = obj["metadata"]
         return self._call("POST", KINDS[obj["kind"]].path(meta.get("namespace")), [], obj)

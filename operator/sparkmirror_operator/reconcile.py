@@ -15,6 +15,7 @@ from kubernetes import client
 
 from sparkmirror.resource.flowgroup import SecretUnreadable, secret_text
 from sparkmirror.resource.model import KIND
+from sparkmirror.resource.names import application_name, lease_name
 from sparkmirror.resource.plan import Plan, env_name, plan
 from .kubeapi import OWNED_KINDS, KubeApi
 from . import failover
@@ -208,7 +209,11 @@ class Reconciler:
                                            "not supported, ignored: " + ", ".join(p.unsupported)))
             if apply:
                 try:
+                    if rendered.rollout is not None:
+                        self._resubmit(namespace, name, rendered.rollout.resubmit, result)
                     self._apply(body, rendered.objects, result)
+                    if rendered.rollout is not None:
+                        self._drop_stale_marks(namespace, name, rendered.rollout.stale_marks, result)
                 except client.ApiException as e:
                     problems.append(Problem("ApplyFailed", f"{e.status} {e.reason}: {_api_message(e)}"))
         lags = None
@@ -266,6 +271,26 @@ class Reconciler:
             result.events.append(Event("Normal", "Applied", "applied " + ", ".join(result.applied)))
         if result.deleted:
             result.events.append(Event("Normal", "Deleted", "deleted " + ", ".join(result.deleted)))
+
+    def _resubmit(self, namespace: str, name: str, apps: list[tuple[str, int]], result: Result) -> None:
+        """Remove the applications of generations that exited 0 unasked (rollout.Plan.resubmit): the apply
+        right after creates them again (a completed SparkApplication is never run again by the Spark operator)."""
+        for group, gen in apps:
+            app = application_name(name, group, gen)
+            if self.api.delete("SparkApplication", namespace, app):
+                result.events.append(Event("Normal", "Resubmitted", f"SparkApplication {app} exited 0 while its "
+                                           f"Lease names it (nothing took it over): submitted again"))
+
+    def _drop_stale_marks(self, namespace: str, name: str, stale: dict[str, list[str]], result: Result) -> None:
+        """The drivers' reports of generations that no longer run (rollout.Plan.stale_marks), off the Leases
+        kept: reports never pile up, and one of a gone generation never stands for a later one."""
+        if not stale:
+            return
+        kept = {o["metadata"]["name"] for o in self.api.list("Lease", namespace, f"{LABEL_RESOURCE}={name}")}
+        for group, keys in sorted(stale.items()):
+            lease = lease_name(name, group)
+            if lease in kept and self.api.drop_annotations("Lease", namespace, lease, keys):
+                result.applied.append(f"Lease/{lease} (dropped {', '.join(keys)})")
 
 
 def _api_message(e: client.ApiException) -> str:

@@ -31,7 +31,8 @@ from sparkmirror.resource.names import (LEASE_HOLDER, LEASE_TRANSACTIONAL_IDS, a
                                         lease_name, short_name, transactional_ids)
 from sparkmirror.sparkdefaults import SPARK_DEFAULTS
 
-from .rollout import ANNOTATION_MOVED_AT, ANNOTATION_RESTART, ANNOTATION_ROLLED_BACK, Observed, Plan as Rollout, plan_rollout
+from .rollout import (ANNOTATION_LAST_GENERATION, ANNOTATION_MOVED_AT, ANNOTATION_REFUSED, ANNOTATION_RESTART,
+                      ANNOTATION_ROLLED_BACK, Observed, Plan as Rollout, plan_rollout)
 
 CONFIG_MOUNT = "/etc/sparkmirror/flowgroup"
 CONFIG_KEY = "flowgroup.yaml"
@@ -46,6 +47,19 @@ LABEL_RESOURCE = "sparkmirror.io/resource"
 LABEL_FLOW_GROUP = "sparkmirror.io/flow-group"
 LABEL_GENERATION = "sparkmirror.io/worker-generation"
 ANNOTATION_CONFIG_HASH = "sparkmirror.io/config-hash"
+RESTART_POLICY = {
+    # The job's exit contract (resource/names.py EXIT_*) as far as the Kubeflow Spark operator can tell codes
+    # apart (it restarts by state only): exit 0 (handed over and drained, superseded, asked to stop) completes
+    # and is never resubmitted; any other exit is resubmitted after `interval x attempts` seconds (its linear
+    # back-off) up to `retries` times, then the application stays FAILED and the status says so. A permanent
+    # refusal (names.PERMANENT_EXIT_CODES) is read back by this operator from the failed state's message, and
+    # its application removed before the next attempt (rollout.exit_contract).
+    "type": "OnFailure",
+    "onFailureRetries": 30,           # 10 s, 20 s, ... 300 s apart: about 78 minutes of trying in all
+    "onFailureRetryInterval": 10,
+    "onSubmissionFailureRetries": 30,
+    "onSubmissionFailureRetryInterval": 20,
+}
 
 
 @dataclass(frozen=True)
@@ -228,7 +242,7 @@ def render_spark_application(ctx: GroupContext) -> list[dict[str, Any]]:
             "arguments": ["--config", f"{CONFIG_MOUNT}/{CONFIG_KEY}"],
             "sparkVersion": spark.sparkVersion,
             "sparkConf": spark_conf,
-            "restartPolicy": {"type": "Always", "onFailureRetryInterval": 10, "onSubmissionFailureRetryInterval": 20},
+            "restartPolicy": dict(RESTART_POLICY),
             "suspend": kmm2.spec.state == "paused",
             # the job's driver serves Prometheus metrics and its progress view on the metrics port
             "driver": pod(DRIVER_CONTAINER, spark.driver.cores, spark.driver.memory, spark.driver.coreRequest,
@@ -264,10 +278,16 @@ def render_application(ctx: GroupContext) -> list[dict[str, Any]]:
 
 
 def render_lease(kmm2: KafkaMirrorMaker2, group: str, holder: FlowGroupConfig | None, moved_at: str | None,
-                 settings: Settings, rollback: dict[str, Any] | None = None) -> dict[str, Any]:
+                 settings: Settings, rollback: dict[str, Any] | None = None,
+                 last_generation: int = 0, refused: dict[str, Any] | None = None) -> dict[str, Any]:
     """The flow group's Lease: which worker generation may copy (none yet: a standby waits), since when, the
-    transactional ids that generation's lanes hold (what a later generation fences) and the last rollback."""
+    transactional ids that generation's lanes hold (what a later generation fences), the last rollback and the
+    highest generation number given out (never given out again)."""
     annotations: dict[str, str] = {}
+    if last_generation:
+        annotations[ANNOTATION_LAST_GENERATION] = str(last_generation)
+    if refused:
+        annotations[ANNOTATION_REFUSED] = json.dumps(refused, separators=(",", ":"), sort_keys=True)
     if rollback:
         annotations[ANNOTATION_ROLLED_BACK] = json.dumps(rollback, separators=(",", ":"), sort_keys=True)
     spec: dict[str, Any] = {"leaseDurationSeconds": settings.lease_duration_seconds}
@@ -326,6 +346,8 @@ def render(resource: dict[str, Any] | KafkaMirrorMaker2, settings: Settings | No
                             "data": {CONFIG_KEY: text}})
         if kmm2.spec.state == "stopped" or failed_over & {m.name for m in cfg.mirrors}:
             continue
+        if (cfg.name, cfg.worker.generation) in rollout.no_application:  # refused: never started again
+            continue
         started = observed.workers.get(cfg.name, {}).get(cfg.worker.generation) if observed is not None else None
         if started is not None and started.app is not None and \
                 cfg.worker.application != wanted_apps.get(cfg.name, cfg.worker.application):
@@ -344,7 +366,8 @@ def render(resource: dict[str, Any] | KafkaMirrorMaker2, settings: Settings | No
         moved_at = str(now_ms) if group in rollout.moved else \
             (observed.annotation(group, ANNOTATION_MOVED_AT) if observed is not None else None)
         # a group a split or merge superseded: its Lease names the later generation (of another group)
-        out.objects.append(render_lease(kmm2, group, holder, moved_at, settings, rollout.rollback))
+        out.objects.append(render_lease(kmm2, group, holder, moved_at, settings, rollout.rollback,
+                                        rollout.last_generation, rollout.refused.get(group)))
     out.objects = copy.deepcopy(out.objects)  # no shared sub-dicts
     return out
 

@@ -8,8 +8,9 @@ unit, see `sparkmirror.resource.rollout`), beside the one running:
    the flow groups' Leases, not copying;
 2. move: once every new group reported ready, the Leases name the new generation (the old groups' Leases too,
    so their drivers see it and drain);
-3. took over: every new group reported `took-over.g<N>` (it marked the groups and fenced the old lanes): the
-   old applications are removed and the handoff is recorded on the status.
+3. took over: every new group of the generation reported `took-over.g<N>` on its own Lease (it marked the
+   groups and fenced the old lanes; per group, so a split is done only when every successor is): the old
+   applications are removed and the handoff is recorded on the status.
 
 A standby generation not ready within `spec.upgrade.readyTimeoutSeconds` is removed and the old one keeps
 copying; the resource says why, and nothing of the same spec (the whole desired set of flow groups) is tried
@@ -22,19 +23,27 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from sparkmirror.resource.flowgroup import FlowGroupConfig
 from sparkmirror.resource.model import UpgradeSpec
-from sparkmirror.resource.names import LEASE_HOLDER, lease_ready_key, lease_took_over_key
+from sparkmirror.resource.names import LEASE_HOLDER, PERMANENT_EXIT_CODES, lease_ready_key, lease_took_over_key
 from sparkmirror.resource.rollout import HandoffUnit, handoff_units, next_generation, predecessors
+from .restarts import (ANNOTATION_REFUSED, RESTART_SUFFIX, RESUBMIT_AFTER_SECONDS,  # noqa: F401 (the operator's
+                       restart_of, restart_request, restart_token)  # names in one place)
 
 ANNOTATION_RESTART = "sparkmirror.io/restart"
 ANNOTATION_MOVED_AT = "sparkmirror.io/moved-at"  # on a Lease: when the operator moved it (epoch ms)
 ANNOTATION_ROLLED_BACK = "sparkmirror.io/rolled-back"
 """On every Lease of a resource: the last rollback record (JSON). Written in the same apply that removes the
 standby, so a reconcile that read the resource before its status said so does not start the generation again."""
+ANNOTATION_LAST_GENERATION = "sparkmirror.io/last-generation"
+"""On every Lease of a resource: the highest worker generation number ever given out. A rolled-back standby's
+number is never given out again, so a leftover `ready.g<N>` of it can never move a Lease to a later, cold one."""
+_EXIT_CODE = re.compile(r"ExitCode: (\d+)")  # the Kubeflow Spark operator's errorMessage of a failed driver
+MARK_PREFIXES = ("sparkmirror.io/ready.g", "sparkmirror.io/took-over.g")  # the drivers' reports on a Lease
 MAX_HANDOFFS = 10
 
 
@@ -53,11 +62,29 @@ class Worker:
         ts = ((self.app or {}).get("metadata") or {}).get("creationTimestamp")
         return None if not ts else int(dt.datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp() * 1000)
 
+    def state(self) -> dict[str, Any]:
+        return ((self.app or {}).get("status") or {}).get("applicationState") or {}
+
     def error(self) -> str | None:
-        state = ((self.app or {}).get("status") or {}).get("applicationState") or {}
+        state = self.state()
         if state.get("state") in ("FAILED", "SUBMISSION_FAILED", "FAILING"):
             return f"{state.get('state')}: {state.get('errorMessage') or 'no message'}"
         return None
+
+    def exit_code(self) -> int | None:
+        """The driver's exit code of a failed run, from the Spark operator's message (it restarts by state only)."""
+        match = _EXIT_CODE.search(self.state().get("errorMessage") or "") if self.error() else None
+        return int(match.group(1)) if match else None
+
+    def refused(self) -> dict[str, Any] | None:
+        """The refusal record when the job exited with a permanent code (names.PERMANENT_EXIT_CODES)."""
+        code = self.exit_code()
+        if code not in PERMANENT_EXIT_CODES:
+            return None
+        return {"generation": self.generation, "exitCode": code, "reason": self.state().get("errorMessage", "")[:300]}
+
+    def completed(self) -> bool:
+        return self.state().get("state") == "COMPLETED"
 
 
 @dataclass
@@ -84,9 +111,25 @@ class Observed:
         return None
 
     def max_generation(self) -> int:
+        """The highest generation number given out: running, named or reported on a Lease, or its high-water
+        mark (a resource that rolled back before the mark existed still has its standby's reports)."""
         gens = [g for ws in self.workers.values() for g in ws] + \
-            [h for g in self.leases if (h := self.holder(g)) is not None]
+            [h for g in self.leases if (h := self.holder(g)) is not None] + \
+            [n for g in self.leases for n in self.marks(g).values()]
+        for g in self.leases:
+            try:
+                gens.append(int(self.annotation(g, ANNOTATION_LAST_GENERATION) or 0))
+            except ValueError:  # not ours: the next apply writes it again
+                pass
         return max(gens, default=0)
+
+    def marks(self, group: str) -> dict[str, int]:
+        """The drivers' reports on a group's Lease (`ready.g<N>`, `took-over.g<N>`): key -> generation."""
+        out = {}
+        for key in (self.leases.get(group) or {}).get("metadata", {}).get("annotations") or {}:
+            if key.startswith(MARK_PREFIXES) and key.rsplit(".g", 1)[1].isdigit():
+                out[key] = int(key.rsplit(".g", 1)[1])
+        return out
 
 
 @dataclass
@@ -103,20 +146,33 @@ class Plan:
     held_back: bool = False  # a unit stays on its old generation because its spec was rolled back
     problems: list[str] = field(default_factory=list)
     running: dict[str, FlowGroupConfig] = field(default_factory=dict)  # group -> the generation that copies
+    last_generation: int = 0  # the high-water mark of generation numbers (ANNOTATION_LAST_GENERATION)
+    stale_marks: dict[str, list[str]] = field(default_factory=dict)  # group -> reports of gone generations
+    refused: dict[str, dict[str, Any]] = field(default_factory=dict)  # group -> ANNOTATION_REFUSED record
+    no_application: set[tuple[str, int]] = field(default_factory=set)  # (group, generation) not to run
+    resubmit: list[tuple[str, int]] = field(default_factory=list)  # applications to remove and submit again
+    app_problems: list[tuple[str, str]] = field(default_factory=list)  # (condition reason, message)
+
+
+def _finish(out: Plan, observed: Observed, now_ms: int = 0) -> Plan:
+    """The exit contract (`rollout.exit_contract`), the high-water mark, and the drivers' reports of generations this
+    plan no longer runs (a rolled-back standby, a handed-over predecessor): dropped, so the Leases do not pile
+    them up."""
+    if now_ms:
+        exit_contract(out, observed, now_ms)
+    kept = {c.worker.generation for c in out.workers}
+    out.last_generation = max([observed.max_generation(), *kept])
+    for group in observed.leases:
+        stale = sorted(k for k, gen in observed.marks(group).items() if gen not in kept)
+        if stale:
+            out.stale_marks[group] = stale
+    return out
 
 
 def spec_hash(configs: list[FlowGroupConfig], restart: str) -> str:
     """What a set of flow groups runs (their generation aside), with the restart annotation's value."""
     body = [c.model_dump(mode="json", exclude={"worker"}) | {"version": c.worker.version} for c in configs]
     return hashlib.sha256(json.dumps([body, restart], sort_keys=True).encode()).hexdigest()[:16]
-
-
-def _restart_of(cfg: FlowGroupConfig, restart: str) -> FlowGroupConfig:
-    """The restart token rides in the worker's version label, so a changed token changes what runs."""
-    if not restart:
-        return cfg
-    return cfg.model_copy(update={"worker": cfg.worker.model_copy(
-        update={"version": f"{cfg.worker.version}+restart.{restart}"})})
 
 
 def plan_rollout(desired: list[FlowGroupConfig], observed: Observed, upgrade: UpgradeSpec, *, now_ms: int,
@@ -126,8 +182,11 @@ def plan_rollout(desired: list[FlowGroupConfig], observed: Observed, upgrade: Up
     record; a unit whose desired spec hash is the one rolled back is not tried again. `failed_over`: mirrors
     whose flow groups run no application (spec.failover): a unit touching them waits, as when stopped."""
     out = Plan(rollback=rolled_back)
-    want = {c.name: _restart_of(c, restart) for c in desired}
     running = _running(observed)
+    named, token = restart_request(restart, [c.name for c in desired])
+    # a group the annotation does not name keeps the token it runs with: naming another one never rolls it
+    want = {c.name: restart_of(c, token if c.name in named else restart_token(running.get(c.name)))
+            for c in desired}
     out.handoffs = _completed(observed, running)
     next_gen = observed.max_generation() + 1
     if not running:  # nothing ever ran (or everything was forgotten): the first generation starts at once
@@ -135,7 +194,7 @@ def plan_rollout(desired: list[FlowGroupConfig], observed: Observed, upgrade: Up
             out.workers.append(next_generation(cfg, next_gen, []))
             out.holders[cfg.name] = next_gen
         out.running = {c.name: c for c in out.workers}
-        return out
+        return _finish(out, observed, now_ms)
     units = handoff_units(running, want)
     in_unit = {g for u in units for g in (*u.old, *u.new)}
     for g, cfg in running.items():
@@ -149,7 +208,7 @@ def plan_rollout(desired: list[FlowGroupConfig], observed: Observed, upgrade: Up
                 out.workers.append(running[g])
                 out.holders[g] = running[g].worker.generation
                 out.running[g] = running[g]
-        return out
+        return _finish(out, observed, now_ms)
     active = 0
     wanted_hash = spec_hash([want[g] for g in sorted(want)], "")
     def frozen(unit: HandoffUnit) -> bool:
@@ -173,23 +232,40 @@ def plan_rollout(desired: list[FlowGroupConfig], observed: Observed, upgrade: Up
         active += 1
         _advance(unit, want, observed, running, upgrade, now_ms, next_gen, started, out, wanted_hash)
         next_gen = max(next_gen, max((c.worker.generation for c in out.workers), default=0) + 1)
-    return out
+    return _finish(out, observed, now_ms)
+
+
+def _successors(observed: Observed, gen: int) -> set[str]:
+    """The flow groups generation `gen` runs: a ConfigMap of that generation, or a report of it on the group's
+    own Lease (so a successor whose ConfigMap went missing still counts as one that must take over)."""
+    keys = (lease_ready_key(gen), lease_took_over_key(gen))
+    return {g for g, ws in observed.workers.items() if gen in ws} | \
+        {g for g in observed.leases if any(observed.annotation(g, k) for k in keys)}
+
+
+def took_over(observed: Observed, gen: int) -> bool:
+    """Generation `gen` took over: EVERY flow group it runs reported `took-over.g<gen>` on its own Lease. Per
+    group, not per Lease anywhere: after a split, one successor having taken over says nothing of the other."""
+    groups = _successors(observed, gen)
+    return bool(groups) and all(observed.annotation(g, lease_took_over_key(gen)) for g in groups)
 
 
 def _running(observed: Observed) -> dict[str, FlowGroupConfig]:
-    """The generation that copies each flow group: the one its Lease names once it took over (a first
-    generation has nobody to take over from); while the Lease names a generation that has not taken over yet,
-    the one before it, which is draining."""
-    took = {int(k.rsplit(".g", 1)[1]) for lease in observed.leases.values()
-            for k in (lease.get("metadata", {}).get("annotations") or {}) if k.startswith("sparkmirror.io/took-over.g")}
+    """The generation that copies each flow group: the one its Lease names once that generation took over as a
+    whole (`took_over`; a first generation has nobody to take over from); until then the one before it, which
+    is draining (an old group a split or merge superseded keeps its own generation until every successor did)."""
     out: dict[str, FlowGroupConfig] = {}
+    done: dict[int, bool] = {}
     for group, gens in observed.workers.items():
         holder = observed.holder(group)
         if holder is None:
             continue
-        if holder in gens and (holder in took or not gens[holder].config.worker.predecessors):
+        if holder not in done:  # a generation with no predecessors (started at once) had nobody to take over from
+            cfgs = [ws[holder].config for ws in observed.workers.values() if holder in ws]
+            done[holder] = bool(cfgs) and not any(c.worker.predecessors for c in cfgs) or took_over(observed, holder)
+        if holder in gens and done[holder]:
             out[group] = gens[holder].config
-        elif holder not in took and (before := [n for n in gens if n < holder]):
+        elif not done[holder] and (before := [n for n in gens if n < holder]):
             out[group] = gens[max(before)].config
     return out
 
@@ -279,11 +355,13 @@ def _advance(unit: HandoffUnit, want: dict[str, FlowGroupConfig], observed: Obse
     created = [c for w in standbys if (c := w.created_ms()) is not None]
     waited = (now_ms - min(created)) / 1000 if created else 0.0
     errors = [f"{w.config.name}: {e}" for w in standbys if (e := w.error())]
-    if waited > upgrade.readyTimeoutSeconds:
+    refused = [w for w in standbys if w.refused()]
+    if waited > upgrade.readyTimeoutSeconds or refused:  # a refusal would be the same on every restart
         out.workers = [c for c in out.workers if not (c.name in unit.new and c.worker.generation == gen)]
+        why = (f"its job refused to run (exit code {refused[0].exit_code()}, a permanent refusal)" if refused
+               else f"was not ready within spec.upgrade.readyTimeoutSeconds ({upgrade.readyTimeoutSeconds} s)")
         out.rollback = {"generation": gen, "flowGroups": list(unit.new), "specHash": wanted_hash,
-                        "reason": (f"generation {gen} of {new_names} was not ready within "
-                                   f"spec.upgrade.readyTimeoutSeconds ({upgrade.readyTimeoutSeconds} s)"
+                        "reason": (f"generation {gen} of {new_names} {why}"
                                    + (f": {'; '.join(errors)}" if errors else "")
                                    + f"; generation {', '.join(str(running[g].worker.generation) for g in unit.old)}"
                                      " keeps copying")}
@@ -317,14 +395,50 @@ def _completed(observed: Observed, running: dict[str, FlowGroupConfig]) -> list[
         rec: dict[str, Any] = {
             "fromGeneration": max(g for _f, g in preds), "toGeneration": gen,
             "fromFlowGroups": sorted({f for f, _g in preds}), "toFlowGroups": sorted(c.name for c in cfgs),
-            "version": cfgs[0].worker.version.split("+restart.", 1)[0],
+            "version": cfgs[0].worker.version.split(RESTART_SUFFIX, 1)[0],
             "takeoverMs": max((t.get("tookMs", 0) for t in took), default=0),
             "fencedTransactionalIds": sum(t.get("fenced", 0) for t in took),
         }
         if moved and at:
             rec["leaseToTakeoverMs"] = max(0, at - min(moved))
+        if all("latencyMaxMs" in t for t in took):  # measured by the new generation (its drivers report it)
+            rec["pauseMs"] = max(int(t["latencyMaxMs"]) for t in took)
+            rec["firstEpochRecords"] = sum(int(t.get("firstEpochRecords") or 0) for t in took)
         if at:
             rec["time"] = dt.datetime.fromtimestamp(at / 1000, dt.timezone.utc).replace(microsecond=0) \
                 .isoformat().replace("+00:00", "Z")
         out.append(rec)
     return out
+
+
+def exit_contract(out: Plan, observed: Observed, now_ms: int) -> None:
+    """The job's exit contract for the generations that copy (names.EXIT_*): a permanent refusal is not run
+    again (recorded on the Lease, the application removed); an exit 0 while the Lease still names the
+    generation (a deleted or evicted driver drained: nothing took over) is submitted again."""
+    for group, cfg in out.running.items():
+        gen = cfg.worker.generation
+        worker = observed.workers.get(group, {}).get(gen)
+        record = worker.refused() if worker is not None else None
+        if record is None:
+            try:
+                kept = json.loads(observed.annotation(group, ANNOTATION_REFUSED) or "null")
+            except ValueError:
+                kept = None
+            record = kept if isinstance(kept, dict) and kept.get("generation") == gen else None
+        if record is not None:
+            out.refused[group] = record
+            out.no_application.add((group, gen))
+            out.app_problems.append(("ApplicationRefused", (
+                f"flow group {group}: generation {gen} exited with code {record.get('exitCode')} (a permanent "
+                f"refusal: {record.get('reason') or 'see its driver log'}); not restarted until a change of the "
+                f"resource or `sparkmirror.io/restart: {group}@<token>`")))
+            continue
+        if worker is None or not worker.completed() or observed.holder(group) != gen:
+            continue
+        age = (now_ms - created) / 1000 if (created := worker.created_ms()) is not None else RESUBMIT_AFTER_SECONDS
+        if age >= RESUBMIT_AFTER_SECONDS:
+            out.resubmit.append((group, gen))
+        else:
+            out.app_problems.append(("ApplicationStopped", (
+                f"flow group {group}: generation {gen} exited 0 while its Lease names it (nothing took it over): "
+                f"submitted again {RESUBMIT_AFTER_SECONDS - age:.0f} s from now")))

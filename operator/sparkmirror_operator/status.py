@@ -28,7 +28,7 @@ FAILED = {"FAILED", "SUBMISSION_FAILED", "FAILING", "UNKNOWN"}
 # problems that retrying cannot fix: the spec, a Secret, credentials or an application needs a change. Others
 # (an unreachable cluster, no topics yet, lag unknown) leave the resource Degraded but not Stalled.
 STALLING = {"InvalidSpec", "SecretMissing", "SecretUnreadable", "AuthenticationFailed", "TlsFailed", "ApplyFailed",
-            "ApplicationFailed"}
+            "ApplicationFailed", "ApplicationRefused"}
 
 
 @dataclass(frozen=True)
@@ -120,6 +120,9 @@ def build_status(*, name: str, generation: int | None, plan: Plan, apps: dict[st
             record = failed_over[cfg.name]
             g["message"] = f"not copying: mirror {record.get('mirror')} failed over at {record.get('time')} " \
                            "(spec.failover)"
+        elif rollout is not None and cfg.name in rollout.refused:  # its problem says why (ApplicationRefused)
+            g["message"] = f"not copying: generation {worker.generation} refused to run (exit code " \
+                           f"{rollout.refused[cfg.name].get('exitCode')}); not restarted"
         elif state in FAILED:
             err = ((app or {}).get("status") or {}).get("applicationState", {}).get("errorMessage")
             g["message"] = f"SparkApplication {g.get('application')} is {state}" + (f": {err}" if err else "")
@@ -163,6 +166,7 @@ def build_status(*, name: str, generation: int | None, plan: Plan, apps: dict[st
         all_problems = list(problems) + [Problem("ApplicationFailed", g["message"]) for g in failed]
         if rollout is not None:
             all_problems += [Problem("HandoffStalled", m) for m in rollout.problems]
+            all_problems += [Problem(reason, m) for reason, m in rollout.app_problems]
         if all_problems:
             reasons = sorted({p.reason for p in all_problems})
             degraded = _condition(old_conds, "Degraded", True, reasons[0] if len(reasons) == 1 else "Multiple",
@@ -201,7 +205,7 @@ def build_status(*, name: str, generation: int | None, plan: Plan, apps: dict[st
         if failover_condition is not None:
             conds.append(_condition(old_conds, "FailedOver", *failover_condition, generation, now))
     reasons = (["InvalidSpec"] if plan.errors else []) + [p.reason for p in problems] + \
-        (["ApplicationFailed"] if failed else [])
+        (["ApplicationFailed"] if failed else []) + [r for r, _m in (rollout.app_problems if rollout else [])]
     status["conditions"] = conds + gitops_conditions(old_conds, conds, reasons, generation, now)
     # the status model is the schema: validate what we write
     KafkaMirrorMaker2Status.model_validate({k: v for k, v in status.items() if v is not None})

@@ -300,10 +300,13 @@ class Driver:
             if self.lost.is_set():
                 return self
         for run in self.groups.values():
+            before = {m.name: s.snapshot() if (s := self.stats.get(m.name)) else {} for m in run.config.mirrors}
             took = self._take_over(run.config)
             run.go()
-            if self.lease is not None:
-                self.lease.report_took_over(took)
+            if self.lease is not None:  # once its first epoch committed: what the operator waits for
+                self.lease.report_first_epoch(took, run.config.worker.leaseName, before, self.lost,
+                                              lambda m=list(before): {n: s.snapshot() for n in m
+                                                                      if (s := self.stats.get(n))})
         if self.lease is not None:
             self.lease.watch(self.lost)
         return self

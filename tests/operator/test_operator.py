@@ -81,7 +81,7 @@ def test_apply_change_remove_delete(operator, kapi, namespace, figure) -> None:
     owner_uid = kapi.get(KMM2, namespace, "m")["metadata"]["uid"]
     app = kapi.get("SparkApplication", namespace, "m-a")
     assert app["metadata"]["ownerReferences"][0]["uid"] == owner_uid
-    assert app["spec"]["restartPolicy"]["type"] == "Always" and app["spec"]["type"] == "Python"
+    assert app["spec"]["restartPolicy"]["type"] == "OnFailure" and app["spec"]["type"] == "Python"
     assert app["spec"]["driver"]["serviceAccount"] == "sparkmirror-driver"
     cm = kapi.get("ConfigMap", namespace, "m-a-config")
     cfg = FlowGroupConfig.from_yaml(cm["data"]["flowgroup.yaml"])

@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import json
 
-from sparkmirror.resource.flowgroup import FlowGroupConfig
+from sparkmirror.resource.flowgroup import FlowGroupConfig, Predecessor
 from sparkmirror.resource.model import UpgradeSpec
 from sparkmirror.resource.names import LEASE_HOLDER, lease_ready_key, lease_took_over_key
-from sparkmirror_operator.rollout import ANNOTATION_MOVED_AT, Observed, Worker, plan_rollout
+from sparkmirror.resource.rollout import next_generation
+from sparkmirror_operator.rollout import (ANNOTATION_LAST_GENERATION, ANNOTATION_MOVED_AT, Observed, Worker,
+                                          plan_rollout, took_over)
 
 NOW = 1_800_000_000_000
 UPGRADE = UpgradeSpec(readyTimeoutSeconds=60, handoffTimeoutSeconds=30)
@@ -194,3 +196,146 @@ def test_a_failed_over_group_is_not_handed_over_until_undone():
     obs = observed([(cfg(), app())], {"g": lease(1)})
     p = plan_rollout([cfg(version="2")], obs, UPGRADE, now_ms=NOW)
     assert gens(p) == [("g", 1), ("g", 2)] and p.upgrading
+
+
+def _split(took_by: list[str], moved_ms: int = NOW - 31_000):
+    """Generation 1 of `g` split into `g-1` and `g-2` (generation 2), the Leases moved; `took_by` took over."""
+    old = cfg(lanes=3)
+    want = [cfg("g-1", topics="t1"), cfg("g-2", topics="t2")]
+    new = [next_generation(c, 2, [Predecessor(flowGroup="g", generation=1)]) for c in want]
+    took = json.dumps({"atMs": NOW - 1_000, "tookMs": 100, "fenced": 3})
+    leases = {"g": lease(2, **{ANNOTATION_MOVED_AT: str(moved_ms)})}
+    for c in want:
+        marks = {lease_ready_key(2): str(NOW - 40_000), ANNOTATION_MOVED_AT: str(moved_ms)}
+        if c.name in took_by:
+            marks[lease_took_over_key(2)] = took
+        leases[c.name] = lease(2, **marks)
+    return want, observed([(old, app())] + [(c, app()) for c in new], leases)
+
+
+def test_a_split_is_not_done_until_every_successor_took_over():
+    """One of two successors took over: the old group keeps running (it is what still copies the other's
+    partitions), Upgrading stays, and the handoff timeout is still checked."""
+    want, obs = _split(["g-1"])
+    assert not took_over(obs, 2)
+    p = plan_rollout(want, obs, UPGRADE, now_ms=NOW)
+    assert gens(p) == [("g", 1), ("g-1", 2), ("g-2", 2)]
+    assert p.running["g"].worker.generation == 1 and "g-1" not in p.running
+    assert p.holders == {"g": 2, "g-1": 2, "g-2": 2} and not p.handoffs
+    assert any("1/2 took over" in u for u in p.upgrading)
+    assert p.problems and "waiting for ['g-2']" in p.problems[0] and "handoffTimeoutSeconds 30" in p.problems[0]
+    # both took over: the old group is pruned with its Lease, Upgrading clears, the handoff is recorded once
+    want, obs = _split(["g-1", "g-2"])
+    p = plan_rollout(want, obs, UPGRADE, now_ms=NOW)
+    assert gens(p) == [("g-1", 2), ("g-2", 2)] and "g" not in p.holders
+    assert not p.upgrading and not p.problems
+    assert [(h["fromFlowGroups"], h["toFlowGroups"]) for h in p.handoffs] == [(["g"], ["g-1", "g-2"])]
+
+
+def test_a_split_whose_successor_config_went_missing_still_waits_for_it():
+    """The successors are also the groups that reported on their own Lease: a lost ConfigMap of one does not
+    make the other's takeover count for the whole generation."""
+    want, obs = _split(["g-1"])
+    del obs.workers["g-2"]
+    assert not took_over(obs, 2)
+    p = plan_rollout(want, obs, UPGRADE, now_ms=NOW)
+    assert ("g", 1) in gens(p) and ("g-2", 2) in gens(p) and p.upgrading
+
+
+def test_a_merge_prunes_both_old_groups_once_the_successor_took_over():
+    olds = [cfg("x", topics="t1"), cfg("y", topics="t2")]
+    want = [cfg("z")]
+    new = next_generation(want[0], 2, [Predecessor(flowGroup=o.name, generation=1) for o in olds])
+    leases = {"x": lease(2), "y": lease(2), "z": lease(2, **{lease_ready_key(2): str(NOW)})}
+    obs = observed([(o, app()) for o in olds] + [(new, app())], leases)
+    p = plan_rollout(want, obs, UPGRADE, now_ms=NOW)
+    assert gens(p) == [("x", 1), ("y", 1), ("z", 2)] and p.upgrading and "0/1 took over" in p.upgrading[0]
+    leases["z"] = lease(2, **{lease_took_over_key(2): json.dumps({"atMs": NOW, "tookMs": 90, "fenced": 4})})
+    p = plan_rollout(want, observed([(o, app()) for o in olds] + [(new, app())], leases), UPGRADE, now_ms=NOW)
+    assert gens(p) == [("z", 2)] and p.holders == {"z": 2} and not p.upgrading
+    assert p.handoffs[0]["fromFlowGroups"] == ["x", "y"] and p.handoffs[0]["toFlowGroups"] == ["z"]
+
+
+def test_generation_numbers_are_never_given_out_again_after_a_rollback():
+    """A rolled-back standby's number stays taken (the high-water mark on the Leases, or its leftover report):
+    the next standby gets a fresh one, so the leftover `ready.g2` cannot move the Lease to it while cold."""
+    want = [cfg(version="2")]
+    obs = observed([(cfg(), app()), (cfg(version="2", generation=2), app(NOW - 61_000, "SUBMITTED"))],
+                   {"g": lease(1)})
+    p = plan_rollout(want, obs, UPGRADE, now_ms=NOW)
+    assert p.rollback and gens(p) == [("g", 1)] and p.last_generation == 2
+    # its driver reported ready just as it was removed: the report of a gone generation is dropped
+    late = observed([(cfg(), app())], {"g": lease(1, **{lease_ready_key(2): str(NOW),
+                                                         ANNOTATION_LAST_GENERATION: "2"})})
+    assert plan_rollout(want, late, UPGRADE, now_ms=NOW, rolled_back=p.rollback).stale_marks == \
+        {"g": [lease_ready_key(2)]}
+    # the Lease as the operator leaves it: the mark dropped, the high-water mark recorded; a new spec
+    after = observed([(cfg(), app())], {"g": lease(1, **{ANNOTATION_LAST_GENERATION: "2"})})
+    p = plan_rollout([cfg(version="3")], after, UPGRADE, now_ms=NOW, rolled_back=p.rollback)
+    assert gens(p) == [("g", 1), ("g", 3)] and p.holders == {"g": 1} and p.last_generation == 3
+    # without the high-water mark (a Lease written before it existed), the leftover report keeps 2 taken,
+    # and while its standby is cold the leftover says nothing of generation 3: the Lease does not move
+    leftover = observed([(cfg(), app())], {"g": lease(1, **{lease_ready_key(2): str(NOW)})})
+    p = plan_rollout([cfg(version="3")], leftover, UPGRADE, now_ms=NOW, rolled_back=p.rollback)
+    assert ("g", 3) in gens(p) and ("g", 2) not in gens(p) and p.stale_marks == {"g": [lease_ready_key(2)]}
+    standby = next(c for c in p.workers if c.worker.generation == 3)
+    p = plan_rollout([cfg(version="3")], observed([(cfg(), app()), (standby, app())],
+                                                  {"g": lease(1, **{lease_ready_key(2): str(NOW)})}),
+                     UPGRADE, now_ms=NOW)
+    assert p.holders == {"g": 1} and not p.moved and "0/1 ready" in p.upgrading[0]
+
+
+def test_reports_of_handed_over_generations_are_dropped():
+    """After a takeover the predecessor's reports go; the running generation's stay (its handoff record is
+    derived from them on every look)."""
+    took = json.dumps({"atMs": NOW, "tookMs": 100, "fenced": 2})
+    new = next_generation(cfg(version="2"), 2, [Predecessor(flowGroup="g", generation=1)])
+    leases = {"g": lease(2, **{lease_ready_key(1): "1", lease_took_over_key(1): took,
+                               lease_ready_key(2): "2", lease_took_over_key(2): took})}
+    p = plan_rollout([cfg(version="2")], observed([(cfg(), app()), (new, app())], leases), UPGRADE, now_ms=NOW)
+    assert gens(p) == [("g", 2)] and p.handoffs
+    assert p.stale_marks == {"g": sorted([lease_ready_key(1), lease_took_over_key(1)])}
+
+
+def test_the_restart_annotation_names_flow_groups():
+    from sparkmirror_operator.restarts import restart_request
+
+    groups = ["east", "west"]
+    assert restart_request("", groups) == (frozenset(), "")
+    assert restart_request("east@3", groups) == (frozenset({"east"}), "3")
+    assert restart_request("east, west@x", groups) == (frozenset(groups), "x")
+    assert restart_request("all@7", groups) == restart_request("@7", groups) == (frozenset(groups), "7")
+    assert restart_request("west", groups) == (frozenset({"west"}), "west")
+    # any other value means what it meant before flow groups could be named: all of them
+    assert restart_request("2024-06-01T10:00:00Z", groups) == (frozenset(groups), "2024-06-01T10:00:00Z")
+    assert restart_request("nosuch@1", groups) == (frozenset(), "1")
+
+
+def test_a_restart_rolls_only_the_flow_groups_it_names():
+    x, y = cfg("x", mirror="x"), cfg("y", mirror="y")
+    running = observed([(x, app()), (y, app())], {"x": lease(1), "y": lease(1)})
+    p = plan_rollout([x, y], running, UPGRADE, now_ms=NOW, restart="y@1")
+    assert gens(p) == [("x", 1), ("y", 1), ("y", 2)]
+    new_y = next(c for c in p.workers if c.worker.generation == 2)
+    assert new_y.worker.version == "1+restart.1"
+    # y restarted with token 1; naming x next keeps y's token: y does not roll again, x does
+    y2 = next_generation(new_y, 2, [])
+    after = observed([(x, app()), (y2, app())], {"x": lease(1), "y": lease(2)})
+    p = plan_rollout([x, y], after, UPGRADE, now_ms=NOW, restart="x@2")
+    assert gens(p) == [("x", 1), ("x", 3), ("y", 2)]
+    # the annotation removed: nothing rolls (each group keeps what it runs)
+    p = plan_rollout([x, y], after, UPGRADE, now_ms=NOW, restart="")
+    assert gens(p) == [("x", 1), ("y", 2)] and not p.upgrading
+
+
+def test_the_handoff_record_carries_the_pause_the_new_generation_measured():
+    """The longest a record of the first epoch waited (what the drivers report with their takeover, the
+    handoff's gap included), and the records that epoch copied."""
+    new = next_generation(cfg(version="2"), 2, [Predecessor(flowGroup="g", generation=1)])
+    took = json.dumps({"atMs": NOW + 300, "tookMs": 200, "fenced": 2, "firstEpochMs": NOW + 6_400,
+                       "firstEpochRecords": 2_750, "latencyMaxMs": 1_400})
+    leases = {"g": lease(2, **{lease_took_over_key(2): took, ANNOTATION_MOVED_AT: str(NOW)})}
+    p = plan_rollout([cfg(version="2")], observed([(cfg(), app()), (new, app())], leases), UPGRADE,
+                     now_ms=NOW + 2_000)
+    assert p.handoffs[0]["pauseMs"] == 1_400 and p.handoffs[0]["firstEpochRecords"] == 2_750
+    assert p.handoffs[0]["leaseToTakeoverMs"] == 300

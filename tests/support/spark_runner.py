@@ -3,8 +3,12 @@
 It polls the SparkApplications of one namespace on the local API server; for each one it reads the flow-group
 ConfigMap the application mounts, runs the job (`python -m sparkmirror.job --config FILE`) as a local Spark
 process against the local Kafka clusters, and writes `.status.applicationState` back as the Spark operator
-would: SUBMITTED, RUNNING, FAILED (with the error), SUSPENDED (spec.suspend). A changed spec restarts the job;
-a deleted application stops it; a job that exits 0 (a worker generation that handed over) is COMPLETED. Processes are this runner's own children and are stopped by their pid.
+would: SUBMITTED, RUNNING, FAILING / FAILED (with the error, in the Spark operator's words: `driver container
+failed with ExitCode: N`), SUSPENDED (spec.suspend). A changed spec restarts the job; a deleted application
+stops it; a job that exits 0 (a worker generation that handed over) is COMPLETED and never run again.
+`restartPolicy` as the Spark operator reads it: `Always` resubmits any exit; `OnFailure` resubmits a failed
+one `onFailureRetryInterval x attempts` seconds later (its linear back-off), up to `onFailureRetries` times,
+then it stays FAILED. Processes are this runner's own children and are stopped by their pid.
 """
 from __future__ import annotations
 
@@ -37,6 +41,7 @@ class Job:
     log_path: Path
     started: float
     reported: str = ""
+    ended: float | None = None
 
 
 class LocalSparkRunner:
@@ -48,6 +53,7 @@ class LocalSparkRunner:
         self.running_after, self.master = running_after, master
         self.missing_images = missing_images
         self.jobs: dict[str, Job] = {}
+        self.attempts: dict[str, int] = {}  # application uid -> runs so far (the Spark operator's executionAttempts)
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self._loop, name=f"spark-runner-{namespace}", daemon=True)
         self.errors: list[str] = []
@@ -103,13 +109,19 @@ class LocalSparkRunner:
                     continue
             rc = job.proc.poll()
             if rc is not None:
+                job.ended = job.ended or time.monotonic()
                 tail = job.log_path.read_text(errors="replace").strip().splitlines()[-3:]
+                policy = spec.get("restartPolicy") or {}
+                attempts = self.attempts.get(app["metadata"].get("uid", name), 1)
+                retry = policy.get("type") == "Always" or (
+                    rc != 0 and policy.get("type") == "OnFailure" and attempts <= policy.get("onFailureRetries", 0))
                 if rc == 0:  # e.g. a worker generation that handed over and drained
                     self._state(app, "COMPLETED")
                 else:
-                    self._state(app, "FAILED", f"driver exited with code {rc}: {' | '.join(tail)}"[:1000])
-                # restartPolicy Always: resubmit on the next pass
-                if spec.get("restartPolicy", {}).get("type") == "Always":
+                    why = f"driver container failed with ExitCode: {rc}, Reason: Error: {' | '.join(tail)}"
+                    self._state(app, "FAILING" if retry else "FAILED", why[:1000])
+                due = job.ended + (policy.get("onFailureRetryInterval", 0) * attempts if rc != 0 else 0)
+                if retry and time.monotonic() >= due:  # submitted again on the next pass
                     del self.jobs[name]
             elif time.monotonic() - job.started >= self.running_after:
                 self._state(app, "RUNNING")
@@ -146,6 +158,8 @@ class LocalSparkRunner:
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         job = Job(name, spec_hash, proc, log_path, time.monotonic())
         self.jobs[name] = job
+        uid = app["metadata"].get("uid", name)
+        self.attempts[uid] = self.attempts.get(uid, 0) + 1
         self._state(app, "SUBMITTED")
         return job
 

@@ -13,6 +13,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..resource.flowgroup import FlowGroupConfig
@@ -99,10 +100,34 @@ class LeaseGate:
         self._annotate({ref: {lease_ready_key(ref.generation): now} for ref in self.leases})
         log.info("standby: generation(s) %s ready; waiting for the Lease", sorted({r.generation for r in self.leases}))
 
-    def report_took_over(self, took: Takeover) -> None:
-        value = json.dumps({"atMs": took.at_ms, "tookMs": took.took_ms, "fenced": len(took.fenced)})
+    def report_took_over(self, took: Takeover, first: dict[str, int] | None = None,
+                         lease_name: str | None = None) -> None:
+        """`took-over.g<N>` on the Lease of `lease_name` (every Lease of the generation when None): the takeover
+        and the first epoch committed after it (`first_epoch`), which is what the operator waits for."""
+        value = json.dumps({"atMs": took.at_ms, "tookMs": took.took_ms, "fenced": len(took.fenced), **(first or {})})
         self._annotate({ref: {lease_took_over_key(ref.generation): value} for ref in self.leases
-                        if ref.generation == took.generation})
+                        if ref.generation == took.generation and lease_name in (None, ref.name)})
+
+    def report_first_epoch(self, took: Takeover, lease_name: str | None, before: dict[str, dict],
+                           stop: threading.Event, snapshots: Callable[[], dict[str, dict]]) -> threading.Thread:
+        """`report_took_over` once the first epoch after the takeover committed (`first_epoch` of the mirrors'
+        stats `before` it and `snapshots()` now): a takeover whose lanes never commit hands nothing over, so the
+        operator keeps the old generation until this report. In the background: the copy does not wait."""
+        from .takeover import first_epoch
+
+        def wait() -> None:
+            while not stop.is_set():
+                first = first_epoch(before, snapshots())
+                if first is not None:
+                    self.report_took_over(took, first, lease_name)
+                    log.info("generation %d committed its first epoch after the takeover (%d records)",
+                             took.generation, first["firstEpochRecords"])
+                    return
+                stop.wait(0.2)
+
+        thread = threading.Thread(target=wait, name=f"first-epoch-{lease_name}", daemon=True)
+        thread.start()
+        return thread
 
     def wait_until_held(self, stop: threading.Event) -> bool:
         """Block until every Lease names this driver's generation (True) or `stop` is set (False)."""

@@ -55,6 +55,27 @@ class Takeover:
     took_ms: int = 0
 
 
+def first_epoch(before: dict[str, dict], now: dict[str, dict]) -> dict[str, int] | None:
+    """The first epoch a generation committed after its takeover, from its mirrors' stats snapshots
+    (`MirrorStats.snapshot()`, by mirror) at the takeover and now: None until every mirror ended an epoch since;
+    then when the last of them ended (`firstEpochMs`), the records they copied (`firstEpochRecords`: what built
+    up while nobody copied, and what came during the epoch) and the longest any of those records waited from
+    its source timestamp to its commit on the target (`latencyMaxMs`: the handoff's gap included, so the pause
+    as this generation measured it)."""
+    if not before or any((now.get(m) or {}).get("epochs", 0) <= b.get("epochs", 0) for m, b in before.items()):
+        return None
+    records, worst = 0, 0
+    for m, b in before.items():
+        old = {(p["source_topic"], p["partition"]): p["records_total"] for p in b.get("partitions") or []}
+        for p in now[m].get("partitions") or []:
+            copied = p["records_total"] - old.get((p["source_topic"], p["partition"]), 0)
+            if copied > 0:
+                records += copied
+                worst = max(worst, p.get("latency_ms_max") or 0)
+    return {"firstEpochMs": max(now[m].get("last_epoch_end_ms") or 0 for m in before),
+            "firstEpochRecords": records, "latencyMaxMs": worst}
+
+
 def marked(config: FlowGroupConfig, timeout: float = 60.0) -> Predecessor | None:
     """The highest generation marked for this flow group on any of its targets, with the ids its lanes held
     (None: no generation took the group over yet)."""

@@ -423,6 +423,11 @@ class HandoffRecord(_Model):
                                                      "and fence the old lanes.")
     leaseToTakeoverMs: int | None = Field(None, description="From the Lease moving to the takeover done.")
     fencedTransactionalIds: int | None = Field(None, description="Transactional ids of the old lanes fenced.")
+    pauseMs: int | None = Field(None, description="The pause as the new generation measured it: the longest a "
+                                                  "record of its first epoch waited from its source timestamp to "
+                                                  "its commit on the target (the handoff's gap included).")
+    firstEpochRecords: int | None = Field(None, description="Records the new generation's first epoch copied: "
+                                                            "what built up during the handoff, and after.")
 
 
 class RollbackRecord(_Model):

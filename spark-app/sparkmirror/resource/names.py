@@ -71,3 +71,11 @@ def lease_ready_key(generation: int) -> str:
 def lease_took_over_key(generation: int) -> str:
     """Annotation a generation sets (JSON: atMs, tookMs, fenced) once it took the flow group over."""
     return f"sparkmirror.io/took-over.g{generation}"
+
+
+# The job's exit contract, which the operator reads back from the application's state (the Kubeflow Spark
+# operator restarts by state only: `OnFailure` never resubmits an exit 0 and resubmits any other code).
+EXIT_STOPPED = 0   # stopped by design (handed over and drained, superseded, asked to stop): never restarted
+EXIT_FAILED = 1    # anything else: restarted with backoff
+EXIT_REFUSED = 2   # the job refuses its configuration (sparkmirror.inputs.USAGE_EXIT): restarting cannot help
+PERMANENT_EXIT_CODES = frozenset({EXIT_REFUSED})

@@ -1,0 +1,224 @@
+"""Handoff decisions on the real API server, the Reconciler called directly (nothing else reconciles here; the
+one test with the running operator comes last, as the operator runs on for the rest of the module):
+the drivers' reports are written on the Leases as the drivers write them (merge patches of annotations by
+another field manager), the Spark operator's part played by the stand-in runner where a job must run."""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from sparkmirror.resource.names import lease_ready_key, lease_took_over_key
+from sparkmirror_operator.kubeapi import KubeApi
+from sparkmirror_operator.reconcile import Reconciler
+from sparkmirror_operator.rollout import ANNOTATION_LAST_GENERATION, ANNOTATION_REFUSED
+
+from .conftest import wait_for
+from .test_operator import KMM2, names, resource, secret
+
+pytestmark = pytest.mark.k8s
+
+
+def _report(kapi: KubeApi, namespace: str, lease: str, annotations: dict[str, str | None]) -> None:
+    """What a driver does (handoff/lease.py): a merge patch of its own annotations on the Lease."""
+    kapi._call("PATCH", f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{lease}", [],
+               {"metadata": {"annotations": annotations}}, "application/merge-patch+json")
+
+
+def _annotations(kapi: KubeApi, namespace: str, lease: str) -> dict[str, str]:
+    return ((kapi.get("Lease", namespace, lease) or {}).get("metadata") or {}).get("annotations") or {}
+
+
+def _reconcile(rec: Reconciler, kapi: KubeApi, namespace: str, name: str) -> dict:
+    """One reconcile of the resource as it is now, its status written as the handler does."""
+    result = rec.reconcile(kapi.get(KMM2, namespace, name))
+    kapi.patch_status(KMM2, namespace, name, result.status)
+    return result.status
+
+
+def _cond(status: dict, type_: str) -> dict:
+    return next(c for c in status["conditions"] if c["type"] == type_)
+
+
+def _patch(kapi: KubeApi, namespace: str, name: str, body: dict) -> None:
+    kapi._call("PATCH", f"/apis/sparkmirror.io/v1alpha1/namespaces/{namespace}/kafkamirrormaker2s/{name}", [],
+               body, "application/merge-patch+json")
+
+
+def test_a_split_hands_over_only_when_every_successor_took_over(kube, kmm2_crd, kapi, namespace) -> None:
+    kapi.create(secret(namespace, "mirror-user", {"password": "pw"}))
+    kapi.create(resource("split", namespace, upgrade={"handoffTimeoutSeconds": 5}))
+    rec = Reconciler(KubeApi(kapi.api), lag_timeout=1.0)
+    _reconcile(rec, kapi, namespace, "split")
+    assert names(kapi, "SparkApplication", namespace, "split") == ["split-a", "split-c"]
+    _patch(kapi, namespace, "split", {"spec": {"flowGroups": [
+        {"name": "one", "mirrors": ["a"], "topicsPattern": "t1"},
+        {"name": "two", "mirrors": ["a"], "topicsPattern": "t2"},
+        {"name": "c", "mirrors": ["c"]}]}})
+    _reconcile(rec, kapi, namespace, "split")
+    assert names(kapi, "SparkApplication", namespace, "split") == ["split-a", "split-c", "split-one-g2",
+                                                                    "split-two-g2"]
+    for lease in ("split-one", "split-two"):  # both standbys warm: the Leases move
+        _report(kapi, namespace, lease, {lease_ready_key(2): str(int(time.time() * 1000))})
+    _reconcile(rec, kapi, namespace, "split")
+    assert all(_annotations(kapi, namespace, f"split-{g}")["sparkmirror.io/holder-generation"] == "2"
+               for g in ("a", "one", "two"))
+    took = json.dumps({"atMs": int(time.time() * 1000), "tookMs": 120, "fenced": 2})
+    _report(kapi, namespace, "split-one", {lease_took_over_key(2): took})
+    time.sleep(6)  # past handoffTimeoutSeconds: the wait for the other successor is reported
+    st = _reconcile(rec, kapi, namespace, "split")
+    assert "split-a" in names(kapi, "SparkApplication", namespace, "split")  # it still copies t2's partitions
+    assert "split-a" in names(kapi, "Lease", namespace, "split")
+    upgrading = _cond(st, "Upgrading")
+    assert upgrading["status"] == "True" and "1/2 took over" in upgrading["message"], upgrading
+    degraded = _cond(st, "Degraded")
+    assert degraded["reason"] == "HandoffStalled" and "waiting for ['two']" in degraded["message"], degraded
+    assert not st.get("handoffs")
+    _report(kapi, namespace, "split-two", {lease_took_over_key(2): took})
+    st = _reconcile(rec, kapi, namespace, "split")
+    assert names(kapi, "SparkApplication", namespace, "split") == ["split-c", "split-one-g2", "split-two-g2"]
+    assert names(kapi, "Lease", namespace, "split") == ["split-c", "split-one", "split-two"]
+    assert _cond(st, "Upgrading")["status"] == "False" and _cond(st, "Degraded")["status"] == "False"
+    assert [(h["fromFlowGroups"], h["toFlowGroups"]) for h in st["handoffs"]] == [(["a"], ["one", "two"])]
+
+
+def test_a_rolled_back_generation_number_is_never_given_out_again(kube, kmm2_crd, kapi, namespace) -> None:
+    kapi.create(secret(namespace, "mirror-user", {"password": "pw"}))
+    kapi.create(resource("numbers", namespace, upgrade={"readyTimeoutSeconds": 10}, flowGroups=[
+        {"name": "a", "mirrors": ["a", "c"]}]))
+    rec = Reconciler(KubeApi(kapi.api), lag_timeout=1.0)
+    _reconcile(rec, kapi, namespace, "numbers")
+    _patch(kapi, namespace, "numbers", {"spec": {"version": "2.0"}})
+    _reconcile(rec, kapi, namespace, "numbers")
+    assert names(kapi, "SparkApplication", namespace, "numbers") == ["numbers-a", "numbers-a-g2"]
+    time.sleep(11)  # generation 2 never reports ready
+    st = _reconcile(rec, kapi, namespace, "numbers")
+    assert st["rollback"]["generation"] == 2
+    assert names(kapi, "SparkApplication", namespace, "numbers") == ["numbers-a"]
+    assert _annotations(kapi, namespace, "numbers-a")[ANNOTATION_LAST_GENERATION] == "2"
+    # its driver's report arrives late: the next reconcile removes it
+    _report(kapi, namespace, "numbers-a", {lease_ready_key(2): str(int(time.time() * 1000))})
+    _reconcile(rec, kapi, namespace, "numbers")
+    assert lease_ready_key(2) not in _annotations(kapi, namespace, "numbers-a")
+    # a new spec: a fresh number, and the Lease stays until that one reports ready
+    _report(kapi, namespace, "numbers-a", {lease_ready_key(2): str(int(time.time() * 1000))})
+    _patch(kapi, namespace, "numbers", {"spec": {"version": "3.0"}})
+    _reconcile(rec, kapi, namespace, "numbers")
+    assert names(kapi, "SparkApplication", namespace, "numbers") == ["numbers-a", "numbers-a-g3"]
+    lease = _annotations(kapi, namespace, "numbers-a")
+    assert lease["sparkmirror.io/holder-generation"] == "1" and lease[ANNOTATION_LAST_GENERATION] == "3"
+    assert lease_ready_key(2) not in lease
+
+
+def test_a_refusing_job_is_not_restarted_until_its_group_is(kube, kmm2_crd, kapi, namespace, tmp_path) -> None:
+    """The job exits 2 when its config names a Secret file it cannot read (here: the stand-in runner does not
+    mount Secrets), before Spark starts: a permanent refusal. Its application goes, the resource says why,
+    nothing resubmits it; `sparkmirror.io/restart` naming the group starts a new generation."""
+    from tests.support.spark_runner import LocalSparkRunner
+
+    kapi.create(secret(namespace, "mirror-user", {"password": "pw"}))
+    kapi.create(resource("refuse", namespace, flowGroups=[{"name": "a", "mirrors": ["a", "c"]}]))
+    rec = Reconciler(KubeApi(kapi.api), lag_timeout=1.0)
+    with LocalSparkRunner(kapi, namespace, tmp_path / "runner"):
+        _reconcile(rec, kapi, namespace, "refuse")
+
+        def refused() -> dict | None:
+            app = kapi.get("SparkApplication", namespace, "refuse-a")
+            state = ((app or {}).get("status") or {}).get("applicationState") or {}
+            return state if "ExitCode: 2" in (state.get("errorMessage") or "") else None
+
+        state = wait_for("the job to exit 2", refused, timeout=120)
+        assert state["state"] == "FAILING"  # the Spark operator alone would submit it again
+        st = _reconcile(rec, kapi, namespace, "refuse")
+        assert names(kapi, "SparkApplication", namespace, "refuse") == []
+        assert json.loads(_annotations(kapi, namespace, "refuse-a")[ANNOTATION_REFUSED])["exitCode"] == 2
+        degraded, stalled = _cond(st, "Degraded"), _cond(st, "Stalled")
+        assert degraded["reason"] == "ApplicationRefused" and "exited with code 2" in degraded["message"]
+        assert stalled["status"] == "True"
+        st = _reconcile(rec, kapi, namespace, "refuse")  # and again: still not run
+        assert names(kapi, "SparkApplication", namespace, "refuse") == [] and \
+            _cond(st, "Degraded")["reason"] == "ApplicationRefused"
+        kapi._call("PATCH", f"/apis/sparkmirror.io/v1alpha1/namespaces/{namespace}/kafkamirrormaker2s/refuse",
+                   [], {"metadata": {"annotations": {"sparkmirror.io/restart": "a@1"}}},
+                   "application/merge-patch+json")
+        st = _reconcile(rec, kapi, namespace, "refuse")
+        assert names(kapi, "SparkApplication", namespace, "refuse") == ["refuse-a-g2"]
+        assert ANNOTATION_REFUSED not in _annotations(kapi, namespace, "refuse-a")
+        assert _cond(st, "Degraded")["reason"] != "ApplicationRefused"
+
+
+def test_a_driver_reports_its_takeover_once_its_first_epoch_committed(kube, kapi, namespace) -> None:
+    """handoff.lease.LeaseGate on the real API server: the took-over report waits for the first epoch after
+    the takeover, carries when and how many records, and lands on this flow group's Lease only."""
+    import threading
+
+    from kubernetes import client
+
+    from sparkmirror.handoff.lease import LeaseGate, LeaseRef
+    from sparkmirror.handoff.takeover import Takeover
+    from sparkmirror.stats import MirrorStats
+
+    for lease in ("fe-one", "fe-two"):
+        kapi.create({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                     "metadata": {"name": lease, "namespace": namespace}, "spec": {}})
+    stats = MirrorStats("m")
+    stop = threading.Event()
+    with kube.api_client() as api:
+        gate = LeaseGate([LeaseRef(namespace, "fe-one", 2), LeaseRef(namespace, "fe-two", 2)],
+                         api=client.CoordinationV1Api(api))
+        thread = gate.report_first_epoch(Takeover(2, ["one"], ["id"], at_ms=100, took_ms=40), "fe-one",
+                                         {"m": stats.snapshot()}, stop, lambda: {"m": stats.snapshot()})
+        time.sleep(1.0)
+        assert lease_took_over_key(2) not in _annotations(kapi, namespace, "fe-one")  # no epoch yet
+        stats.update([{"source_topic": "t", "partition": 0, "target_topic": "a.t", "records": 12, "bytes": 12,
+                       "epoch_start_ms": 1_000, "epoch_end_ms": 2_000, "lane": 0, "next_offset": 12,
+                       "source_end": 12, "lag": 0, "latency_ms_sum": 0, "latency_ms_max": 0}])
+        thread.join(10)
+        assert not thread.is_alive()
+    report = json.loads(_annotations(kapi, namespace, "fe-one")[lease_took_over_key(2)])
+    assert report == {"atMs": 100, "tookMs": 40, "fenced": 1, "firstEpochMs": 2_000, "firstEpochRecords": 12,
+                      "latencyMaxMs": 0}
+    assert lease_took_over_key(2) not in _annotations(kapi, namespace, "fe-two")
+
+
+def test_an_exit_0_nothing_took_over_is_submitted_again(kube, kmm2_crd, kapi, namespace, monkeypatch) -> None:
+    """A generation whose driver drained and exited 0 while its Lease still names it (a deleted or evicted
+    driver pod): `OnFailure` never resubmits a completed application, so the operator submits it again
+    (its minimum age set to 0 here: the test does not wait a minute)."""
+    from sparkmirror_operator import restarts
+
+    from .test_operator import set_spark_state
+
+    monkeypatch.setattr(restarts, "RESUBMIT_AFTER_SECONDS", 0)
+    kapi.create(secret(namespace, "mirror-user", {"password": "pw"}))
+    kapi.create(resource("again", namespace, flowGroups=[{"name": "a", "mirrors": ["a", "c"]}]))
+    rec = Reconciler(KubeApi(kapi.api), lag_timeout=1.0)
+    _reconcile(rec, kapi, namespace, "again")
+    first = kapi.get("SparkApplication", namespace, "again-a")
+    set_spark_state(kapi, namespace, "again-a", "COMPLETED")
+    result = rec.reconcile(kapi.get(KMM2, namespace, "again"))
+    now = kapi.get("SparkApplication", namespace, "again-a")
+    assert now is not None and now["metadata"]["uid"] != first["metadata"]["uid"]  # a new application
+    assert any(e.reason == "Resubmitted" for e in result.events)
+
+
+def test_the_operator_removes_a_refusing_job_before_it_is_submitted_again(operator, kapi, namespace,
+                                                                           tmp_path) -> None:
+    """The running operator acts on the application's failed state itself: the Spark operator (the stand-in,
+    which resubmits `onFailureRetryInterval x attempts` = 10 s after the first failure) never runs it twice."""
+    from tests.support.spark_runner import LocalSparkRunner
+
+    from .conftest import condition, kmm2_status
+
+    kapi.create(secret(namespace, "mirror-user", {"password": "pw"}))
+    kapi.create(resource("once", namespace, flowGroups=[{"name": "a", "mirrors": ["a", "c"]}]))
+    with LocalSparkRunner(kapi, namespace, tmp_path / "runner") as runner:
+        # (a status refresh may say so before the application event's reconcile removed it)
+        wait_for("the refusal on the status, its application removed",
+                 lambda: condition(kmm2_status(kapi, namespace, "once"), "Degraded").get("reason") ==
+                 "ApplicationRefused" and not names(kapi, "SparkApplication", namespace, "once"), timeout=120)
+        time.sleep(15)  # past the stand-in's first retry
+        assert names(kapi, "SparkApplication", namespace, "once") == []
+        assert list(runner.attempts.values()) == [1], runner.attempts
+        assert "exited with code 2" in condition(kmm2_status(kapi, namespace, "once"), "Degraded")["message"]
