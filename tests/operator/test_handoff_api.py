@@ -186,11 +186,11 @@ def test_an_exit_0_nothing_took_over_is_submitted_again(kube, kmm2_crd, kapi, na
     """A generation whose driver drained and exited 0 while its Lease still names it (a deleted or evicted
     driver pod): `OnFailure` never resubmits a completed application, so the operator submits it again
     (its minimum age set to 0 here: the test does not wait a minute)."""
-    from sparkmirror_operator import restarts
+    from sparkmirror_operator import rollout
 
     from .test_operator import set_spark_state
 
-    monkeypatch.setattr(restarts, "RESUBMIT_AFTER_SECONDS", 0)
+    monkeypatch.setattr(rollout, "RESUBMIT_AFTER_SECONDS", 0)
     kapi.create(secret(namespace, "mirror-user", {"password": "pw"}))
     kapi.create(resource("again", namespace, flowGroups=[{"name": "a", "mirrors": ["a", "c"]}]))
     rec = Reconciler(KubeApi(kapi.api), lag_timeout=1.0)

@@ -291,7 +291,8 @@ def test_strimzi_example_reports_not_applicable_and_unsupported(operator, kapi, 
             "spec.mirrors[0].sourceConnector.tasksMax"} <= set(st["notApplicable"])
     assert "spec.target.config[plugin.discovery]" in st["notApplicable"]
     assert st["unsupported"] == ["spec.mirrors[0].sourceConnector.config[consumer.max.poll.records]"]
-    assert names(kapi, "SparkApplication", namespace, "my-mirror-maker-2") == ["my-mirror-maker-2-cluster-a"]
+    wait_for("its application", lambda: names(kapi, "SparkApplication", namespace, "my-mirror-maker-2")
+             == ["my-mirror-maker-2-cluster-a"])
     # kopf posts events from a queue of its own, after the status patch: wait for it as for the status
     wait_for("UnsupportedConfig event", lambda: [e for e in kapi.list("Event", namespace)
                                                  if e.get("reason") == "UnsupportedConfig"])
