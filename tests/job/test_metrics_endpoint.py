@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import time
 import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from confluent_kafka.admin import AdminClient
 from prometheus_client.parser import text_string_to_metric_families
@@ -22,6 +24,17 @@ def samples(text: str) -> dict[tuple[str, tuple], float]:
         for s in fam.samples:
             out[(s.name, tuple(sorted(s.labels.items())))] = s.value
     return out
+
+
+@contextmanager
+def serving(cfg) -> Iterator[tuple[DriverServices, Callable[[], dict]]]:
+    """The flow group's driver services on a loopback port, and a scrape of their /metrics."""
+    services = DriverServices(cfg, stats=lambda: {}, poll_interval=0.3, bind="127.0.0.1").start()
+    url = f"http://127.0.0.1:{services.metrics_port}/metrics"
+    try:
+        yield services, lambda: samples(urllib.request.urlopen(url, timeout=5).read().decode())
+    finally:
+        services.stop()
 
 
 def find(ss: dict, name: str, **labels) -> list[float]:
@@ -99,13 +112,7 @@ def test_live_lag_and_endpoint(kafka_a, kafka_b, topic, flowgroup) -> None:
     produce_numbered(kafka_a.bootstrap, src, 2, 0, 100)
     routes = TopicSync(cfg, mirror).sync()
     ensure_progress_topic(cfg.cluster("b").client_config(), cfg.progressTopic)
-    services = DriverServices(cfg, stats=lambda: {}, poll_interval=0.3, bind="127.0.0.1").start()
-    try:
-        url = f"http://127.0.0.1:{services.metrics_port}/metrics"
-
-        def scrape() -> dict:
-            return samples(urllib.request.urlopen(url, timeout=5).read().decode())
-
+    with serving(cfg) as (services, scrape):
         lag = lambda: find(scrape(), "sparkmirror_partition_lag_records", topic=src)  # noqa: E731
         wait_for(lambda: lag() == [100, 100], 30, "lag of 100 records per partition before copying")
         for lane in plan_lanes(mirror.name, cfg.lanes_of(mirror),
@@ -126,8 +133,6 @@ def test_live_lag_and_endpoint(kafka_a, kafka_b, topic, flowgroup) -> None:
         assert find(ss, "sparkmirror_heartbeats_total", mirror=mirror.name)[0] >= 1
         snap = services.snapshot()[mirror.name]
         assert snap["lag"] == 0 and snap["topics"] == 1 + bool(hb) and not snap["errors"], snap["errors"]
-    finally:
-        services.stop()
     # a lane started afresh (a restarted driver) carries the totals on in the progress records themselves, so
     # they hold when compaction leaves only the latest record of each partition
     produce_numbered(kafka_a.bootstrap, src, 2, 100, 50)
@@ -204,11 +209,8 @@ def test_transactional_source_lag_is_zero_in_status_and_metrics(kafka_a, kafka_b
         tx.commit_transaction(30)
     routes = TopicSync(cfg, mirror).sync()
     ensure_progress_topic(cfg.cluster("b").client_config(), cfg.progressTopic)
-    services = DriverServices(cfg, stats=lambda: {}, poll_interval=0.3, bind="127.0.0.1").start()
-    try:
-        url = f"http://127.0.0.1:{services.metrics_port}/metrics"
-        lag = lambda: find(samples(urllib.request.urlopen(url, timeout=5).read().decode()),  # noqa: E731
-                           "sparkmirror_partition_lag_records", topic=src)
+    with serving(cfg) as (services, scrape):
+        lag = lambda: find(scrape(), "sparkmirror_partition_lag_records", topic=src)  # noqa: E731
         wait_for(lambda: lag() == [20, 20], 30, "metrics: 20 records per partition before copying (22 offsets)")
         before = group_lag(cfg, no_secrets, {}, timeout=10)
         assert (before.error, before.lag, before.partitions) == (None, 40, 2)
@@ -224,8 +226,6 @@ def test_transactional_source_lag_is_zero_in_status_and_metrics(kafka_a, kafka_b
         assert [p["end_offset"] - p["next_offset"] for p in snap["partitions_detail"]] == [1, 1]
         after = group_lag(cfg, no_secrets, {}, timeout=10)
         assert (after.error, after.lag, after.partitions) == (None, 0, 2)
-    finally:
-        services.stop()
 
 
 def test_consumer_group_lag_in_metrics_and_status(kafka_a, kafka_b, topic, flowgroup) -> None:
@@ -254,12 +254,10 @@ def test_consumer_group_lag_in_metrics_and_status(kafka_a, kafka_b, topic, flowg
                 copy_lane(cfg, mirror, lane.index, list(lane.partitions), 2.0)
 
     copy()
-    services = DriverServices(cfg, stats=lambda: {}, poll_interval=0.3, bind="127.0.0.1").start()
-    try:
-        url = f"http://127.0.0.1:{services.metrics_port}/metrics"
+    with serving(cfg) as (services, scrape):
 
         def lags() -> tuple[list[float], list[float]]:
-            ss = samples(urllib.request.urlopen(url, timeout=5).read().decode())
+            ss = scrape()
             return (find(ss, "sparkmirror_consumer_group_lag_records", group=group),
                     find(ss, "sparkmirror_consumer_group_target_lag_records", group=group))
 
@@ -271,8 +269,6 @@ def test_consumer_group_lag_in_metrics_and_status(kafka_a, kafka_b, topic, flowg
         assert [(c.group, c.lag, c.partitions) for c in status.consumer_groups or []] == [(group, 210, 2)]
         copy()
         wait_for(lambda: lags() == ([210], [210]), 60, "210 on both once the mirror caught up")
-    finally:
-        services.stop()
 
 
 def test_time_lag_and_transactions_counted_once(kafka_a, kafka_b, topic, flowgroup) -> None:
@@ -292,13 +288,7 @@ def test_time_lag_and_transactions_counted_once(kafka_a, kafka_b, topic, flowgro
     assert p.flush(30) == 0
     routes = TopicSync(cfg, mirror).sync()
     ensure_progress_topic(cfg.cluster("b").client_config(), cfg.progressTopic)
-    services = DriverServices(cfg, stats=lambda: {}, poll_interval=0.3, bind="127.0.0.1").start()
-    try:
-        url = f"http://127.0.0.1:{services.metrics_port}/metrics"
-
-        def scrape() -> dict:
-            return samples(urllib.request.urlopen(url, timeout=5).read().decode())
-
+    with serving(cfg) as (services, scrape):
         def aged() -> bool:
             ages = find(scrape(), "sparkmirror_partition_lag_seconds", topic=src)
             return len(ages) == 2 and all(119 < a < 180 for a in ages)
@@ -325,5 +315,3 @@ def test_time_lag_and_transactions_counted_once(kafka_a, kafka_b, topic, flowgro
         assert find(ss, "sparkmirror_mirror_records_total", mirror=mirror.name) == [100]
         (tx,) = find(ss, "sparkmirror_mirror_transactions_total", mirror=mirror.name)
         assert len(per_partition) == 2 and max(per_partition) <= tx < sum(per_partition), (tx, per_partition)
-    finally:
-        services.stop()
