@@ -308,7 +308,9 @@ class Driver:
                                               lambda m=list(before): {n: s.snapshot() for n in m
                                                                       if (s := self.stats.get(n))})
         if self.lease is not None:
-            self.lease.watch(self.lost)
+            # the moment the Lease moves on, no new epoch is planned: its lanes' fresh starts would fence the
+            # later generation's lanes of the same ids (the drain that follows waits for the main loop's turn)
+            self.lease.watch(self.lost, on_lost=lambda: [run.stop_planning() for run in self.groups.values()])
         return self
 
     def _standby_run(self, run: FlowGroupRun) -> None:

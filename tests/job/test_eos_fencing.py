@@ -166,3 +166,31 @@ def test_two_jobs_of_one_flow_group_at_once(kafka_a, kafka_b, topic, flowgroup, 
     finally:
         one.kill(9)
         two.kill(9)
+
+
+def test_a_lane_of_a_superseded_generation_never_fences_the_next(kafka_a, kafka_b, topic, flowgroup):
+    """The handoff's race (issue: a superseded driver still planning for a moment after its Lease moved): a lane
+    of generation 1 starting after generation 2 wrote its supersede mark must stop without init_transactions,
+    so generation 2's lane of the same transactional id, already in a transaction, commits unfenced."""
+    import time as clock
+
+    from confluent_kafka import Producer
+
+    from sparkmirror.handoff.takeover import write_mark
+    from sparkmirror.resource.names import transactional_id
+
+    cfg, mirror, src, dst, parts = _one_lane(kafka_a, kafka_b, topic, flowgroup)
+    later = cfg.model_copy(update={"worker": cfg.worker.model_copy(update={"generation": 2})})
+    write_mark(later, "b", [cfg.name], int(clock.time() * 1000), 30.0, go=False)  # takeover's first step
+    newer = Producer({"bootstrap.servers": kafka_b.bootstrap, "enable.idempotence": True,
+                      "transactional.id": transactional_id(cfg.resource, cfg.name, mirror.name, 0)})
+    newer.init_transactions(30)
+    newer.begin_transaction()
+    newer.produce(dst, value=b"written by generation 2", partition=0)
+    assert newer.flush(30) == 0
+
+    rows = run_epoch(LaneCopy(cfg, mirror, 0, parts, 2.0))
+
+    assert rows and all(r.fenced for r in rows), rows  # superseded: it stopped as a fenced lane does
+    newer.commit_transaction(30)  # raises when the older lane's init_transactions fenced it
+    assert [r.value for rs in read_topic(kafka_b.bootstrap, dst).values() for r in rs] == [b"written by generation 2"]

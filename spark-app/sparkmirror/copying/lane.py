@@ -135,7 +135,9 @@ class LaneCopy:
         """Fresh clients: producers, init_transactions (fences older copies), THEN progress, then assign."""
         t0 = time.monotonic()
         ctx = self.ctx
-        self.writer.open(self.protocol_class)  # FIRST: aborts and fences older copies
+        if not self.standby:  # a standby belongs to the newest generation: it waited for its own go mark
+            self.check_not_superseded()  # before anything holds the lane's id: a later generation's lane may
+        self.writer.open(self.protocol_class)  # FIRST of the clients: aborts and fences older copies
         self.reader.open()
         # THEN the progress topic: it can no longer change under us
         self.ledger.topic_ids = lane_topic_ids(ctx.config, ctx.mirror, ctx.route)
@@ -273,6 +275,27 @@ class LaneCopy:
             time.sleep(min(0.2, max(until - time.monotonic(), 0.0)))
         return time.monotonic() < deadline and not self.should_stop()
 
+    def _progress(self, partitions: list[PartitionKey]):
+        cfg = self.config
+        with talking_to("target", self.mirror.target, f"reading progress topic {cfg.progressTopic}"):
+            return read_progress(self.ctx.target_conf, cfg.progressTopic, self.mirror.source, partitions,
+                                 resource=cfg.resource)
+
+    def _raise_if_superseded(self, state) -> None:
+        cfg = self.config
+        why = state.superseded_why(cfg.resource, cfg.resourceUid, cfg.name, cfg.worker.generation)
+        if why is not None:
+            raise Superseded(why)
+
+    def check_not_superseded(self) -> None:
+        """Before a fresh start: stop (Superseded) when a later worker generation marked the flow group as its
+        own. The lane's init_transactions would fence the later generation's lane of the same transactional id,
+        which starts copying once its takeover's go mark is written; the mark that supersedes this generation is
+        written before that (handoff/takeover.py), so a lane that reads it here never fences the later one. One
+        read of the progress topic's marks per fresh start (kept clients go on without one); the read after
+        init_transactions (start.resume_positions) stays the backstop for a mark written in between."""
+        self._raise_if_superseded(self._progress([]))
+
     def check_not_taken_over(self) -> None:
         """Before a start that follows a fault: stop (LaneFenced) rather than fence a copy that took the lane over
         while this one was away. Its init_transactions would fence whichever copy holds the lane's transactional
@@ -283,13 +306,8 @@ class LaneCopy:
         reach = {k: o for k, o in self.reader.reach.items() if k in self.route}
         if not reach:
             return
-        cfg = self.config
-        with talking_to("target", self.mirror.target, f"reading progress topic {cfg.progressTopic}"):
-            state = read_progress(self.ctx.target_conf, cfg.progressTopic, self.mirror.source, list(reach),
-                                  resource=cfg.resource)
-        why = state.superseded_why(cfg.resource, cfg.resourceUid, cfg.name, cfg.worker.generation)
-        if why is not None:
-            raise Superseded(why)
+        state = self._progress(list(reach))
+        self._raise_if_superseded(state)
         ahead = sorted((k, o) for k, o in state.resume_offsets(self.mirror.source).items()
                        if k in reach and o > reach[k])
         if ahead:

@@ -145,8 +145,10 @@ class LeaseGate:
             stop.wait(self.poll)
         return False
 
-    def watch(self, lost: threading.Event, every: float = 1.0) -> None:
-        """In a daemon thread: set `lost` once any Lease names a later generation."""
+    def watch(self, lost: threading.Event, every: float = 1.0,
+              on_lost: Callable[[], None] = lambda: None) -> None:
+        """In a daemon thread: once any Lease names a later generation, call `on_lost` (at once, in this thread:
+        the driver stops planning epochs, whose new lanes would fence the later generation's) and set `lost`."""
 
         def loop() -> None:
             while not self._stop.wait(every):
@@ -154,6 +156,7 @@ class LeaseGate:
                 later = [h for r in self.leases if (h := holders[r]) is not None and h > r.generation]
                 if later:
                     self.successor = max(later)
+                    on_lost()
                     lost.set()
                     return
 
