@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from sparkmirror.failover.report import MOVED
 from sparkmirror.resource.flowgroup import FlowGroupConfig, SecretResolver
+from sparkmirror.resource.javaregex import compile_java
 from sparkmirror.resource.plan import Plan
 from .status import Problem
 
@@ -167,7 +167,7 @@ def act(p: Plan, records: list[dict[str, Any]], resolve: SecretResolver, timeout
                                                        "spec.failover.mirrors)"))
     for mirror in to_fail:
         assert spec is not None
-        select = re.compile(spec.groupsPattern).fullmatch if spec.groupsPattern else (lambda _g: True)
+        select = compile_java(spec.groupsPattern).fullmatch if spec.groupsPattern else (lambda _g: True)
         before = next((r for r in out.records if r.get("mirror") == mirror), None)
         try:
             configs, m = _carrying(p, mirror, resolve)

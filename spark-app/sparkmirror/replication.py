@@ -35,6 +35,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from .resource.javaregex import JavaPatternError, compile_java
+
 log = logging.getLogger(__name__)
 _WARNED: set[tuple[str, int]] = set()  # partitions whose undecodable provenance header was logged (per process)
 
@@ -168,13 +170,14 @@ def policy_for(mirror) -> ReplicationPolicy:  # mirror: sparkmirror.resource.flo
 # topic selection -------------------------------------------------------------------------------------------
 
 def _check_patterns(**patterns: str | None) -> None:
-    """Each pattern compiles, or a ValueError names the field it came from."""
+    """Each pattern is one Java reads as sparkmirror does (resource/javaregex.py), or a ValueError names the
+    field it came from."""
     for field, rx in patterns.items():
         if rx is not None:
             try:
-                re.compile(rx)
-            except re.error as e:
-                raise ValueError(f"{field}: invalid regex {rx!r}: {e}") from e
+                compile_java(rx)
+            except JavaPatternError as e:
+                raise ValueError(f"{field}: invalid regex {e}") from e
 
 
 @dataclass(frozen=True)
@@ -191,9 +194,9 @@ class TopicFilter:
     def matches(self, topic: str) -> bool:
         if topic in self.never:
             return False
-        if self.exclude and re.fullmatch(self.exclude, topic):
+        if self.exclude and compile_java(self.exclude).fullmatch(topic):
             return False
-        return re.fullmatch(self.include, topic) is not None
+        return compile_java(self.include).fullmatch(topic) is not None
 
 
 # group selection -------------------------------------------------------------------------------------------
@@ -213,9 +216,9 @@ class GroupFilter:
         return cls(mirror.groups, mirror.groupsExclude)
 
     def matches(self, group: str) -> bool:
-        if self.exclude and re.fullmatch(self.exclude, group):
+        if self.exclude and compile_java(self.exclude).fullmatch(group):
             return False
-        return re.fullmatch(self.include or ".*", group) is not None
+        return compile_java(self.include or ".*").fullmatch(group) is not None
 
 
 def should_replicate_topic(policy: ReplicationPolicy, topic_filter: TopicFilter, topic: str,

@@ -42,6 +42,7 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, 
 
 from .aclsync import AclRecord, AclState, AclSync, mirror_principal
 from .resource.flowgroup import Cluster, FlowGroupConfig, Mirror
+from .resource.javaregex import JavaPatternError, compile_java
 from .replication import GroupFilter, ReplicationPolicy, TopicFilter, policy_for, should_replicate_topic
 
 log = logging.getLogger(__name__)
@@ -146,15 +147,15 @@ def compile_excludes(patterns: Iterable[str]) -> list[re.Pattern[str]]:
     out = []
     for i, p in enumerate(patterns):
         try:
-            out.append(re.compile(p))
-        except re.error as e:
-            raise ValueError(f"configPropertiesExclude[{i}]: invalid regex {p!r}: {e}") from e
+            out.append(compile_java(p))
+        except JavaPatternError as e:
+            raise ValueError(f"configPropertiesExclude[{i}]: invalid regex {e}") from e
     return out
 
 
 def replicable_configs(configs: Mapping[str, ConfigValue], exclude: Iterable[re.Pattern[str] | str]) -> dict[str, str]:
     """MM2's DefaultConfigPropertyFilter with `use.defaults.from=target`: explicit, safe, not excluded."""
-    rx = [re.compile(p) if isinstance(p, str) else p for p in exclude]
+    rx = [compile_java(p) if isinstance(p, str) else p for p in exclude]
     return {k: v.value for k, v in sorted(configs.items())
             if v.dynamic and not v.read_only and not v.sensitive and v.value is not None
             and not any(r.fullmatch(k) for r in rx)}
@@ -175,7 +176,7 @@ def plan_sync(mirror: Mirror, policy: ReplicationPolicy, tfilter: TopicFilter, s
     `sources` holds all source topics (selection happens here); `targets` the target's topics. Source topics
     without `configs` get no config changes this round (configs are described less often than topics).
     """
-    rx = [re.compile(p) if isinstance(p, str) else p for p in exclude]
+    rx = [compile_java(p) if isinstance(p, str) else p for p in exclude]
     plan = SyncPlan()
     owner: dict[str, str] = {}
     for name in select_topics(policy, tfilter, sources, mirror.target):

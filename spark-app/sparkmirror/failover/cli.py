@@ -15,7 +15,6 @@ a partition without an exact position) or a cluster did not answer; 2 a file or 
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from contextlib import ExitStack
 from pathlib import Path
@@ -23,6 +22,7 @@ from pathlib import Path
 from confluent_kafka import KafkaException
 
 from ..output import add_output_flag, dump
+from ..resource.javaregex import JavaPatternError, compile_java
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -116,9 +116,9 @@ def run(args: argparse.Namespace) -> int:
         _err(chosen)
         return USAGE_EXIT
     try:
-        select = re.compile(args.groups).fullmatch if args.groups else (lambda _g: True)
-    except re.error as e:
-        _err(f"--groups: invalid regex {args.groups!r}: {e}")
+        select = compile_java(args.groups).fullmatch if args.groups else (lambda _g: True)
+    except JavaPatternError as e:
+        _err(f"--groups: invalid regex {e}")
         return USAGE_EXIT
     if args.timeout <= 0 or args.wait_caught_up < 0:
         _err("--timeout must be above 0 and --wait-caught-up at least 0")

@@ -6,7 +6,6 @@ paths of files (mounted Secrets) or names of environment variables the job reads
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
@@ -14,6 +13,8 @@ from typing import Annotated, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from .javaregex import JavaPatternError, compile_java
 
 FLOWGROUP_API_VERSION = "sparkmirror.io/flowgroup/v1"
 
@@ -248,9 +249,9 @@ class Mirror(_Model):
     def _regex(cls, v: str | None) -> str | None:
         if v is not None:
             try:
-                re.compile(v)
-            except re.error as e:
-                raise ValueError(f"invalid regex {v!r}: {e}") from e
+                compile_java(v)
+            except JavaPatternError as e:
+                raise ValueError(f"invalid regex {e}") from e
         return v
 
     @field_validator("configPropertiesExclude")
@@ -258,9 +259,9 @@ class Mirror(_Model):
     def _regexes(cls, v: list[str]) -> list[str]:
         for r in v:
             try:
-                re.compile(r)
-            except re.error as e:
-                raise ValueError(f"invalid regex {r!r}: {e}") from e
+                compile_java(r)
+            except JavaPatternError as e:
+                raise ValueError(f"invalid regex {e}") from e
         return v
 
 

@@ -28,6 +28,7 @@ from .flowgroup import (
     Worker,
 )
 
+from .javaregex import JavaPatternError, compile_java
 from .names import lease_name
 from .model import (
     PLAINTEXT_CREDENTIALS_MESSAGE,
@@ -213,9 +214,9 @@ def _check_regex(pattern: str | None, where: str, out: Plan) -> None:
     if pattern is None:
         return
     try:
-        re.compile(pattern)
-    except re.error as e:
-        out.errors.append(Problem(where, f"invalid regular expression {pattern!r}: {e}"))
+        compile_java(pattern)
+    except JavaPatternError as e:
+        out.errors.append(Problem(where, f"invalid regular expression {e}"))
 
 
 # ---- clusters and secrets -------------------------------------------------------------------------------
