@@ -130,3 +130,50 @@ def test_init_producer_id_fences_an_older_librdkafka_producer(kafka_b) -> None:
         assert read_topic(kafka_b.bootstrap, topic) == {0: []}
     finally:
         target.close()
+
+
+MEASURE_RECORDS = 200_000
+
+
+def test_cpu_per_batch_and_per_record(kafka_a, kafka_b, capsys) -> None:
+    """200,000 1-KiB records as a stock producer batches them (16 KiB batches, linger 5 ms), copied as bytes in
+    one transaction; the process's CPU time (the IO thread included) per batch and per record, printed."""
+    parts = 4
+    topic = create_topic(kafka_a.bootstrap, unique_name("cost"), parts)
+    create_topic(kafka_b.bootstrap, topic, parts)
+    p = Producer({"bootstrap.servers": kafka_a.bootstrap, "batch.size": 16384, "linger.ms": 5,
+                  "compression.type": "none", "enable.idempotence": True})
+    value = b"x" * 1024
+    for i in range(MEASURE_RECORDS):
+        while True:
+            try:
+                p.produce(topic, key=str(i).encode(), value=value, partition=i % parts)
+                break
+            except BufferError:
+                p.poll(0.05)
+    assert p.flush(120) == 0
+    ends = end_offsets(kafka_a.bootstrap, topic)
+    source, target = Wire({"bootstrap.servers": kafka_a.bootstrap}), Wire({"bootstrap.servers": kafka_b.bootstrap})
+    try:
+        writer = BatchWriter(target, unique_name("lane"))
+        writer.init()
+        reader = BatchReader(source)
+        reader.assign({(topic, q): 0 for q in range(parts)})
+        batches = records = 0
+        cpu, wall = time.process_time(), time.monotonic()
+        while any(reader.positions[(topic, q)] < ends[q] for q in range(parts)):
+            got = reader.fetch()
+            for written in writer.produce({k: f.batches for k, f in got.items()}).values():
+                batches += len(written)
+                records += sum(w.record_count for w in written)
+        writer.commit()
+        cpu, wall = time.process_time() - cpu, time.monotonic() - wall
+    finally:
+        source.close()
+        target.close()
+    assert records == MEASURE_RECORDS and end_offsets(kafka_b.bootstrap, topic) == {q: n + 1 for q, n in ends.items()}
+    with capsys.disabled():
+        print(f"\nbatch copy: {records} records in {batches} batches ({records / batches:.1f} records, "
+              f"{records * 1024 / batches / 1024:.1f} KiB a batch): {cpu:.2f} s CPU, {wall:.2f} s wall; "
+              f"{cpu / batches * 1e6:.0f} us CPU a batch, {cpu / records * 1e6:.2f} us a record, "
+              f"{records / wall:.0f} records/s")

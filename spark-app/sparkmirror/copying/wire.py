@@ -21,6 +21,9 @@ from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 FETCH_MAX_VERSION = 12
 PRODUCE_MAX_VERSION = 12
 TXN_MAX_VERSION = 3
+RECEIVE_MAX_BYTES = 64 << 20
+"""The largest response taken: kafka-python's default (1 MB) is below one Fetch of a few partitions; the
+reader asks for at most 50 MiB (`BatchReader.max_bytes`)."""
 
 _CONF = {  # librdkafka's names (the lane's client settings) -> kafka-python's
     "bootstrap.servers": "bootstrap_servers", "security.protocol": "security_protocol",
@@ -67,7 +70,7 @@ class Wire:
     """A cluster's connections; `call` and `call_many` block the caller until the answers are in."""
 
     def __init__(self, conf: dict[str, str], **extra: Any) -> None:
-        self._client = KafkaNetClient(**{**wire_config(conf), **extra})
+        self._client = KafkaNetClient(**{"receive_message_max_bytes": RECEIVE_MAX_BYTES, **wire_config(conf), **extra})
         self._manager = self._client._manager
         self._net = self._manager._net
         self._net.start()
