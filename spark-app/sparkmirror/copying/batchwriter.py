@@ -19,7 +19,7 @@ from kafka.protocol.producer import (AddPartitionsToTxnRequest, EndTxnRequest, I
 
 from .batches import Batch, rewrite
 from .errors import LaneFenced
-from .wire import PRODUCE_MAX_VERSION, TXN_MAX_VERSION, Wire, WireError, check
+from .wire import PRODUCE_MAX_VERSION, TXN_MAX_VERSION, Leader, Wire, WireError, check
 
 PartitionKey = tuple[str, int]
 IN_FLIGHT = 5
@@ -54,6 +54,7 @@ class BatchWriter:
         self.sequences: dict[PartitionKey, int] = {}
         self._in_txn: set[PartitionKey] = set()
         self._coordinator: int | None = None
+        self._leaders: dict[PartitionKey, Leader] = {}
 
     @property
     def transactional(self) -> bool:
@@ -120,7 +121,9 @@ class BatchWriter:
         connection's requests in order and keeps sequence state for 5 batches per producer and partition)."""
         batches = {k: bs for k, bs in batches.items() if bs}
         self._add_partitions(list(batches))
-        leaders = self.wire.leaders({t for t, _ in batches})
+        if not set(batches) <= set(self._leaders):
+            self._leaders = self.wire.leaders({t for t, _ in batches} | {t for t, _ in self._leaders})
+        leaders = self._leaders
         rounds = max(map(len, batches.values()), default=0)
         out: dict[PartitionKey, list[Written]] = {k: [] for k in batches}
         for first in range(0, rounds, IN_FLIGHT):
@@ -142,6 +145,7 @@ class BatchWriter:
                         try:
                             check(p.error_code, f"Produce {t.name}[{p.index}]: {p.error_message}")
                         except WireError as e:
+                            self._leaders = {}  # a leader moved, perhaps: asked again before the next produce
                             self._raise(e)
                         b = batches[key][len(out[key])]
                         out[key].append(Written(b.base_offset, p.base_offset, b.record_count))
