@@ -121,7 +121,8 @@ class BatchReader:
                             continue
                         raise
                     out[key] = self._take(key, p)
-        if refresh or len(requests) < len({self._leaders.get(k, Leader(-1, -1)).node_id for k in self.positions}):
+        leaderless = any(self._leaders.get(k, Leader(-1, -1)).node_id < 0 for k in self.positions)
+        if refresh or leaderless:
             self._leaders = self.wire.leaders({t for t, _ in self.positions})
         return out
 
