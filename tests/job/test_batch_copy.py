@@ -35,9 +35,10 @@ def fill_source(bootstrap: str, topic: str) -> None:
             p.produce(topic, key=key, value=value, headers=headers, partition=i % PARTITIONS,
                       timestamp=ts + ci * 10_000 + i)
         assert p.flush(30) == 0
+    # one producer id for both: its committed records come only if the abort marker ended its aborted range
+    t = Producer({"bootstrap.servers": bootstrap, "transactional.id": unique_name("src-txn")})
+    t.init_transactions(30)
     for commit in (False, True):
-        t = Producer({"bootstrap.servers": bootstrap, "transactional.id": unique_name("src-txn")})
-        t.init_transactions(30)
         t.begin_transaction()
         for i in range(20):
             t.produce(topic, key=f"txn-{commit}-{i}".encode(), value=b"t", partition=i % PARTITIONS)
