@@ -5,8 +5,9 @@ InitProducerId with the lane's transactional id bumps its epoch at the coordinat
 (a librdkafka producer with the same transactional.id included) is fenced exactly as `init_transactions` fences
 it today. Per transaction: AddPartitionsToTxn for partitions new to it, Produce (acks=all) with the rewritten
 batches, EndTxn. The produce result gives each batch's target base offset, so the offset map stays exact.
-Not yet: several produce requests in flight per partition, retries of a produce after a lost answer (both need
-the broker's 5-batch sequence window tracked), the progress records in the same transaction.
+Up to 5 produce requests are in flight per leader (one batch per partition each). Not yet: retries of a
+produce whose answer was lost or refused retriably (they need the broker's 5-batch sequence window tracked; today
+such an error is raised), the progress records in the same transaction.
 """
 from __future__ import annotations
 
