@@ -121,6 +121,10 @@ class BatchWriter:
         and up to `IN_FLIGHT` of those requests are sent at once on the connection (the broker handles a
         connection's requests in order and keeps sequence state for 5 batches per producer and partition)."""
         batches = {k: bs for k, bs in batches.items() if bs}
+        for key, bs in batches.items():
+            for b in bs:
+                if (why := b.unforwardable()) is not None:  # the rebuild path is a later step
+                    raise ValueError(f"{key[0]}[{key[1]}] batch at {b.base_offset} cannot forward: {why.value}")
         self._add_partitions(list(batches))
         if not set(batches) <= set(self._leaders):
             self._leaders = self.wire.leaders({t for t, _ in batches} | {t for t, _ in self._leaders})
