@@ -20,6 +20,9 @@ progress records and the offset map:
   on until the next task, and the epoch run there for a task in another worker;
 - `start.py`: what a fresh lane starts from: client settings, target size limits, resume offsets and gaps;
 - `errors.py`: why a lane stops (`CopyError`, `SourceGapError`, `LaneFenced`) and Kafka error classification;
+- `batches.py`, `wire.py`, `batchreader.py`, `batchwriter.py`: the batch path in progress (issue 36), not used by
+  `LaneCopy` yet: v2 batches read and rewritten as bytes, fetched at read_committed and produced under the
+  lane's producer id on the wire (kafka-python);
 - `summary.py`: the per-partition row a lane task yields (`PartitionSummary`, `SUMMARY_SCHEMA`).
 
 Named `copying`, not `copy`: `spark-submit sparkmirror/job.py` puts this directory's parent first on

@@ -1,0 +1,154 @@
+"""The batch path's source reader (issue 36): Fetch at read_committed from the partitions' leaders, batches kept
+as bytes. read_committed at batch level, as the Java consumer does it: the broker returns data only up to the
+last stable offset, with the aborted transactions in that range (producer id, first offset); a data batch of
+a producer whose abort began at or before it is dropped until that producer's abort marker (a control batch)
+is passed; control batches themselves are skipped. Positions advance over dropped and skipped batches too.
+
+Leader moves (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, ...) refresh the leaders and fetch again next call;
+OFFSET_OUT_OF_RANGE is a `SourceGapError` as on the record path; other errors raise `WireError`.
+"""
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from kafka.protocol.consumer import FetchRequest
+
+from .batches import HEADER_SIZE, Batch, split_batches
+from .errors import SourceGapError
+from .wire import FETCH_MAX_VERSION, Leader, Wire, WireError, check
+
+PartitionKey = tuple[str, int]
+READ_COMMITTED = 1
+_REFRESH = {"NotLeaderForPartitionError", "NotLeaderOrFollowerError", "FencedLeaderEpochError",
+            "UnknownLeaderEpochError", "LeaderNotAvailableError", "ReplicaNotAvailableError",
+            "KafkaStorageError", "UnknownTopicOrPartitionError", "OffsetNotAvailableError"}
+
+
+@dataclass(slots=True)
+class Fetched:
+    """A partition's batches from one fetch, to be forwarded, and how far the read got."""
+    batches: list[Batch] = field(default_factory=list)
+    first_offset: int = -1  # the first forwarded batch's base offset
+    next_offset: int = 0  # where the next fetch starts (past dropped and control batches too)
+    high_watermark: int = -1
+
+    @property
+    def record_count(self) -> int:
+        return sum(b.record_count for b in self.batches)
+
+    @property
+    def last_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+
+def _control_is_abort(batch: Batch) -> bool:
+    """A control batch's one record's key is (version int16, type int16), type 0 = ABORT, 1 = COMMIT. Read
+    from the uncompressed record: length varint, attributes, timestamp and offset deltas, key length varint."""
+    raw = batch.raw
+
+    def varint(i: int) -> tuple[int, int]:
+        shift = result = 0
+        while True:
+            b = raw[i]
+            result |= (b & 0x7F) << shift
+            i += 1
+            if not b & 0x80:
+                return (result >> 1) ^ -(result & 1), i
+            shift += 7
+
+    pos = HEADER_SIZE
+    _, pos = varint(pos)
+    pos += 1
+    _, pos = varint(pos)
+    _, pos = varint(pos)
+    _, pos = varint(pos)
+    _version, kind = struct.unpack_from(">hh", raw, pos)
+    return kind == 0
+
+
+class BatchReader:
+    """Reads the lane's source partitions as batches, from positions it keeps."""
+
+    def __init__(self, wire: Wire, cluster: str = "source", max_wait_ms: int = 100, partition_max_bytes: int = 1 << 20,
+                 max_bytes: int = 50 << 20) -> None:
+        self.wire, self.cluster = wire, cluster
+        self.max_wait_ms, self.partition_max_bytes, self.max_bytes = max_wait_ms, partition_max_bytes, max_bytes
+        self.positions: dict[PartitionKey, int] = {}
+        self._leaders: dict[PartitionKey, Leader] = {}
+        # per partition: producer ids inside an aborted transaction at the position, from the responses' lists
+        self._aborting: dict[PartitionKey, set[int]] = {}
+
+    def assign(self, positions: dict[PartitionKey, int]) -> None:
+        self.positions = dict(positions)
+        self._aborting = {k: set() for k in positions}
+        self._leaders = self.wire.leaders({t for t, _ in positions})
+
+    def fetch(self) -> dict[PartitionKey, Fetched]:
+        """One Fetch per leader, all at once; each partition's forwardable batches since its position."""
+        per_node: dict[int, dict[str, list]] = {}
+        for key, offset in self.positions.items():
+            leader = self._leaders.get(key)
+            if leader is None or leader.node_id < 0:
+                continue
+            part = FetchRequest.FetchTopic.FetchPartition(
+                partition=key[1], current_leader_epoch=leader.epoch, fetch_offset=offset, log_start_offset=-1,
+                partition_max_bytes=self.partition_max_bytes)
+            per_node.setdefault(leader.node_id, {}).setdefault(key[0], []).append(part)
+        requests = [(FetchRequest(replica_id=-1, max_wait_ms=self.max_wait_ms, min_bytes=1, max_bytes=self.max_bytes,
+                                  isolation_level=READ_COMMITTED, session_id=0, session_epoch=-1,
+                                  topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+                                  forgotten_topics_data=[], rack_id="", min_version=4, max_version=FETCH_MAX_VERSION),
+                     node) for node, topics in per_node.items()]
+        out: dict[PartitionKey, Fetched] = {}
+        refresh = False
+        for resp in self.wire.call_many(requests):
+            check(resp.error_code, "Fetch")
+            for t in resp.responses:
+                for p in t.partitions:
+                    key = (t.topic, p.partition_index)
+                    try:
+                        check(p.error_code, f"Fetch {t.topic}[{p.partition_index}]")
+                    except WireError as e:
+                        name = e.error.__name__
+                        if name == "OffsetOutOfRangeError":
+                            raise SourceGapError(
+                                f"source cluster {self.cluster!r}: {t.topic}[{p.partition_index}] no longer holds "
+                                f"offset {self.positions[key]} (log starts at {p.log_start_offset})") from e
+                        if name in _REFRESH or e.retriable:
+                            refresh = True
+                            continue
+                        raise
+                    out[key] = self._take(key, p)
+        leaderless = any(self._leaders.get(k, Leader(-1, -1)).node_id < 0 for k in self.positions)
+        if refresh or leaderless:
+            self._leaders = self.wire.leaders({t for t, _ in self.positions})
+        return out
+
+    def _take(self, key: PartitionKey, p: FetchRequest) -> Fetched:
+        aborted = sorted((a.first_offset, a.producer_id) for a in (p.aborted_transactions or []))
+        aborting = self._aborting.setdefault(key, set())
+        got = Fetched(next_offset=self.positions[key], high_watermark=p.high_watermark)
+        i = 0
+        for b in split_batches(p.records):
+            if b.next_offset <= got.next_offset:
+                continue  # a compressed batch begins before the fetch offset: already taken
+            while i < len(aborted) and aborted[i][0] <= b.last_offset:
+                aborting.add(aborted[i][1])
+                i += 1
+            got.next_offset = b.next_offset
+            if b.is_control:
+                if b.producer_id in aborting and _control_is_abort(b):
+                    aborting.discard(b.producer_id)
+                continue
+            if b.is_transactional and b.producer_id in aborting:
+                continue
+            if got.first_offset < 0:
+                got.first_offset = b.base_offset
+            got.batches.append(b)
+        self.positions[key] = got.next_offset
+        return got
+
+    def partitions(self) -> Iterable[PartitionKey]:
+        return self.positions.keys()

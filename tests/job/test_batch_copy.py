@@ -1,0 +1,180 @@
+"""The batch path's reader and writer on real brokers (issue 36): batches librdkafka wrote with every codec,
+headers, null keys and values, CreateTime timestamps and aborted and committed transactions, copied as bytes
+inside a transaction, read back by a read_committed confluent-kafka consumer record for record; the target's
+batches keep their codec; InitProducerId fences an older librdkafka producer of the same transactional id."""
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import KafkaException, Producer
+
+from sparkmirror.copying.batches import Codec
+from sparkmirror.copying.batchreader import BatchReader
+from sparkmirror.copying.batchwriter import BatchWriter
+from sparkmirror.copying.errors import LaneFenced
+from sparkmirror.copying.wire import Wire
+from sparkmirror_dev.testing import create_topic, read_topic, unique_name
+
+from .conftest import end_offsets
+
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+PARTITIONS = 2
+
+
+def fill_source(bootstrap: str, topic: str) -> None:
+    """Per codec a few batches on every partition, then an aborted and a committed transaction."""
+    ts = 1_600_000_000_000
+    for ci, codec in enumerate(CODECS):
+        p = Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 20,
+                      "enable.idempotence": True})
+        for i in range(300):
+            key = None if i % 7 == 0 else f"{codec}-{i}".encode()
+            value = None if i % 11 == 0 else (f"{codec}:{i}:".encode() * 20)
+            headers = [("n", str(i).encode()), ("nil", None)] if i % 3 else None
+            p.produce(topic, key=key, value=value, headers=headers, partition=i % PARTITIONS,
+                      timestamp=ts + ci * 10_000 + i)
+        assert p.flush(30) == 0
+    # one producer id for both: its committed records come only if the abort marker ended its aborted range
+    t = Producer({"bootstrap.servers": bootstrap, "transactional.id": unique_name("src-txn")})
+    t.init_transactions(30)
+    for commit in (False, True):
+        t.begin_transaction()
+        for i in range(20):
+            t.produce(topic, key=f"txn-{commit}-{i}".encode(), value=b"t", partition=i % PARTITIONS)
+        (t.commit_transaction if commit else t.abort_transaction)(30)
+    last = Producer({"bootstrap.servers": bootstrap})  # after the markers: a batch past both transactions
+    for i in range(4):
+        last.produce(topic, key=b"after", value=str(i).encode(), partition=i % PARTITIONS)
+    assert last.flush(30) == 0
+
+
+def copy_all(source: Wire, writer: BatchWriter, topic: str, ends: dict[int, int]) -> tuple[int, int]:
+    """Read every partition to its end offset, produce what was read in one transaction; (batches, records)."""
+    reader = BatchReader(source)
+    reader.assign({(topic, p): 0 for p in range(PARTITIONS)})
+    batches = records = 0
+    deadline = time.monotonic() + 60
+    while any(reader.positions[(topic, p)] < ends[p] for p in range(PARTITIONS)):
+        assert time.monotonic() < deadline, f"read stuck at {reader.positions}"
+        got = reader.fetch()
+        out = writer.produce({k: f.batches for k, f in got.items()})
+        for key, written in out.items():  # the offset map: source batch -> target offsets
+            assert [w.source_base_offset for w in written] == [b.base_offset for b in got[key].batches]
+            batches += len(written)
+            records += sum(w.record_count for w in written)
+    return batches, records
+
+
+def target_codecs(target: Wire, bootstrap: str, topic: str) -> dict[int, list[Codec]]:
+    """The codec of every batch the target holds, per partition, fetched raw."""
+    reader = BatchReader(target)
+    ends = end_offsets(bootstrap, topic)
+    reader.assign({(topic, p): 0 for p in range(PARTITIONS)})
+    out: dict[int, list[Codec]] = {p: [] for p in range(PARTITIONS)}
+    while any(reader.positions[(topic, p)] < ends[p] for p in range(PARTITIONS)):
+        for (_, p), f in reader.fetch().items():
+            out[p] += [b.codec for b in f.batches]
+    return out
+
+
+def test_batches_copy_every_committed_record_and_keep_their_codec(kafka_a, kafka_b) -> None:
+    topic = create_topic(kafka_a.bootstrap, unique_name("batches"), PARTITIONS)
+    create_topic(kafka_b.bootstrap, topic, PARTITIONS)
+    fill_source(kafka_a.bootstrap, topic)
+    source, target = Wire({"bootstrap.servers": kafka_a.bootstrap}), Wire({"bootstrap.servers": kafka_b.bootstrap})
+    try:
+        writer = BatchWriter(target, unique_name("lane"))
+        writer.init()
+        n_batches, n_records = copy_all(source, writer, topic, end_offsets(kafka_a.bootstrap, topic))
+        writer.commit()
+
+        want = {p: [(r.key, r.value, r.headers, r.timestamp) for r in rs]
+                for p, rs in read_topic(kafka_a.bootstrap, topic).items()}
+        got = {p: [(r.key, r.value, r.headers, r.timestamp) for r in rs]
+               for p, rs in read_topic(kafka_b.bootstrap, topic).items()}
+        assert sum(map(len, want.values())) == 5 * 300 + 20 + 4 == n_records
+        assert not any(k and k.startswith(b"txn-False") for rs in want.values() for k, *_ in rs)
+        assert got == want
+        codecs = target_codecs(target, kafka_b.bootstrap, topic)
+        assert set(c.name.lower() for cs in codecs.values() for c in cs) == set(CODECS)
+        assert sum(map(len, codecs.values())) == n_batches
+        for cs in codecs.values():  # in the order they were written: none, gzip, snappy, lz4, zstd, then txn
+            firsts = list(dict.fromkeys(c.name.lower() for c in cs))
+            assert firsts[:5] == CODECS
+    finally:
+        source.close()
+        target.close()
+
+
+def test_init_producer_id_fences_an_older_librdkafka_producer(kafka_b) -> None:
+    topic = create_topic(kafka_b.bootstrap, unique_name("fence"), 1)
+    tid = unique_name("lane")
+    old = Producer({"bootstrap.servers": kafka_b.bootstrap, "transactional.id": tid})
+    old.init_transactions(30)
+    old.begin_transaction()
+    old.produce(topic, value=b"from the older copy")
+    assert old.flush(30) == 0
+    target = Wire({"bootstrap.servers": kafka_b.bootstrap})
+    try:
+        first = BatchWriter(target, tid)
+        first.init()  # the older copy's open transaction is aborted, its epoch fenced
+        with pytest.raises(KafkaException) as e:
+            old.commit_transaction(30)
+        assert e.value.args[0].fatal() and "fenc" in e.value.args[0].str().lower()
+        # and a newer copy of the batch writer fences this one in turn
+        newer = BatchWriter(target, tid)
+        newer.init()
+        assert (newer.producer_id, newer.epoch) == (first.producer_id, first.epoch + 1)
+        with pytest.raises(LaneFenced):
+            first._add_partitions([(topic, 0)])
+        assert read_topic(kafka_b.bootstrap, topic) == {0: []}
+    finally:
+        target.close()
+
+
+MEASURE_RECORDS = 200_000
+
+
+def test_cpu_per_batch_and_per_record(kafka_a, kafka_b, capsys) -> None:
+    """200,000 1-KiB records as a stock producer batches them (16 KiB batches, linger 5 ms), copied as bytes in
+    one transaction; the process's CPU time (the IO thread included) per batch and per record, printed."""
+    parts = 4
+    topic = create_topic(kafka_a.bootstrap, unique_name("cost"), parts)
+    create_topic(kafka_b.bootstrap, topic, parts)
+    p = Producer({"bootstrap.servers": kafka_a.bootstrap, "batch.size": 16384, "linger.ms": 5,
+                  "compression.type": "none", "enable.idempotence": True})
+    value = b"x" * 1024
+    for i in range(MEASURE_RECORDS):
+        while True:
+            try:
+                p.produce(topic, key=str(i).encode(), value=value, partition=i % parts)
+                break
+            except BufferError:
+                p.poll(0.05)
+    assert p.flush(120) == 0
+    ends = end_offsets(kafka_a.bootstrap, topic)
+    source, target = Wire({"bootstrap.servers": kafka_a.bootstrap}), Wire({"bootstrap.servers": kafka_b.bootstrap})
+    try:
+        writer = BatchWriter(target, unique_name("lane"))
+        writer.init()
+        reader = BatchReader(source)
+        reader.assign({(topic, q): 0 for q in range(parts)})
+        batches = records = 0
+        cpu, wall = time.process_time(), time.monotonic()
+        while any(reader.positions[(topic, q)] < ends[q] for q in range(parts)):
+            got = reader.fetch()
+            for written in writer.produce({k: f.batches for k, f in got.items()}).values():
+                batches += len(written)
+                records += sum(w.record_count for w in written)
+        writer.commit()
+        cpu, wall = time.process_time() - cpu, time.monotonic() - wall
+    finally:
+        source.close()
+        target.close()
+    assert records == MEASURE_RECORDS and end_offsets(kafka_b.bootstrap, topic) == {q: n + 1 for q, n in ends.items()}
+    with capsys.disabled():
+        print(f"\nbatch copy: {records} records in {batches} batches ({records / batches:.1f} records, "
+              f"{records * 1024 / batches / 1024:.1f} KiB a batch): {cpu:.2f} s CPU, {wall:.2f} s wall; "
+              f"{cpu / batches * 1e6:.0f} us CPU a batch, {cpu / records * 1e6:.2f} us a record, "
+              f"{records / wall:.0f} records/s")
