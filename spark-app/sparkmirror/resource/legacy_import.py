@@ -10,7 +10,7 @@ import argparse
 from typing import Any
 
 from .documents import InputError
-from .importer import Imported, _credential_note, _is_credential, _resource, parse_properties
+from .importer import Imported, _check, _credential_note, _is_credential, _resource, parse_properties
 
 _SECURITY = ("security.protocol", "ssl.", "sasl.")
 
@@ -18,6 +18,15 @@ _SECURITY = ("security.protocol", "ssl.", "sasl.")
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # a named error, not argparse's exit
         raise InputError(f"legacy MirrorMaker command line: {message}")
+
+
+_FLAGS = {"consumer_config": "--consumer.config", "producer_config": "--producer.config",
+          "whitelist": "--whitelist", "blacklist": "--blacklist", "num_streams": "--num.streams"}
+
+
+def legacy_argv(parsed: dict[str, Any]) -> list[str]:
+    """The legacy flags `sparkmirror import` was given (its parsed arguments), as the old tool's argv."""
+    return [x for k, flag in _FLAGS.items() if parsed.get(k) is not None for x in (flag, str(parsed[k]))]
 
 
 def parse_legacy_args(argv: list[str]) -> argparse.Namespace:
@@ -28,8 +37,11 @@ def parse_legacy_args(argv: list[str]) -> argparse.Namespace:
     pattern = p.add_mutually_exclusive_group(required=True)
     pattern.add_argument("--whitelist", "--include", dest="include")
     pattern.add_argument("--blacklist", dest="exclude")
-    p.add_argument("--num.streams", dest="streams", type=int, default=1)
+    p.add_argument("--num.streams", dest="streams", default="1")
     args = p.parse_args(argv)
+    if not str(args.streams).isdigit():
+        raise InputError(f"legacy MirrorMaker command line: --num.streams {args.streams}: not a number")
+    args.streams = int(args.streams)
     if args.streams < 1:
         raise InputError(f"legacy MirrorMaker command line: --num.streams {args.streams}: must be at least 1")
     return args
@@ -47,7 +59,8 @@ def _cluster(alias: str, props: dict[str, str], label: str, out: Imported) -> di
     return {"alias": alias, "bootstrapServers": servers}
 
 
-def import_legacy(argv: list[str], consumer_text: str, producer_text: str, *, name: str = "mirror") -> Imported:
+def import_legacy(argv: list[str], consumer_text: str, producer_text: str, *, name: str = "mirror",
+                  namespace: str | None = None) -> Imported:
     """The resource for the legacy tool's `argv`, given the contents of its consumer and producer configs."""
     args = parse_legacy_args(argv)
     out = Imported()
@@ -67,5 +80,6 @@ def import_legacy(argv: list[str], consumer_text: str, producer_text: str, *, na
         out.notes.append(f"{args.consumer}: no group.id: the mirror starts every partition from the beginning")
     spec = {"target": _cluster("target", producer, args.producer, out), "mirrors": [mirror],
             "spark": {"parallelism": args.streams}}
-    out.resources.append(_resource({"name": name}, spec))
+    out.resources.append(_resource({"name": name, "namespace": namespace}, spec))
+    _check(out)
     return out
