@@ -56,3 +56,24 @@ def test_bad_input_is_named(argv: list[str], consumer: str, said: str) -> None:
     with pytest.raises(InputError) as e:
         import_legacy(argv, consumer, PRODUCER)
     assert said in str(e.value)
+
+
+def test_cli_takes_the_legacy_flags(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    import yaml
+
+    (tmp_path / "c.properties").write_text(CONSUMER)
+    (tmp_path / "p.properties").write_text(PRODUCER)
+    base = [sys.executable, "-m", "sparkmirror.cli", "import", "--consumer.config", "c.properties",
+            "--producer.config", "p.properties"]
+    ok = subprocess.run(base + ["--whitelist", "orders.*", "--num.streams", "3"], cwd=tmp_path,
+                        capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0, ok.stderr
+    res = yaml.safe_load(ok.stdout)
+    assert (res["spec"]["mirrors"][0]["startFrom"], res["spec"]["spark"]["parallelism"]) == ("legacy-mm", 3)
+    assert "hunter2" not in ok.stdout + ok.stderr
+    bad = subprocess.run(base[:-1] + ["missing.properties", "--whitelist", "x"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60)
+    assert (bad.returncode, bad.stderr.strip()) == (2, "sparkmirror import: missing.properties: no such file")
