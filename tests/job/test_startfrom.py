@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from collections import Counter
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from sparkmirror_dev.testing import create_topic
 from .conftest import close_kept_lanes, mirror_once, numbered_sequences, produce_numbered, unique_name
 
-PARTS = 2
+PARTS = 3
+LEGACY_PARTS = 2  # the legacy copy never reached (committed) the last partition: it starts from the beginning
 RECORDS = 300
 COMMITTED = 120  # records per partition the legacy copy produced and committed
 UNCOMMITTED = 30  # further records per partition it produced but was stopped before committing
@@ -23,10 +24,10 @@ def legacy_copy(source: str, target: str, topic: str, group: str) -> None:
     c = Consumer({"bootstrap.servers": source, "group.id": group, "enable.auto.commit": False,
                   "auto.offset.reset": "earliest"})
     p = Producer({"bootstrap.servers": target, "enable.idempotence": True})
-    c.subscribe([topic])
+    c.assign([TopicPartition(topic, q, OFFSET_BEGINNING) for q in range(LEGACY_PARTS)])
     produced: Counter[int] = Counter()
     try:
-        while any(produced[q] < COMMITTED + UNCOMMITTED for q in range(PARTS)):
+        while any(produced[q] < COMMITTED + UNCOMMITTED for q in range(LEGACY_PARTS)):
             for m in c.consume(100, timeout=1.0):
                 if m.error() is not None or produced[m.partition()] >= COMMITTED + UNCOMMITTED:
                     continue
@@ -60,7 +61,8 @@ def test_mirror_takes_over_from_a_legacy_group(kafka_a, kafka_b, flowgroup) -> N
         lost = [s for s in range(RECORDS) if counts[s] == 0]
         dups = sorted(s for s, n in counts.items() if n > 1)
         assert lost == [], f"partition {part}: lost {lost[:10]}"
-        assert dups == list(range(COMMITTED, COMMITTED + UNCOMMITTED)), f"partition {part}: duplicates {dups[:10]}"
-        assert len(got[part]) == RECORDS + UNCOMMITTED
+        again = list(range(COMMITTED, COMMITTED + UNCOMMITTED)) if part < LEGACY_PARTS else []
+        assert dups == again, f"partition {part}: duplicates {dups[:10]}"
+        assert len(got[part]) == RECORDS + len(again)
         print(f"partition {part}: {RECORDS} source records, {len(got[part])} on the target, 0 lost, "
               f"{len(dups)} duplicates (all produced but not committed by the legacy copy)")
