@@ -38,7 +38,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
     imp = subparsers.add_parser("import", help="convert a Strimzi KafkaMirrorMaker2 (v1, v1beta2) or an "
                                                "mm2.properties file into a sparkmirror resource")
-    imp.add_argument("file", help="the manifest or properties file ('-' for stdin)")
+    imp.add_argument("file", nargs="?", help="the manifest or properties file ('-' for stdin); not with the "
+                                             "legacy MirrorMaker's flags")
+    legacy = imp.add_argument_group("the legacy MirrorMaker's command line (kafka.tools.MirrorMaker)")
+    legacy.add_argument("--consumer.config", dest="consumer_config", metavar="FILE")
+    legacy.add_argument("--producer.config", dest="producer_config", metavar="FILE")
+    legacy.add_argument("--whitelist", "--include", dest="whitelist", metavar="REGEX")
+    legacy.add_argument("--blacklist", dest="blacklist", metavar="REGEX")
+    legacy.add_argument("--num.streams", dest="num_streams", metavar="N")
     add_output_flag(imp, "the resource (default yaml; several resources in json form a kubectl List)")
     imp.add_argument("--output-file", metavar="FILE", help="write the resource here instead of stdout")
     imp.add_argument("--name", help="name of the resource (default the manifest's, or 'mirror')")
@@ -50,10 +57,23 @@ def run_import(args: argparse.Namespace) -> int:
     """Exit 0 converted; 2 bad input (unreadable file, broken YAML, nothing to convert, an invalid result)."""
     from sparkmirror.inputs import USAGE_EXIT, InputError, read_text
     from sparkmirror.resource.importer import import_text
+    from sparkmirror.resource.legacy_import import import_legacy, legacy_argv
 
     try:
-        result = import_text(read_text(args.file), name=args.name, namespace=args.namespace,
-                             label="stdin" if args.file == "-" else args.file)
+        argv = legacy_argv(vars(args))
+        if argv and args.file:
+            raise InputError(f"{args.file}: a file and the legacy MirrorMaker's flags: give one of them")
+        if argv:
+            result = import_legacy(argv, read_text(args.consumer_config) if args.consumer_config else "",
+                                   read_text(args.producer_config) if args.producer_config else "",
+                                   name=args.name or "mirror", namespace=args.namespace)
+            args.file = args.consumer_config
+        elif not args.file:
+            raise InputError("no input: give a manifest or properties file, or the legacy MirrorMaker's "
+                             "--consumer.config/--producer.config/--whitelist flags")
+        else:
+            result = import_text(read_text(args.file), name=args.name, namespace=args.namespace,
+                                 label="stdin" if args.file == "-" else args.file)
     except InputError as e:
         print(f"sparkmirror import: {e}", file=sys.stderr)
         return USAGE_EXIT

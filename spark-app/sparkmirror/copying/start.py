@@ -22,6 +22,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec
 
 from ..progress import read_progress
 from ..resource.flowgroup import FlowGroupConfig, Mirror
+from ..startfrom import group_start_offsets
 from ..topicsync import topic_ids
 from .admins import kept_admin
 from .errors import CopyError, SourceGapError, Superseded, talking_to, transient_reason
@@ -110,6 +111,11 @@ def resume_positions(config: FlowGroupConfig, mirror: Mirror, partitions: list[t
     positions: dict[tuple[str, int], int] = {}
     with talking_to("source", mirror.source, f"reading the offsets of {len(partitions)} partitions"):
         held = offsets_held(config.cluster(mirror.source).client_config(), partitions)
+    fresh = [k for k in partitions if k not in resume]
+    if mirror.startFrom and fresh:  # taking over from another copier: its group's offsets, see startfrom.py
+        with talking_to("source", mirror.source, f"reading consumer group {mirror.startFrom!r}'s offsets"):
+            resume = {**group_start_offsets(config.cluster(mirror.source).client_config(), mirror.startFrom,
+                                            fresh, held), **resume}
     for (topic, part) in partitions:
         lo, hi = held[(topic, part)]
         nxt = resume.get((topic, part))

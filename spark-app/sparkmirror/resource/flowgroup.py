@@ -232,6 +232,8 @@ class Mirror(_Model):
                                 "sync.topic.acls.enabled; the rule is in sparkmirror/aclsync.py).")
     syncTopicAclsIntervalSeconds: float = Field(600.0, gt=0, description="MM2's sync.topic.acls.interval.seconds.")
     replicationFactor: int = Field(-1, description="Replication factor of created remote topics; -1 = broker default.")
+    startFrom: str | None = Field(None, description="Source consumer group whose committed offsets a partition's "
+                                  "first run starts at (see startfrom.py).")
     emitCheckpoints: bool = True
     emitCheckpointsIntervalSeconds: float = Field(60.0, gt=0)
     syncGroupOffsets: bool = False

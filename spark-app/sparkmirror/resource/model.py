@@ -192,6 +192,9 @@ class MirrorSpec(_Model):
     groupsExcludePattern: str | None = Field(None, description="Regular expression of the consumer groups "
                                                                "excluded (MM2 `groups.exclude`).",
                                              max_length=4096)
+    startFrom: str | None = Field(None, description="A consumer group on the source (the legacy MirrorMaker's): "
+                                                    "a partition's first run starts at its committed offset "
+                                                    "instead of the beginning.", max_length=249)
 
 
 # ---- Spark-specific -------------------------------------------------------------------------------------

@@ -392,6 +392,8 @@ def plan(resource: dict[str, Any] | KafkaMirrorMaker2, *, secrets: str = "files"
             fields["groups"] = _mm2_list_regex(m.groupsPattern)
         if m.groupsExcludePattern is not None:
             fields["groupsExclude"] = _mm2_list_regex(m.groupsExcludePattern)
+        if m.startFrom is not None:
+            fields["startFrom"] = m.startFrom
         if len(out.errors) > errors_before:
             continue
         try:
