@@ -191,6 +191,14 @@ def _source_dies(kafka_a: KafkaCluster, kafka_b: KafkaCluster, topic, tmp_path, 
     on_target = consume_as_group(kafka_b.bootstrap, moved, dst, 2)
     assert {p: read_on_source[p] + on_target[p] for p in (0, 1)} == {0: list(range(80)), 1: list(range(80))}
 
+    # a selected group with no checkpoint yet (source gone): named as not moved, not `ok` (was `"groups": []`, ok)
+    rc = main(["failover", "-f", str(gone), "--mirror", alias, "-o", "json", "--timeout", "20", "--groups",
+               "dr-none-.*", "--log-file", str(tmp_path / "none.log")])
+    out, err = capfd.readouterr()
+    report = json.loads(out)
+    assert rc == 1 and not report["ok"] and report["groups"] == [], (out, err)
+    assert "no selected group has a checkpoint" in report["notMoved"][0]
+
     # a mirror that never emitted checkpoints, its source gone: nothing to translate from, said plainly (exit 1)
     never = json.loads(json.dumps(doc))
     never["metadata"]["name"] = unique_name("fo-never")

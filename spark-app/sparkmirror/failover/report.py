@@ -103,6 +103,8 @@ def table(doc: dict) -> str:
     if doc.get("notCopied"):
         out.append(f"  {doc['notCopied']} records on the source were not copied before the stop (they stay on "
                    "the source; --wait-caught-up waits for them)")
+    for why in doc.get("notMoved", []):
+        out.append(f"  NOT MOVED: {why}")
     rows = [r for g in doc["groups"] for r in g["partitions"]]
     if not rows:
         out.append("  no consumer group to move")
@@ -116,17 +118,18 @@ def table(doc: dict) -> str:
             out.append("  " + "  ".join(v.ljust(w) for v, w in zip(c, widths)) + "  " + c[-1])
     out.append((f"consumers can move back to {doc['target']}" if doc.get("failback") else
                 "consumers can move to the target") if doc["ok"] else
-               "consumers cannot all move yet: see the groups marked active or untranslated")
+               "consumers cannot all move yet: see the groups marked active or untranslated, and NOT MOVED")
     return "\n".join(out) + "\n"
 
 
 def document(mirror: str, source: str, target: str, offsets_from: str, stopped: list[dict],
-             rows: list[PartitionMove], not_copied: int | None = None) -> dict:
+             rows: list[PartitionMove], not_copied: int | None = None, not_moved: list[str] = ()) -> dict:
     """`not_copied`: records the source held that the mirror had not copied when it stopped (None: unknown, the
-    source did not answer)."""
+    source did not answer). `not_moved`: why selected groups could not be moved though they have no row (e.g. no
+    checkpoint with the source gone); any makes the report not `ok`, so consumers are not told to move."""
     groups: dict[str, list[dict]] = {}
     for r in rows:
         groups.setdefault(r.group, []).append(r.as_dict())
     return {"mirror": mirror, "source": source, "target": target, "offsetsFrom": offsets_from,
-            "stopped": stopped, "notCopied": not_copied,
-            "groups": [{"group": g, "partitions": p} for g, p in sorted(groups.items())], "ok": can_move(rows)}
+            "stopped": stopped, "notCopied": not_copied, "notMoved": list(not_moved),
+            "groups": [{"group": g, "partitions": p} for g, p in sorted(groups.items())], "ok": can_move(rows) and not not_moved}

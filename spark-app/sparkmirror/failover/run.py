@@ -37,6 +37,7 @@ def failover(configs: list[FlowGroupConfig], mirror: Mirror, select: Callable[[s
     progress = mirror_progress(configs[0], mirror, timeout) if unreachable is None else None  # read once, final
     not_copied = mirror_lag(configs[0], mirror, timeout, progress) if progress is not None else None
     emitter = CheckpointEmitter(configs[0], mirror, timeout)
+    not_moved: list[str] = []
     try:
         if progress is not None:
             checkpoints, untranslated = translate_now(emitter, select, progress)
@@ -51,6 +52,9 @@ def failover(configs: list[FlowGroupConfig], mirror: Mirror, select: Callable[[s
             say(f"{unreachable}: using the last checkpoints on target {mirror.target!r}")
             checkpoints = last_checkpoints(configs[0], mirror, select, emitter.topic, timeout)
             untranslated = {}
+            if not checkpoints:
+                not_moved.append(f"no selected group has a checkpoint on target {mirror.target!r} (the mirror had not "
+                                 "emitted one for them yet): their consumers would start at auto.offset.reset there")
         groups = sorted({*checkpoints, *untranslated})
         members, have = on_target(emitter, groups)
         upstream = {cp.topic: emitter.policy.upstream_topic(cp.topic) or cp.topic
@@ -63,7 +67,7 @@ def failover(configs: list[FlowGroupConfig], mirror: Mirror, select: Callable[[s
     finally:
         emitter.close()
     return document(mirror.name, mirror.source, mirror.target, "source" if unreachable is None else "checkpoints",
-                    stopped, rows, not_copied)
+                    stopped, rows, not_copied, not_moved)
 
 
 def undo_all(configs: list[FlowGroupConfig], mirror: Mirror, timeout: float = 30.0) -> dict:
