@@ -163,6 +163,16 @@ def count_records(bootstrap: str, topic: str, timeout: float = 60.0) -> int:
         raise
 
 
+def produce_waiting(producer: Producer, topic: str, **record) -> None:
+    """produce(), waiting while the client's queue is full (a preload faster than the broker takes it)."""
+    while True:
+        try:
+            producer.produce(topic, **record)
+            return
+        except BufferError:
+            producer.poll(0.05)
+
+
 def produce_numbered(bootstrap: str, topic: str, partitions: int, start: int, count: int,
                      extra: dict | None = None) -> None:
     """Records whose value is b'<partition>:<sequence>' with sequences start..start+count-1 per partition."""

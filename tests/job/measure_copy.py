@@ -19,7 +19,7 @@ from pathlib import Path
 from confluent_kafka import Producer
 
 from sparkmirror_dev.kafka import KafkaCluster
-from sparkmirror_dev.testing import create_topic, unique_name
+from sparkmirror_dev.testing import create_topic, produce_waiting, unique_name
 from sparkmirror.resource.flowgroup import FlowGroupConfig
 
 PARTS = 4
@@ -39,12 +39,7 @@ def _fill(bootstrap: str, topic: str, n: int, size: int, rate: float | None = No
     value = os.urandom(size)
     start = time.monotonic()
     for i in range(n):
-        while True:
-            try:
-                p.produce(topic, key=str(i).encode(), value=value, partition=i % PARTS)
-                break
-            except BufferError:
-                p.poll(0.05)
+        produce_waiting(p, topic, key=str(i).encode(), value=value, partition=i % PARTS)
         if rate and i % 100 == 0:
             ahead = i / rate - (time.monotonic() - start)
             if ahead > 0:

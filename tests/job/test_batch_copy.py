@@ -14,7 +14,7 @@ from sparkmirror.copying.batchreader import BatchReader
 from sparkmirror.copying.batchwriter import BatchWriter
 from sparkmirror.copying.errors import LaneFenced
 from sparkmirror.copying.wire import Wire
-from sparkmirror_dev.testing import create_topic, read_topic, unique_name
+from sparkmirror_dev.testing import create_topic, produce_waiting, read_topic, unique_name
 
 from .conftest import end_offsets
 
@@ -133,11 +133,13 @@ def test_init_producer_id_fences_an_older_librdkafka_producer(kafka_b) -> None:
         target.close()
 
 
-MEASURE_RECORDS = 200_000
+MEASURE_RECORDS = 50_000
+"""Enough for thousands of stock-producer batches over 4 partitions; the figure printed is an indication, a
+benchmark's window is bench/'s (the note of issue 36 quotes a 200,000-record run)."""
 
 
 def test_cpu_per_batch_and_per_record(kafka_a, kafka_b, capsys) -> None:
-    """200,000 1-KiB records as a stock producer batches them (16 KiB batches, linger 5 ms), copied as bytes in
+    """1-KiB records as a stock producer batches them (16 KiB batches, linger 5 ms), copied as bytes in
     one transaction; the process's CPU time (the IO thread included) per batch and per record, printed."""
     parts = 4
     topic = create_topic(kafka_a.bootstrap, unique_name("cost"), parts)
@@ -146,12 +148,7 @@ def test_cpu_per_batch_and_per_record(kafka_a, kafka_b, capsys) -> None:
                   "compression.type": "none", "enable.idempotence": True})
     value = b"x" * 1024
     for i in range(MEASURE_RECORDS):
-        while True:
-            try:
-                p.produce(topic, key=str(i).encode(), value=value, partition=i % parts)
-                break
-            except BufferError:
-                p.poll(0.05)
+        produce_waiting(p, topic, key=str(i).encode(), value=value, partition=i % parts)
     assert p.flush(120) == 0
     ends = end_offsets(kafka_a.bootstrap, topic)
     source, target = Wire({"bootstrap.servers": kafka_a.bootstrap}), Wire({"bootstrap.servers": kafka_b.bootstrap})
