@@ -55,8 +55,10 @@ RESTART_POLICY = {
     # refusal (names.PERMANENT_EXIT_CODES) is read back by this operator from the failed state's message, and
     # its application removed before the next attempt (rollout.exit_contract).
     "type": "OnFailure",
-    "onFailureRetries": 30,           # 10 s, 20 s, ... 300 s apart: about 78 minutes of trying in all
-    "onFailureRetryInterval": 10,
+    # 20 s, 40 s, ... 400 s apart: 70 minutes of trying in all. The first retry comes 20 s after a failure so
+    # that a busy operator has read a refusal back and removed its application before it would run again.
+    "onFailureRetries": 20,
+    "onFailureRetryInterval": 20,
     "onSubmissionFailureRetries": 30,
     "onSubmissionFailureRetryInterval": 20,
 }

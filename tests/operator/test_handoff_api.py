@@ -206,7 +206,7 @@ def test_an_exit_0_nothing_took_over_is_submitted_again(kube, kmm2_crd, kapi, na
 def test_the_operator_removes_a_refusing_job_before_it_is_submitted_again(operator, kapi, namespace,
                                                                            tmp_path) -> None:
     """The running operator acts on the application's failed state itself: the Spark operator (the stand-in,
-    which resubmits `onFailureRetryInterval x attempts` = 10 s after the first failure) never runs it twice."""
+    which resubmits `onFailureRetryInterval x attempts` = 20 s after the first failure) never runs it twice."""
     from tests.support.spark_runner import LocalSparkRunner
 
     from .conftest import condition, kmm2_status
@@ -218,7 +218,7 @@ def test_the_operator_removes_a_refusing_job_before_it_is_submitted_again(operat
         wait_for("the refusal on the status, its application removed",
                  lambda: condition(kmm2_status(kapi, namespace, "once"), "Degraded").get("reason") ==
                  "ApplicationRefused" and not names(kapi, "SparkApplication", namespace, "once"), timeout=120)
-        time.sleep(15)  # past the stand-in's first retry
+        time.sleep(25)  # past the stand-in's first retry
         assert names(kapi, "SparkApplication", namespace, "once") == []
         assert list(runner.attempts.values()) == [1], runner.attempts
         assert "exited with code 2" in condition(kmm2_status(kapi, namespace, "once"), "Degraded")["message"]

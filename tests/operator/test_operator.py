@@ -251,8 +251,10 @@ def test_lag_no_topics_and_unreachable_cluster(operator, kapi, namespace, kafka_
 
     assert wait_for("lag 10", lambda: lag() == 10)
     # what a lane commits: 4 records of partition 0 are on the target
+    # stamped a minute ahead: the 30 s rate window still holds it when a loaded machine refreshes the status late
     rec = ProgressRecord("a", t, 0, next_offset=4, source_first=0, source_last=3, target_topic=f"a.{t}",
-                         target_first=0, target_last=3, count=4, commit_ms=int(time.time() * 1000), generation=1,
+                         target_first=0, target_last=3, count=4, commit_ms=int(time.time() * 1000) + 60_000,
+                         generation=1,
                          flow_group="a", mirror="a", lane=0)
     pp = Producer({"bootstrap.servers": kafka_b.bootstrap})
     pp.produce(progress, key=rec.key(), value=rec.value())

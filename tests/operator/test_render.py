@@ -53,7 +53,7 @@ def test_two_groups_content() -> None:
     apps = {o["metadata"]["name"]: o for o in objs if o["kind"] == "SparkApplication"}
     east = apps["dc-mirror-east-orders"]["spec"]
     assert east["suspend"] is True and east["restartPolicy"] == {
-        "type": "OnFailure", "onFailureRetries": 30, "onFailureRetryInterval": 10, "onSubmissionFailureRetries": 30,
+        "type": "OnFailure", "onFailureRetries": 20, "onFailureRetryInterval": 20, "onSubmissionFailureRetries": 30,
         "onSubmissionFailureRetryInterval": 20}  # exit 0 is never resubmitted (the exit contract)
     assert east["executor"]["instances"] == 3 and apps["dc-mirror-west"]["spec"]["executor"]["instances"] == 2
     # each group mounts exactly the Secrets its clusters refer to
