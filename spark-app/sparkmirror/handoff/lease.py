@@ -17,7 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..resource.flowgroup import FlowGroupConfig
-from ..resource.names import LEASE_HOLDER, lease_ready_key, lease_took_over_key
+from ..resource.names import LEASE_HOLDER, LEASE_REVOKED, lease_ready_key, lease_took_over_key
+from .takeback import Revoked
 from .takeover import HandoffError, Takeover
 
 log = logging.getLogger(__name__)
@@ -144,6 +145,34 @@ class LeaseGate:
                 said = True
             stop.wait(self.poll)
         return False
+
+    def spare_verdict(self, successor: int) -> tuple[str, list[Revoked]]:
+        """For a hot spare (this generation handed over to `successor`): "back" once every Lease names this
+        generation again (the successor failed before its first commit; with what the operator revoked), "over"
+        once every Lease carries the successor's `took-over` report, "" meanwhile or when a Lease cannot be read."""
+        back = over = True
+        revoked: list[Revoked] = []
+        for ref in self.leases:
+            try:
+                annotations = self.api.read_namespaced_lease(ref.name, ref.namespace).metadata.annotations or {}
+                self._ok()
+            except Exception as e:  # noqa: BLE001 - as in holders(): say so once, keep asking
+                self._problem(f"Lease {ref.namespace}/{ref.name} cannot be read: {_reason(e)}")
+                return "", []
+            back = back and annotations.get(LEASE_HOLDER) == str(ref.generation)
+            over = over and lease_took_over_key(successor) in annotations
+            if (r := Revoked.parse(annotations.get(LEASE_REVOKED))) is not None:
+                revoked.append(r)
+        return ("back" if back else "over" if over else ""), revoked
+
+    def wait_as_spare(self, successor: int, stop: threading.Event) -> tuple[str, list[Revoked]]:
+        """Block until `spare_verdict` says "back" or "over", or `stop` is set ("")."""
+        while not stop.is_set():
+            verdict = self.spare_verdict(successor)
+            if verdict[0]:
+                return verdict
+            stop.wait(self.poll)
+        return "", []
 
     def watch(self, lost: threading.Event, every: float = 1.0,
               on_lost: Callable[[], None] = lambda: None) -> None:

@@ -204,11 +204,13 @@ def _producer(conf: dict[str, str], config: FlowGroupConfig) -> Producer:
     return _PRODUCERS[key]
 
 
-def write_mark(config: FlowGroupConfig, alias: str, groups: list[str], at_ms: int, timeout: float, go: bool) -> None:
-    """This config's generation mark, holding its lanes' ids, for `groups` on target `alias`."""
+def write_mark(config: FlowGroupConfig, alias: str, groups: list[str], at_ms: int, timeout: float, go: bool,
+               revoked: int = 0) -> None:
+    """This config's generation mark, holding its lanes' ids, for `groups` on target `alias` (`revoked`: a
+    take-back, see handoff/takeback.py)."""
     ids = transactional_ids(config.resource, config.name, config.lane_routes())
     marks = [(generation_key(config.resource, config.resourceUid, g),
-              generation_value(config.worker.generation, config.name, at_ms, ids, go)) for g in groups]
+              generation_value(config.worker.generation, config.name, at_ms, ids, go, revoked)) for g in groups]
     write_records(config, alias, marks, "generation mark", timeout)
 
 
