@@ -434,12 +434,15 @@ class HandoffRecord(_Model):
 
 
 class RollbackRecord(_Model):
-    """A worker generation that did not become ready and was removed; the one before keeps copying."""
+    """A worker generation that did not become ready, or failed after the Lease moved to it and before its first
+    commit, and was removed; the one before keeps copying, or copies again."""
 
     generation: int = Field(description="The generation rolled back.")
     flowGroups: list[str] = Field(default_factory=list, description="Its flow groups.")
     specHash: str = Field(description="The desired spec rolled back (all flow groups); it is not tried again.")
     reason: str = Field(description="Why it was rolled back.")
+    leaseMovedBack: bool = Field(False, description="The Lease had moved to it: it was moved back, and the "
+                                                    "generation before took its flow groups back.")
 
 
 class FailoverRecord(_Model):
