@@ -573,17 +573,20 @@ def _tell_launcher() -> None:
 
 def _after_marked(cfg: FlowGroupConfig) -> FlowGroupConfig:
     """Without a Lease nobody else decides: this driver continues as the generation after the last one that
-    took the flow group over (recorded on the progress topic), fencing the lanes that one held."""
-    from .handoff.takeover import HandoffError, newest_mark
+    took the flow group over (recorded on the progress topic), fencing the lanes that one held; never as a
+    generation rolled back (a take-back's marks name them)."""
+    from .handoff.takeover import HandoffError, marks_by_target, newest_of
     from .progress.state import failed_over_message
     from .resource.rollout import next_generation
 
-    last, failover = newest_mark(cfg)
+    states = marks_by_target(cfg)
+    last, failover = newest_of(cfg, states)
     if failover is not None:  # the mirror must not copy onto topics that consumers now read on the target
         raise HandoffError(failed_over_message(cfg.name, failover))
-    if last is None or last.generation < cfg.worker.generation:
+    top = max([0, *(s.ceiling(cfg.resource, cfg.resourceUid, cfg.name) for s in states.values())])
+    if last is None or top < cfg.worker.generation:
         return cfg
-    return next_generation(cfg, last.generation + 1, [last, *cfg.worker.predecessors])
+    return next_generation(cfg, top + 1, [last, *cfg.worker.predecessors])
 
 
 def _stop_query(q) -> None:
@@ -591,4 +594,8 @@ def _stop_query(q) -> None:
         if q.isActive:
             q.stop()
     except Exception as e:  # noqa: BLE001 - its lanes were fenced; nothing of theirs can commit any more
-        log.warning("stopping query %s: %s", q.name, str(e).splitlines()[0] if str(e) else e)
+        try:
+            name = q.name
+        except Exception:  # noqa: BLE001 - the JVM is gone (it got the stop signal too): nothing left to stop
+            name = "?"
+        log.warning("stopping query %s: %s", name, str(e).splitlines()[0] if str(e) else e)

@@ -215,6 +215,52 @@ def test_a_driver_reports_its_takeover_once_its_first_epoch_committed(kube, kapi
     assert lease_took_over_key(2) not in _annotations(kapi, namespace, "fe-two")
 
 
+def test_a_hot_spare_sees_its_lease_move_back_or_its_successor_take_over(kube, kapi, namespace) -> None:
+    """handoff.lease.LeaseGate on the real API server, as generation 1 that handed over to 2: the watch notices the
+    Lease move on; as a spare it waits ("") until 2 took over ("over") or the Lease names 1 again with what the
+    operator revoked ("back"); a Lease that moved on and back between two looks is noticed as a take-back due."""
+    import threading
+
+    from kubernetes import client
+
+    from sparkmirror.handoff.lease import LeaseGate, LeaseRef
+    from sparkmirror.handoff.takeback import Revoked
+    from sparkmirror.resource.names import LEASE_HOLDER, LEASE_REVOKED
+
+    kapi.create({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                 "metadata": {"name": "hs-a", "namespace": namespace, "annotations": {LEASE_HOLDER: "1"}},
+                 "spec": {}})
+    revoked = json.dumps({"generation": 2, "flowGroups": ["a"], "transactionalIds": {"b": ["x.lane-0"]}})
+    with kube.api_client() as api:
+        gates = [LeaseGate([LeaseRef(namespace, "hs-a", 1)], api=client.CoordinationV1Api(api), poll=0.1)
+                 for _ in range(3)]
+        try:
+            gate, again, done = gates
+            lost, stopped = threading.Event(), []
+            gate.watch(lost, every=0.1, on_lost=lambda: stopped.append(True))
+            time.sleep(0.5)
+            assert not lost.is_set()
+            _report(kapi, namespace, "hs-a", {LEASE_HOLDER: "2"})
+            assert lost.wait(10) and gate.successor == 2 and stopped == [True]
+            assert gate.spare_verdict(2) == ("", [])
+            _report(kapi, namespace, "hs-a", {lease_took_over_key(2): "{}"})
+            assert gate.spare_verdict(2) == ("over", [])
+            _report(kapi, namespace, "hs-a", {LEASE_HOLDER: "1", LEASE_REVOKED: revoked,
+                                              lease_took_over_key(2): None})
+            assert gate.wait_as_spare(2, threading.Event()) == ("back", [Revoked(2, ("a",), {"b": ["x.lane-0"]})])
+            # moved on and back between two looks (or before this driver started): a take-back is due, once
+            lost = threading.Event()
+            again.watch(lost, every=0.1)
+            assert lost.wait(10) and again.successor == 2
+            done.taken_back.add(2)
+            lost = threading.Event()
+            done.watch(lost, every=0.1)
+            assert not lost.wait(1.0)
+        finally:
+            for g in gates:
+                g.close()
+
+
 def test_an_exit_0_nothing_took_over_is_submitted_again(kube, kmm2_crd, kapi, namespace, monkeypatch) -> None:
     """A generation whose driver drained and exited 0 while its Lease still names it (a deleted or evicted
     driver pod): `OnFailure` never resubmits a completed application, so the operator submits it again

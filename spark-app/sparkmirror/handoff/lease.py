@@ -51,6 +51,7 @@ class LeaseGate:
         except Exception as e:  # noqa: BLE001 - no Kubernetes API: this generation cannot know when to copy
             raise HandoffError(f"worker.leaseName is set but the Kubernetes API is not reachable: {e}") from None
         self.successor: int | None = None
+        self.taken_back: set[int] = set()  # generations this driver took its flow groups back from
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._trouble = ""
@@ -60,19 +61,21 @@ class LeaseGate:
         return cls([LeaseRef(c.worker.leaseNamespace or "default", c.worker.leaseName or "", c.worker.generation)
                     for c in configs], **kw)
 
-    def holders(self) -> dict[LeaseRef, int | None]:
-        """The generation each Lease names (None: not named yet, or the Lease cannot be read now)."""
-        out: dict[LeaseRef, int | None] = {}
+    def annotations(self) -> dict[LeaseRef, dict[str, str] | None]:
+        """Each Lease's annotations (None: the Lease cannot be read now)."""
+        out: dict[LeaseRef, dict[str, str] | None] = {}
         for ref in self.leases:
             try:
-                lease = self.api.read_namespaced_lease(ref.name, ref.namespace)
-                value = (lease.metadata.annotations or {}).get(LEASE_HOLDER)
-                out[ref] = int(value) if value else None
+                out[ref] = dict(self.api.read_namespaced_lease(ref.name, ref.namespace).metadata.annotations or {})
                 self._ok()
             except Exception as e:  # noqa: BLE001 - the API server restarts too: say so once, keep asking
                 self._problem(f"Lease {ref.namespace}/{ref.name} cannot be read: {_reason(e)}")
                 out[ref] = None
         return out
+
+    def holders(self) -> dict[LeaseRef, int | None]:
+        """The generation each Lease names (None: not named yet, or the Lease cannot be read now)."""
+        return {ref: int(v) if (v := (a or {}).get(LEASE_HOLDER)) else None for ref, a in self.annotations().items()}
 
     def _problem(self, what: str) -> None:
         if what != self._trouble:
@@ -152,12 +155,8 @@ class LeaseGate:
         once every Lease carries the successor's `took-over` report, "" meanwhile or when a Lease cannot be read."""
         back = over = True
         revoked: list[Revoked] = []
-        for ref in self.leases:
-            try:
-                annotations = self.api.read_namespaced_lease(ref.name, ref.namespace).metadata.annotations or {}
-                self._ok()
-            except Exception as e:  # noqa: BLE001 - as in holders(): say so once, keep asking
-                self._problem(f"Lease {ref.namespace}/{ref.name} cannot be read: {_reason(e)}")
+        for ref, annotations in self.annotations().items():
+            if annotations is None:
                 return "", []
             back = back and annotations.get(LEASE_HOLDER) == str(ref.generation)
             over = over and lease_took_over_key(successor) in annotations
@@ -177,14 +176,22 @@ class LeaseGate:
     def watch(self, lost: threading.Event, every: float = 1.0,
               on_lost: Callable[[], None] = lambda: None) -> None:
         """In a daemon thread: once any Lease names a later generation, call `on_lost` (at once, in this thread:
-        the driver stops planning epochs, whose new lanes would fence the later generation's) and set `lost`."""
+        the driver stops planning epochs, whose new lanes would fence the later generation's) and set `lost`. The
+        same once a Lease names this generation with a take-back due (`names.LEASE_REVOKED` of a later one, not
+        taken back yet): it moved on and back between two looks, or before this driver started; `spare_verdict`
+        then says "back" at once."""
 
         def loop() -> None:
             while not self._stop.wait(every):
-                holders = self.holders()
+                seen = self.annotations()
+                holders = {r: int(v) if (v := (a or {}).get(LEASE_HOLDER)) else None for r, a in seen.items()}
                 later = [h for r in self.leases if (h := holders[r]) is not None and h > r.generation]
-                if later:
-                    self.successor = max(later)
+                # the Lease moved on and back before this look (or before this driver started): a take-back is due
+                back = [g for r in self.leases if holders[r] == r.generation and
+                        (rv := Revoked.parse((seen[r] or {}).get(LEASE_REVOKED))) is not None and
+                        (g := rv.generation) > r.generation and g not in self.taken_back]
+                if later or back:
+                    self.successor = max(later or back)
                     on_lost()
                     lost.set()
                     return

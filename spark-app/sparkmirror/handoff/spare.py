@@ -57,11 +57,12 @@ def serve_as_spare(driver: Any, stopping: threading.Event) -> bool:
         take_back(run.config, successor, revoked)
     for run in driver.groups.values():
         run.resume_planning()
+    lease.taken_back.update({successor, *(r.generation for r in revoked)})
     lease.successor = None
     driver.lost.clear()
     driver.watch_lease()
     log.info("the Lease names this generation again (generation %d of %s rolled back): took the flow groups back "
-             "in %d ms, %.1f s after the Lease moved away; copying", successor,
+             "in %d ms, %.1f s after it turned hot spare; copying", successor,
              ", ".join(sorted({g for r in revoked for g in r.flow_groups})) or "-", (time.monotonic() - t0) * 1000,
              time.monotonic() - t_lost)
     return True

@@ -84,10 +84,15 @@ def marked(config: FlowGroupConfig, timeout: float = 60.0) -> Predecessor | None
 
 def newest_mark(config: FlowGroupConfig, timeout: float = 60.0) -> tuple[Predecessor | None, dict | None]:
     """`marked()`, and the active failover mark of the flow group on any of its targets (else None)."""
+    return newest_of(config, marks_by_target(config, timeout))
+
+
+def newest_of(config: FlowGroupConfig, states: dict[str, ProgressState]) -> tuple[Predecessor | None, dict | None]:
+    """`newest_mark` of the marks already read (`marks_by_target`)."""
     best: Predecessor | None = None
     failover: dict | None = None
     of = (config.resource, config.resourceUid, config.name)
-    for state in marks_by_target(config, timeout).values():
+    for state in states.values():
         gen = state.generation(*of)
         if gen and (best is None or gen > best.generation):
             best = Predecessor(flowGroup=config.name, generation=gen, transactionalIds=state.generation_ids[of])
@@ -121,10 +126,15 @@ def marked_generation(config: FlowGroupConfig, timeout: float = 60.0) -> int:
 def superseded_why(config: FlowGroupConfig, timeout: float = 60.0, failover_only: bool = False) -> str | None:
     """Why this generation must not copy: a later one took the flow group over, or it was failed over (None:
     nothing says so; with `failover_only`, also when a later generation took over without a failover)."""
-    last, failover = newest_mark(config, timeout)
+    states = marks_by_target(config, timeout)
+    last, failover = newest_of(config, states)
     if failover is not None:
         return failed_over_message(config.name, failover)
-    if failover_only or last is None or last.generation <= config.worker.generation:
+    gen = config.worker.generation
+    if any(s.rolled_back(config.resource, config.resourceUid, config.name, gen) for s in states.values()):
+        return (f"worker generation {gen} of flow group {config.name!r} of {config.resource} was rolled back: "
+                f"generation {last.generation if last else 0} took the flow group back; it must not copy")
+    if failover_only or last is None or last.generation <= gen:
         return None
     return (f"flow group {config.name!r} of {config.resource} was taken over by worker generation "
             f"{last.generation}; this is generation {config.worker.generation}: it must not copy")
