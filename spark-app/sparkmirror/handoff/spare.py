@@ -37,7 +37,10 @@ def serve_as_spare(driver: Any, stopping: threading.Event) -> bool:
     """Run `driver` (a `sparkmirror.driver.Driver` whose Lease just named a later generation) as a hot spare.
     True: it took its flow groups back and copies again (the Lease watch restarted); False: it should stop (the
     successor took over, or `stopping`)."""
+    from confluent_kafka import KafkaException
+
     from .takeback import take_back
+    from .takeover import HandoffError
 
     lease = driver.lease
     successor = lease.successor
@@ -54,7 +57,14 @@ def serve_as_spare(driver: Any, stopping: threading.Event) -> bool:
         return False
     t0 = time.monotonic()
     for run in driver.groups.values():
-        take_back(run.config, successor, revoked)
+        while True:  # a target that does not answer now is waited out: nothing else copies this flow group
+            try:
+                take_back(run.config, successor, revoked)
+                break
+            except (HandoffError, KafkaException, TimeoutError) as e:
+                log.warning("taking flow group %s back: %s; trying again", run.config.name, e)
+                if stopping.wait(2.0):
+                    return False
     for run in driver.groups.values():
         run.resume_planning()
     lease.taken_back.update({successor, *(r.generation for r in revoked)})
