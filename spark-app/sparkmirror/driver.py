@@ -198,6 +198,7 @@ class FlowGroupRun:
     queries: list = field(default_factory=list)
     files: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="sparkmirror-gen-")))
     checkpoint_root: str = ""
+    taken_back: int = 0  # the marks say this generation took the group back from that one (handoff/takeback.py)
 
     @property
     def go_file(self) -> str:
@@ -301,6 +302,8 @@ class Driver:
             from .handoff.lease import LeaseGate
 
             self.lease = LeaseGate.for_configs(leased)
+            # a restart after a take-back: done, not to be done again when the watch sees the Lease's record
+            self.lease.taken_back.update({run.taken_back for run in self.groups.values() if run.taken_back})
             self._standby()
             self.lease.wait_until_held(self.lost)
             if self.lost.is_set():
@@ -325,9 +328,10 @@ class Driver:
     def _standby_run(self, run: FlowGroupRun) -> None:
         """Refuse a generation that a later one superseded; start its queries: until `go` they plan one epoch,
         whose lanes make their clients and wait for the generation's go mark."""
+        from .handoff.takeback import taken_back_before
         from .handoff.takeover import check_not_superseded, prepare
 
-        check_not_superseded(run.config)
+        run.taken_back = taken_back_before(run.config, check_not_superseded(run.config))
         prepare(run.config)
         run.checkpoint_root = checkpoint_root_of(run.config, self.checkpoint_root)
         run.queries = start_queries(self.spark, run.config, self.stats, run.checkpoint_root, run.drain_file,

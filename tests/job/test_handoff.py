@@ -104,7 +104,7 @@ def test_a_take_back_revokes_the_later_generation_and_fences_its_open_transactio
     fenced, 2 is refused from then on, also after a late mark of its own, and 1 may copy."""
     from confluent_kafka import KafkaException, Producer
 
-    from sparkmirror.handoff.takeback import Revoked, take_back
+    from sparkmirror.handoff.takeback import Revoked, take_back, taken_back_before
     from sparkmirror.handoff.takeover import marks_by_target, write_mark
     from sparkmirror.resource.names import transactional_ids
 
@@ -123,6 +123,7 @@ def test_a_take_back_revokes_the_later_generation_and_fences_its_open_transactio
     lane.produce(out, b"in flight")
     lane.flush(10)
     revoked = Revoked(2, ("back",), transactional_ids(two.resource, two.name, two.lane_routes()))
+    assert taken_back_before(one, marks_by_target(one)) == 0
     took = take_back(one, 2, [revoked])
     assert tid in took.fenced and len(took.fenced) == 3  # generation 2's three lanes (1's two among them)
     with pytest.raises(KafkaException):
@@ -135,6 +136,8 @@ def test_a_take_back_revokes_the_later_generation_and_fences_its_open_transactio
     state = marks_by_target(one)["b"]
     of = (one.resource, one.resourceUid, one.name)
     assert state.may_copy(*of, 1) is True and state.may_copy(*of, 2) is False and state.ceiling(*of) == 2
+    assert taken_back_before(one, {"b": state}) == 2  # a restart of generation 1 need not take it back again
+    assert taken_back_before(two, {"b": state}) == 0
     check_not_superseded(next_generation_of(one, 3))  # the next handoff is not held back by it
     from sparkmirror.driver import _after_marked
 

@@ -51,7 +51,7 @@ class LeaseGate:
         except Exception as e:  # noqa: BLE001 - no Kubernetes API: this generation cannot know when to copy
             raise HandoffError(f"worker.leaseName is set but the Kubernetes API is not reachable: {e}") from None
         self.successor: int | None = None
-        self.taken_back: set[int] = set()  # generations this driver took its flow groups back from
+        self.taken_back: set[int] = set()  # generations its flow groups were taken back from (and all before)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._trouble = ""
@@ -190,7 +190,7 @@ class LeaseGate:
                 # the Lease moved on and back before this look (or before this driver started): a take-back is due
                 back = [g for r in self.leases if holders[r] == r.generation and
                         (rv := Revoked.parse((seen[r] or {}).get(LEASE_REVOKED))) is not None and
-                        (g := rv.generation) > r.generation and g not in self.taken_back]
+                        (g := rv.generation) > max([r.generation, *self.taken_back])]
                 if later or back:
                     self.successor = max(later or back)
                     on_lost()

@@ -22,6 +22,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+from ..progress.state import ProgressState
 from ..resource.flowgroup import FlowGroupConfig
 from ..resource.names import transactional_ids
 from .takeover import Takeover, fence_all, marks_by_target, write_mark
@@ -83,3 +84,13 @@ def take_back(config: FlowGroupConfig, successor: int, revoked: list[Revoked], t
              "transactional ids fenced in %d ms)", config.name, config.worker.generation, groups, upto, took,
              (t_mark - t0) * 1000, len(ids), (t_fenced - t_mark) * 1000)
     return Takeover(config.worker.generation, groups, sorted(t for _a, t in ids), at_ms, took)
+
+
+def taken_back_before(config: FlowGroupConfig, states: dict[str, ProgressState]) -> int:
+    """The highest generation this config's generation already took the flow group back from, on every target
+    (its go mark written, so the fencing was done; 0: none): a driver restarted after a take-back need not do it
+    again."""
+    of = (config.resource, config.resourceUid, config.name)
+    gen = config.worker.generation
+    done = [s.ceiling(*of) if s.generation(*of) == gen and s.generation_go.get(of) else 0 for s in states.values()]
+    return min(done, default=0) if all(d > gen for d in done) else 0

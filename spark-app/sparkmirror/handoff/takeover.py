@@ -123,10 +123,11 @@ def marked_generation(config: FlowGroupConfig, timeout: float = 60.0) -> int:
     return m.generation if m is not None else 0
 
 
-def superseded_why(config: FlowGroupConfig, timeout: float = 60.0, failover_only: bool = False) -> str | None:
+def superseded_why(config: FlowGroupConfig, timeout: float = 60.0, failover_only: bool = False,
+                   states: dict[str, ProgressState] | None = None) -> str | None:
     """Why this generation must not copy: a later one took the flow group over, or it was failed over (None:
     nothing says so; with `failover_only`, also when a later generation took over without a failover)."""
-    states = marks_by_target(config, timeout)
+    states = marks_by_target(config, timeout) if states is None else states
     last, failover = newest_of(config, states)
     if failover is not None:
         return failed_over_message(config.name, failover)
@@ -140,12 +141,14 @@ def superseded_why(config: FlowGroupConfig, timeout: float = 60.0, failover_only
             f"{last.generation}; this is generation {config.worker.generation}: it must not copy")
 
 
-def check_not_superseded(config: FlowGroupConfig, timeout: float = 60.0) -> None:
+def check_not_superseded(config: FlowGroupConfig, timeout: float = 60.0) -> dict[str, ProgressState]:
     """HandoffError when a later generation already took the flow group over (run it while in standby: it reads
-    the whole progress topic, which the handoff itself should not wait for)."""
-    why = superseded_why(config, timeout)
+    the whole progress topic, which the handoff itself should not wait for). Returns the marks read, by target."""
+    states = marks_by_target(config, timeout)
+    why = superseded_why(config, timeout, states=states)
     if why is not None:
         raise HandoffError(why)
+    return states
 
 
 def prepare(config: FlowGroupConfig) -> None:
