@@ -290,8 +290,10 @@ class State(str, Enum):
 class UpgradeSpec(_Model):
     readyTimeoutSeconds: int = Field(600, description="How long a new worker generation may take to become "
                                                       "ready before it is rolled back.", ge=10, le=86400)
-    handoffTimeoutSeconds: int = Field(120, description="How long the handoff of the Lease to a new generation "
-                                                        "may take.", ge=5, le=3600)
+    handoffTimeoutSeconds: int = Field(120, description="How long a new generation may take, once the Lease moved "
+                                                        "to it, to commit its first epoch (give it more than "
+                                                        "spark.epochSeconds); then the Lease moves back and the "
+                                                        "old generation, a hot spare, copies again.", ge=5, le=3600)
     maxConcurrentGroups: int = Field(1, description="Flow groups upgraded at the same time.", ge=1, le=64)
 
 
