@@ -232,7 +232,8 @@ class Reconciler:
                                            f"({', '.join(h['toFlowGroups'])}) took over from generation "
                                            f"{h['fromGeneration']} in {h['takeoverMs']} ms"))
             if rollout.rollback and rollout.rollback != old_status.get("rollback"):
-                result.events.append(Event("Warning", "RolledBack", rollout.rollback["reason"]))
+                reason = "HandoffRolledBack" if rollout.rollback.get("leaseMovedBack") else "RolledBack"
+                result.events.append(Event("Warning", reason, rollout.rollback["reason"]))
         apps: dict[str, dict[str, Any] | None] = {}
         if rollout is not None:
             latest = {c.name: c.worker.generation for c in sorted(rollout.workers, key=lambda c: c.worker.generation)}

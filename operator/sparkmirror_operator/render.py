@@ -27,8 +27,8 @@ from sparkmirror.resource.flowgroup import FlowGroupConfig
 
 from sparkmirror.resource.plan import SECRET_MOUNT_ROOT, Plan, SecretRef, env_name, plan
 from sparkmirror.resource.model import API_VERSION, KIND, KafkaMirrorMaker2
-from sparkmirror.resource.names import (LEASE_HOLDER, LEASE_TRANSACTIONAL_IDS, application_name, config_map_name,
-                                        lease_name, short_name, transactional_ids)
+from sparkmirror.resource.names import (LEASE_HOLDER, LEASE_REVOKED, LEASE_TRANSACTIONAL_IDS, application_name,
+                                        config_map_name, lease_name, short_name, transactional_ids)
 from sparkmirror.sparkdefaults import SPARK_DEFAULTS
 
 from .rollout import (ANNOTATION_LAST_GENERATION, ANNOTATION_MOVED_AT, ANNOTATION_REFUSED, ANNOTATION_RESTART,
@@ -281,11 +281,15 @@ def render_application(ctx: GroupContext) -> list[dict[str, Any]]:
 
 def render_lease(kmm2: KafkaMirrorMaker2, group: str, holder: FlowGroupConfig | None, moved_at: str | None,
                  settings: Settings, rollback: dict[str, Any] | None = None,
-                 last_generation: int = 0, refused: dict[str, Any] | None = None) -> dict[str, Any]:
+                 last_generation: int = 0, refused: dict[str, Any] | None = None,
+                 revoked: str | None = None) -> dict[str, Any]:
     """The flow group's Lease: which worker generation may copy (none yet: a standby waits), since when, the
-    transactional ids that generation's lanes hold (what a later generation fences), the last rollback and the
-    highest generation number given out (never given out again)."""
+    transactional ids that generation's lanes hold (what a later generation fences), the last rollback, what a
+    Lease moved back revoked (`names.LEASE_REVOKED`) and the highest generation number given out (never given
+    out again)."""
     annotations: dict[str, str] = {}
+    if revoked:
+        annotations[LEASE_REVOKED] = revoked
     if last_generation:
         annotations[ANNOTATION_LAST_GENERATION] = str(last_generation)
     if refused:
@@ -369,7 +373,8 @@ def render(resource: dict[str, Any] | KafkaMirrorMaker2, settings: Settings | No
             (observed.annotation(group, ANNOTATION_MOVED_AT) if observed is not None else None)
         # a group a split or merge superseded: its Lease names the later generation (of another group)
         out.objects.append(render_lease(kmm2, group, holder, moved_at, settings, rollout.rollback,
-                                        rollout.last_generation, rollout.refused.get(group)))
+                                        rollout.last_generation, rollout.refused.get(group),
+                                        rollout.revoked.get(group)))
     out.objects = copy.deepcopy(out.objects)  # no shared sub-dicts
     return out
 

@@ -9,8 +9,11 @@ unit, see `sparkmirror.resource.rollout`), beside the one running:
 2. move: once every new group reported ready, the Leases name the new generation (the old groups' Leases too,
    so their drivers see it and drain);
 3. took over: every new group of the generation reported `took-over.g<N>` on its own Lease (it marked the
-   groups and fenced the old lanes; per group, so a split is done only when every successor is): the old
-   applications are removed and the handoff is recorded on the status.
+   groups, fenced the old lanes and committed its first epoch; per group, so a split is done only when every
+   successor is): the old applications are removed and the handoff is recorded on the status. Until then the
+   old generation is a hot spare: when a new application fails or goes, or `spec.upgrade.handoffTimeoutSeconds`
+   passes first, the Leases move back, the old generation takes the groups back and the new one is removed
+   (handback.py), recorded like a rollback (`leaseMovedBack`).
 
 A standby generation not ready within `spec.upgrade.readyTimeoutSeconds` is removed and the old one keeps
 copying; the resource says why, and nothing of the same spec (the whole desired set of flow groups) is tried
@@ -29,8 +32,10 @@ from typing import Any
 
 from sparkmirror.resource.flowgroup import FlowGroupConfig
 from sparkmirror.resource.model import UpgradeSpec
-from sparkmirror.resource.names import LEASE_HOLDER, PERMANENT_EXIT_CODES, lease_ready_key, lease_took_over_key
+from sparkmirror.resource.names import (LEASE_HOLDER, LEASE_REVOKED, PERMANENT_EXIT_CODES, lease_ready_key,
+                                        lease_took_over_key)
 from sparkmirror.resource.rollout import HandoffUnit, handoff_units, next_generation, predecessors
+from .handback import move_back_why, revoked_generation, revoked_record, successor_failures
 from .restarts import (ANNOTATION_REFUSED, RESTART_SUFFIX, RESUBMIT_AFTER_SECONDS,  # noqa: F401 (the operator's
                        restart_of, restart_request, restart_token)  # names in one place)
 
@@ -144,10 +149,10 @@ class Plan:
     upgrading: list[str] = field(default_factory=list)  # what is in progress, for the Upgrading condition
     rollback: dict[str, Any] | None = None
     held_back: bool = False  # a unit stays on its old generation because its spec was rolled back
-    problems: list[str] = field(default_factory=list)
     running: dict[str, FlowGroupConfig] = field(default_factory=dict)  # group -> the generation that copies
     last_generation: int = 0  # the high-water mark of generation numbers (ANNOTATION_LAST_GENERATION)
     stale_marks: dict[str, list[str]] = field(default_factory=dict)  # group -> reports of gone generations
+    revoked: dict[str, str] = field(default_factory=dict)  # group -> names.LEASE_REVOKED (handback.py)
     refused: dict[str, dict[str, Any]] = field(default_factory=dict)  # group -> ANNOTATION_REFUSED record
     no_application: set[tuple[str, int]] = field(default_factory=set)  # (group, generation) not to run
     resubmit: list[tuple[str, int]] = field(default_factory=list)  # applications to remove and submit again
@@ -162,6 +167,10 @@ def _finish(out: Plan, observed: Observed, now_ms: int = 0) -> Plan:
         exit_contract(out, observed, now_ms)
     kept = {c.worker.generation for c in out.workers}
     out.last_generation = max([observed.max_generation(), *kept])
+    for group, holder in out.holders.items():  # what a moved-back Lease revoked stays until a later one holds it
+        record = observed.annotation(group, LEASE_REVOKED)
+        if group not in out.revoked and record and revoked_generation(record) > (holder or 0):
+            out.revoked[group] = record
     for group in observed.leases:
         stale = sorted(k for k, gen in observed.marks(group).items() if gen not in kept)
         if stale:
@@ -326,20 +335,23 @@ def _advance(unit: HandoffUnit, want: dict[str, FlowGroupConfig], observed: Obse
                     out.holders[g] = gen
             out.running.update({c.name: c for c in new})
             return
-        # handing over: the old generation drains; its applications stay until the new one took over
+        moved_at = min(int(observed.annotation(g, ANNOTATION_MOVED_AT) or now_ms) for g in unit.new)
+        # (a successor whose ConfigMap went missing is rendered again: nothing known of its application)
+        states = {g: w.state() if w.app is not None else None for g in unit.new
+                  if g not in took and (w := observed.workers.get(g, {}).get(gen)) is not None}
+        why = move_back_why(gen, list(unit.new), successor_failures(states), (now_ms - moved_at) / 1000,
+                            upgrade.handoffTimeoutSeconds, took)
+        if why is not None:  # the old generation, a hot spare, copies again (handback.py)
+            _move_back(unit, gen, new, running, observed, out, why, wanted_hash)
+            return
+        # handing over: the old generation is a hot spare; its applications stay until the new one took over
         for g in unit.old:
             out.workers.append(running[g])
         for g in (*unit.new, *unit.old):
             out.holders[g] = gen
         out.running.update({g: running[g] for g in unit.old})
-        moved_at = min(int(observed.annotation(g, ANNOTATION_MOVED_AT) or now_ms) for g in unit.new)
-        waited = (now_ms - moved_at) / 1000
         out.upgrading.append(f"handing {', '.join(unit.old) or '-'} over to generation {gen} ({new_names}): "
                              f"{len(took)}/{len(unit.new)} took over")
-        if waited > upgrade.handoffTimeoutSeconds:
-            out.problems.append(f"the handoff to generation {gen} of {new_names} has not completed after "
-                                f"{waited:.0f} s (spec.upgrade.handoffTimeoutSeconds "
-                                f"{upgrade.handoffTimeoutSeconds}): waiting for {sorted(set(unit.new) - set(took))}")
         return
     ready = [g for g in unit.new if observed.annotation(g, lease_ready_key(gen))]
     if len(ready) == len(unit.new):  # every new group is warm: the Leases move now
@@ -375,6 +387,23 @@ def _advance(unit: HandoffUnit, want: dict[str, FlowGroupConfig], observed: Obse
         out.holders.setdefault(g, observed.holder(g))
     out.upgrading.append(f"generation {gen} of {new_names} in standby: {len(ready)}/{len(unit.new)} ready"
                          + (f" ({'; '.join(errors)})" if errors else ""))
+
+
+def _move_back(unit: HandoffUnit, gen: int, new: list[FlowGroupConfig], running: dict[str, FlowGroupConfig],
+               observed: Observed, out: Plan, why: str, wanted_hash: str) -> None:
+    """The Leases back to the generation that handed over (it takes the groups back, fencing what `out.revoked`
+    names), the successor removed and not tried again for this spec; the rollback says why."""
+    out.workers = [c for c in out.workers if not (c.name in unit.new and c.worker.generation == gen)]
+    _keep_old(unit, running, observed, out)
+    for g in unit.new:
+        out.holders.setdefault(g, None)
+    record = revoked_record(gen, new)
+    out.revoked.update({g: record for g in (*unit.old, *unit.new)})
+    out.moved.update(unit.old)
+    back = ", ".join(str(running[g].worker.generation) for g in unit.old)
+    out.rollback = {"generation": gen, "flowGroups": list(unit.new), "specHash": wanted_hash,
+                    "reason": f"{why}; the Lease moved back, generation {back} copies again", "leaseMovedBack": True}
+    out.held_back = True
 
 
 def _completed(observed: Observed, running: dict[str, FlowGroupConfig]) -> list[dict[str, Any]]:

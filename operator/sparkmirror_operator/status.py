@@ -165,7 +165,6 @@ def build_status(*, name: str, generation: int | None, plan: Plan, apps: dict[st
     else:
         all_problems = list(problems) + [Problem("ApplicationFailed", g["message"]) for g in failed]
         if rollout is not None:
-            all_problems += [Problem("HandoffStalled", m) for m in rollout.problems]
             all_problems += [Problem(reason, m) for reason, m in rollout.app_problems]
         if all_problems:
             reasons = sorted({p.reason for p in all_problems})
@@ -216,7 +215,8 @@ def _upgrading(old_conds: dict[str, dict], rollout: Rollout, generation: int | N
     if rollout.upgrading:
         return _condition(old_conds, "Upgrading", True, "HandingOver", "; ".join(rollout.upgrading), generation, now)
     if rollout.rollback and rollout.held_back:
-        return _condition(old_conds, "Upgrading", False, "RolledBack", rollout.rollback["reason"], generation, now)
+        reason = "HandoffRolledBack" if rollout.rollback.get("leaseMovedBack") else "RolledBack"
+        return _condition(old_conds, "Upgrading", False, reason, rollout.rollback["reason"], generation, now)
     return _condition(old_conds, "Upgrading", False, "UpToDate", "every flow group runs its latest generation",
                       generation, now)
 

@@ -198,6 +198,7 @@ class FlowGroupRun:
     queries: list = field(default_factory=list)
     files: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="sparkmirror-gen-")))
     checkpoint_root: str = ""
+    taken_back: int = 0  # the marks say this generation took the group back from that one (handoff/takeback.py)
 
     @property
     def go_file(self) -> str:
@@ -220,6 +221,10 @@ class FlowGroupRun:
     def stop_planning(self) -> None:
         Path(self.drain_file).touch()
 
+    def resume_planning(self) -> None:
+        """A hot spare that took its flow group back (handoff/spare.py): its queries plan epochs again."""
+        Path(self.drain_file).unlink(missing_ok=True)
+
 
 class Driver:
     """One driver process: a Spark session running every mirror of `configs`, with each flow group's services.
@@ -229,7 +234,9 @@ class Driver:
 
     A flow group whose config names a Lease (`worker.leaseName`, the operator's) starts in standby: Spark up,
     Python workers warm, clusters answered, and it copies only once the Lease names its generation; it then
-    takes over (handoff/takeover.py) and, when the Lease moves on to a later generation, drains and exits.
+    takes over (handoff/takeover.py) and, when the Lease moves on to a later generation, stays a hot spare until
+    that one committed its first epoch (then exits), or takes the flow group back if the Lease moves back
+    (handoff/spare.py).
     `handoff()` hands flow groups over to new configs inside this driver (`sparkmirror run` on a changed file).
     """
 
@@ -295,6 +302,8 @@ class Driver:
             from .handoff.lease import LeaseGate
 
             self.lease = LeaseGate.for_configs(leased)
+            # a restart after a take-back: done, not to be done again when the watch sees the Lease's record
+            self.lease.taken_back.update({run.taken_back for run in self.groups.values() if run.taken_back})
             self._standby()
             self.lease.wait_until_held(self.lost)
             if self.lost.is_set():
@@ -307,18 +316,22 @@ class Driver:
                 self.lease.report_first_epoch(took, run.config.worker.leaseName, before, self.lost,
                                               lambda m=list(before): {n: s.snapshot() for n in m
                                                                       if (s := self.stats.get(n))})
-        if self.lease is not None:
-            # the moment the Lease moves on, no new epoch is planned: its lanes' fresh starts would fence the
-            # later generation's lanes of the same ids (the drain that follows waits for the main loop's turn)
-            self.lease.watch(self.lost, on_lost=lambda: [run.stop_planning() for run in self.groups.values()])
+        self.watch_lease()
         return self
+
+    def watch_lease(self) -> None:
+        """The moment the Lease moves on, no new epoch is planned: its lanes' fresh starts would fence the later
+        generation's lanes of the same ids (the main loop then makes this generation a hot spare)."""
+        if self.lease is not None:
+            self.lease.watch(self.lost, on_lost=lambda: [run.stop_planning() for run in self.groups.values()])
 
     def _standby_run(self, run: FlowGroupRun) -> None:
         """Refuse a generation that a later one superseded; start its queries: until `go` they plan one epoch,
         whose lanes make their clients and wait for the generation's go mark."""
+        from .handoff.takeback import taken_back_before
         from .handoff.takeover import check_not_superseded, prepare
 
-        check_not_superseded(run.config)
+        run.taken_back = taken_back_before(run.config, check_not_superseded(run.config))
         prepare(run.config)
         run.checkpoint_root = checkpoint_root_of(run.config, self.checkpoint_root)
         run.queries = start_queries(self.spark, run.config, self.stats, run.checkpoint_root, run.drain_file,
@@ -416,8 +429,8 @@ class Driver:
     def superseded(self) -> dict[str, str]:
         """flow group -> why it must stop: its progress topic says it was failed over, or names a later generation
         (another driver took it over). Without a Lease nothing else stops this driver, whose lanes would just find
-        themselves fenced epoch after epoch; with one, a handoff is the Lease's to announce and only a failover
-        counts. Read from what the flow group's services follow of the progress topic: no request here."""
+        themselves fenced epoch after epoch; with one, a handoff is the Lease's to announce and only a failover or
+        a rollback of this generation counts. Read from what the flow group's services follow of the progress topic: no request here."""
         out = {}
         for name, run in self.groups.items():
             why = run.services.superseded_why(failover_only=self.lease is not None) if run.services else None
@@ -490,7 +503,8 @@ class Driver:
         return 1.0 if local else min(epoch_seconds, CARRY_SECONDS) + 2.0
 
     def run(self) -> int:
-        """Run until stopped (SIGTERM/SIGINT: 0), the Lease moved to a later generation (0) or a mirror fails (1)."""
+        """Run until stopped (SIGTERM/SIGINT: 0), a later generation took over after the Lease moved to it (0; a hot
+        spare until then, which copies again if the Lease moves back) or a mirror fails (1)."""
         stopping = threading.Event()
 
         def on_signal(signum, _frame) -> None:
@@ -514,9 +528,11 @@ class Driver:
                 return 1
             while not stopping.is_set():
                 if self.lost.is_set():
-                    if self.lease is not None and self.lease.successor is not None:
-                        log.info("the Lease names worker generation %d now: draining and exiting",
-                                 self.lease.successor)
+                    if self.lease is not None and self.lease.successor is not None and not stopping.is_set():
+                        from .handoff.spare import serve_as_spare
+
+                        if serve_as_spare(self, stopping):  # the Lease moved back: copying again
+                            continue
                     stopping.set()
                     break
                 superseded = self.superseded()
@@ -561,17 +577,20 @@ def _tell_launcher() -> None:
 
 def _after_marked(cfg: FlowGroupConfig) -> FlowGroupConfig:
     """Without a Lease nobody else decides: this driver continues as the generation after the last one that
-    took the flow group over (recorded on the progress topic), fencing the lanes that one held."""
-    from .handoff.takeover import HandoffError, newest_mark
+    took the flow group over (recorded on the progress topic), fencing the lanes that one held; never as a
+    generation rolled back (a take-back's marks name them)."""
+    from .handoff.takeover import HandoffError, marks_by_target, newest_of
     from .progress.state import failed_over_message
     from .resource.rollout import next_generation
 
-    last, failover = newest_mark(cfg)
+    states = marks_by_target(cfg)
+    last, failover = newest_of(cfg, states)
     if failover is not None:  # the mirror must not copy onto topics that consumers now read on the target
         raise HandoffError(failed_over_message(cfg.name, failover))
-    if last is None or last.generation < cfg.worker.generation:
+    top = max([0, *(s.ceiling(cfg.resource, cfg.resourceUid, cfg.name) for s in states.values())])
+    if last is None or top < cfg.worker.generation:
         return cfg
-    return next_generation(cfg, last.generation + 1, [last, *cfg.worker.predecessors])
+    return next_generation(cfg, top + 1, [last, *cfg.worker.predecessors])
 
 
 def _stop_query(q) -> None:
@@ -579,4 +598,8 @@ def _stop_query(q) -> None:
         if q.isActive:
             q.stop()
     except Exception as e:  # noqa: BLE001 - its lanes were fenced; nothing of theirs can commit any more
-        log.warning("stopping query %s: %s", q.name, str(e).splitlines()[0] if str(e) else e)
+        try:
+            name = q.name
+        except Exception:  # noqa: BLE001 - the JVM is gone (it got the stop signal too): nothing left to stop
+            name = "?"
+        log.warning("stopping query %s: %s", name, str(e).splitlines()[0] if str(e) else e)

@@ -277,14 +277,15 @@ class DriverServices:
 
     def superseded_why(self, failover_only: bool = False) -> str | None:
         """Why this flow group's generation must not copy, as the mirrors' progress-topic tails have read the
-        marks so far (`ProgressState.superseded_why`; with `failover_only`, only a failover counts)."""
+        marks so far (`ProgressState.superseded_why`; with `failover_only`, only a failover or a rollback of this
+        generation counts: a Lease-driven handoff is the Lease's to announce)."""
         cfg = self.config
         for m in list(self.mirrors.values()):
             if m.monitor is None:
                 continue
             state = m.monitor.tail.state
             of = (cfg.resource, cfg.resourceUid, cfg.name)
-            if failover_only and of not in state.failovers:
+            if failover_only and of not in state.failovers and not state.rolled_back(*of, cfg.worker.generation):
                 continue
             why = state.superseded_why(*of, cfg.worker.generation)
             if why is not None:

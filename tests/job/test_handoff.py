@@ -95,3 +95,54 @@ def test_a_superseded_generation_refuses_to_copy(kafka_a, kafka_b, topic, flowgr
     assert after.worker.generation == 4 and after.worker.predecessors[0].generation == 3
     assert after.worker.predecessors[0].transactionalIds == {"b": [f"sparkmirror.local.mirror.marked.a-to-b.lane-{i}"
                                                                     for i in range(2)]}
+
+
+def test_a_take_back_revokes_the_later_generation_and_fences_its_open_transactions(kafka_a, kafka_b, topic,
+                                                                                   flowgroup):
+    """Generation 2 (3 lanes) took over from 1 (2 lanes) and holds a transaction open when 1 takes the flow group
+    back (handoff/takeback.py): the transaction is aborted (read_committed sees nothing of it), 2's producer is
+    fenced, 2 is refused from then on, also after a late mark of its own, and 1 may copy."""
+    from confluent_kafka import KafkaException, Producer
+
+    from sparkmirror.handoff.takeback import Revoked, take_back, taken_back_before
+    from sparkmirror.handoff.takeover import marks_by_target, write_mark
+    from sparkmirror.resource.names import transactional_ids
+
+    t = topic(kafka_a, partitions=1)
+    one = flowgroup(t, name="back")
+    two = next_generation_of(one, 2, lanes=3)
+    take_over(one)
+    take_over(two)
+    with pytest.raises(HandoffError, match="taken over by worker generation 2; this is generation 1"):
+        check_not_superseded(one)
+    out = topic(kafka_b, partitions=1)
+    tid = transactional_ids(two.resource, two.name, two.lane_routes())["b"][2]  # a lane generation 1 never had
+    lane = Producer({"bootstrap.servers": kafka_b.bootstrap, "transactional.id": tid})
+    lane.init_transactions(30)
+    lane.begin_transaction()
+    lane.produce(out, b"in flight")
+    lane.flush(10)
+    revoked = Revoked(2, ("back",), transactional_ids(two.resource, two.name, two.lane_routes()))
+    assert taken_back_before(one, marks_by_target(one)) == 0
+    took = take_back(one, 2, [revoked])
+    assert tid in took.fenced and len(took.fenced) == 3  # generation 2's three lanes (1's two among them)
+    with pytest.raises(KafkaException):
+        lane.commit_transaction(10)
+    assert count_records(kafka_b.bootstrap, out, 10) == 0
+    check_not_superseded(one)
+    with pytest.raises(HandoffError, match="generation 2 of flow group .back. of .* was rolled back"):
+        check_not_superseded(two)
+    write_mark(two, "b", ["back"], int(time.time() * 1000), 30, go=True)  # generation 2's driver, late
+    state = marks_by_target(one)["b"]
+    of = (one.resource, one.resourceUid, one.name)
+    assert state.may_copy(*of, 1) is True and state.may_copy(*of, 2) is False and state.ceiling(*of) == 2
+    assert taken_back_before(one, {"b": state}) == 2  # a restart of generation 1 need not take it back again
+    assert taken_back_before(two, {"b": state}) == 0
+    check_not_superseded(next_generation_of(one, 3))  # the next handoff is not held back by it
+    from sparkmirror.driver import _after_marked
+
+    assert _after_marked(one).worker.generation == 3  # without a Lease: never as the generation rolled back
+
+
+def next_generation_of(cfg: FlowGroupConfig, generation: int, **update) -> FlowGroupConfig:
+    return _with(cfg, generation=generation).model_copy(update=update)

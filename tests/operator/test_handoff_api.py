@@ -48,7 +48,7 @@ def _patch(kapi: KubeApi, namespace: str, name: str, body: dict) -> None:
 
 def test_a_split_hands_over_only_when_every_successor_took_over(kube, kmm2_crd, kapi, namespace) -> None:
     kapi.create(secret(namespace, "mirror-user", {"password": "pw"}))
-    kapi.create(resource("split", namespace, upgrade={"handoffTimeoutSeconds": 5}))
+    kapi.create(resource("split", namespace, upgrade={"handoffTimeoutSeconds": 300}))
     rec = Reconciler(KubeApi(kapi.api), lag_timeout=1.0)
     _reconcile(rec, kapi, namespace, "split")
     assert names(kapi, "SparkApplication", namespace, "split") == ["split-a", "split-c"]
@@ -66,14 +66,11 @@ def test_a_split_hands_over_only_when_every_successor_took_over(kube, kmm2_crd, 
                for g in ("a", "one", "two"))
     took = json.dumps({"atMs": int(time.time() * 1000), "tookMs": 120, "fenced": 2})
     _report(kapi, namespace, "split-one", {lease_took_over_key(2): took})
-    time.sleep(6)  # past handoffTimeoutSeconds: the wait for the other successor is reported
     st = _reconcile(rec, kapi, namespace, "split")
-    assert "split-a" in names(kapi, "SparkApplication", namespace, "split")  # it still copies t2's partitions
+    assert "split-a" in names(kapi, "SparkApplication", namespace, "split")  # a hot spare for t2's partitions
     assert "split-a" in names(kapi, "Lease", namespace, "split")
     upgrading = _cond(st, "Upgrading")
     assert upgrading["status"] == "True" and "1/2 took over" in upgrading["message"], upgrading
-    degraded = _cond(st, "Degraded")
-    assert degraded["reason"] == "HandoffStalled" and "waiting for ['two']" in degraded["message"], degraded
     assert not st.get("handoffs")
     _report(kapi, namespace, "split-two", {lease_took_over_key(2): took})
     st = _reconcile(rec, kapi, namespace, "split")
@@ -81,6 +78,42 @@ def test_a_split_hands_over_only_when_every_successor_took_over(kube, kmm2_crd, 
     assert names(kapi, "Lease", namespace, "split") == ["split-c", "split-one", "split-two"]
     assert _cond(st, "Upgrading")["status"] == "False" and _cond(st, "Degraded")["status"] == "False"
     assert [(h["fromFlowGroups"], h["toFlowGroups"]) for h in st["handoffs"]] == [(["a"], ["one", "two"])]
+
+
+def test_a_successor_failing_after_the_lease_moved_moves_it_back(kube, kmm2_crd, kapi, namespace) -> None:
+    """Generation 2 fails after the Lease moved to it and before its first commit: the Lease names 1 again and
+    says what 2 held (generation 1 fences it before copying again), 2 is removed, the resource says why."""
+    from sparkmirror.resource.names import LEASE_HOLDER, LEASE_REVOKED
+
+    from .test_operator import set_spark_state
+
+    kapi.create(secret(namespace, "mirror-user", {"password": "pw"}))
+    kapi.create(resource("back", namespace, flowGroups=[{"name": "a", "mirrors": ["a", "c"]}]))
+    rec = Reconciler(KubeApi(kapi.api), lag_timeout=1.0)
+    _reconcile(rec, kapi, namespace, "back")
+    _patch(kapi, namespace, "back", {"spec": {"version": "2.0", "spark": {"parallelism": 3}}})
+    _reconcile(rec, kapi, namespace, "back")
+    _report(kapi, namespace, "back-a", {lease_ready_key(2): str(int(time.time() * 1000))})
+    _reconcile(rec, kapi, namespace, "back")
+    assert _annotations(kapi, namespace, "back-a")[LEASE_HOLDER] == "2"
+    set_spark_state(kapi, namespace, "back-a-g2", "FAILED", "driver container failed with ExitCode: 1")
+    result = rec.reconcile(kapi.get(KMM2, namespace, "back"))
+    kapi.patch_status(KMM2, namespace, "back", result.status)
+    assert names(kapi, "SparkApplication", namespace, "back") == ["back-a"]
+    lease = _annotations(kapi, namespace, "back-a")
+    assert lease[LEASE_HOLDER] == "1" and lease_ready_key(2) not in lease
+    revoked = json.loads(lease[LEASE_REVOKED])
+    assert revoked["generation"] == 2 and revoked["flowGroups"] == ["a"]
+    assert len(revoked["transactionalIds"]["b"]) == 6  # 3 lanes for each of the two mirrors
+    upgrading = _cond(result.status, "Upgrading")
+    assert upgrading["status"] == "False" and upgrading["reason"] == "HandoffRolledBack", upgrading
+    assert "stopped before its first commit (a: FAILED" in upgrading["message"]
+    assert result.status["rollback"]["leaseMovedBack"] is True
+    assert [e.reason for e in result.events if e.type == "Warning"] == ["HandoffRolledBack"]
+    st = _reconcile(rec, kapi, namespace, "back")  # and it stays so: no new standby for this spec
+    assert names(kapi, "SparkApplication", namespace, "back") == ["back-a"]
+    assert _cond(st, "Upgrading")["reason"] == "HandoffRolledBack"
+    assert json.loads(_annotations(kapi, namespace, "back-a")[LEASE_REVOKED]) == revoked
 
 
 def test_a_rolled_back_generation_number_is_never_given_out_again(kube, kmm2_crd, kapi, namespace) -> None:
@@ -180,6 +213,52 @@ def test_a_driver_reports_its_takeover_once_its_first_epoch_committed(kube, kapi
     assert report == {"atMs": 100, "tookMs": 40, "fenced": 1, "firstEpochMs": 2_000, "firstEpochRecords": 12,
                       "latencyMaxMs": 0}
     assert lease_took_over_key(2) not in _annotations(kapi, namespace, "fe-two")
+
+
+def test_a_hot_spare_sees_its_lease_move_back_or_its_successor_take_over(kube, kapi, namespace) -> None:
+    """handoff.lease.LeaseGate on the real API server, as generation 1 that handed over to 2: the watch notices the
+    Lease move on; as a spare it waits ("") until 2 took over ("over") or the Lease names 1 again with what the
+    operator revoked ("back"); a Lease that moved on and back between two looks is noticed as a take-back due."""
+    import threading
+
+    from kubernetes import client
+
+    from sparkmirror.handoff.lease import LeaseGate, LeaseRef
+    from sparkmirror.handoff.takeback import Revoked
+    from sparkmirror.resource.names import LEASE_HOLDER, LEASE_REVOKED
+
+    kapi.create({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                 "metadata": {"name": "hs-a", "namespace": namespace, "annotations": {LEASE_HOLDER: "1"}},
+                 "spec": {}})
+    revoked = json.dumps({"generation": 2, "flowGroups": ["a"], "transactionalIds": {"b": ["x.lane-0"]}})
+    with kube.api_client() as api:
+        gates = [LeaseGate([LeaseRef(namespace, "hs-a", 1)], api=client.CoordinationV1Api(api), poll=0.1)
+                 for _ in range(3)]
+        try:
+            gate, again, done = gates
+            lost, stopped = threading.Event(), []
+            gate.watch(lost, every=0.1, on_lost=lambda: stopped.append(True))
+            time.sleep(0.5)
+            assert not lost.is_set()
+            _report(kapi, namespace, "hs-a", {LEASE_HOLDER: "2"})
+            assert lost.wait(10) and gate.successor == 2 and stopped == [True]
+            assert gate.spare_verdict(2) == ("", [])
+            _report(kapi, namespace, "hs-a", {lease_took_over_key(2): "{}"})
+            assert gate.spare_verdict(2) == ("over", [])
+            _report(kapi, namespace, "hs-a", {LEASE_HOLDER: "1", LEASE_REVOKED: revoked,
+                                              lease_took_over_key(2): None})
+            assert gate.wait_as_spare(2, threading.Event()) == ("back", [Revoked(2, ("a",), {"b": ["x.lane-0"]})])
+            # moved on and back between two looks (or before this driver started): a take-back is due, once
+            lost = threading.Event()
+            again.watch(lost, every=0.1)
+            assert lost.wait(10) and again.successor == 2
+            done.taken_back.add(2)
+            lost = threading.Event()
+            done.watch(lost, every=0.1)
+            assert not lost.wait(1.0)
+        finally:
+            for g in gates:
+                g.close()
 
 
 def test_an_exit_0_nothing_took_over_is_submitted_again(kube, kmm2_crd, kapi, namespace, monkeypatch) -> None:

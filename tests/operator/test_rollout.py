@@ -5,7 +5,7 @@ import json
 
 from sparkmirror.resource.flowgroup import FlowGroupConfig, Predecessor
 from sparkmirror.resource.model import UpgradeSpec
-from sparkmirror.resource.names import LEASE_HOLDER, lease_ready_key, lease_took_over_key
+from sparkmirror.resource.names import LEASE_HOLDER, LEASE_REVOKED, lease_ready_key, lease_took_over_key
 from sparkmirror.resource.rollout import next_generation
 from sparkmirror_operator.rollout import (ANNOTATION_LAST_GENERATION, ANNOTATION_MOVED_AT, Observed, Worker,
                                           plan_rollout, took_over)
@@ -216,26 +216,25 @@ def _split(took_by: list[str], moved_ms: int = NOW - 31_000):
 def test_a_split_is_not_done_until_every_successor_took_over():
     """One of two successors took over: the old group keeps running (it is what still copies the other's
     partitions), Upgrading stays, and the handoff timeout is still checked."""
-    want, obs = _split(["g-1"])
+    want, obs = _split(["g-1"], moved_ms=NOW - 10_000)
     assert not took_over(obs, 2)
     p = plan_rollout(want, obs, UPGRADE, now_ms=NOW)
     assert gens(p) == [("g", 1), ("g-1", 2), ("g-2", 2)]
     assert p.running["g"].worker.generation == 1 and "g-1" not in p.running
-    assert p.holders == {"g": 2, "g-1": 2, "g-2": 2} and not p.handoffs
+    assert p.holders == {"g": 2, "g-1": 2, "g-2": 2} and not p.handoffs and not p.rollback
     assert any("1/2 took over" in u for u in p.upgrading)
-    assert p.problems and "waiting for ['g-2']" in p.problems[0] and "handoffTimeoutSeconds 30" in p.problems[0]
     # both took over: the old group is pruned with its Lease, Upgrading clears, the handoff is recorded once
     want, obs = _split(["g-1", "g-2"])
     p = plan_rollout(want, obs, UPGRADE, now_ms=NOW)
     assert gens(p) == [("g-1", 2), ("g-2", 2)] and "g" not in p.holders
-    assert not p.upgrading and not p.problems
+    assert not p.upgrading and not p.rollback
     assert [(h["fromFlowGroups"], h["toFlowGroups"]) for h in p.handoffs] == [(["g"], ["g-1", "g-2"])]
 
 
 def test_a_split_whose_successor_config_went_missing_still_waits_for_it():
     """The successors are also the groups that reported on their own Lease: a lost ConfigMap of one does not
     make the other's takeover count for the whole generation."""
-    want, obs = _split(["g-1"])
+    want, obs = _split(["g-1"], moved_ms=NOW - 10_000)
     del obs.workers["g-2"]
     assert not took_over(obs, 2)
     p = plan_rollout(want, obs, UPGRADE, now_ms=NOW)
@@ -339,3 +338,77 @@ def test_the_handoff_record_carries_the_pause_the_new_generation_measured():
                      now_ms=NOW + 2_000)
     assert p.handoffs[0]["pauseMs"] == 1_400 and p.handoffs[0]["firstEpochRecords"] == 2_750
     assert p.handoffs[0]["leaseToTakeoverMs"] == 300
+
+
+def _moved(state: str | None, moved_ms: int = NOW - 5_000):
+    """Generation 2 (version 2, 3 lanes) of `g`: the Lease moved to it at `moved_ms`, no took-over yet; its
+    application in `state` (None: gone)."""
+    want = [cfg(version="2", lanes=3)]
+    new = next_generation(want[0], 2, [Predecessor(flowGroup="g", generation=1)])
+    leases = {"g": lease(2, **{lease_ready_key(2): str(NOW - 9_000), ANNOTATION_MOVED_AT: str(moved_ms)})}
+    return want, observed([(cfg(), app()), (new, None if state is None else app(NOW - 20_000, state))], leases)
+
+
+def test_a_successor_that_fails_after_the_lease_moved_is_rolled_back_and_the_lease_moves_back():
+    want, obs = _moved("FAILED")
+    obs.workers["g"][2].app["status"]["applicationState"]["errorMessage"] = "driver container failed with ExitCode: 1"
+    p = plan_rollout(want, obs, UPGRADE, now_ms=NOW)
+    assert gens(p) == [("g", 1)] and p.holders == {"g": 1} and p.moved == {"g"}
+    assert p.running["g"].worker.generation == 1 and p.held_back and not p.upgrading
+    assert p.rollback["leaseMovedBack"] and p.rollback["generation"] == 2
+    assert p.rollback["reason"] == (
+        "generation 2 of g was rolled back after the Lease moved to it: its driver stopped before its first commit "
+        "(g: FAILED (driver container failed with ExitCode: 1)); the Lease moved back, generation 1 copies again")
+    revoked = json.loads(p.revoked["g"])  # what generation 1 fences before it copies again: 2's three lanes
+    assert revoked == {"generation": 2, "flowGroups": ["g"], "transactionalIds": {
+        "b": [f"sparkmirror.ns.res.g.a.lane-{i}" for i in range(3)]}}
+    assert p.stale_marks == {"g": [lease_ready_key(2)]}
+    # the next look: generation 2 is gone, the Lease names 1 and still says what was revoked; nothing restarts
+    leases = {"g": lease(1, **{LEASE_REVOKED: p.revoked["g"], "sparkmirror.io/rolled-back": json.dumps(p.rollback),
+                               ANNOTATION_LAST_GENERATION: "2"})}
+    p2 = plan_rollout(want, observed([(cfg(), app())], leases), UPGRADE, now_ms=NOW + 1_000, rolled_back=p.rollback)
+    assert gens(p2) == [("g", 1)] and p2.holders == {"g": 1} and p2.held_back and p2.revoked == p.revoked
+    assert not p2.moved and p2.rollback["leaseMovedBack"]
+    # a new spec: generation 3 in standby; once it holds the Lease, the record of 2's revocation goes
+    p3 = plan_rollout([cfg(version="3")], observed([(cfg(), app())], leases), UPGRADE, now_ms=NOW + 2_000,
+                      rolled_back=p.rollback)
+    assert gens(p3) == [("g", 1), ("g", 3)] and p3.holders == {"g": 1} and "g" in p3.revoked
+    new3 = next(c for c in p3.workers if c.worker.generation == 3)
+    leases3 = {"g": lease(3, **{LEASE_REVOKED: p.revoked["g"], lease_ready_key(3): str(NOW)})}
+    p4 = plan_rollout([cfg(version="3")], observed([(cfg(), app()), (new3, app())], leases3), UPGRADE,
+                      now_ms=NOW + 3_000)
+    assert p4.holders == {"g": 3} and p4.revoked == {}
+
+
+def test_a_successor_whose_application_is_gone_is_rolled_back():
+    want, obs = _moved(None)
+    p = plan_rollout(want, obs, UPGRADE, now_ms=NOW)
+    assert gens(p) == [("g", 1)] and p.holders == {"g": 1} and "g: its application is gone" in p.rollback["reason"]
+
+
+def test_a_successor_that_does_not_commit_within_the_handoff_timeout_is_rolled_back():
+    want, obs = _moved("RUNNING", moved_ms=NOW - 29_000)
+    p = plan_rollout(want, obs, UPGRADE, now_ms=NOW)  # within the 30 s: the hot spare waits
+    assert gens(p) == [("g", 1), ("g", 2)] and p.holders == {"g": 2} and not p.rollback and not p.revoked
+    assert p.running["g"].worker.generation == 1 and "0/1 took over" in p.upgrading[0]
+    p = plan_rollout(want, obs, UPGRADE, now_ms=NOW + 2_000)
+    assert gens(p) == [("g", 1)] and p.holders == {"g": 1} and p.rollback["leaseMovedBack"]
+    assert "did not commit its first epoch within spec.upgrade.handoffTimeoutSeconds (30 s; waiting for g)" \
+        in p.rollback["reason"]
+    # still starting (no state yet) or restarting is no failure; a restart after a failure is
+    for state in ("SUBMITTED", ""):
+        assert not plan_rollout(*_moved(state), UPGRADE, now_ms=NOW).rollback
+    assert plan_rollout(*_moved("PENDING_RERUN"), UPGRADE, now_ms=NOW).rollback
+
+
+def test_a_split_is_rolled_back_as_a_whole_when_one_successor_fails():
+    """One successor took over, the other failed: both are removed (they share the old group's partitions), the
+    old group's Lease moves back and names both successors' lanes to fence; the new groups' Leases name nobody."""
+    want, obs = _split(["g-1"], moved_ms=NOW - 10_000)
+    obs.workers["g-2"][2].app = app(NOW - 60_000, "FAILING", "driver container failed with ExitCode: 1")
+    p = plan_rollout(want, obs, UPGRADE, now_ms=NOW)
+    assert gens(p) == [("g", 1)] and p.holders == {"g": 1, "g-1": None, "g-2": None}
+    assert p.running == {"g": p.workers[0]} and p.moved == {"g"}
+    revoked = json.loads(p.revoked["g"])
+    assert revoked["flowGroups"] == ["g-1", "g-2"] and len(revoked["transactionalIds"]["b"]) == 4
+    assert set(p.revoked) == {"g", "g-1", "g-2"} and "g-2: FAILING" in p.rollback["reason"]

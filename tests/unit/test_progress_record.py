@@ -136,3 +136,32 @@ def test_a_stretch_translates_only_when_both_sides_hold_the_same_records(monkeyp
     sides["a.t"] = array("q", [11, 12, 14, 15])  # one record less on the target (compacted away)
     assert counter.between(before, after, 10, 51) is None
     counter.close()
+
+
+def test_a_take_back_outranks_the_revoked_generation_even_when_its_mark_comes_late() -> None:
+    """Generation 2 took over from 1 and failed before its first commit; 1 takes the flow group back (revoking
+    2): 2's lanes may not copy, also after a late mark of 2's driver; a later generation 3 outranks the take-back.
+    The same read from the records a reader sees (compaction keeps the last per key)."""
+    from sparkmirror.progress.record import generation_value
+    from sparkmirror.progress.state import ProgressState
+
+    of = ("ns/r", "uid", "fg")
+    st = ProgressState()
+    st.mark_generation(of, 1, {"b": ["l-0"]}, True)
+    st.mark_generation(of, 2, {"b": ["l2-0"]}, False)
+    st.mark_generation(of, 2, {"b": ["l2-0"]}, True)
+    assert st.may_copy(*of, 2) is True and st.may_copy(*of, 1) is False
+    st.mark_generation(of, 1, {"b": ["l-0"]}, False, revoked=2)  # take-back, phase 1
+    assert st.may_copy(*of, 1) is None and st.may_copy(*of, 2) is False
+    assert "generation 2 of flow group 'fg' was rolled back" in (st.superseded_why(*of, 2) or "")
+    assert st.superseded_why(*of, 1) is None and st.rolled_back(*of, 2) and not st.rolled_back(*of, 3)
+    st.mark_generation(of, 2, {"b": ["l2-0"]}, True)  # generation 2's driver, late: ignored
+    st.mark_generation(of, 1, {"b": ["l-0"]}, True, revoked=2)  # take-back, phase 2
+    assert st.may_copy(*of, 1) is True and st.may_copy(*of, 2) is False and st.generation(*of) == 1
+    assert st.generation_ids[of] == {"b": ["l-0"]} and st.ceiling(*of) == 2
+    assert st.may_copy(*of, 3) is None  # a future standby waits for its own go
+    st.mark_generation(of, 3, {"b": ["l3-0"]}, True)  # the next handoff
+    assert st.may_copy(*of, 3) is True and st.may_copy(*of, 1) is False and not st.rolled_back(*of, 2)
+    assert "taken over by worker generation 3" in (st.superseded_why(*of, 2) or "")
+    v = json.loads(generation_value(1, "fg", 0, {}, True, revoked=2))
+    assert v["revoked"] == 2 and "revoked" not in json.loads(generation_value(3, "fg", 0, {}, True))

@@ -17,7 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..resource.flowgroup import FlowGroupConfig
-from ..resource.names import LEASE_HOLDER, lease_ready_key, lease_took_over_key
+from ..resource.names import LEASE_HOLDER, LEASE_REVOKED, lease_ready_key, lease_took_over_key
+from .takeback import Revoked
 from .takeover import HandoffError, Takeover
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ class LeaseGate:
         except Exception as e:  # noqa: BLE001 - no Kubernetes API: this generation cannot know when to copy
             raise HandoffError(f"worker.leaseName is set but the Kubernetes API is not reachable: {e}") from None
         self.successor: int | None = None
+        self.taken_back: set[int] = set()  # generations its flow groups were taken back from (and all before)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._trouble = ""
@@ -59,19 +61,21 @@ class LeaseGate:
         return cls([LeaseRef(c.worker.leaseNamespace or "default", c.worker.leaseName or "", c.worker.generation)
                     for c in configs], **kw)
 
-    def holders(self) -> dict[LeaseRef, int | None]:
-        """The generation each Lease names (None: not named yet, or the Lease cannot be read now)."""
-        out: dict[LeaseRef, int | None] = {}
+    def annotations(self) -> dict[LeaseRef, dict[str, str] | None]:
+        """Each Lease's annotations (None: the Lease cannot be read now)."""
+        out: dict[LeaseRef, dict[str, str] | None] = {}
         for ref in self.leases:
             try:
-                lease = self.api.read_namespaced_lease(ref.name, ref.namespace)
-                value = (lease.metadata.annotations or {}).get(LEASE_HOLDER)
-                out[ref] = int(value) if value else None
+                out[ref] = dict(self.api.read_namespaced_lease(ref.name, ref.namespace).metadata.annotations or {})
                 self._ok()
             except Exception as e:  # noqa: BLE001 - the API server restarts too: say so once, keep asking
                 self._problem(f"Lease {ref.namespace}/{ref.name} cannot be read: {_reason(e)}")
                 out[ref] = None
         return out
+
+    def holders(self) -> dict[LeaseRef, int | None]:
+        """The generation each Lease names (None: not named yet, or the Lease cannot be read now)."""
+        return {ref: int(v) if (v := (a or {}).get(LEASE_HOLDER)) else None for ref, a in self.annotations().items()}
 
     def _problem(self, what: str) -> None:
         if what != self._trouble:
@@ -145,17 +149,50 @@ class LeaseGate:
             stop.wait(self.poll)
         return False
 
+    def spare_verdict(self, successor: int) -> tuple[str, list[Revoked]]:
+        """For a hot spare (this generation handed over to `successor`): "back" once every Lease names this
+        generation again (the successor failed before its first commit; with what the operator revoked), "over"
+        once every Lease carries the successor's `took-over` report, "" meanwhile or when a Lease cannot be read."""
+        back = over = True
+        revoked: list[Revoked] = []
+        for ref, annotations in self.annotations().items():
+            if annotations is None:
+                return "", []
+            back = back and annotations.get(LEASE_HOLDER) == str(ref.generation)
+            over = over and lease_took_over_key(successor) in annotations
+            if (r := Revoked.parse(annotations.get(LEASE_REVOKED))) is not None:
+                revoked.append(r)
+        return ("back" if back else "over" if over else ""), revoked
+
+    def wait_as_spare(self, successor: int, stop: threading.Event) -> tuple[str, list[Revoked]]:
+        """Block until `spare_verdict` says "back" or "over", or `stop` is set (""). Asked every 0.2 s at most:
+        while the Lease moves back, nothing copies."""
+        while not stop.is_set():
+            verdict = self.spare_verdict(successor)
+            if verdict[0]:
+                return verdict
+            stop.wait(min(self.poll, 0.2))
+        return "", []
+
     def watch(self, lost: threading.Event, every: float = 1.0,
               on_lost: Callable[[], None] = lambda: None) -> None:
         """In a daemon thread: once any Lease names a later generation, call `on_lost` (at once, in this thread:
-        the driver stops planning epochs, whose new lanes would fence the later generation's) and set `lost`."""
+        the driver stops planning epochs, whose new lanes would fence the later generation's) and set `lost`. The
+        same once a Lease names this generation with a take-back due (`names.LEASE_REVOKED` of a later one, not
+        taken back yet): it moved on and back between two looks, or before this driver started; `spare_verdict`
+        then says "back" at once."""
 
         def loop() -> None:
             while not self._stop.wait(every):
-                holders = self.holders()
+                seen = self.annotations()
+                holders = {r: int(v) if (v := (a or {}).get(LEASE_HOLDER)) else None for r, a in seen.items()}
                 later = [h for r in self.leases if (h := holders[r]) is not None and h > r.generation]
-                if later:
-                    self.successor = max(later)
+                # the Lease moved on and back before this look (or before this driver started): a take-back is due
+                back = [g for r in self.leases if holders[r] == r.generation and
+                        (rv := Revoked.parse((seen[r] or {}).get(LEASE_REVOKED))) is not None and
+                        (g := rv.generation) > max([r.generation, *self.taken_back])]
+                if later or back:
+                    self.successor = max(later or back)
                     on_lost()
                     lost.set()
                     return

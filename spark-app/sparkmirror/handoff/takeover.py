@@ -84,10 +84,15 @@ def marked(config: FlowGroupConfig, timeout: float = 60.0) -> Predecessor | None
 
 def newest_mark(config: FlowGroupConfig, timeout: float = 60.0) -> tuple[Predecessor | None, dict | None]:
     """`marked()`, and the active failover mark of the flow group on any of its targets (else None)."""
+    return newest_of(config, marks_by_target(config, timeout))
+
+
+def newest_of(config: FlowGroupConfig, states: dict[str, ProgressState]) -> tuple[Predecessor | None, dict | None]:
+    """`newest_mark` of the marks already read (`marks_by_target`)."""
     best: Predecessor | None = None
     failover: dict | None = None
     of = (config.resource, config.resourceUid, config.name)
-    for state in marks_by_target(config, timeout).values():
+    for state in states.values():
         gen = state.generation(*of)
         if gen and (best is None or gen > best.generation):
             best = Predecessor(flowGroup=config.name, generation=gen, transactionalIds=state.generation_ids[of])
@@ -118,24 +123,32 @@ def marked_generation(config: FlowGroupConfig, timeout: float = 60.0) -> int:
     return m.generation if m is not None else 0
 
 
-def superseded_why(config: FlowGroupConfig, timeout: float = 60.0, failover_only: bool = False) -> str | None:
+def superseded_why(config: FlowGroupConfig, timeout: float = 60.0, failover_only: bool = False,
+                   states: dict[str, ProgressState] | None = None) -> str | None:
     """Why this generation must not copy: a later one took the flow group over, or it was failed over (None:
     nothing says so; with `failover_only`, also when a later generation took over without a failover)."""
-    last, failover = newest_mark(config, timeout)
+    states = marks_by_target(config, timeout) if states is None else states
+    last, failover = newest_of(config, states)
     if failover is not None:
         return failed_over_message(config.name, failover)
-    if failover_only or last is None or last.generation <= config.worker.generation:
+    gen = config.worker.generation
+    if any(s.rolled_back(config.resource, config.resourceUid, config.name, gen) for s in states.values()):
+        return (f"worker generation {gen} of flow group {config.name!r} of {config.resource} was rolled back: "
+                f"generation {last.generation if last else 0} took the flow group back; it must not copy")
+    if failover_only or last is None or last.generation <= gen:
         return None
     return (f"flow group {config.name!r} of {config.resource} was taken over by worker generation "
             f"{last.generation}; this is generation {config.worker.generation}: it must not copy")
 
 
-def check_not_superseded(config: FlowGroupConfig, timeout: float = 60.0) -> None:
+def check_not_superseded(config: FlowGroupConfig, timeout: float = 60.0) -> dict[str, ProgressState]:
     """HandoffError when a later generation already took the flow group over (run it while in standby: it reads
-    the whole progress topic, which the handoff itself should not wait for)."""
-    why = superseded_why(config, timeout)
+    the whole progress topic, which the handoff itself should not wait for). Returns the marks read, by target."""
+    states = marks_by_target(config, timeout)
+    why = superseded_why(config, timeout, states=states)
     if why is not None:
         raise HandoffError(why)
+    return states
 
 
 def prepare(config: FlowGroupConfig) -> None:
@@ -204,11 +217,13 @@ def _producer(conf: dict[str, str], config: FlowGroupConfig) -> Producer:
     return _PRODUCERS[key]
 
 
-def write_mark(config: FlowGroupConfig, alias: str, groups: list[str], at_ms: int, timeout: float, go: bool) -> None:
-    """This config's generation mark, holding its lanes' ids, for `groups` on target `alias`."""
+def write_mark(config: FlowGroupConfig, alias: str, groups: list[str], at_ms: int, timeout: float, go: bool,
+               revoked: int = 0) -> None:
+    """This config's generation mark, holding its lanes' ids, for `groups` on target `alias` (`revoked`: a
+    take-back, see handoff/takeback.py)."""
     ids = transactional_ids(config.resource, config.name, config.lane_routes())
     marks = [(generation_key(config.resource, config.resourceUid, g),
-              generation_value(config.worker.generation, config.name, at_ms, ids, go)) for g in groups]
+              generation_value(config.worker.generation, config.name, at_ms, ids, go, revoked)) for g in groups]
     write_records(config, alias, marks, "generation mark", timeout)
 
 

@@ -128,7 +128,8 @@ class ProgressReader:
             self.state.mark_failover((of[0], of[1], of[2]), json.loads(value))
         elif value is not None and kind == "generationOf":
             v = json.loads(value)
-            self.state.mark_generation((of[0], of[1], of[2]), int(v["gen"]), v.get("ids"), bool(v.get("go", True)))
+            self.state.mark_generation((of[0], of[1], of[2]), int(v["gen"]), v.get("ids"), bool(v.get("go", True)),
+                                       int(v.get("revoked") or 0))
 
     def _selected(self, k: tuple[str, str, int], resource: str | None) -> bool:
         cluster, topic, partition = k

@@ -15,7 +15,11 @@ Generation marks share the topic (they must be read in the same read_committed p
   value = {"v": 1, "gen": n, "by": "<flow group that took over>", "atMs": t,
            "ids": {"<target alias>": [transactional ids of generation n's lanes]}, "go": false|true}
   written twice per takeover: "go": false supersedes the older generations, "go": true (after their lanes were
-  fenced) lets the new generation's waiting lanes start.
+  fenced) lets the new generation's waiting lanes start. A generation that takes the flow group *back* from
+  later ones that failed before their first commit (the Lease moved back, `handoff/takeback.py`) adds
+  "revoked": r (> n): generations n+1..r are rolled back and never copy again. Marks are ranked by
+  (max(gen, revoked), revoked > gen): the take-back outranks every mark of the generations it revoked, also one
+  a late driver of theirs writes after it; a later generation's takeover outranks the take-back.
 Failover marks too (`sparkmirror failover`), under a key of their own so that no generation mark replaces one:
   key   = JSON {"failoverOf": ["<namespace/name>", "<resource uid>", "<flow group>"]}
   value = {"v": 1, "active": true|false, "atMs": t, "mirrors": ["<mirror>", ...]}
@@ -94,9 +98,11 @@ def generation_key(resource: str, uid: str, flow_group: str) -> bytes:
     return json.dumps({"generationOf": [resource, uid, flow_group]}, separators=(",", ":")).encode()
 
 
-def generation_value(generation: int, by: str, at_ms: int, ids: dict[str, list[str]], go: bool) -> bytes:
+def generation_value(generation: int, by: str, at_ms: int, ids: dict[str, list[str]], go: bool,
+                     revoked: int = 0) -> bytes:
     return json.dumps({"v": PROGRESS_FORMAT_VERSION, "gen": generation, "by": by, "atMs": at_ms, "ids": ids,
-                       "go": go}, separators=(",", ":")).encode()
+                       "go": go, **({"revoked": revoked} if revoked > generation else {})},
+                      separators=(",", ":")).encode()
 
 
 def failover_key(resource: str, uid: str, flow_group: str) -> bytes:

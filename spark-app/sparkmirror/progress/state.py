@@ -215,6 +215,7 @@ class ProgressState:
     generations: dict[GenerationOf, int] = field(default_factory=dict)  # highest worker generation marked
     generation_ids: dict[GenerationOf, dict[str, list[str]]] = field(default_factory=dict)  # and its lanes' ids
     generation_go: dict[GenerationOf, bool] = field(default_factory=dict)  # its older lanes are fenced
+    revoked: dict[GenerationOf, int] = field(default_factory=dict)  # the highest generation rolled back, if any
     failovers: dict[GenerationOf, dict] = field(default_factory=dict)  # failed over (the mark's value)
     acls: dict[AclsOf, dict] = field(default_factory=dict)  # ACL records: the latest value per mirror (aclsync)
     _tips: dict[SourcePartition, ProgressRecord] = field(default_factory=dict)  # newest range put into each map
@@ -234,28 +235,49 @@ class ProgressState:
             self.failovers.pop(of, None)
 
     def mark_generation(self, of: GenerationOf, generation: int, ids: dict[str, list[str]] | None = None,
-                        go: bool = True) -> None:
-        known = self.generations.get(of, 0)
-        if generation > known:
+                        go: bool = True, revoked: int = 0) -> None:
+        """A generation mark: the higher rank wins (`mark_rank`); the same generation at the same rank adds its
+        go and ids (a takeover writes "go": false, then "go": true)."""
+        rank, known = mark_rank(generation, revoked), self.rank(of)
+        if rank > known:
             self.generations[of] = generation
             self.generation_ids[of] = ids or {}
             self.generation_go[of] = go
-        elif generation == known:
+            if revoked > generation:
+                self.revoked[of] = revoked
+            else:
+                self.revoked.pop(of, None)
+        elif rank == known and generation == self.generations.get(of, 0):
             self.generation_go[of] = self.generation_go.get(of, False) or go
             self.generation_ids[of] = ids or self.generation_ids.get(of, {})
 
+    def rank(self, of: GenerationOf) -> tuple[int, bool]:
+        return mark_rank(self.generations.get(of, 0), self.revoked.get(of, 0))
+
+    def ceiling(self, resource: str, uid: str, flow_group: str) -> int:
+        """The highest generation number any mark of the flow group names (holding it, or rolled back)."""
+        of = (resource, uid, flow_group)
+        return max(self.generations.get(of, 0), self.revoked.get(of, 0))
+
+    def _rolled_back(self, of: GenerationOf, generation: int) -> bool:
+        return self.generations.get(of, 0) < generation <= self.revoked.get(of, 0)
+
     def may_copy(self, resource: str, uid: str, flow_group: str, generation: int) -> bool | None:
-        """True once `generation` took the flow group over (go), False once a later one did or the flow group was
-        failed over, None meanwhile."""
+        """True once `generation` took the flow group over (go), False once a later one did, it was rolled back
+        or the flow group was failed over, None meanwhile."""
         of = (resource, uid, flow_group)
         marked = self.generations.get(of, 0)
-        if marked > generation or of in self.failovers:
+        if marked > generation or of in self.failovers or self._rolled_back(of, generation):
             return False
         return True if marked == generation and self.generation_go.get(of) else None
 
     def generation(self, resource: str, uid: str, flow_group: str) -> int:
-        """The highest worker generation that took `flow_group` over (0: none marked)."""
+        """The worker generation that holds `flow_group` by the marks (0: none marked)."""
         return self.generations.get((resource, uid, flow_group), 0)
+
+    def rolled_back(self, resource: str, uid: str, flow_group: str, generation: int) -> bool:
+        """Whether `generation` was rolled back: an earlier one took the flow group back from it."""
+        return self._rolled_back((resource, uid, flow_group), generation)
 
     def superseded_why(self, resource: str, uid: str, flow_group: str, generation: int) -> str | None:
         """Why worker `generation` of the flow group must not copy (None: it may, as far as marks go)."""
@@ -263,6 +285,9 @@ class ProgressState:
         if of in self.failovers:
             return failed_over_message(flow_group, self.failovers[of])
         marked = self.generations.get(of, 0)
+        if self._rolled_back(of, generation):
+            return (f"worker generation {generation} of flow group {flow_group!r} was rolled back: generation "
+                    f"{marked} took the flow group back")
         if marked <= generation:
             return None
         return f"flow group {flow_group!r} was taken over by worker generation {marked}; this is generation {generation}"
@@ -322,6 +347,12 @@ class ProgressState:
 def _other_topic(before: str, now: str) -> bool:
     """Two topic ids that both are known and differ: the topic was deleted and created again in between."""
     return bool(before and now and before != now)
+
+
+def mark_rank(generation: int, revoked: int = 0) -> tuple[int, bool]:
+    """A generation mark's rank (progress/record.py): a take-back revoking generations up to `revoked` ranks just
+    above their own marks, and below any later generation's."""
+    return (max(generation, revoked), revoked > generation)
 
 
 def failed_over_message(flow_group: str, failover: dict) -> str:

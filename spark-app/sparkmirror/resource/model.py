@@ -290,8 +290,10 @@ class State(str, Enum):
 class UpgradeSpec(_Model):
     readyTimeoutSeconds: int = Field(600, description="How long a new worker generation may take to become "
                                                       "ready before it is rolled back.", ge=10, le=86400)
-    handoffTimeoutSeconds: int = Field(120, description="How long the handoff of the Lease to a new generation "
-                                                        "may take.", ge=5, le=3600)
+    handoffTimeoutSeconds: int = Field(120, description="How long a new generation may take, once the Lease moved "
+                                                        "to it, to commit its first epoch (give it more than "
+                                                        "spark.epochSeconds); then the Lease moves back and the "
+                                                        "old generation, a hot spare, copies again.", ge=5, le=3600)
     maxConcurrentGroups: int = Field(1, description="Flow groups upgraded at the same time.", ge=1, le=64)
 
 
@@ -434,12 +436,15 @@ class HandoffRecord(_Model):
 
 
 class RollbackRecord(_Model):
-    """A worker generation that did not become ready and was removed; the one before keeps copying."""
+    """A worker generation that did not become ready, or failed after the Lease moved to it and before its first
+    commit, and was removed; the one before keeps copying, or copies again."""
 
     generation: int = Field(description="The generation rolled back.")
     flowGroups: list[str] = Field(default_factory=list, description="Its flow groups.")
     specHash: str = Field(description="The desired spec rolled back (all flow groups); it is not tried again.")
     reason: str = Field(description="Why it was rolled back.")
+    leaseMovedBack: bool = Field(False, description="The Lease had moved to it: it was moved back, and the "
+                                                    "generation before took its flow groups back.")
 
 
 class FailoverRecord(_Model):

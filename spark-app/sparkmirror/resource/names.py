@@ -61,6 +61,10 @@ def transactional_ids(resource: str, flow_group: str, mirrors: Iterable[tuple[st
 # generation's driver reports on it. The contract between the operator and the job.
 LEASE_HOLDER = "sparkmirror.io/holder-generation"
 LEASE_TRANSACTIONAL_IDS = "sparkmirror.io/transactional-ids"
+LEASE_REVOKED = "sparkmirror.io/revoked"
+"""Set by the operator when it moves a Lease back to the generation that held it (the later one failed or timed
+out before its first commit): JSON {"generation": the later one, "flowGroups": its groups, "transactionalIds":
+{target alias: [its lanes' ids]}}. The generation taking back fences those ids and revokes those groups' marks."""
 
 
 def lease_ready_key(generation: int) -> str:
