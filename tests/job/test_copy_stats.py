@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import time
 
-from sparkmirror import driver
+from sparkmirror import queries as driver
 
 from .conftest import produce_numbered, wait_for
 

@@ -83,7 +83,7 @@ def _verify(configs, args: argparse.Namespace, extra: dict[str, str]) -> list[di
     import os
     import time
 
-    from ..driver import spark_session
+    from ..queries import spark_session
     from ..runner.local import default_master
     from .run import committed_ranges, verify
 

@@ -1,6 +1,6 @@
 """The verify job's driver: progress topic -> ranges -> one Spark task per range -> the rows of the report.
 
-It runs on the same Spark as the mirror (`driver.spark_session`: a local master, `--master`, or spark-submit's).
+It runs on the same Spark as the mirror (`queries.spark_session`: a local master, `--master`, or spark-submit's).
 Records never cross into the JVM: tasks read both clusters with confluent-kafka and return one small row each.
 """
 from __future__ import annotations

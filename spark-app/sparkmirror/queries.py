@@ -1,0 +1,196 @@
+"""The Spark side of a driver: the session, one streaming query per mirror with its sink, and the drain that
+stops queries after their running epochs committed. `driver.Driver` decides when; this module knows how.
+
+The queries' sink is `foreachBatch` on the driver: it receives the lanes' per-partition summaries of each
+epoch and folds them into the driver's `MirrorStats`. pyspark is imported lazily so the pieces that only read
+stats work without it.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .resource.flowgroup import FlowGroupConfig
+from .stats import MirrorStats
+
+log = logging.getLogger("sparkmirror.driver")  # the epoch lines keep the logger name tools read (bench/scale.py)
+
+
+class MirrorFailed(RuntimeError):
+    """A lane stopped on a permanent error (a CopyError); the query fails with its message."""
+
+
+def spark_session(config: FlowGroupConfig, master: str | None = None, extra: dict[str, str] | None = None):
+    """A session for this flow group; registers the data source. Speculation off: a lane must run once."""
+    from pyspark.sql import SparkSession
+
+    from .datasource import MirrorDataSource
+    from .sparkdefaults import SPARK_DEFAULTS
+
+    builder = SparkSession.builder.appName(f"sparkmirror-{config.name}")
+    if master:
+        builder = builder.master(master)
+    elif not (os.environ.get("PYSPARK_GATEWAY_PORT") or os.environ.get("SPARK_MASTER")
+              or "spark.master" in (extra or {})):  # spark-submit (gateway already up) brings its own master
+        builder = builder.master("local[*,4]")  # up to 4 attempts per task, as on a cluster
+    conf = {"spark.speculation": "false", "spark.sql.shuffle.partitions": "1", "spark.ui.showConsoleProgress": "false",
+            "spark.python.worker.reuse": "true", "spark.sql.streaming.stopTimeout": "120s", **SPARK_DEFAULTS,
+            **(extra or {})}
+    local = (master or "").startswith("local") or not (master or os.environ.get("PYSPARK_GATEWAY_PORT")
+                                                        or "spark.master" in conf)
+    if local and not os.environ.get("PYSPARK_PYTHON") and "spark.pyspark.python" not in conf:
+        os.environ["PYSPARK_PYTHON"] = sys.executable  # local workers: this interpreter, which has sparkmirror
+    for k, v in conf.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.dataSource.register(MirrorDataSource)
+    return spark
+
+
+def start_queries(spark, config: FlowGroupConfig, stats: dict[str, MirrorStats], checkpoint_root: str | None = None,
+                  drain_file: str | None = None, go_file: str | None = None) -> list:
+    """One streaming query per mirror (`start_query`), under `checkpoint_root` (or the flow group's checkpointDir,
+    or a temporary directory)."""
+    root = checkpoint_root_of(config, checkpoint_root)
+    return [start_query(spark, config, mirror.name, stats, root, drain_file, go_file) for mirror in config.mirrors]
+
+
+def checkpoint_root_of(config: FlowGroupConfig, given: str | None = None) -> str:
+    """Where the flow group's query checkpoints live: the one given (`--checkpoint`), its checkpointDir, or a new
+    temporary directory (a run that starts from the progress topic alone)."""
+    return given or config.checkpointDir or tempfile.mkdtemp(prefix=f"sparkmirror-{config.name}-")
+
+
+def start_query(spark, config: FlowGroupConfig, mirror_name: str, stats: dict[str, MirrorStats], root: str,
+                drain_file: str | None = None, go_file: str | None = None):
+    """The streaming query of one mirror, named `<flow group>/<mirror>` (and `@g<generation>` after the first);
+    its summaries feed `stats[mirror name]`, so a mirror's figures carry on across worker generations.
+
+    `drain_file`: once that file exists no new epoch is planned, so `drain()` can stop the queries after the
+    running epoch committed instead of interrupting lanes inside a transaction. `go_file`: no epoch is planned
+    before that file exists (a standby generation: queries up, topics synced, not copying).
+    """
+    from .datasource import FORMAT
+
+    gen = config.worker.generation
+    mstats = stats.setdefault(mirror_name, MirrorStats(mirror_name))
+
+    def sink(batch_df, batch_id: int) -> None:
+        rows = batch_df.collect()  # runs the epoch's lane tasks
+        arrived_ms = int(time.time() * 1000)
+        t1 = time.monotonic()
+        mstats.update(rows)
+        t2 = time.monotonic()
+        errors = [r["error"] for r in rows if r["error"]]
+        if errors:
+            raise MirrorFailed(errors[0])
+        moved = sum(r["records"] for r in rows)
+        starts = [r["epoch_start_ms"] for r in rows if r["epoch_start_ms"]]
+        gap = (min(starts) - mstats.prev_epoch_end_ms) if starts and mstats.prev_epoch_end_ms else None
+        mstats.prev_epoch_end_ms = max((r["epoch_end_ms"] for r in rows), default=None)
+        # the rows' own cost at the boundary grows with the partitions (bench/scale.py reads these figures)
+        last_end = mstats.prev_epoch_end_ms
+        log.info("mirror %s epoch %d: %d records, lag %s%s (%d rows: in the driver %s ms after the last lane's "
+                 "epoch ended, counted in %.0f ms)", mstats.mirror, batch_id, moved, mstats.lag(),
+                 f", {gap} ms between the epochs' tasks" if gap is not None else "", len(rows),
+                 arrived_ms - last_end if last_end else "-", (t2 - t1) * 1000)
+
+    reader = (spark.readStream.format(FORMAT).option("config", config.model_dump_json())
+              .option("mirror", mirror_name))
+    if drain_file:
+        reader = reader.option("drainFile", drain_file)
+    if go_file:
+        reader = reader.option("goFile", go_file)
+    checkpoint = Path(root) / config.name / (mirror_name if gen == 1 else f"{mirror_name}@g{gen}")
+    return (_observed(reader.load()).writeStream.queryName(query_name(config.name, mirror_name, gen))
+            .foreachBatch(sink)
+            .option("checkpointLocation", str(checkpoint)).start())
+
+
+RESTARTABLE = ("Python worker failed to connect back",)
+"""Query failures that say nothing of the mirror: Spark waits 10 s (fixed) for a Python worker it started to
+connect back, which a loaded host can miss. Such a query is started again from its checkpoint (the lanes resume
+from the target's progress, so nothing repeats), up to `RESTARTS` times in a driver's life."""
+RESTARTS = 5
+
+
+def query_name(flow_group: str, mirror: str, generation: int) -> str:
+    """Unique among a session's active queries, also while two generations or split flow groups run a mirror."""
+    return f"{flow_group}/{mirror}" + (f"@g{generation}" if generation > 1 else "")
+
+
+def mirror_of(query_name: str) -> str:
+    return query_name.split("/", 1)[-1].rsplit("@g", 1)[0]
+
+
+def _observed(df):
+    """Per-epoch totals in the query's own progress: `query.lastProgress["observedMetrics"]["sparkmirror"]`
+    holds records, bytes, lag (records, summed over the partitions reported), latency_ms_sum/max, partitions
+    (reported: a lane reports those with something new, and its first), fenced."""
+    from pyspark.sql import functions as F
+
+    return df.observe("sparkmirror", F.sum("records").alias("records"), F.sum("bytes").alias("bytes"),
+                      F.sum(F.greatest(F.col("lag"), F.lit(0))).alias("lag"),
+                      F.sum("latency_ms_sum").alias("latency_ms_sum"), F.max("latency_ms_max").alias("latency_ms_max"),
+                      F.count(F.when(F.col("partition") >= 0, 1)).alias("partitions"),
+                      F.sum(F.col("fenced").cast("int")).alias("fenced"))
+
+
+def drain(queries: list, drain_files: list[str], timeout: float, settle: float = 1.0) -> bool:
+    """Stop cleanly: no new epochs, wait (up to `timeout`) for running epochs to commit, then `settle` seconds
+    for lanes copying between epochs to end their transactions, then stop. False when an epoch was still
+    running at the deadline (its lanes, on a lost executor say, may have left transactions open); then there is
+    no settling: the caller fences the lanes at once, which ends their transactions whatever they do, and the
+    whole stop has to fit in the driver pod's grace period (epochSeconds + 60 s: the kind e2e saw a drain that
+    ran out, plus the settle, leave the fencing no time before the SIGKILL)."""
+    in_time = True
+    if drain_files:
+        for f in drain_files:
+            Path(f).touch()
+        deadline = time.monotonic() + timeout
+        running = True
+        while running and time.monotonic() < deadline:
+            # asked once a round: a query checking for new data between epochs looks active for a moment, so a
+            # second look could call a drain that ended "late"
+            running = _any_running(queries)
+            if running:
+                time.sleep(0.5)
+        in_time = not running
+        if in_time:
+            time.sleep(settle)
+    for q in queries:
+        stop_query(q)
+    return in_time
+
+
+def _any_running(queries: list) -> bool:
+    """Whether an epoch is still running; False once Spark itself is gone (its JVM got the signal too)."""
+    try:
+        return any(q.isActive and (q.status.get("isTriggerActive") or q.status.get("isDataAvailable"))
+                   for q in queries)
+    except Exception:  # noqa: BLE001 - py4j: the JVM went away; nothing left to wait for
+        return False
+
+
+def root_message(text: str) -> str:
+    """The sparkmirror error inside a Spark/Py4J exception text, if there is one."""
+    for marker in ("MirrorFailed: ", "SourceGapError: ", "CopyError: ", "TopicSyncError: "):
+        if marker in text:
+            return text.split(marker, 1)[1].splitlines()[0]
+    return text.strip().splitlines()[0] if text.strip() else text
+
+
+def stop_query(q) -> None:
+    try:
+        if q.isActive:
+            q.stop()
+    except Exception as e:  # noqa: BLE001 - its lanes were fenced; nothing of theirs can commit any more
+        try:
+            name = q.name
+        except Exception:  # noqa: BLE001 - the JVM is gone (it got the stop signal too): nothing left to stop
+            name = "?"
+        log.warning("stopping query %s: %s", name, str(e).splitlines()[0] if str(e) else e)
