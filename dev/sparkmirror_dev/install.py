@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -32,20 +33,22 @@ def kafka(version: str = paths.KAFKA_VERSION) -> Path:
         return libs
     t0 = time.monotonic()
     print(f"fetching Apache Kafka {version} jars from Maven Central into {libs} ...", flush=True)
-    partial = libs.with_name(f"{libs.name}.partial-{os.getpid()}")
-    shutil.rmtree(partial, ignore_errors=True)
+    libs.parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix=f"{libs.name}.partial-", dir=libs.parent))
     only = [] if version == paths.KAFKA_VERSION else ["-DbrokerOnly"]
-    _run(["mvn", "-q", "-B", "-f", str(paths.HERE / "kafka-pom.xml"), f"-Dkafka.version={version}", *only,
-          "dependency:copy-dependencies", f"-DoutputDirectory={partial}", "-DincludeScope=runtime"],
-         f"fetching Kafka {version} jars with Maven", paths.cache_dir() / "logs" / f"mvn-kafka-{version}.log")
-    (partial / ".complete").write_text(version)
     try:
-        partial.rename(libs)
-    except OSError:  # another process completed it first (or an old, unstamped directory is in the way)
-        if not stamp.exists():
-            shutil.rmtree(libs, ignore_errors=True)
+        _run(["mvn", "-q", "-B", "-f", str(paths.HERE / "kafka-pom.xml"), f"-Dkafka.version={version}", *only,
+              "dependency:copy-dependencies", f"-DoutputDirectory={partial}", "-DincludeScope=runtime"],
+             f"fetching Kafka {version} jars with Maven", paths.cache_dir() / "logs" / f"mvn-kafka-{version}.log")
+        (partial / ".complete").write_text(version)
+        try:
             partial.rename(libs)
-    shutil.rmtree(partial, ignore_errors=True)
+        except OSError:  # another process completed it first (or an old, unstamped directory is in the way)
+            if not stamp.exists():
+                shutil.rmtree(libs, ignore_errors=True)
+                partial.rename(libs)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
     print(f"Kafka {version} jars ready in {time.monotonic() - t0:.0f}s", flush=True)
     return libs
 
