@@ -10,12 +10,14 @@ What differed between releases is in README.md ("Kafka versions").
 from __future__ import annotations
 
 import json
+import re
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, ShareConsumer, TopicPartition
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
                                    NewPartitions)
 
@@ -23,7 +25,8 @@ from sparkmirror.cli import main
 from sparkmirror.mm2formats import Checkpoint
 from sparkmirror.resource.flowgroup import DEFAULT_CONFIG_PROPERTIES_EXCLUDE, FlowGroupConfig
 from sparkmirror.topicsync import TopicSync, TopicSyncError
-from sparkmirror_dev.kafka import KafkaCluster
+from sparkmirror_dev import install
+from sparkmirror_dev.kafka import KafkaCluster, java_cmd
 from sparkmirror_dev.paths import KAFKA_MATRIX_VERSIONS, KAFKA_VERSION
 from sparkmirror_dev.testing import (count_records, create_topic, group_offsets, produce_numbered, read_topic,
                                      unique_name)
@@ -159,6 +162,26 @@ def _read_as_group(cluster: KafkaCluster, group: str, topic: str, counts: dict[i
     return out
 
 
+def _share_group(cluster: KafkaCluster, group: str, topic: str) -> str:
+    """A share group (KIP-932) of `topic`, made by a share consumer subscribing (on by default in 4.4)."""
+    c = ShareConsumer({"bootstrap.servers": cluster.bootstrap, "group.id": group})
+    try:
+        c.subscribe([topic])
+        for _ in range(3):
+            c.poll(1.0)
+    finally:
+        c.close()
+    return group
+
+
+def _share_group_exists(cluster: KafkaCluster, group: str) -> bool:
+    """Asked through Kafka's own tool (librdkafka's ListGroups leaves share groups out)."""
+    out = subprocess.run(java_cmd(install.kafka(cluster.version), "org.apache.kafka.tools.consumer.group."
+                                  "ShareGroupCommand", "--bootstrap-server", cluster.bootstrap, "--list",
+                                  heap="128m", log4j=False), capture_output=True, text=True, timeout=120)
+    return group in out.stdout.split()
+
+
 def _checkpoints(target: KafkaCluster, source_alias: str, group: str) -> dict[tuple[str, int], tuple[int, int]]:
     """(remote topic, partition) -> (upstream, downstream) of `group`'s last checkpoints on the target."""
     out = {}
@@ -236,11 +259,13 @@ def _copy_and_sync(source: KafkaCluster, target: KafkaCluster, tmp_path) -> tupl
 def _checkpoint_and_fail_over(cfg: FlowGroupConfig, path: Path, source: KafkaCluster, target: KafkaCluster,
                               src: str, dst: str, tmp_path, capfd) -> int:
     """A group reads part of the topic on the source; the mirror checkpoints it on the target; `sparkmirror
-    failover` moves it there, where it reads the rest: each record once over both clusters. Records counted."""
+    failover` moves it there, where it reads the rest: each record once over both clusters. A share group of the
+    same topic (4.4 sources), selected too, is left alone. Records counted."""
     from sparkmirror.checkpoints import CheckpointEmitter
 
     group = unique_name("mx-app")
     read = _read_as_group(source, group, src, READ_ON_SOURCE)
+    share = _share_group(source, f"{group}-share", src) if source.version == NEW else None
     emitter = CheckpointEmitter(cfg, cfg.mirrors[0])
     try:
         emitter.run_once(sync_offsets=False)
@@ -251,10 +276,13 @@ def _checkpoint_and_fail_over(cfg: FlowGroupConfig, path: Path, source: KafkaClu
     assert {p: up for (t, p), (up, _down) in checkpoints.items() if t == dst} == committed
 
     capfd.readouterr()
-    rc = main(["failover", "-f", str(path), "--mirror", source.name, "--groups", group, "-o", "json",
-               "--log-file", str(tmp_path / "failover.log")])
+    rc = main(["failover", "-f", str(path), "--mirror", source.name, "--groups", f"{re.escape(group)}(-share)?",
+               "-o", "json", "--log-file", str(tmp_path / "failover.log")])
     doc = json.loads(capfd.readouterr().out)
     assert rc == 0 and doc["ok"], doc
+    assert [g["group"] for g in doc["groups"]] == [group]  # a share group has no offsets to move: left alone
+    if share is not None:
+        assert _share_group_exists(source, share)
     rows = {r["partition"]: r for g in doc["groups"] for r in g["partitions"]}
     assert {p: (r["action"], r["sourceOffset"]) for p, r in rows.items()} == \
         {p: ("committed", o) for p, o in committed.items()}
