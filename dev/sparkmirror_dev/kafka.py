@@ -11,7 +11,6 @@ and optionally KRaft's StandardAuthorizer; the PLAINTEXT listener stays the test
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import uuid
@@ -118,7 +117,7 @@ class KafkaCluster:
     def mode(self) -> str:
         return "zookeeper" if self.zookeeper else "kraft"
 
-    def _roles(self, advertised: str, protocols: dict[str, str]) -> dict[str, str]:
+    def _roles(self, advertised: str) -> dict[str, str]:
         """What makes this node a combined KRaft broker + controller, or a broker of its ZooKeeper."""
         if self.zookeeper:
             assert self.zk is not None
@@ -139,7 +138,7 @@ class KafkaCluster:
         protocols = {"PLAINTEXT": "PLAINTEXT", **{n: SECURED_PROTOCOLS[n] for n in self.listener_ports},
                      **({} if self.zookeeper else {"CONTROLLER": "PLAINTEXT"})}
         return {
-            **self._roles(advertised, protocols),
+            **self._roles(advertised),
             "advertised.listeners": advertised,
             "listener.security.protocol.map": ",".join(f"{n}:{p}" for n, p in protocols.items()),
             "inter.broker.listener.name": "PLAINTEXT",
