@@ -33,7 +33,7 @@ $(STAMP): pyproject.toml dev/pyproject.toml
 venv: tools $(STAMP)
 
 kafka: venv
-	@$(PY) -c 'from sparkmirror_dev import install; install.kafka()'
+	@$(PY) -c 'from sparkmirror_dev import install; install.kafka(); install.kafka_matrix()'
 
 kubernetes: venv
 	@$(PY) -c 'from sparkmirror_dev import install; install.kubernetes_tools()'

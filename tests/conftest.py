@@ -16,6 +16,7 @@ import pytest
 from sparkmirror_dev.env import start_all
 from sparkmirror_dev.certs import CertificateAuthority
 from sparkmirror_dev.kafka import KafkaCluster, Security
+from sparkmirror_dev.paths import KAFKA_VERSION
 from sparkmirror_dev.testing import create_topic, unique_name
 
 # Spark must bind to loopback only (it would otherwise pick the machine's first interface).
@@ -68,16 +69,27 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 
 class LocalKafka:
-    """Named clusters; `a` and `b` start with the session, others on first use."""
+    """Named clusters, started on first use or together (`start`); of the ground's Kafka release in KRaft mode
+    unless given another version or ZooKeeper mode (the broker matrix)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self.clusters: dict[str, KafkaCluster] = {}
 
-    def cluster(self, name: str) -> KafkaCluster:
-        if name not in self.clusters:
-            self.clusters[name] = KafkaCluster(name, self.root / name).start()
-        return self.clusters[name]
+    def cluster(self, name: str, version: str = KAFKA_VERSION, zookeeper: bool = False) -> KafkaCluster:
+        return self.start({name: (version, zookeeper)})[name]
+
+    def start(self, releases: dict[str, tuple[str, bool]]) -> dict[str, KafkaCluster]:
+        """name -> (Kafka version, ZooKeeper mode): those clusters, the ones not running yet started at once."""
+        new = {n: KafkaCluster(n, self.root / n, version=v, zookeeper=zk)
+               for n, (v, zk) in releases.items() if n not in self.clusters}
+        if new:
+            start_all(list(new.values()))
+            self.clusters.update(new)
+        for n, (v, zk) in releases.items():
+            have = self.clusters[n]
+            assert (have.version, have.zookeeper) == (v, zk), f"cluster {n!r} runs {have.version} {have.mode}"
+        return {n: self.clusters[n] for n in releases}
 
     def stop(self) -> None:
         for c in self.clusters.values():
@@ -87,8 +99,19 @@ class LocalKafka:
 @pytest.fixture(scope="session")
 def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
     env = LocalKafka(tmp_path_factory.mktemp("kafka"))
-    env.clusters = {n: KafkaCluster(n, env.root / n) for n in ("a", "b")}
-    start_all(list(env.clusters.values()))
+    env.start({n: (KAFKA_VERSION, False) for n in ("a", "b")})
+    try:
+        yield env
+    finally:
+        env.stop()
+
+
+@pytest.fixture(scope="module")
+def kafka_releases(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
+    """Clusters of other Kafka releases or modes for one module (the broker matrix): `.start({name: (version,
+    zookeeper)})` or `.cluster(name, version, zookeeper=)`; fetched from Maven Central on first use (cached),
+    stopped when the module ends."""
+    env = LocalKafka(tmp_path_factory.mktemp("releases"))
     try:
         yield env
     finally:

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -20,20 +22,40 @@ def _run(cmd: list[str], what: str, log: Path, env: dict[str, str] | None = None
         raise DevEnvError(f"{what} failed (exit {rc}); last lines of {log}:\n{tail}")
 
 
-def kafka() -> Path:
-    """Apache Kafka's jars (broker, tools, MirrorMaker 2, log4j2) from Maven Central, via Maven."""
-    libs = paths.kafka_libs()
+def kafka(version: str = paths.KAFKA_VERSION) -> Path:
+    """Apache Kafka's jars (broker, tools, log4j2; for 3.x also ZooKeeper, a dependency of its broker) from Maven
+    Central, via Maven; MirrorMaker 2's too for the default version only (bench, tests/job/mm2java.py: Central
+    does not serve connect-mirror for every release). Fetched into a directory of its own and renamed into place when
+    complete, so two processes fetching at once, or one interrupted, never leave a half-filled cache."""
+    libs = paths.kafka_libs(version)
     stamp = libs / ".complete"
     if stamp.exists():
         return libs
     t0 = time.monotonic()
-    print(f"fetching Apache Kafka {paths.KAFKA_VERSION} jars from Maven Central into {libs} ...", flush=True)
-    _run(["mvn", "-q", "-B", "-f", str(paths.HERE / "kafka-pom.xml"), f"-Dkafka.version={paths.KAFKA_VERSION}",
-          "dependency:copy-dependencies", f"-DoutputDirectory={libs}", "-DincludeScope=runtime"],
-         "fetching Kafka jars with Maven", paths.cache_dir() / "logs" / "mvn-kafka.log")
-    stamp.write_text(paths.KAFKA_VERSION)
-    print(f"Kafka jars ready in {time.monotonic() - t0:.0f}s", flush=True)
+    print(f"fetching Apache Kafka {version} jars from Maven Central into {libs} ...", flush=True)
+    libs.parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix=f"{libs.name}.partial-", dir=libs.parent))
+    only = [] if version == paths.KAFKA_VERSION else ["-DbrokerOnly"]
+    try:
+        _run(["mvn", "-q", "-B", "-f", str(paths.HERE / "kafka-pom.xml"), f"-Dkafka.version={version}", *only,
+              "dependency:copy-dependencies", f"-DoutputDirectory={partial}", "-DincludeScope=runtime"],
+             f"fetching Kafka {version} jars with Maven", paths.cache_dir() / "logs" / f"mvn-kafka-{version}.log")
+        (partial / ".complete").write_text(version)
+        try:
+            partial.rename(libs)
+        except OSError:  # another process completed it first (or an old, unstamped directory is in the way)
+            if not stamp.exists():
+                shutil.rmtree(libs, ignore_errors=True)
+                partial.rename(libs)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    print(f"Kafka {version} jars ready in {time.monotonic() - t0:.0f}s", flush=True)
     return libs
+
+
+def kafka_matrix() -> list[Path]:
+    """Every version of the broker matrix besides the default one (`make setup`: CI never fetches mid-test)."""
+    return [kafka(v) for v in paths.KAFKA_MATRIX_VERSIONS]
 
 
 def kubernetes() -> Path:

@@ -1,6 +1,9 @@
 """KRaft Kafka clusters run from the cached Maven jars: a single combined broker + controller (`KafkaCluster`), or
 three combined nodes with replication factor 3 and min.insync.replicas 2 (`ReplicatedKafkaCluster`).
 
+A `KafkaCluster` runs the ground's Kafka release (paths.KAFKA_VERSION) unless given another `version` (the broker
+matrix); a 3.x one can run in ZooKeeper mode instead of KRaft (`zookeeper=True`: a ZooKeeper server of its own).
+
 By default a node has one PLAINTEXT listener. With `security` it also opens secured listeners, each on its own
 loopback port (TLS, mTLS, SASL/SCRAM-SHA-512 over TLS or plaintext), with certificates the ground makes itself
 and optionally KRaft's StandardAuthorizer; the PLAINTEXT listener stays the tests' own admin door (a super user).
@@ -8,7 +11,6 @@ and optionally KRaft's StandardAuthorizer; the PLAINTEXT listener stays the test
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import uuid
@@ -17,15 +19,10 @@ from pathlib import Path
 
 from . import install, paths
 from .certs import CertificateAuthority
-from .procs import DevEnvError, free_port, pick_ports, spawn, stop_pid, wait_until
+from .procs import DevEnvError, free_port, java_cmd, pick_ports, spawn, stop_pid, wait_until
+from .zookeeper import ZooKeeper
 
-
-def java_cmd(libs: Path, main: str, *args: str, heap: str = "512m", log4j: bool = True) -> list[str]:
-    java = shutil.which("java") or "java"
-    cmd = [java, f"-Xmx{heap}", f"-Xms{heap}", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true"]
-    if log4j:
-        cmd.append(f"-Dlog4j2.configurationFile={paths.HERE / 'log4j2.properties'}")
-    return [*cmd, "-cp", f"{libs}/*", main, *args]
+__all__ = ["KafkaCluster", "ReplicatedKafkaCluster", "Security", "java_cmd"]  # java_cmd: bench's import
 
 
 SCRAM_MECHANISM = "SCRAM-SHA-512"
@@ -67,7 +64,8 @@ class Security:
 
 @dataclass
 class KafkaCluster:
-    """One named cluster on its own loopback ports, with its data and log under `home`."""
+    """One named cluster on its own loopback ports, with its data and log under `home`: Kafka `version` (the
+    ground's by default) in KRaft mode, or in ZooKeeper mode (`zookeeper`, 3.x only; no `security` then)."""
 
     name: str
     home: Path
@@ -79,6 +77,9 @@ class KafkaCluster:
     listener_ports: dict[str, int] = field(default_factory=dict)  # secured listener name -> port
     cluster_id: str = ""            # shared by the nodes of one multi-node cluster; random when empty
     brokers: int = 1                # brokers the metadata must list before this node counts as ready
+    version: str = paths.KAFKA_VERSION
+    zookeeper: bool = False
+    zk: ZooKeeper | None = field(default=None, repr=False)
     pid: int | None = None
     proc: subprocess.Popen | None = field(default=None, repr=False)
 
@@ -112,18 +113,33 @@ class KafkaCluster:
     def log(self) -> Path:
         return self.home / "kafka.log"
 
-    def properties(self) -> dict[str, str]:
-        served = {"PLAINTEXT": self.port, **self.listener_ports}
-        advertised = ",".join(f"{n}://127.0.0.1:{p}" for n, p in served.items())
-        protocols = {"PLAINTEXT": "PLAINTEXT", **{n: SECURED_PROTOCOLS[n] for n in self.listener_ports},
-                     "CONTROLLER": "PLAINTEXT"}
+    @property
+    def mode(self) -> str:
+        return "zookeeper" if self.zookeeper else "kraft"
+
+    def _roles(self, advertised: str) -> dict[str, str]:
+        """What makes this node a combined KRaft broker + controller, or a broker of its ZooKeeper."""
+        if self.zookeeper:
+            assert self.zk is not None
+            return {"broker.id": "1", "zookeeper.connect": self.zk.connect, "listeners": advertised}
         return {
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
             "listeners": f"{advertised},CONTROLLER://127.0.0.1:{self.controller_port}",
-            "advertised.listeners": advertised,
             "controller.listener.names": "CONTROLLER",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+        }
+
+    def properties(self) -> dict[str, str]:
+        served = {"PLAINTEXT": self.port, **self.listener_ports}
+        advertised = ",".join(f"{n}://127.0.0.1:{p}" for n, p in served.items())
+        protocols = {"PLAINTEXT": "PLAINTEXT", **{n: SECURED_PROTOCOLS[n] for n in self.listener_ports},
+                     **({} if self.zookeeper else {"CONTROLLER": "PLAINTEXT"})}
+        return {
+            **self._roles(advertised),
+            "advertised.listeners": advertised,
             "listener.security.protocol.map": ",".join(f"{n}:{p}" for n, p in protocols.items()),
             "inter.broker.listener.name": "PLAINTEXT",
             "log.dirs": str(self.home / "data"),
@@ -134,8 +150,6 @@ class KafkaCluster:
             "transaction.state.log.replication.factor": "1",
             "transaction.state.log.min.isr": "1",
             "transaction.state.log.num.partitions": "5",
-            "share.coordinator.state.topic.replication.factor": "1",
-            "share.coordinator.state.topic.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",
             "log.segment.bytes": str(64 * 1024 * 1024),
             "log.cleaner.backoff.ms": "1000",  # a topic made to compact soon (tests) does within seconds
@@ -149,19 +163,24 @@ class KafkaCluster:
         return self
 
     def launch(self) -> None:
-        """Format the storage (first time only) and spawn the JVM, without waiting for it."""
-        libs = install.kafka()
+        """Format the storage (first time only; in ZooKeeper mode start the ZooKeeper server instead) and spawn
+        the JVM, without waiting for it."""
+        libs = install.kafka(self.version)
+        if self.zookeeper and self.security is not None:
+            raise DevEnvError(f"Kafka cluster {self.name!r}: secured listeners are for KRaft clusters only")
         listeners = list(self.security.listeners) if self.security is not None else []
-        ports = pick_ports({"broker": self.port, "controller": self.controller_port,
+        ports = pick_ports({"broker": self.port, **({} if self.zookeeper else {"controller": self.controller_port}),
                             **{f"{n} listener": self.listener_ports.get(n) for n in listeners}},
                            f"Kafka cluster {self.name!r}")
-        self.port, self.controller_port = ports["broker"], ports["controller"]
+        self.port, self.controller_port = ports["broker"], ports.get("controller", 0)
         if self.security is not None:
             self.listener_ports = {n: ports[f"{n} listener"] for n in listeners}
         self.home.mkdir(parents=True, exist_ok=True)
         props = self.home / "server.properties"
+        if self.zookeeper and (self.zk is None or self.zk.pid is None):
+            self.zk = (self.zk or ZooKeeper(self.home / "zookeeper", libs)).start()
         props.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
-        if not (self.home / "data" / "meta.properties").exists():
+        if not self.zookeeper and not (self.home / "data" / "meta.properties").exists():
             fmt_log = self.home / "format.log"
             with open(fmt_log, "wb") as out:
                 rc = subprocess.call(java_cmd(libs, "kafka.tools.StorageTool", "format", "-t",
@@ -198,9 +217,12 @@ class KafkaCluster:
             if self.proc is not None:
                 self.proc.wait(timeout=5)
             self.pid = None
+        if self.zk is not None:  # after the broker: a broker losing its ZooKeeper waits for it to come back
+            self.zk.stop()
 
     def kill(self) -> None:
-        """SIGKILL the JVM (no clean shutdown); its data stays for the next start."""
+        """SIGKILL the broker's JVM (no clean shutdown; its ZooKeeper keeps running); its data stays for the next
+        start."""
         if self.pid is not None:
             try:
                 os.killpg(self.pid, signal.SIGKILL)

@@ -4,7 +4,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-KAFKA_VERSION = "4.1.2"
+KAFKA_VERSION = "4.1.2"  # the default test ground, the demo, MirrorMaker 2 beside sparkmirror (bench, tests)
+KAFKA_MATRIX_VERSIONS = ("3.9.2", "4.4.0")
+"""The broker matrix (tests/job/test_broker_matrix.py): the last 3.x (ZooKeeper or KRaft) and the newest 4.x."""
 K8S_VERSION = "v1.36.3"
 ETCD_VERSION = "v3.6.8"
 SPARK_OPERATOR_VERSION = "v2.4.0"
@@ -22,8 +24,8 @@ def cache_dir() -> Path:
     return Path(os.environ.get("SPARKMIRROR_CACHE", Path.home() / ".cache" / "sparkmirror"))
 
 
-def kafka_libs() -> Path:
-    return cache_dir() / "kafka" / KAFKA_VERSION / "libs"
+def kafka_libs(version: str = KAFKA_VERSION) -> Path:
+    return cache_dir() / "kafka" / version / "libs"
 
 
 def bin_dir() -> Path:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -10,6 +11,17 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from . import paths
+
+
+def java_cmd(libs: Path, main: str, *args: str, heap: str = "512m", log4j: bool = True) -> list[str]:
+    """`main` of the jars in `libs` (one Kafka release's), logging through the ground's log4j2 configuration."""
+    java = shutil.which("java") or "java"
+    cmd = [java, f"-Xmx{heap}", f"-Xms{heap}", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true"]
+    if log4j:
+        cmd.append(f"-Dlog4j2.configurationFile={paths.HERE / 'log4j2.properties'}")
+    return [*cmd, "-cp", f"{libs}/*", main, *args]
 
 
 class DevEnvError(RuntimeError):

@@ -40,6 +40,31 @@ def test_broker_that_fails_to_start_shows_its_log_and_leaves_nothing(tmp_path: P
     assert _java_children() - before == set()
 
 
+def test_zookeeper_mode_broker_that_fails_stops_its_zookeeper_too(tmp_path: Path) -> None:
+    before = _java_children()
+    bad = KafkaCluster("broken-zk", tmp_path / "broken-zk", version=paths.KAFKA_MATRIX_VERSIONS[0], zookeeper=True,
+                       extra={"num.network.threads": "not-a-number"})
+    with pytest.raises(DevEnvError, match=r"(?s)Kafka cluster 'broken-zk'.*num.network.threads"):
+        bad.start(timeout=60)
+    assert bad.zk is not None and bad.zk.port > 0  # its ZooKeeper had started
+    assert _java_children() - before == set()
+
+
+def test_zookeeper_mode_of_a_4x_release_is_refused_by_name(tmp_path: Path) -> None:
+    before = _java_children()
+    with pytest.raises(DevEnvError, match="only Kafka 3.x releases run in ZooKeeper mode"):
+        KafkaCluster("zk4", tmp_path / "zk4", zookeeper=True).start()
+    assert _java_children() - before == set()
+
+
+def test_a_release_maven_central_does_not_serve_is_named_and_leaves_no_cache(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("SPARKMIRROR_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(DevEnvError, match=r"fetching Kafka 0\.0\.1-no-such jars with Maven failed") as err:
+        install.kafka("0.0.1-no-such")
+    assert "kafka_2.13:jar:0.0.1-no-such" in str(err.value)
+    assert list((tmp_path / "cache" / "kafka" / "0.0.1-no-such").iterdir()) == []  # no partial directory kept
+
+
 def test_failed_build_names_the_step_and_shows_the_log(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("SPARKMIRROR_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(paths, "ETCD_VERSION", "v3.0.0-no-such-version")
