@@ -116,6 +116,8 @@ class SyncPlan:
 
 
 VISIBLE_WAIT_SECONDS = 5.0
+UNKNOWN_CONFIG = re.compile(r"Unknown topic config name: (\S+)")
+"""How a broker names the config it refused (INVALID_CONFIG carries the name only in its message)."""
 """How long a sync waits for remote topics it created or grew to be known to the target's brokers before it
 routes the rest without them."""
 
@@ -249,7 +251,7 @@ class TopicRecreated(TopicSyncError):
 
 @dataclass(frozen=True)
 class Problem:
-    kind: str      # "recreated", "conflict"
+    kind: str      # "recreated", "conflict", "unknownConfig"
     topic: str
     message: str
     at: float
@@ -278,6 +280,7 @@ class TopicSync:
         self._behind_since: dict[str, float] = {}  # source topic -> since when its end offsets are below those
         self.routes: list[TopicRoute] = []
         self.problems: list[Problem] = []
+        self.unknown_on_target: set[str] = set()  # topic config names the target refused as unknown
         self._configs_synced_at = float("-inf")
         self._acls_synced_at = float("-inf")
         self._acls: AclSync | None = None
@@ -442,21 +445,28 @@ class TopicSync:
 
     def _apply(self, plan: SyncPlan) -> None:
         admin = self._admin("target")
-        if plan.create:
+        pending = list(plan.create)
+        while pending:  # again without a config the target refused as unknown (at most once per config name)
             futs: dict = {}
-            for batch in metadata_batches(plan.create, lambda c: c.partitions + 1 + len(c.configs)):
+            for batch in metadata_batches(pending, lambda c: c.partitions + 1 + len(c.configs)):
                 futs.update(admin.create_topics(
                     [NewTopic(c.name, num_partitions=c.partitions, replication_factor=self.mirror.replicationFactor,
-                              config=dict(c.configs)) for c in batch],
+                              config=self._known(c.configs)) for c in batch],
                     operation_timeout=self.timeout, request_timeout=self.timeout))
+            again = set()
             for name, fut in futs.items():
                 try:
                     fut.result(timeout=self.timeout)
                     log.info("mirror %s: created remote topic %s", self.mirror.name, name)
                 except KafkaException as e:
-                    if e.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:  # another worker was first
-                        raise TopicSyncError(f"{self._where('target')}: creating remote topic {name!r} failed: "
-                                             f"{e.args[0].str()}") from e
+                    if e.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:  # another worker was first
+                        continue
+                    if self._unknown_on_target(e.args[0], name):
+                        again.add(name)
+                        continue
+                    raise TopicSyncError(f"{self._where('target')}: creating remote topic {name!r} failed: "
+                                         f"{e.args[0].str()}") from e
+            pending = [c for c in pending if c.name in again]
         if plan.add_partitions:
             futs = {}
             for batch in metadata_batches(plan.add_partitions, lambda a: a.total - a.current):
@@ -470,21 +480,47 @@ class TopicSync:
                     if e.args[0].code() != KafkaError.INVALID_PARTITIONS:  # already raised concurrently
                         raise TopicSyncError(f"{self._where('target')}: adding partitions to {name!r} failed: "
                                              f"{e.args[0].str()}") from e
-        if plan.alter_configs:
+        pending_alters = [a for a in plan.alter_configs if self._known(a.set) or a.delete]
+        while pending_alters:  # again without a config the target refused as unknown, as for creation
             altered = {}
-            for batch in metadata_batches(plan.alter_configs, lambda a: len(a.set) + len(a.delete)):
+            for batch in metadata_batches(pending_alters, lambda a: len(a.set) + len(a.delete)):
                 altered.update(admin.incremental_alter_configs([ConfigResource(
                     ConfigResource.Type.TOPIC, a.name, incremental_configs=[
-                        *(ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in a.set.items()),
+                        *(ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+                          for k, v in self._known(a.set).items()),
                         *(ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in a.delete)])
                     for a in batch], request_timeout=self.timeout))
+            again = set()
             for res, fut in altered.items():
                 try:
                     fut.result(timeout=self.timeout)
                     log.info("mirror %s: synced configs of remote topic %s", self.mirror.name, res.name)
                 except KafkaException as e:
+                    if self._unknown_on_target(e.args[0], res.name):
+                        again.add(res.name)
+                        continue
                     raise TopicSyncError(f"{self._where('target')}: altering configs of {res.name!r} failed: "
                                          f"{e.args[0].str()}") from e
+            pending_alters = [a for a in pending_alters if a.name in again and (self._known(a.set) or a.delete)]
+
+    def _known(self, configs: Mapping[str, str]) -> dict[str, str]:
+        return {k: v for k, v in configs.items() if k not in self.unknown_on_target}
+
+    def _unknown_on_target(self, err: KafkaError, topic: str) -> bool:
+        """A config the target's release does not know (4.0 removed `message.format.version` and
+        `message.downconversion.enable`, KIP-724; an older target lacks a newer name): left out of this mirror's
+        remote topics from now on, said once, instead of ending the mirror over a setting the target cannot hold.
+        False when the refusal is anything else, or names a config already left out (no second try)."""
+        found = UNKNOWN_CONFIG.search(err.str() or "") if err.code() == KafkaError.INVALID_CONFIG else None
+        if found is None or found.group(1) in self.unknown_on_target:
+            return False
+        name = found.group(1)
+        self.unknown_on_target.add(name)
+        self.problems.append(Problem("unknownConfig", topic, f"mirrors[{self.mirror.name}]: the target does not "
+                                     f"know topic config {name!r} (a release that dropped or predates it): remote "
+                                     "topics are made and synced without it", time.time()))
+        log.warning("%s", self.problems[-1].message)
+        return True
 
     def _check_recreated(self, routes: list[TopicRoute]) -> None:
         """A source topic recreated (a new topic id, KIP-516) fails at once. End offsets below the highest seen
