@@ -5,22 +5,28 @@ InitProducerId with the lane's transactional id bumps its epoch at the coordinat
 (a librdkafka producer with the same transactional.id included) is fenced exactly as `init_transactions` fences
 it today. Per transaction: AddPartitionsToTxn for partitions new to it, Produce (acks=all) with the rewritten
 batches, EndTxn. The produce result gives each batch's target base offset, so the offset map stays exact.
-Up to 5 produce requests are in flight per leader (one batch per partition each). Not yet: retries of a
-produce whose answer was lost or refused retriably (they need the broker's 5-batch sequence window tracked; today
-such an error is raised), the progress records in the same transaction.
+Produce requests are `protocol`'s, on `Wire.connection`s: each carries one batch of every partition the leader
+has one for, and up to 5 are in flight per leader connection (a window: a request goes out as an answer comes
+in). A batch's bytes are copied once, from the Fetch response into the Produce request, rewritten there. Not yet:
+retries of a produce whose answer was lost or refused retriably (they need the broker's 5-batch sequence window
+tracked; today such an error is raised, and the connections it was in flight on are dropped), the progress
+records in the same transaction.
 """
 from __future__ import annotations
 
 import time
+from collections import Counter, deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from kafka.protocol.producer import (AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest,
-                                     ProduceRequest)
+import kafka.errors as kerrors
+from kafka.protocol.producer import AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest
 
+from . import protocol
 from .batches import Batch, rewrite
+from .connection import BrokerConnection
 from .errors import LaneFenced
-from .wire import PRODUCE_MAX_VERSION, TXN_MAX_VERSION, Leader, Wire, WireError, check
+from .wire import TXN_MAX_VERSION, Leader, Wire, WireError, check
 
 PartitionKey = tuple[str, int]
 IN_FLIGHT = 5
@@ -38,6 +44,16 @@ class Written:
     @property
     def target_last_offset(self) -> int:
         return self.target_base_offset + self.record_count - 1
+
+
+@dataclass(slots=True)
+class _Leader:
+    """One leader's share of a `produce`: its partitions, the next round to send, the rounds in flight."""
+    conn: BrokerConnection
+    keys: list[PartitionKey]
+    rounds: int
+    next_round: int = 0
+    in_flight: deque[list[PartitionKey]] = field(default_factory=deque)
 
 
 def _fenced(e: WireError) -> bool:
@@ -128,39 +144,60 @@ class BatchWriter:
         self._add_partitions(list(batches))
         if not set(batches) <= set(self._leaders):
             self._leaders = self.wire.leaders({t for t, _ in batches} | {t for t, _ in self._leaders})
-        leaders = self._leaders
-        rounds = max(map(len, batches.values()), default=0)
+        per_node: dict[int, list[PartitionKey]] = {}
+        for key in sorted(batches):  # a topic's partitions together, as a request lists them
+            per_node.setdefault(self._leaders[key].node_id, []).append(key)
         out: dict[PartitionKey, list[Written]] = {k: [] for k in batches}
-        for first in range(0, rounds, IN_FLIGHT):
-            requests = []
-            for i in range(first, min(first + IN_FLIGHT, rounds)):
-                per_node: dict[int, dict[str, list]] = {}
-                for key, bs in batches.items():
-                    if i < len(bs):
-                        seq = self.sequences.get(key, 0)
-                        records = bytes(rewrite(bs[i], self.producer_id, self.epoch, seq, self.transactional))
-                        self.sequences[key] = (seq + bs[i].record_count) & 0x7FFFFFFF
-                        part = ProduceRequest.TopicProduceData.PartitionProduceData(index=key[1], records=records)
-                        per_node.setdefault(leaders[key].node_id, {}).setdefault(key[0], []).append(part)
-                requests += [(self._request(topics), node) for node, topics in per_node.items()]
-            for resp in self.wire.call_many(requests, self.timeout_ms):
-                for t in resp.responses:
-                    for p in t.partition_responses:
-                        key = (t.name, p.index)
-                        try:
-                            check(p.error_code, f"Produce {t.name}[{p.index}]: {p.error_message}")
-                        except WireError as e:
-                            self._leaders = {}  # a leader moved, perhaps: asked again before the next produce
-                            self._raise(e)
-                        b = batches[key][len(out[key])]
-                        out[key].append(Written(b.base_offset, p.base_offset, b.record_count))
+        leaders: dict[int, _Leader] = {}
+        try:
+            for node, keys in per_node.items():
+                leaders[node] = _Leader(self.wire.connection(node), keys, max(len(batches[k]) for k in keys))
+            while True:
+                for st in leaders.values():
+                    while len(st.in_flight) < IN_FLIGHT and st.next_round < st.rounds:
+                        self._send_round(st, batches)
+                busy = [st for st in leaders.values() if st.in_flight]
+                if not busy:
+                    break
+                for st in busy:
+                    self._receive_round(st, batches, out)
+        except WireError as e:
+            for node, st in leaders.items():
+                if st.in_flight or st.next_round < st.rounds:
+                    self.wire.drop(node)  # answers left unread: the connection is out of step
+            self._leaders = {}  # a leader moved, perhaps: asked again before the next produce
+            self._raise(e)
         return out
 
-    def _request(self, topics: dict[str, list]) -> ProduceRequest:
-        return ProduceRequest(transactional_id=self.tid, acks=-1, timeout_ms=self.timeout_ms,
-                              topic_data=[ProduceRequest.TopicProduceData(name=t, partition_data=ps)
-                                          for t, ps in topics.items()],
-                              min_version=3, max_version=PRODUCE_MAX_VERSION)
+    def _send_round(self, st: _Leader, batches: dict[PartitionKey, list[Batch]]) -> None:
+        """The leader's next request: batch number `st.next_round` of each of its partitions that has one."""
+        i = st.next_round
+        keys = [k for k in st.keys if i < len(batches[k])]
+        conn = st.conn
+        version, correlation = conn.produce_version, conn.next_id()
+        req = protocol.ProduceBuilder(version, correlation, conn.client_id, self.tid, -1, self.timeout_ms,
+                                      Counter(t for t, _ in keys))
+        for key in keys:
+            b = batches[key][i]
+            seq = self.sequences.get(key, 0)
+            rewrite(b, self.producer_id, self.epoch, seq, self.transactional,
+                    into=req.partition(key[0], key[1], len(b.raw)))
+            self.sequences[key] = (seq + b.record_count) & 0x7FFFFFFF
+        conn.send(req.done(), correlation, version >= protocol.PRODUCE_FLEXIBLE)
+        st.in_flight.append(keys)
+        st.next_round += 1
+
+    def _receive_round(self, st: _Leader, batches: dict[PartitionKey, list[Batch]],
+                       out: dict[PartitionKey, list[Written]]) -> None:
+        keys = st.in_flight.popleft()
+        answered = protocol.parse_produce(st.conn.receive(), st.conn.produce_version)
+        if len(answered) != len(keys):
+            raise WireError(kerrors.CorrelationIdError, f"Produce of {len(keys)} partitions: {len(answered)} answers")
+        for p in answered:
+            key = (p.topic, p.partition)
+            check(p.error_code, f"Produce {p.topic}[{p.partition}]: {p.error_message}")
+            b = batches[key][len(out[key])]
+            out[key].append(Written(b.base_offset, p.base_offset, b.record_count))
 
     def end(self, commit: bool) -> None:
         """Commit or abort the open transaction (nothing to do when no partition joined it)."""
