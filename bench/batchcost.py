@@ -6,14 +6,16 @@ same machine, same run, same source data:
 Starts a source and a target KRaft cluster (Kafka 4.1.2 from the cached jars) under bench/work/batchcost,
 preloads N records as a stock Java producer batches them (batch.size 16 KiB, linger 5 ms, no compression,
 idempotent), then copies them once per contender, each into its own target topic, each in a fresh process of
-its own (spawned, so no contender inherits another's clients or warm caches):
+its own (a fresh interpreter, so no contender inherits another's clients or warm caches):
 
 - `records-lane`: the product's record path, `LaneCopy` exactly-once (one lane for every partition, progress
   records, commits every `commitIntervalMs`, default 100 ms), confluent-kafka/librdkafka underneath;
 - `records-loop`: the least a record path does for the same promise: a read_committed confluent-kafka
   consumer and a transactional producer, a commit every 100 ms, no progress records;
 - `batches`: `BatchReader` -> `BatchWriter` on the hand-written wire layer (`copying/protocol.py`,
-  `copying/connection.py`), a transaction every 100 ms, the next Fetch under way while a round is produced.
+  `copying/connection.py`), a transaction every 100 ms, the next Fetch under way while a round is produced;
+- `batches@7489faf`: the same loop on the batch path before it (kafka-python's protocol classes and
+  connections for Fetch and Produce), for the before/after in one run.
 
 CPU is the contender process's own (user + system, every thread: librdkafka's and kafka-python's included),
 from its first read to its last commit; start-up (connections, InitProducerId) is outside (the lane's clock
@@ -25,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import os
 import shutil
 import subprocess
@@ -88,11 +89,16 @@ def run_batches(source: str, target: str, topic: str, dest: str, partitions: int
         cpu, wall = _usage()
         split = _split()
         last_commit = time.monotonic()
-        reader.send()
+        ahead = hasattr(reader, "send")  # the batch path of an older commit (batches@REV) has only `fetch`
+        if ahead:
+            reader.send()
         while records < n:
-            got = reader.receive()
-            reader.send()  # the next Fetch travels while this round is produced
-            for written in writer.produce({k: f.batches for k, f in got.items()}).values():
+            if ahead:
+                got = reader.receive()
+                reader.send()  # the next Fetch travels while this round is produced
+            else:
+                got = reader.fetch()
+            for written in writer.produce({(dest, p): f.batches for (_, p), f in got.items()}).values():
                 batches += len(written)
                 records += sum(w.record_count for w in written)
             if time.monotonic() - last_commit >= COMMIT_MS / 1000 or records >= n:
@@ -187,13 +193,30 @@ def run_lane(source: str, target: str, topic: str, dest: str, partitions: int, n
 
 
 CONTENDERS = {"records-lane": run_lane, "records-loop": run_loop, "batches": run_batches}
+BEFORE = "7489faf"
+"""The last commit whose batch path used kafka-python for Fetch and Produce: `batches@7489faf` measures it."""
 
 
-def _child(name: str, args: tuple, q: Any) -> None:
-    try:
-        q.put((name, CONTENDERS[name](*args)))
-    except BaseException as e:  # noqa: BLE001
-        q.put((name, {"error": repr(e)}))
+def _run_child(name: str, args: list[Any]) -> dict[str, Any]:
+    """Run contender `name` in a fresh interpreter; `batches@REV` runs the batch path of commit REV (its
+    spark-app/ exported under bench/work/batchcost), the measuring code staying this one."""
+    paths = [str(REPO / "spark-app"), str(REPO / "operator"), str(REPO / "dev"), str(REPO)]
+    if "@" in name:
+        name, rev = name.split("@", 1)
+        tree = WORK / f"rev-{rev}"
+        if not (tree / "spark-app").is_dir():
+            tree.mkdir(parents=True, exist_ok=True)
+            archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "spark-app"], capture_output=True,
+                                     check=True).stdout
+            subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+        paths[0] = str(tree / "spark-app")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+    proc = subprocess.run([sys.executable, "-m", "bench.batchcost", "--child", name, "--child-args",
+                           json.dumps(args)], env=env, cwd=REPO, capture_output=True, text=True, timeout=1800)
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT "):])
+    raise RuntimeError(f"contender {name} ended with {proc.returncode}: {proc.stderr[-3000:]}")
 
 
 def count_committed(bootstrap: str, topic: str, partitions: int, expected: int) -> int:
@@ -244,9 +267,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-n", "--records", type=int, default=200_000)
     ap.add_argument("--size", type=int, default=1024, help="value bytes a record")
     ap.add_argument("--partitions", type=int, default=4)
-    ap.add_argument("--contenders", default=",".join(CONTENDERS))
+    ap.add_argument("--contenders", default=",".join([*CONTENDERS, f"batches@{BEFORE}"]),
+                    help="records-lane, records-loop, batches, batches@REV (the batch path of commit REV)")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "batchcost.json")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--child-args", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a.child:
+        print("RESULT " + json.dumps(CONTENDERS[a.child](*json.loads(a.child_args))), flush=True)
+        return 0
 
     from sparkmirror_dev.kafka import KafkaCluster
     from sparkmirror_dev.testing import create_topic
@@ -266,19 +295,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"source: {n_batches} batches, {n_bytes / n_batches / 1024:.1f} KiB and "
               f"{a.records / n_batches:.1f} records a batch", flush=True)
         results: dict[str, Any] = {}
-        ctx = mp.get_context("spawn")
         for name in a.contenders.split(","):
-            dest = f"a.{topic}" if name == "records-lane" else f"{name}.{topic}"
-            if name == "batches":
-                dest = topic  # the batch writer keeps the source's topic names
+            dest = f"a.{topic}" if name == "records-lane" else f"{name.replace('@', '-')}.{topic}"
             create_topic(target, dest, a.partitions)
-            q = ctx.Queue()
-            proc = ctx.Process(target=_child, args=(name, (source, target, topic, dest, a.partitions, a.records), q))
-            proc.start()
-            _, r = q.get(timeout=1800)
-            proc.join(60)
-            if "error" in r:
-                raise RuntimeError(f"{name}: {r['error']}")
+            r = _run_child(name, [source, target, topic, dest, a.partitions, a.records])
             r["target_committed_records"] = count_committed(target, dest, a.partitions, a.records)
             r["ok"] = r["target_committed_records"] == a.records
             r["cpu_us_per_record"] = round(r["cpu_s"] / a.records * 1e6, 3)

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from . import protocol
-from .batches import HEADER_SIZE, Batch, split_batches
+from .batches import CONTROL, HEADER_SIZE, TRANSACTIONAL, Batch, split_batches
 from .connection import BrokerConnection
 from .errors import SourceGapError
 from .wire import Leader, Wire, WireError, check
@@ -167,23 +167,28 @@ class BatchReader:
         aborted = p.aborted  # (first offset, producer id), sorted
         aborting = self._aborting.setdefault(key, set())
         got = Fetched(next_offset=self.positions[key], high_watermark=p.high_watermark)
-        i = 0
+        i, n_aborted = 0, len(aborted)
+        take = got.batches.append
+        position = got.next_offset
         for b in split_batches(p.records):
-            if b.next_offset <= got.next_offset:
+            last = b.base_offset + b.last_offset_delta
+            if last < position:
                 continue  # a compressed batch begins before the fetch offset: already taken
-            while i < len(aborted) and aborted[i][0] <= b.last_offset:
+            position = last + 1
+            while i < n_aborted and aborted[i][0] <= last:
                 aborting.add(aborted[i][1])
                 i += 1
-            got.next_offset = b.next_offset
-            if b.is_control:
+            attributes = b.attributes
+            if attributes & CONTROL:
                 if b.producer_id in aborting and _control_is_abort(b):
                     aborting.discard(b.producer_id)
                 continue
-            if b.is_transactional and b.producer_id in aborting:
+            if attributes & TRANSACTIONAL and aborting and b.producer_id in aborting:
                 continue
-            if got.first_offset < 0:
-                got.first_offset = b.base_offset
-            got.batches.append(b)
+            take(b)
+        got.next_offset = position
+        if got.batches:
+            got.first_offset = got.batches[0].base_offset
         self.positions[key] = got.next_offset
         return got
 

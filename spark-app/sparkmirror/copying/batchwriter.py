@@ -31,10 +31,13 @@ from .wire import TXN_MAX_VERSION, Leader, Wire, WireError, check
 PartitionKey = tuple[str, int]
 IN_FLIGHT = 5
 """Produce requests sent at once per leader: the broker dedupes the last 5 batches per producer and partition."""
+WAKE_FOR = 3
+"""Answers waited for at once when the window is full: the leader keeps the rest of the window to work on while
+the copy thread sends the next requests."""
 _FENCED = {"ProducerFencedError", "InvalidProducerEpochError", "TransactionCoordinatorFencedError"}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Written:
     """Where a source batch landed: its target partition's offsets first..last (as the offset map records)."""
     source_base_offset: int
@@ -114,6 +117,7 @@ class BatchWriter:
             v3_and_below_topics=[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=t, partitions=ps)
                                  for t, ps in topics.items()], max_version=TXN_MAX_VERSION)
         deadline = time.monotonic() + self.timeout_ms / 1000
+        backoff = 0.002
         while True:
             resp = self.wire.call(req, self._coordinator)
             try:
@@ -125,7 +129,9 @@ class BatchWriter:
             except WireError as e:
                 if not e.retriable or time.monotonic() > deadline:
                     self._raise(e)
-                time.sleep(0.02)  # CONCURRENT_TRANSACTIONS: the previous EndTxn's markers still being written
+                # CONCURRENT_TRANSACTIONS: the previous EndTxn's markers are still being written, for a few ms
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 0.05)
         self._in_txn.update(new)
 
     def produce(self, batches: dict[PartitionKey, list[Batch]]) -> dict[PartitionKey, list[Written]]:
@@ -160,7 +166,13 @@ class BatchWriter:
                 if not busy:
                     break
                 for st in busy:
+                    # woken once for the first answers of the window, not once an answer: every wake-up costs
+                    # the copy thread more than reading an answer does
+                    st.conn.wait(sum(protocol.produce_answer_floor(len(keys))
+                                     for keys in list(st.in_flight)[:WAKE_FOR]))
                     self._receive_round(st, batches, out)
+                    while st.in_flight and st.conn.ready():
+                        self._receive_round(st, batches, out)
         except WireError as e:
             for node, st in leaders.items():
                 if st.in_flight or st.next_round < st.rounds:
@@ -190,7 +202,7 @@ class BatchWriter:
     def _receive_round(self, st: _Leader, batches: dict[PartitionKey, list[Batch]],
                        out: dict[PartitionKey, list[Written]]) -> None:
         keys = st.in_flight.popleft()
-        answered = protocol.parse_produce(st.conn.receive(), st.conn.produce_version)
+        answered = protocol.parse_produce(st.conn.receive(small=True), st.conn.produce_version)
         if len(answered) != len(keys):
             raise WireError(kerrors.CorrelationIdError, f"Produce of {len(keys)} partitions: {len(answered)} answers")
         for p in answered:

@@ -27,6 +27,9 @@ _SIZE = struct.Struct(">i")
 _CORRELATION = struct.Struct(">i")
 MAX_RESPONSE = 256 << 20
 """A frame larger than this is a stream out of step, not a response (a Fetch is capped at `max_bytes`)."""
+SMALL = 1 << 16
+"""Responses up to this size (Produce answers) are read through a buffer, several per `recv` when they are
+there; larger ones (Fetch answers) straight into a buffer of their own, so their records are copied once."""
 
 
 class WireError(RuntimeError):
@@ -56,7 +59,10 @@ class BrokerConnection:
         self.client_id: str = config.get("client_id") or "sparkmirror"
         self._ids = 0
         self._in_flight: deque[tuple[int, bool]] = deque()  # (correlation id, flexible response header)
-        self._size = bytearray(4)
+        self._rbuf = bytearray(SMALL)
+        self._rview = memoryview(self._rbuf)
+        self._rstart = self._rend = 0  # the bytes received and not yet taken: _rbuf[_rstart:_rend]
+        self._lowat = 1
         self.timeout_s = timeout_s
         try:
             sock = socket.create_connection((host, port), timeout=timeout_s)
@@ -139,6 +145,48 @@ class BrokerConnection:
             raise self._broken(e, "sending to") from e
         self._in_flight.append((correlation_id, flexible_response))
 
+    def _fill(self, n: int, greedy: bool) -> None:
+        """At least `n` (<= SMALL) bytes buffered; `greedy` takes whatever else has arrived too, otherwise no
+        byte past `n` is read (the rest of a large frame goes to its own buffer)."""
+        assert self.sock is not None
+        if self._rend - self._rstart >= n:
+            return
+        if self._rstart + n > SMALL:  # compact: move the few unread bytes to the front
+            left = self._rend - self._rstart
+            self._rbuf[:left] = self._rview[self._rstart:self._rend]
+            self._rstart, self._rend = 0, left
+        want_end = SMALL if greedy else self._rstart + n
+        while self._rend - self._rstart < n:
+            k = self.sock.recv_into(self._rview[self._rend:want_end])
+            if not k:
+                raise ConnectionResetError("the broker closed the connection")
+            self._rend += k
+
+    def wait(self, n: int) -> None:
+        """Block until `n` bytes of answers are here, woken once (SO_RCVLOWAT) rather than at every answer's
+        arrival: the caller knows a lower bound of the next answers' sizes. Reading them is `receive`'s."""
+        need = min(n, SMALL - 4096) - (self._rend - self._rstart)
+        if need <= 1 or self.sock is None:
+            return
+        try:
+            if isinstance(self.sock, ssl.SSLSocket):  # the kernel counts ciphertext: more, so no wait too long
+                self._fill(need + self._rend - self._rstart, True)
+                return
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, need)
+            self._lowat = need
+            self._fill(need + self._rend - self._rstart, True)
+        except OSError as e:
+            raise self._broken(e, "receiving from") from e
+        finally:
+            if self._lowat != 1 and self.sock is not None:
+                self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, 1)
+                self._lowat = 1
+
+    def ready(self) -> bool:
+        """A whole answer is buffered: `receive` returns it without waiting."""
+        have = self._rend - self._rstart
+        return have >= 4 and have >= 4 + _SIZE.unpack_from(self._rbuf, self._rstart)[0]
+
     def _read_into(self, view: memoryview) -> None:
         assert self.sock is not None
         got, n = 0, len(view)
@@ -148,20 +196,33 @@ class BrokerConnection:
                 raise ConnectionResetError("the broker closed the connection")
             got += k
 
-    def receive(self) -> memoryview:
-        """The body of the oldest unanswered request's response (after its header), a view of a buffer of its
-        own that nothing else writes to."""
+    def receive(self, small: bool = False) -> memoryview:
+        """The body of the oldest unanswered request's response (after its header). `small`: an answer
+        expected small (Produce), read through the connection's buffer and copied out of it; otherwise a view of
+        a buffer of its own that nothing else writes to."""
         if self.sock is None or not self._in_flight:
             raise WireError(kerrors.KafkaConnectionError, f"nothing to receive from {self.host}:{self.port}")
         correlation_id, flexible = self._in_flight[0]
         try:
-            self._read_into(memoryview(self._size))
-            size = _SIZE.unpack(self._size)[0]
+            self._fill(4, small)
+            size = _SIZE.unpack_from(self._rbuf, self._rstart)[0]
+            self._rstart += 4
             if not 4 <= size <= MAX_RESPONSE:
                 raise ConnectionResetError(f"a response frame of {size} bytes")
-            buf = bytearray(size)
-            view = memoryview(buf)
-            self._read_into(view)
+            if small and size <= SMALL - 4:
+                self._fill(size, True)
+                buf = bytearray(self._rview[self._rstart:self._rstart + size])
+                self._rstart += size
+                view = memoryview(buf)
+            else:
+                buf = bytearray(size)
+                view = memoryview(buf)
+                take = min(size, self._rend - self._rstart)  # bytes of it read with an earlier answer
+                view[:take] = self._rview[self._rstart:self._rstart + take]
+                self._rstart += take
+                self._read_into(view[take:])
+            if self._rstart == self._rend:
+                self._rstart = self._rend = 0
         except OSError as e:
             raise self._broken(e, "receiving from") from e
         self._in_flight.popleft()

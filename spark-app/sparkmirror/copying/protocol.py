@@ -266,8 +266,9 @@ class Cursor:
         """Skip tagged fields (flexible versions only): none of them is read here."""
         if self.flex:
             for _ in range(self.uvarint()):
-                self.uvarint()
-                self.pos += self.uvarint()
+                self.uvarint()  # the tag
+                size = self.uvarint()  # (not `self.pos += self.uvarint()`: that adds to the position before it)
+                self.pos += size
 
 
 @dataclass(slots=True)
@@ -314,7 +315,10 @@ def parse_fetch(body: memoryview, version: int) -> tuple[int, list[FetchedPartit
     return error, out
 
 
-@dataclass(frozen=True, slots=True)
+_PARTITION_ANSWER = struct.Struct(">ihq")
+
+
+@dataclass(slots=True)
 class Produced:
     topic: str
     partition: int
@@ -323,18 +327,27 @@ class Produced:
     error_message: str | None
 
 
+def produce_answer_floor(partitions: int) -> int:
+    """Fewer bytes than any Produce answer (v3-v11, frame size included) to a request of `partitions`
+    partitions: the broker answers every partition asked, each with at least index, error code, base offset,
+    log append time (and, from v5, log start offset)."""
+    return 8 + 22 * partitions
+
+
 def parse_produce(body: memoryview, version: int) -> list[Produced]:
     c = Cursor(body, version >= PRODUCE_FLEXIBLE)
     out: list[Produced] = []
     for _ in range(c.length()):
         topic = c.string() or ""
+        fixed = 30 if version >= 5 else 22  # index, error code, base offset, log append time, log start offset
         for _ in range(c.length()):
-            partition, err, base = struct.unpack_from(">ihq", body, c.pos)
-            c.pos += 14
-            c.pos += 8  # log append time (-1 under CreateTime)
-            if version >= 5:
-                c.pos += 8  # log start offset
+            partition, err, base = _PARTITION_ANSWER.unpack_from(body, c.pos)
+            c.pos += fixed
             message = None
+            if c.flex and body[c.pos:c.pos + 3] == b"\x01\x00\x00":  # no record errors, message or tags
+                c.pos += 3
+                out.append(Produced(topic, partition, err, base, None))
+                continue
             if version >= 8:
                 errors = []
                 for _ in range(max(c.length(), 0)):
