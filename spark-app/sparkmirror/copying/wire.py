@@ -93,7 +93,10 @@ class Wire:
             futures = [self._manager.send(r, node_id=n, request_timeout_ms=timeout_ms) for r, n in requests]
             return [await f for f in futures]
 
-        return self._manager.run(send_all)
+        try:
+            return self._manager.run(send_all)
+        except kerrors.KafkaError as e:  # a connection refused or lost, a timeout: one error type for callers
+            raise WireError(type(e), f"{type(requests[0][0]).__name__}: {e}") from e
 
     def leaders(self, topics: Iterable[str]) -> dict[tuple[str, int], Leader]:
         """Each partition's leader and leader epoch, from a fresh Metadata request."""
