@@ -21,6 +21,8 @@ CPU is the contender process's own (user + system, every thread: librdkafka's an
 from its first read to its last commit; start-up (connections, InitProducerId) is outside (the lane's clock
 starts when its first records are copied; its figure with start-up is kept beside). Every contender's
 target topic is then read back read_committed and counted: the figures stand only if it holds exactly N records.
+The brokers' CPU is given beside, over the contender's whole life (start-up included): the batch path sends a
+Produce request per source batch and partition, the record path's librdkafka far fewer, larger ones.
 Writes the JSON with the commit it ran on (and whether spark-app/ had uncommitted changes).
 """
 from __future__ import annotations
@@ -262,6 +264,17 @@ def source_batches(bootstrap: str, topic: str, partitions: int) -> tuple[int, in
         w.close()
 
 
+def _broker_cpu(clusters: list[Any]) -> list[float]:
+    """CPU seconds (user + system) each cluster's broker JVM has used so far."""
+    import psutil
+
+    out = []
+    for c in clusters:
+        t = psutil.Process(c.pid).cpu_times()
+        out.append(t.user + t.system + t.children_user + t.children_system)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-n", "--records", type=int, default=200_000)
@@ -298,7 +311,10 @@ def main(argv: list[str] | None = None) -> int:
         for name in a.contenders.split(","):
             dest = f"a.{topic}" if name == "records-lane" else f"{name.replace('@', '-')}.{topic}"
             create_topic(target, dest, a.partitions)
+            brokers = _broker_cpu(clusters)
             r = _run_child(name, [source, target, topic, dest, a.partitions, a.records])
+            r["source_broker_cpu_s"], r["target_broker_cpu_s"] = (
+                round(after - before, 2) for after, before in zip(_broker_cpu(clusters), brokers))
             r["target_committed_records"] = count_committed(target, dest, a.partitions, a.records)
             r["ok"] = r["target_committed_records"] == a.records
             r["cpu_us_per_record"] = round(r["cpu_s"] / a.records * 1e6, 3)
@@ -306,7 +322,9 @@ def main(argv: list[str] | None = None) -> int:
             r["records_per_s"] = round(a.records / r["wall_s"])
             results[name] = r
             print(f"{name}: {r['cpu_s']:.2f} CPU s, {r['wall_s']:.2f} s wall: {r['cpu_us_per_record']} us a record, "
-                  f"{r['cpu_us_per_source_batch']} us a source batch, {r['records_per_s']} records/s, "
+                  f"{r['cpu_us_per_source_batch']} us a source batch, {r['records_per_s']} records/s; brokers "
+                  f"{r['source_broker_cpu_s']} + {r['target_broker_cpu_s']} CPU s (source + target, the contender's "
+                  f"whole life); "
                   f"{r['target_committed_records']} committed on the target", flush=True)
         doc = {"what": "CPU per record and per source batch, record path vs batch path (issue 36)",
                "commit": _git("rev-parse", "HEAD"),
