@@ -37,10 +37,24 @@ _CONF = {  # librdkafka's names (the lane's client settings) -> kafka-python's
 
 
 def wire_config(conf: dict[str, str]) -> dict[str, Any]:
-    """kafka-python settings for a lane's librdkafka client settings (the ones both clients know)."""
+    """kafka-python settings for a lane's librdkafka client settings (the ones both clients know). Several CA
+    files reach a lane as PEM text (`ssl.ca.pem`): kafka-python takes no such text, so an SSL context of our own
+    carries it (with the client certificate and key files, when given)."""
     out: dict[str, Any] = {_CONF[k]: v for k, v in conf.items() if k in _CONF}
     if "security_protocol" in out:
         out["security_protocol"] = out["security_protocol"].upper()
+    if conf.get("ssl.endpoint.identification.algorithm", "https").lower() == "none":
+        out["ssl_check_hostname"] = False
+    if conf.get("ssl.ca.pem"):
+        import ssl
+
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx.check_hostname = out.get("ssl_check_hostname", True)
+        ctx.load_verify_locations(cadata=conf["ssl.ca.pem"])
+        if out.get("ssl_certfile"):
+            ctx.load_cert_chain(out["ssl_certfile"], out.get("ssl_keyfile"), out.get("ssl_password"))
+        out["ssl_context"] = ctx
     return out
 
 
