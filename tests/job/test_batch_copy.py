@@ -175,3 +175,38 @@ def test_cpu_per_batch_and_per_record(kafka_a, kafka_b, capsys) -> None:
               f"{records * 1024 / batches / 1024:.1f} KiB a batch): {cpu:.2f} s CPU, {wall:.2f} s wall; "
               f"{cpu / batches * 1e6:.0f} us CPU a batch, {cpu / records * 1e6:.2f} us a record, "
               f"{records / wall:.0f} records/s")
+
+
+@pytest.mark.parametrize("listener", ["SASL_SSL", "MTLS", "SSL"])
+def test_batches_reach_a_secured_target(kafka_a, secured_kafka, tmp_path, listener: str) -> None:
+    """The hand-written connections on TLS, mTLS and SCRAM-SHA-512 over TLS (with the job's own client settings
+    of the cluster), every batch committed and readable."""
+    from sparkmirror.resource.flowgroup import FlowGroupConfig
+
+    from .test_security import Secured
+
+    d = tmp_path / "secrets"
+    d.mkdir()
+    entry = Secured(secured_kafka, d).entry("s", listener)
+    cfg = FlowGroupConfig.model_validate({
+        "name": unique_name("sec"), "progressTopic": unique_name("progress"),
+        "clusters": [{"alias": "a", "bootstrapServers": kafka_a.bootstrap}, entry],
+        "mirrors": [{"name": "a-to-s", "source": "a", "target": "s", "topics": ".*"}]})
+    topic = create_topic(kafka_a.bootstrap, unique_name("sec-batches"), PARTITIONS)
+    create_topic(secured_kafka.bootstrap, topic, PARTITIONS)
+    p = Producer({"bootstrap.servers": kafka_a.bootstrap, "linger.ms": 5, "enable.idempotence": True})
+    for i in range(400):
+        p.produce(topic, key=str(i).encode(), value=b"v" * 500, partition=i % PARTITIONS)
+    assert p.flush(30) == 0
+    source, target = Wire({"bootstrap.servers": kafka_a.bootstrap}), Wire(cfg.cluster("s").client_config())
+    try:
+        writer = BatchWriter(target, unique_name("lane"))
+        writer.init()
+        _, n_records = copy_all(source, writer, topic, end_offsets(kafka_a.bootstrap, topic))
+        writer.commit()
+    finally:
+        source.close()
+        target.close()
+    assert n_records == 400
+    want = {q: [(r.key, r.value) for r in rs] for q, rs in read_topic(kafka_a.bootstrap, topic).items()}
+    assert {q: [(r.key, r.value) for r in rs] for q, rs in read_topic(secured_kafka.bootstrap, topic).items()} == want

@@ -25,8 +25,8 @@ HEADER_SIZE = HEADER.size  # 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: batchLength counts the bytes after them
 CRC_FROM = 21  # attributes' offset: the CRC covers from here to the batch's end
 _MAGIC_AT = 16
-_TAIL = struct.Struct(">hiqqqhii")  # attributes..recordCount, rewritten together before the CRC is taken
 _FRONT = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
+_I16 = struct.Struct(">h")
 
 COMPRESSION_MASK = 0x07
 TIMESTAMP_LOG_APPEND = 0x08
@@ -51,9 +51,10 @@ class Unforwardable(Enum):
     OFFSET_GAPS = "offset gaps (compacted): the target refuses lastOffsetDelta + 1 != recordCount"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Batch:
-    """One v2 batch of a Fetch response: its header fields, and where its bytes lie in the response's buffer."""
+    """One v2 batch of a Fetch response: its header fields, and where its bytes lie in the response's buffer.
+    Not frozen: a frozen dataclass sets each of its 14 fields through `object.__setattr__`, a cost per batch."""
     base_offset: int
     length: int  # batchLength: bytes after baseOffset and batchLength
     partition_leader_epoch: int
@@ -134,18 +135,23 @@ def split_batches(records: bytes | memoryview | None) -> list[Batch]:
     return out
 
 
+_PRODUCER = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence (at offset 43)
+_PRODUCER_AT = 43
+_CRC = struct.Struct(">I")
+
+
 def rewrite(batch: Batch, producer_id: int, producer_epoch: int, base_sequence: int, transactional: bool,
             into: bytearray | None = None) -> bytearray:
     """The batch as the target takes it from this lane's producer: baseOffset 0, partitionLeaderEpoch -1, the
     lane's producer id, epoch and base sequence, the transactional bit as asked, CRC32C recomputed; every
-    record byte kept. Appended to `into` (one Produce partition's records) when given."""
+    record byte kept. Appended to `into` (one Produce partition's records) when given: the batch's one copy."""
     out = into if into is not None else bytearray()
     start = len(out)
     out += batch.raw
-    attributes = (batch.attributes | TRANSACTIONAL) if transactional else (batch.attributes & ~TRANSACTIONAL)
+    attributes = batch.attributes
+    attributes = (attributes | TRANSACTIONAL) if transactional else (attributes & ~TRANSACTIONAL)
     _FRONT.pack_into(out, start, 0, batch.length, -1)
-    _TAIL.pack_into(out, start + CRC_FROM, attributes, batch.last_offset_delta, batch.base_timestamp,
-                    batch.max_timestamp, producer_id, producer_epoch, base_sequence, batch.record_count)
-    crc = crc32c(memoryview(out)[start + CRC_FROM:start + LOG_OVERHEAD + batch.length])
-    struct.pack_into(">I", out, start + 17, crc)
+    _I16.pack_into(out, start + CRC_FROM, attributes)
+    _PRODUCER.pack_into(out, start + _PRODUCER_AT, producer_id, producer_epoch, base_sequence)
+    _CRC.pack_into(out, start + 17, crc32c(memoryview(out)[start + CRC_FROM:start + LOG_OVERHEAD + batch.length]))
     return out

@@ -4,8 +4,11 @@ last stable offset, with the aborted transactions in that range (producer id, fi
 a producer whose abort began at or before it is dropped until that producer's abort marker (a control batch)
 is passed; control batches themselves are skipped. Positions advance over dropped and skipped batches too.
 
-Leader moves (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, ...) refresh the leaders and fetch again next call;
-OFFSET_OUT_OF_RANGE is a `SourceGapError` as on the record path; other errors raise `WireError`.
+Leader moves (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, ...) and broken connections refresh the leaders and
+fetch again next call; OFFSET_OUT_OF_RANGE is a `SourceGapError` as on the record path; other errors raise
+`WireError`. Requests and responses are `protocol`'s, on `Wire.connection`s: a response is received into one
+buffer and every batch is a view of it, so nothing is copied until the writer appends a batch to its Produce
+request. `send` and `receive` apart let a lane have the next Fetch under way while it produces the last one.
 """
 from __future__ import annotations
 
@@ -13,11 +16,11 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from kafka.protocol.consumer import FetchRequest
-
-from .batches import HEADER_SIZE, Batch, split_batches
+from . import protocol
+from .batches import CONTROL, HEADER_SIZE, TRANSACTIONAL, Batch, split_batches
+from .connection import BrokerConnection
 from .errors import SourceGapError
-from .wire import FETCH_MAX_VERSION, Leader, Wire, WireError, check
+from .wire import Leader, Wire, WireError, check
 
 PartitionKey = tuple[str, int]
 READ_COMMITTED = 1
@@ -79,76 +82,124 @@ class BatchReader:
         self._leaders: dict[PartitionKey, Leader] = {}
         # per partition: producer ids inside an aborted transaction at the position, from the responses' lists
         self._aborting: dict[PartitionKey, set[int]] = {}
+        self._sent: list[tuple[int, BrokerConnection, int]] = []  # Fetches under way: (node, connection, version)
+        self._stale = False  # a connection broke while sending: refresh the leaders at the next receive
 
     def assign(self, positions: dict[PartitionKey, int]) -> None:
+        self._drain()
         self.positions = dict(positions)
         self._aborting = {k: set() for k in positions}
         self._leaders = self.wire.leaders({t for t, _ in positions})
 
     def fetch(self) -> dict[PartitionKey, Fetched]:
         """One Fetch per leader, all at once; each partition's forwardable batches since its position."""
-        per_node: dict[int, dict[str, list]] = {}
+        self.send()
+        return self.receive()
+
+    def send(self) -> None:
+        """Send one Fetch per leader from the current positions (answered by `receive`)."""
+        if self._sent:
+            return
+        per_node: dict[int, list[protocol.FetchPosition]] = {}
         for key, offset in self.positions.items():
             leader = self._leaders.get(key)
             if leader is None or leader.node_id < 0:
                 continue
-            part = FetchRequest.FetchTopic.FetchPartition(
-                partition=key[1], current_leader_epoch=leader.epoch, fetch_offset=offset, log_start_offset=-1,
-                partition_max_bytes=self.partition_max_bytes)
-            per_node.setdefault(leader.node_id, {}).setdefault(key[0], []).append(part)
-        requests = [(FetchRequest(replica_id=-1, max_wait_ms=self.max_wait_ms, min_bytes=1, max_bytes=self.max_bytes,
-                                  isolation_level=READ_COMMITTED, session_id=0, session_epoch=-1,
-                                  topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
-                                  forgotten_topics_data=[], rack_id="", min_version=4, max_version=FETCH_MAX_VERSION),
-                     node) for node, topics in per_node.items()]
+            per_node.setdefault(leader.node_id, []).append(
+                protocol.FetchPosition(key[0], key[1], offset, leader.epoch, self.partition_max_bytes))
+        for node, positions in per_node.items():
+            try:
+                conn = self.wire.connection(node)
+                version = conn.fetch_version
+                correlation = conn.next_id()
+                buf = protocol.request(protocol.API_FETCH, version, correlation, conn.client_id,
+                                       version >= protocol.FETCH_FLEXIBLE)
+                protocol.fetch_body(buf, version, positions, self.max_wait_ms, self.max_bytes, READ_COMMITTED)
+                conn.send(protocol.finish(buf), correlation, version >= protocol.FETCH_FLEXIBLE)
+            except WireError as e:
+                if not e.retriable:
+                    raise
+                self.wire.drop(node)
+                self._stale = True
+                continue
+            self._sent.append((node, conn, version))
+
+    def receive(self) -> dict[PartitionKey, Fetched]:
+        """The answers to `send`'s Fetches (sent now if they were not)."""
+        if not self._sent:
+            self.send()
+        sent, self._sent = self._sent, []
         out: dict[PartitionKey, Fetched] = {}
-        refresh = False
-        for resp in self.wire.call_many(requests):
-            check(resp.error_code, "Fetch")
-            for t in resp.responses:
-                for p in t.partitions:
-                    key = (t.topic, p.partition_index)
-                    try:
-                        check(p.error_code, f"Fetch {t.topic}[{p.partition_index}]")
-                    except WireError as e:
-                        name = e.error.__name__
-                        if name == "OffsetOutOfRangeError":
-                            raise SourceGapError(
-                                f"source cluster {self.cluster!r}: {t.topic}[{p.partition_index}] no longer holds "
-                                f"offset {self.positions[key]} (log starts at {p.log_start_offset})") from e
-                        if name in _REFRESH or e.retriable:
-                            refresh = True
-                            continue
-                        raise
-                    out[key] = self._take(key, p)
+        refresh, self._stale = self._stale, False
+        for node, conn, version in sent:
+            try:
+                error, parts = protocol.parse_fetch(conn.receive(), version)
+                check(error, "Fetch")
+            except WireError as e:
+                if not e.retriable:
+                    raise
+                self.wire.drop(node)
+                refresh = True
+                continue
+            for p in parts:
+                key = (p.topic, p.partition)
+                if key not in self.positions:
+                    continue
+                try:
+                    check(p.error_code, f"Fetch {p.topic}[{p.partition}]")
+                except WireError as e:
+                    name = e.error.__name__
+                    if name == "OffsetOutOfRangeError":
+                        raise SourceGapError(
+                            f"source cluster {self.cluster!r}: {p.topic}[{p.partition}] no longer holds "
+                            f"offset {self.positions[key]} (log starts at {p.log_start_offset})") from e
+                    if name in _REFRESH or e.retriable:
+                        refresh = True
+                        continue
+                    raise
+                out[key] = self._take(key, p)
         leaderless = any(self._leaders.get(k, Leader(-1, -1)).node_id < 0 for k in self.positions)
         if refresh or leaderless:
             self._leaders = self.wire.leaders({t for t, _ in self.positions})
         return out
 
-    def _take(self, key: PartitionKey, p: FetchRequest) -> Fetched:
-        aborted = sorted((a.first_offset, a.producer_id) for a in (p.aborted_transactions or []))
+    def _take(self, key: PartitionKey, p: protocol.FetchedPartition) -> Fetched:
+        aborted = p.aborted  # (first offset, producer id), sorted
         aborting = self._aborting.setdefault(key, set())
         got = Fetched(next_offset=self.positions[key], high_watermark=p.high_watermark)
-        i = 0
+        i, n_aborted = 0, len(aborted)
+        take = got.batches.append
+        position = got.next_offset
         for b in split_batches(p.records):
-            if b.next_offset <= got.next_offset:
+            last = b.base_offset + b.last_offset_delta
+            if last < position:
                 continue  # a compressed batch begins before the fetch offset: already taken
-            while i < len(aborted) and aborted[i][0] <= b.last_offset:
+            position = last + 1
+            while i < n_aborted and aborted[i][0] <= last:
                 aborting.add(aborted[i][1])
                 i += 1
-            got.next_offset = b.next_offset
-            if b.is_control:
+            attributes = b.attributes
+            if attributes & CONTROL:
                 if b.producer_id in aborting and _control_is_abort(b):
                     aborting.discard(b.producer_id)
                 continue
-            if b.is_transactional and b.producer_id in aborting:
+            if attributes & TRANSACTIONAL and aborting and b.producer_id in aborting:
                 continue
-            if got.first_offset < 0:
-                got.first_offset = b.base_offset
-            got.batches.append(b)
+            take(b)
+        got.next_offset = position
+        if got.batches:
+            got.first_offset = got.batches[0].base_offset
         self.positions[key] = got.next_offset
         return got
+
+    def _drain(self) -> None:
+        """Forget Fetches under way (their answers are read and dropped: positions are about to change)."""
+        sent, self._sent = self._sent, []
+        for node, conn, _ in sent:
+            try:
+                conn.receive()
+            except WireError:
+                self.wire.drop(node)
 
     def partitions(self) -> Iterable[PartitionKey]:
         return self.positions.keys()

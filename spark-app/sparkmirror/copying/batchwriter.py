@@ -5,30 +5,42 @@ InitProducerId with the lane's transactional id bumps its epoch at the coordinat
 (a librdkafka producer with the same transactional.id included) is fenced exactly as `init_transactions` fences
 it today. Per transaction: AddPartitionsToTxn for partitions new to it, Produce (acks=all) with the rewritten
 batches, EndTxn. The produce result gives each batch's target base offset, so the offset map stays exact.
-Up to 5 produce requests are in flight per leader (one batch per partition each). Not yet: retries of a
-produce whose answer was lost or refused retriably (they need the broker's 5-batch sequence window tracked; today
-such an error is raised), the progress records in the same transaction.
+Produce requests are `protocol`'s, on `Wire.connection`s: each carries one batch of every partition the leader
+has one for, and up to 5 are in flight per leader connection (a window: a request goes out as an answer comes
+in). A batch's bytes are copied once, from the Fetch response into the Produce request, rewritten there.
+Leader moves, broker restarts and lost answers are retried under the batches' own sequences (`produce`); the
+coordinator's requests are retried as the Java producer does. Not yet: the progress records in the same
+transaction.
 """
 from __future__ import annotations
 
+import logging
 import time
+from collections import Counter, deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
-from kafka.protocol.producer import (AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest,
-                                     ProduceRequest)
+import kafka.errors as kerrors
+from kafka.protocol.producer import AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest
 
+from . import protocol
 from .batches import Batch, rewrite
+from .connection import BrokerConnection
 from .errors import LaneFenced
-from .wire import PRODUCE_MAX_VERSION, TXN_MAX_VERSION, Leader, Wire, WireError, check
+from .wire import TXN_MAX_VERSION, Leader, Wire, WireError, check
 
+log = logging.getLogger(__name__)
 PartitionKey = tuple[str, int]
 IN_FLIGHT = 5
 """Produce requests sent at once per leader: the broker dedupes the last 5 batches per producer and partition."""
+WAKE_FOR = 3
+"""Answers waited for at once when the window is full: the leader keeps the rest of the window to work on while
+the copy thread sends the next requests."""
 _FENCED = {"ProducerFencedError", "InvalidProducerEpochError", "TransactionCoordinatorFencedError"}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Written:
     """Where a source batch landed: its target partition's offsets first..last (as the offset map records)."""
     source_base_offset: int
@@ -40,6 +52,20 @@ class Written:
         return self.target_base_offset + self.record_count - 1
 
 
+@dataclass(slots=True)
+class _Leader:
+    """One leader's share of a `produce`: its partitions, the next round to send, the rounds in flight."""
+    conn: BrokerConnection
+    keys: list[PartitionKey]
+    rounds: int
+    first: dict[PartitionKey, int]  # each partition's first unacknowledged batch
+    upto: dict[PartitionKey, int]  # how many of each partition's batches this delivery sends
+    next_round: int = 0
+    in_flight: deque[list[PartitionKey]] = field(default_factory=deque)
+    failed: WireError | None = None  # the attempt on this leader ended: nothing more is sent to it
+    refused: set[PartitionKey] = field(default_factory=set)  # partitions with a batch refused this attempt
+
+
 def _fenced(e: WireError) -> bool:
     return e.error.__name__ in _FENCED
 
@@ -48,11 +74,14 @@ class BatchWriter:
     """One lane's producer on the target: `begin`, `produce`, `commit`/`abort`."""
 
     def __init__(self, wire: Wire, transactional_id: str | None, transaction_timeout_ms: int = 60_000,
-                 timeout_ms: int = 30_000) -> None:
+                 timeout_ms: int = 30_000, delivery_timeout_ms: int = 120_000) -> None:
         self.wire, self.tid, self.timeout_ms = wire, transactional_id, timeout_ms
+        self.delivery_timeout_ms = delivery_timeout_ms
+        self.retries = 0  # attempts that ended in a retriable error, counted for metrics and tests
         self.txn_timeout_ms = transaction_timeout_ms
         self.producer_id, self.epoch = -1, -1
         self.sequences: dict[PartitionKey, int] = {}
+        self._confirmed: set[PartitionKey] = set()  # partitions that acknowledged a batch of this producer id
         self._in_txn: set[PartitionKey] = set()
         self._coordinator: int | None = None
         self._leaders: dict[PartitionKey, Leader] = {}
@@ -78,6 +107,7 @@ class BatchWriter:
                 time.sleep(0.1)
         self.producer_id, self.epoch = resp.producer_id, resp.producer_epoch
         self.sequences.clear()
+        self._confirmed.clear()
         self._in_txn.clear()
 
     def _raise(self, e: WireError) -> None:
@@ -92,87 +122,208 @@ class BatchWriter:
         topics: dict[str, list[int]] = {}
         for t, p in new:
             topics.setdefault(t, []).append(p)
-        req = AddPartitionsToTxnRequest(
+        self._coordinated(AddPartitionsToTxnRequest(
             v3_and_below_transactional_id=self.tid, v3_and_below_producer_id=self.producer_id,
             v3_and_below_producer_epoch=self.epoch,
             v3_and_below_topics=[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=t, partitions=ps)
-                                 for t, ps in topics.items()], max_version=TXN_MAX_VERSION)
-        deadline = time.monotonic() + self.timeout_ms / 1000
-        while True:
-            resp = self.wire.call(req, self._coordinator)
-            try:
-                check(resp.error_code, "AddPartitionsToTxn")
-                for t in resp.results_by_topic_v3_and_below:
-                    for p in t.results_by_partition:
-                        check(p.partition_error_code, f"AddPartitionsToTxn {t.name}[{p.partition_index}]")
-                break
-            except WireError as e:
-                if not e.retriable or time.monotonic() > deadline:
-                    self._raise(e)
-                time.sleep(0.02)  # CONCURRENT_TRANSACTIONS: the previous EndTxn's markers still being written
+                                 for t, ps in topics.items()], max_version=TXN_MAX_VERSION), "AddPartitionsToTxn")
         self._in_txn.update(new)
 
     def produce(self, batches: dict[PartitionKey, list[Batch]]) -> dict[PartitionKey, list[Written]]:
         """Produce each partition's batches in order, sequences continuing; the target offsets each batch got.
-        The topics on the target bear the source's names and partitions.
+        The keys are the target's partitions.
 
         Produce v3+ takes exactly one batch per partition per request (the broker refuses more with
         INVALID_RECORD), so the i-th batch of every partition on a leader goes in that leader's i-th request,
         and up to `IN_FLIGHT` of those requests are sent at once on the connection (the broker handles a
-        connection's requests in order and keeps sequence state for 5 batches per producer and partition)."""
+        connection's requests in order and keeps sequence state for 5 batches per producer and partition).
+
+        Retries: every batch's sequence is fixed before its first send. A retriable refusal (NOT_LEADER, ...,
+        and the OUT_OF_ORDER_SEQUENCE of the batches behind it) or a broken connection ends the attempt on that
+        leader; once every answer in flight is read, the leaders are asked again and each partition's
+        unacknowledged batches are sent again, in order, under the same sequences: the broker writes a batch
+        it lacks and answers a duplicate of one of its last 5 with the offset it gave it, so nothing is lost or
+        written twice. Until `delivery_timeout_ms`; then the last error is raised."""
         batches = {k: bs for k, bs in batches.items() if bs}
         for key, bs in batches.items():
             for b in bs:
                 if (why := b.unforwardable()) is not None:  # the rebuild path is a later step
                     raise ValueError(f"{key[0]}[{key[1]}] batch at {b.base_offset} cannot forward: {why.value}")
         self._add_partitions(list(batches))
-        if not set(batches) <= set(self._leaders):
-            self._leaders = self.wire.leaders({t for t, _ in batches} | {t for t, _ in self._leaders})
-        leaders = self._leaders
-        rounds = max(map(len, batches.values()), default=0)
+        seqs: dict[PartitionKey, list[int]] = {}
+        for key, bs in batches.items():
+            seq, own = self.sequences.get(key, 0), []
+            for b in bs:
+                own.append(seq)
+                seq = (seq + b.record_count) & 0x7FFFFFFF
+            seqs[key], self.sequences[key] = own, seq
         out: dict[PartitionKey, list[Written]] = {k: [] for k in batches}
-        for first in range(0, rounds, IN_FLIGHT):
-            requests = []
-            for i in range(first, min(first + IN_FLIGHT, rounds)):
-                per_node: dict[int, dict[str, list]] = {}
-                for key, bs in batches.items():
-                    if i < len(bs):
-                        seq = self.sequences.get(key, 0)
-                        records = bytes(rewrite(bs[i], self.producer_id, self.epoch, seq, self.transactional))
-                        self.sequences[key] = (seq + bs[i].record_count) & 0x7FFFFFFF
-                        part = ProduceRequest.TopicProduceData.PartitionProduceData(index=key[1], records=records)
-                        per_node.setdefault(leaders[key].node_id, {}).setdefault(key[0], []).append(part)
-                requests += [(self._request(topics), node) for node, topics in per_node.items()]
-            for resp in self.wire.call_many(requests, self.timeout_ms):
-                for t in resp.responses:
-                    for p in t.partition_responses:
-                        key = (t.name, p.index)
-                        try:
-                            check(p.error_code, f"Produce {t.name}[{p.index}]: {p.error_message}")
-                        except WireError as e:
-                            self._leaders = {}  # a leader moved, perhaps: asked again before the next produce
-                            self._raise(e)
-                        b = batches[key][len(out[key])]
-                        out[key].append(Written(b.base_offset, p.base_offset, b.record_count))
+        # A broker with no state for this producer on a partition takes a batch of any sequence: if the first
+        # batch there were refused (a leader just elected) while the next was taken, the retry of the first would
+        # land behind it. So a partition's first batch under this producer id goes alone; after it, the broker
+        # refuses what is out of order.
+        fresh = {k: 1 for k in batches if k not in self._confirmed}
+        if fresh:
+            self._deliver(batches, seqs, out, fresh)
+        self._deliver(batches, seqs, out, {k: len(bs) for k, bs in batches.items()})
         return out
 
-    def _request(self, topics: dict[str, list]) -> ProduceRequest:
-        return ProduceRequest(transactional_id=self.tid, acks=-1, timeout_ms=self.timeout_ms,
-                              topic_data=[ProduceRequest.TopicProduceData(name=t, partition_data=ps)
-                                          for t, ps in topics.items()],
-                              min_version=3, max_version=PRODUCE_MAX_VERSION)
+    def _deliver(self, batches: dict[PartitionKey, list[Batch]], seqs: dict[PartitionKey, list[int]],
+                 out: dict[PartitionKey, list[Written]], upto: dict[PartitionKey, int]) -> None:
+        """Attempts until each partition in `upto` has its first `upto[key]` batches acknowledged."""
+        deadline, backoff = time.monotonic() + self.delivery_timeout_ms / 1000, 0.05
+        while pending := [k for k, n in upto.items() if len(out[k]) < n]:
+            try:
+                if not set(pending) <= set(self._leaders):
+                    self._leaders = self.wire.leaders({t for t, _ in pending} | {t for t, _ in self._leaders})
+                failed = self._attempt(pending, batches, seqs, out, upto)
+            except WireError as e:  # the metadata request itself
+                if not e.retriable:
+                    self._raise(e)
+                failed = e
+            if failed is None:
+                continue
+            self.retries += 1
+            if time.monotonic() + backoff > deadline:
+                self._raise(failed)
+            (log.info if backoff == 0.05 else log.debug)(
+                "producer %s: %s; sending the unacknowledged batches again", self.tid, failed)
+            self._leaders = {}
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)
+
+    def _attempt(self, pending: list[PartitionKey], batches: dict[PartitionKey, list[Batch]],
+                 seqs: dict[PartitionKey, list[int]], out: dict[PartitionKey, list[Written]],
+                 upto: dict[PartitionKey, int]) -> WireError | None:
+        """Send every pending partition's unacknowledged batches once, through each leader's window; the first
+        retriable error, or None when every batch was acknowledged. Other errors raise."""
+        per_node: dict[int, list[PartitionKey]] = {}
+        for key in sorted(pending):  # a topic's partitions together, as a request lists them
+            per_node.setdefault(self._leaders[key].node_id, []).append(key)
+        leaders: dict[int, _Leader] = {}
+        failed: WireError | None = None
+        for node, keys in per_node.items():
+            try:
+                conn = self.wire.connection(node)
+            except WireError as e:
+                if not e.retriable:
+                    self._raise(e)
+                failed = failed or e
+                continue
+            first = {k: len(out[k]) for k in keys}
+            leaders[node] = _Leader(conn, keys, max(upto[k] - first[k] for k in keys), first=first, upto=upto)
+        try:
+            while True:
+                for st in leaders.values():
+                    while st.failed is None and len(st.in_flight) < IN_FLIGHT and st.next_round < st.rounds:
+                        self._send_round(st, batches, seqs)
+                busy = [st for st in leaders.values() if st.in_flight]
+                if not busy:
+                    break
+                for st in busy:
+                    # woken once for the first answers of the window, not once an answer: every wake-up costs
+                    # the copy thread more than reading an answer does
+                    st.conn.wait(sum(protocol.produce_answer_floor(len(keys))
+                                     for keys in list(st.in_flight)[:WAKE_FOR]))
+                    self._receive_round(st, batches, out)
+                    while st.in_flight and st.conn.ready():
+                        self._receive_round(st, batches, out)
+        except WireError as e:  # not retriable: the answers left unread put the connections out of step
+            for node, st in leaders.items():
+                if st.in_flight:
+                    self.wire.drop(node)
+            self._leaders = {}
+            self._raise(e)
+        for st in leaders.values():
+            failed = failed or st.failed
+        return failed
+
+    def _send_round(self, st: _Leader, batches: dict[PartitionKey, list[Batch]],
+                    seqs: dict[PartitionKey, list[int]]) -> None:
+        """The leader's next request: the next unsent batch of each of its partitions that has one."""
+        r = st.next_round
+        keys = [k for k in st.keys if st.first[k] + r < st.upto[k]]
+        conn = st.conn
+        version, correlation = conn.produce_version, conn.next_id()
+        req = protocol.ProduceBuilder(version, correlation, conn.client_id, self.tid, -1, self.timeout_ms,
+                                      Counter(t for t, _ in keys))
+        for key in keys:
+            i = st.first[key] + r
+            b = batches[key][i]
+            rewrite(b, self.producer_id, self.epoch, seqs[key][i], self.transactional,
+                    into=req.partition(key[0], key[1], len(b.raw)))
+        try:
+            conn.send(req.done(), correlation, version >= protocol.PRODUCE_FLEXIBLE)
+        except WireError as e:  # the connection broke: what was in flight on it is unanswered
+            st.failed = e
+            st.in_flight.clear()
+            return
+        st.in_flight.append(keys)
+        st.next_round += 1
+
+    def _receive_round(self, st: _Leader, batches: dict[PartitionKey, list[Batch]],
+                       out: dict[PartitionKey, list[Written]]) -> None:
+        keys = st.in_flight[0]
+        try:
+            answered = protocol.parse_produce(st.conn.receive(small=True), st.conn.produce_version)
+        except WireError as e:
+            if not e.retriable:
+                raise
+            st.failed = e
+            st.in_flight.clear()
+            return
+        st.in_flight.popleft()
+        if len(answered) != len(keys):
+            raise WireError(kerrors.CorrelationIdError, f"Produce of {len(keys)} partitions: {len(answered)} answers")
+        for p in answered:
+            key = (p.topic, p.partition)
+            if p.error_code:
+                e = WireError(kerrors.for_code(p.error_code), f"Produce {p.topic}[{p.partition}]: {p.error_message}")
+                behind = key in st.refused and e.error.__name__ == "OutOfOrderSequenceNumberError"
+                if not (e.retriable or behind):
+                    raise e
+                st.refused.add(key)  # its later batches in flight are refused too: all sent again
+                st.failed = st.failed or e
+                continue
+            if key in st.refused:
+                continue  # behind a refused batch of its partition: sent again, answered as a duplicate then
+            b = batches[key][len(out[key])]
+            out[key].append(Written(b.base_offset, p.base_offset, b.record_count))
+            self._confirmed.add(key)
+
+    def _coordinated(self, request: Any, what: str) -> Any:
+        """A request to the transaction coordinator, sent again while it answers retriably (loading, moved,
+        CONCURRENT_TRANSACTIONS while markers of the last EndTxn are written) or cannot be reached, until
+        `delivery_timeout_ms`; asked for again when it moved. Fencing raises `LaneFenced`."""
+        deadline, backoff = time.monotonic() + self.delivery_timeout_ms / 1000, 0.002
+        while True:
+            try:
+                resp = self.wire.call(request, self._coordinator)
+                check(resp.error_code, what)
+                for t in getattr(resp, "results_by_topic_v3_and_below", None) or []:
+                    for p in t.results_by_partition:
+                        check(p.partition_error_code, f"{what} {t.name}[{p.partition_index}]")
+                return resp
+            except WireError as e:
+                if not e.retriable or time.monotonic() + backoff > deadline:
+                    self._raise(e)
+                if e.error.__name__ in ("NotCoordinatorError", "CoordinatorNotAvailableError",
+                                        "KafkaConnectionError", "NodeNotReadyError", "RequestTimedOutError"):
+                    try:
+                        self._coordinator = self.wire.transaction_coordinator(self.tid or "")
+                    except WireError:
+                        pass
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 0.5)
 
     def end(self, commit: bool) -> None:
-        """Commit or abort the open transaction (nothing to do when no partition joined it)."""
+        """Commit or abort the open transaction (nothing to do when no partition joined it). A retry of an
+        EndTxn the coordinator already completed is answered as done."""
         if not self.transactional or not self._in_txn:
             return
-        resp = self.wire.call(EndTxnRequest(transactional_id=self.tid, producer_id=self.producer_id,
-                                            producer_epoch=self.epoch, committed=commit,
-                                            max_version=TXN_MAX_VERSION), self._coordinator)
-        try:
-            check(resp.error_code, "EndTxn")
-        except WireError as e:
-            self._raise(e)
+        self._coordinated(EndTxnRequest(transactional_id=self.tid, producer_id=self.producer_id,
+                                        producer_epoch=self.epoch, committed=commit,
+                                        max_version=TXN_MAX_VERSION), "EndTxn")
         self._in_txn.clear()
 
     def commit(self) -> None:

@@ -1,12 +1,13 @@
-"""One cluster on the wire for the batch path (issue 36): kafka-python 3.x's connection manager (connections,
-ApiVersions negotiation, TLS, SASL) on its own IO thread, and its protocol classes generated from Kafka's own
-JSON schemas (Produce to v13, Fetch to v18, InitProducerId to v6, ...). This module only sends requests and
-reads back leaders, coordinators and error codes; what to send is batchreader.py's and batchwriter.py's.
+"""One cluster on the wire for the batch path (issue 36), in two parts:
 
-Versions: requests that name topics by id from some version on (Fetch v13+, Produce v13+) are capped below it,
-so a lane needs no topic ids; the classic transaction protocol (AddPartitionsToTxn <= v3, EndTxn <= v3) is
-used, which Kafka 4.x brokers keep serving beside transaction protocol v2. Every cap is above Kafka 4.0's
-removed versions (Produce < 3, Fetch < 4).
+- the rare requests (Metadata, FindCoordinator, InitProducerId, AddPartitionsToTxn, EndTxn) go through
+  kafka-python 3.x's connection manager (connections, ApiVersions negotiation, TLS, SASL) on its own IO thread,
+  with its protocol classes generated from Kafka's JSON schemas;
+- the hot ones (Fetch, Produce) go through `connection.BrokerConnection`s, one per broker, on the caller's
+  thread, encoded and decoded by hand in `protocol` (why: see there).
+
+Versions: the classic transaction protocol (AddPartitionsToTxn <= v3, EndTxn <= v3) is used, which Kafka 4.x
+brokers keep serving beside transaction protocol v2; Fetch and Produce versions are `protocol`'s.
 """
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ import kafka.errors as kerrors
 from kafka.net.compat import KafkaNetClient
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
-FETCH_MAX_VERSION = 12
-PRODUCE_MAX_VERSION = 12
+from .connection import BrokerConnection, WireError, check
+
+__all__ = ["Leader", "Wire", "WireError", "check", "wire_config"]
 TXN_MAX_VERSION = 3
 RECEIVE_MAX_BYTES = 64 << 20
 """The largest response taken: kafka-python's default (1 MB) is below one Fetch of a few partitions; the
@@ -35,29 +37,25 @@ _CONF = {  # librdkafka's names (the lane's client settings) -> kafka-python's
 
 
 def wire_config(conf: dict[str, str]) -> dict[str, Any]:
-    """kafka-python settings for a lane's librdkafka client settings (the ones both clients know)."""
+    """kafka-python settings for a lane's librdkafka client settings (the ones both clients know). Several CA
+    files reach a lane as PEM text (`ssl.ca.pem`): kafka-python takes no such text, so an SSL context of our own
+    carries it (with the client certificate and key files, when given)."""
     out: dict[str, Any] = {_CONF[k]: v for k, v in conf.items() if k in _CONF}
     if "security_protocol" in out:
         out["security_protocol"] = out["security_protocol"].upper()
+    if conf.get("ssl.endpoint.identification.algorithm", "https").lower() == "none":
+        out["ssl_check_hostname"] = False
+    if conf.get("ssl.ca.pem"):
+        import ssl
+
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx.check_hostname = out.get("ssl_check_hostname", True)
+        ctx.load_verify_locations(cadata=conf["ssl.ca.pem"])
+        if out.get("ssl_certfile"):
+            ctx.load_cert_chain(out["ssl_certfile"], out.get("ssl_keyfile"), out.get("ssl_password"))
+        out["ssl_context"] = ctx
     return out
-
-
-class WireError(RuntimeError):
-    """A broker answered a request with an error code; `error` is kafka-python's class for it."""
-
-    def __init__(self, error: type[kerrors.KafkaError], what: str) -> None:
-        super().__init__(f"{what}: {error.__name__}")
-        self.error = error
-
-    @property
-    def retriable(self) -> bool:
-        return bool(getattr(self.error, "retriable", False))
-
-
-def check(code: int, what: str) -> None:
-    """Raise `WireError` for a non-zero error code."""
-    if code:
-        raise WireError(kerrors.for_code(code), what)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,13 +68,33 @@ class Wire:
     """A cluster's connections; `call` and `call_many` block the caller until the answers are in."""
 
     def __init__(self, conf: dict[str, str], **extra: Any) -> None:
-        self._client = KafkaNetClient(**{"receive_message_max_bytes": RECEIVE_MAX_BYTES, **wire_config(conf), **extra})
+        self.config: dict[str, Any] = {"receive_message_max_bytes": RECEIVE_MAX_BYTES, **wire_config(conf), **extra}
+        self._client = KafkaNetClient(**self.config)
+        self._conns: dict[int, BrokerConnection] = {}
         self._manager = self._client._manager
         self._net = self._manager._net
         self._net.start()
         self._manager.bootstrap(30_000)
 
+    def connection(self, node_id: int, timeout_s: float = 40.0) -> BrokerConnection:
+        """The hot-path connection to broker `node_id` (opened on first use, again after it broke)."""
+        conn = self._conns.get(node_id)
+        if conn is None or conn.closed:
+            broker = self._manager.cluster.broker_metadata(node_id)
+            if broker is None:
+                raise WireError(kerrors.LeaderNotAvailableError, f"broker {node_id} is not in the metadata")
+            conn = self._conns[node_id] = BrokerConnection(broker.host, broker.port, self.config, timeout_s)
+        return conn
+
+    def drop(self, node_id: int) -> None:
+        """Close `node_id`'s hot-path connection (its unanswered requests are dropped with it)."""
+        conn = self._conns.pop(node_id, None)
+        if conn is not None:
+            conn.close()
+
     def close(self) -> None:
+        for node in list(self._conns):
+            self.drop(node)
         self._manager.close()
         self._net.stop()
 
@@ -89,7 +107,10 @@ class Wire:
             futures = [self._manager.send(r, node_id=n, request_timeout_ms=timeout_ms) for r, n in requests]
             return [await f for f in futures]
 
-        return self._manager.run(send_all)
+        try:
+            return self._manager.run(send_all)
+        except kerrors.KafkaError as e:  # a connection refused or lost, a timeout: one error type for callers
+            raise WireError(type(e), f"{type(requests[0][0]).__name__}: {e}") from e
 
     def leaders(self, topics: Iterable[str]) -> dict[tuple[str, int], Leader]:
         """Each partition's leader and leader epoch, from a fresh Metadata request."""

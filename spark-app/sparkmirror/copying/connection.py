@@ -1,0 +1,235 @@
+"""One broker connection for the batch path's hot requests (Fetch, Produce): a blocking socket the lane's task
+thread writes requests to and reads responses from itself, several requests in flight, answered in order.
+
+Why not kafka-python's connections: they run on an IO thread behind futures, timers and an event loop, and
+copy each response frame through a parser's buffer; a lane needs none of it, since its one thread sends a
+round of requests and then waits for their answers. TLS is `ssl` with kafka-python's context builder (the same
+files and hostname check as the rare requests' connections); SASL is kafka-python's mechanisms (PLAIN,
+SCRAM-SHA-256/512, OAUTHBEARER, ...) over SaslHandshake v1 / SaslAuthenticate v1. A socket error or timeout
+closes the connection and raises a retriable `WireError` (`KafkaConnectionError`): every request in flight on it
+is unanswered, and the caller decides what to send again.
+"""
+from __future__ import annotations
+
+import socket
+import ssl
+import struct
+from collections import deque
+from typing import Any
+
+import kafka.errors as kerrors
+from kafka.net.sasl import get_sasl_mechanism
+from kafka.net.transport import KafkaSSLTransport
+
+from . import protocol
+
+_SIZE = struct.Struct(">i")
+_CORRELATION = struct.Struct(">i")
+MAX_RESPONSE = 256 << 20
+"""A frame larger than this is a stream out of step, not a response (a Fetch is capped at `max_bytes`)."""
+SMALL = 1 << 16
+"""Responses up to this size (Produce answers) are read through a buffer, several per `recv` when they are
+there; larger ones (Fetch answers) straight into a buffer of their own, so their records are copied once."""
+
+
+class WireError(RuntimeError):
+    """A broker answered a request with an error code, or its connection broke; `error` is kafka-python's
+    class for the code."""
+
+    def __init__(self, error: type[kerrors.KafkaError], what: str) -> None:
+        super().__init__(f"{what}: {error.__name__}")
+        self.error = error
+
+    @property
+    def retriable(self) -> bool:
+        return bool(getattr(self.error, "retriable", False))
+
+
+def check(code: int, what: str) -> None:
+    """Raise `WireError` for a non-zero error code."""
+    if code:
+        raise WireError(kerrors.for_code(code), what)
+
+
+class BrokerConnection:
+    """A connected, authenticated socket to one broker, with the API versions it serves."""
+
+    def __init__(self, host: str, port: int, config: dict[str, Any], timeout_s: float = 30.0) -> None:
+        self.host, self.port = host, port
+        self.client_id: str = config.get("client_id") or "sparkmirror"
+        self._ids = 0
+        self._in_flight: deque[tuple[int, bool]] = deque()  # (correlation id, flexible response header)
+        self._rbuf = bytearray(SMALL)
+        self._rview = memoryview(self._rbuf)
+        self._rstart = self._rend = 0  # the bytes received and not yet taken: _rbuf[_rstart:_rend]
+        self._lowat = 1
+        self.timeout_s = timeout_s
+        try:
+            sock = socket.create_connection((host, port), timeout=timeout_s)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            protocol_name = str(config.get("security_protocol", "PLAINTEXT")).upper()
+            if protocol_name in ("SSL", "SASL_SSL"):
+                ctx = KafkaSSLTransport._build_ssl_context(
+                    {**KafkaSSLTransport.DEFAULT_CONFIG, **{k: v for k, v in config.items() if k.startswith("ssl_")}})
+                sock = ctx.wrap_socket(sock, server_hostname=host.rstrip("."))
+            self.sock: socket.socket | ssl.SSLSocket | None = sock
+            error, self.versions = protocol.parse_api_versions(self._call(protocol.api_versions(self._next(), self.client_id)))
+            check(error, f"ApiVersions of {host}:{port}")
+            if protocol_name.startswith("SASL_"):
+                self._authenticate(config)
+        except OSError as e:
+            self.close()
+            raise WireError(kerrors.KafkaConnectionError, f"connecting to {host}:{port}: {e}") from e
+        except BaseException:
+            self.close()
+            raise
+        self.fetch_version = protocol.pick(protocol.FETCH_VERSIONS, self.versions.get(protocol.API_FETCH), "Fetch")
+        self.produce_version = protocol.pick(protocol.PRODUCE_VERSIONS, self.versions.get(protocol.API_PRODUCE),
+                                             "Produce")
+
+    def _authenticate(self, config: dict[str, Any]) -> None:
+        mechanism_name = config.get("sasl_mechanism", "PLAIN")
+        error, offered = protocol.parse_sasl_handshake(
+            self._call(protocol.sasl_handshake(self._next(), self.client_id, mechanism_name)))
+        check(error, f"SaslHandshake {mechanism_name} with {self.host}:{self.port} (it offers {offered})")
+        mechanism = get_sasl_mechanism(mechanism_name)(host=self.host, **config)
+        while not mechanism.is_done():
+            error, message, token = protocol.parse_sasl_authenticate(
+                self._call(protocol.sasl_authenticate(self._next(), self.client_id, mechanism.auth_bytes())))
+            if error:
+                raise WireError(kerrors.SaslAuthenticationFailedError,
+                                f"SASL {mechanism_name} with {self.host}:{self.port}: {message}")
+            mechanism.receive(token)
+        if not mechanism.is_authenticated():
+            raise WireError(kerrors.SaslAuthenticationFailedError, f"SASL {mechanism_name} with {self.host}:{self.port}")
+
+    @property
+    def closed(self) -> bool:
+        return self.sock is None
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    def close(self) -> None:
+        sock, self.sock = self.sock, None
+        self._in_flight.clear()
+        if sock is not None:
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+    def _next(self) -> int:
+        self._ids = (self._ids + 1) & 0x7FFFFFFF
+        return self._ids
+
+    def next_id(self) -> int:
+        return self._next()
+
+    def _call(self, buf: bytearray) -> memoryview:
+        self.send(buf, correlation_id=self._ids, flexible_response=False)
+        return self.receive()
+
+    def _broken(self, e: BaseException, doing: str) -> WireError:
+        self.close()
+        return WireError(kerrors.KafkaConnectionError, f"{doing} {self.host}:{self.port}: {e!r}")
+
+    def send(self, buf: bytearray, correlation_id: int, flexible_response: bool) -> None:
+        """Write one framed request (its correlation id as `protocol.request` was given it)."""
+        if self.sock is None:
+            raise WireError(kerrors.KafkaConnectionError, f"connection to {self.host}:{self.port} is closed")
+        try:
+            self.sock.sendall(buf)
+        except OSError as e:
+            raise self._broken(e, "sending to") from e
+        self._in_flight.append((correlation_id, flexible_response))
+
+    def _fill(self, n: int, greedy: bool) -> None:
+        """At least `n` (<= SMALL) bytes buffered; `greedy` takes whatever else has arrived too, otherwise no
+        byte past `n` is read (the rest of a large frame goes to its own buffer)."""
+        assert self.sock is not None
+        if self._rend - self._rstart >= n:
+            return
+        if self._rstart + n > SMALL:  # compact: move the few unread bytes to the front
+            left = self._rend - self._rstart
+            self._rbuf[:left] = self._rview[self._rstart:self._rend]
+            self._rstart, self._rend = 0, left
+        want_end = SMALL if greedy else self._rstart + n
+        while self._rend - self._rstart < n:
+            k = self.sock.recv_into(self._rview[self._rend:want_end])
+            if not k:
+                raise ConnectionResetError("the broker closed the connection")
+            self._rend += k
+
+    def wait(self, n: int) -> None:
+        """Block until `n` bytes of answers are here, woken once (SO_RCVLOWAT) rather than at every answer's
+        arrival: the caller knows a lower bound of the next answers' sizes. Reading them is `receive`'s."""
+        need = min(n, SMALL - 4096) - (self._rend - self._rstart)
+        if need <= 1 or self.sock is None:
+            return
+        try:
+            if isinstance(self.sock, ssl.SSLSocket):  # the kernel counts ciphertext: more, so no wait too long
+                self._fill(need + self._rend - self._rstart, True)
+                return
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, need)
+            self._lowat = need
+            self._fill(need + self._rend - self._rstart, True)
+        except OSError as e:
+            raise self._broken(e, "receiving from") from e
+        finally:
+            if self._lowat != 1 and self.sock is not None:
+                self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, 1)
+                self._lowat = 1
+
+    def ready(self) -> bool:
+        """A whole answer is buffered: `receive` returns it without waiting."""
+        have = self._rend - self._rstart
+        return have >= 4 and have >= 4 + _SIZE.unpack_from(self._rbuf, self._rstart)[0]
+
+    def _read_into(self, view: memoryview) -> None:
+        assert self.sock is not None
+        got, n = 0, len(view)
+        while got < n:
+            k = self.sock.recv_into(view[got:])
+            if not k:
+                raise ConnectionResetError("the broker closed the connection")
+            got += k
+
+    def receive(self, small: bool = False) -> memoryview:
+        """The body of the oldest unanswered request's response (after its header). `small`: an answer
+        expected small (Produce), read through the connection's buffer and copied out of it; otherwise a view of
+        a buffer of its own that nothing else writes to."""
+        if self.sock is None or not self._in_flight:
+            raise WireError(kerrors.KafkaConnectionError, f"nothing to receive from {self.host}:{self.port}")
+        correlation_id, flexible = self._in_flight[0]
+        try:
+            self._fill(4, small)
+            size = _SIZE.unpack_from(self._rbuf, self._rstart)[0]
+            self._rstart += 4
+            if not 4 <= size <= MAX_RESPONSE:
+                raise ConnectionResetError(f"a response frame of {size} bytes")
+            if small and size <= SMALL - 4:
+                self._fill(size, True)
+                buf = bytearray(self._rview[self._rstart:self._rstart + size])
+                self._rstart += size
+                view = memoryview(buf)
+            else:
+                buf = bytearray(size)
+                view = memoryview(buf)
+                take = min(size, self._rend - self._rstart)  # bytes of it read with an earlier answer
+                view[:take] = self._rview[self._rstart:self._rstart + take]
+                self._rstart += take
+                self._read_into(view[take:])
+            if self._rstart == self._rend:
+                self._rstart = self._rend = 0
+        except OSError as e:
+            raise self._broken(e, "receiving from") from e
+        self._in_flight.popleft()
+        got = _CORRELATION.unpack_from(buf)[0]
+        if got != correlation_id:
+            self.close()
+            raise WireError(kerrors.CorrelationIdError, f"{self.host}:{self.port} answered {got}, not {correlation_id}")
+        cursor = protocol.Cursor(view, flexible, 4)
+        cursor.tags()
+        return view[cursor.pos:]
