@@ -322,6 +322,11 @@ _GROUPS_NAME_MIRRORS = ("!has(self.flowGroups) || self.flowGroups.all(g, g.mirro
                         "self.mirrors.exists(m, m.source.alias == a)))")
 _GROUP_NAMES_UNIQUE = ("!has(self.flowGroups) || self.flowGroups.all(g, "
                        "self.flowGroups.exists_one(h, h.name == g.name))")
+_HANDOFF_OUTLASTS_EPOCH = (
+    "double(has(self.upgrade) && has(self.upgrade.handoffTimeoutSeconds) ? self.upgrade.handoffTimeoutSeconds : 120)"
+    " > (has(self.spark) && has(self.spark.epochSeconds) ? double(self.spark.epochSeconds) : 30.0)")
+"""A successor's first commit comes at the end of its first epoch: a shorter handoff timeout would move every
+Lease back. (The API server defaults only fields of objects that are present, hence the model's defaults here.)"""
 _FAILOVER_NAMES_MIRRORS = ("!has(self.failover) || self.failover.mirrors.all(a, "
                            "self.mirrors.exists(m, m.source.alias == a))")
 
@@ -332,7 +337,9 @@ class KafkaMirrorMaker2Spec(_Model):
         cel(_SOURCE_NOT_TARGET, "mirrors[].source.alias must differ from target.alias", ".mirrors"),
         cel(_GROUPS_NAME_MIRRORS, "flowGroups[].mirrors must name mirrors by their source alias", ".flowGroups"),
         cel(_GROUP_NAMES_UNIQUE, "flowGroups[].name must be unique", ".flowGroups"),
-        cel(_FAILOVER_NAMES_MIRRORS, "failover.mirrors must name mirrors by their source alias", ".failover")))
+        cel(_FAILOVER_NAMES_MIRRORS, "failover.mirrors must name mirrors by their source alias", ".failover"),
+        cel(_HANDOFF_OUTLASTS_EPOCH, "upgrade.handoffTimeoutSeconds must be longer than spark.epochSeconds (a new "
+            "generation commits first at the end of its first epoch)", ".upgrade")))
 
     version: str | None = Field(None, description="Version of the mirror (the Kafka version for Strimzi); a "
                                                   "change rolls the applications over.", max_length=64)

@@ -370,6 +370,9 @@ def plan(resource: dict[str, Any] | KafkaMirrorMaker2, *, secrets: str = "files"
     aliases = [m.source.alias for m in spec.mirrors]
     if len(set(aliases)) != len(aliases):
         out.errors.append(Problem("spec.mirrors", "mirrors[].source.alias must be unique"))
+    if spec.upgrade.handoffTimeoutSeconds <= spec.spark.epochSeconds:
+        out.errors.append(Problem("spec.upgrade.handoffTimeoutSeconds", "must be longer than spec.spark.epochSeconds "
+                                  "(a new generation commits first at the end of its first epoch)"))
     target = _cluster(spec.target, "spec.target", sec, out)
     out.cluster_fields[spec.target.alias] = "spec.target"
 
