@@ -29,6 +29,7 @@ from ..progress import ensure_progress_topic, read_progress
 from ..progress.record import failover_key, failover_value, generation_key, generation_value
 from ..progress.state import ProgressState
 from ..progress.state import failed_over_message
+from ..credentials import RefusalGrace
 from ..refusal import refusal
 from ..resource.flowgroup import FlowGroupConfig, Predecessor
 from ..resource.names import transactional_ids
@@ -98,18 +99,24 @@ def newest_mark(config: FlowGroupConfig, timeout: float = 60.0) -> tuple[Predece
 def marks_by_target(config: FlowGroupConfig, timeout: float = 60.0) -> dict[str, ProgressState]:
     """Each target's progress topic read to its end (marks included), by target alias."""
     out = {}
+    grace = RefusalGrace()
     for alias in sorted({m.target for m in config.mirrors}):
-        conf = config.cluster(alias).client_config()
-        try:
-            ensure_progress_topic(conf, config.progressTopic, timeout=min(timeout, 30.0))
-            state = read_progress(conf, config.progressTopic, timeout=timeout, resource=config.resource)
-        except (KafkaException, TimeoutError):
-            refused = refusal(conf, min(timeout, 10.0))  # librdkafka tells a refused login only its error callback
-            if refused is None:
-                raise
-            raise HandoffError(f"flow group {config.name!r}: target cluster {alias!r} "
-                               f"({config.cluster(alias).bootstrapServers}) refuses the mirror: {refused}") from None
-        out[alias] = state
+        while alias not in out:
+            conf = config.cluster(alias).client_config()  # read again at every try: a Secret being rotated
+            try:
+                ensure_progress_topic(conf, config.progressTopic, timeout=min(timeout, 30.0))
+                out[alias] = read_progress(conf, config.progressTopic, timeout=timeout, resource=config.resource)
+            except (KafkaException, TimeoutError):
+                refused = refusal(conf, min(timeout, 10.0))  # librdkafka tells a refused login only its error callback
+                if refused is None:
+                    raise
+                where = (f"flow group {config.name!r}: target cluster {alias!r} "
+                         f"({config.cluster(alias).bootstrapServers}) refuses the mirror: {refused}")
+                left = grace.refused(config.cluster(alias))
+                if left is None:  # the same credentials refused for longer than credentials being rotated are
+                    raise HandoffError(where) from None
+                log.warning("%s; asked again for up to %.0f s more, as credentials being rotated are", where, left)
+                time.sleep(min(left, 5.0))
     return out
 
 
