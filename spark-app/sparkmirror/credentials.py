@@ -104,6 +104,10 @@ def conf_files_digest(conf: dict[str, str]) -> str:
                        k.endswith(".location")))
 
 
+SECRET_KEYS = frozenset({"sasl.password", "ssl.ca.pem", "ssl.certificate.pem", "ssl.key.pem", "ssl.key.password"})
+"""librdkafka properties that hold secrets as text: a client config without them says which client it is."""
+
+
 class CredentialWatch:
     """Whether the credentials of `clusters` changed since the last look (at most every `every` seconds)."""
 

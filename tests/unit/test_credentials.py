@@ -101,3 +101,23 @@ def test_files_a_client_config_names_by_location(files: Path) -> None:
     (files / "tls.crt").write_text("C2")  # replaced in place: the same config, other contents
     assert conf_files_digest(conf) != d
     assert conf_files_digest({"bootstrap.servers": "b"}) == conf_files_digest({"bootstrap.servers": "c"})
+
+
+def test_kept_clients_follow_replaced_secrets(tmp_path: Path) -> None:
+    """The kept admin clients of a worker (copying/admins.py): the same one while nothing changes; another, in
+    place of the first, for a new password or a certificate file replaced in place (the config unchanged)."""
+    from sparkmirror.copying.admins import kept_admin
+    from sparkmirror_dev.certs import CertificateAuthority
+
+    ca = CertificateAuthority(tmp_path / "ca")
+    ca_file = tmp_path / "ca.crt"
+    ca_file.write_bytes(ca.cert.read_bytes())
+    conf = {"bootstrap.servers": "127.0.0.1:1", "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": "u", "sasl.password": "p1", "ssl.ca.location": str(ca_file)}
+    first = kept_admin(conf)
+    assert kept_admin(dict(conf)) is first
+    second = kept_admin({**conf, "sasl.password": "p2"})
+    assert second is not first and kept_admin({**conf, "sasl.password": "p2"}) is second
+    ca_file.write_bytes(CertificateAuthority(tmp_path / "ca2", name="rotated").cert.read_bytes())
+    third = kept_admin({**conf, "sasl.password": "p2"})
+    assert third is not second and kept_admin({**conf, "sasl.password": "p2"}) is third

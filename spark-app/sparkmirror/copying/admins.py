@@ -11,9 +11,8 @@ import threading
 
 from confluent_kafka.admin import AdminClient
 
-from ..credentials import conf_files_digest
+from ..credentials import SECRET_KEYS, conf_files_digest
 
-SECRET_KEYS = frozenset({"sasl.password", "ssl.ca.pem", "ssl.certificate.pem", "ssl.key.pem", "ssl.key.password"})
 _KEPT: dict[str, tuple[str, AdminClient]] = {}
 """The config without its secrets -> (the whole config and the files it names, the client)."""
 _LOCK = threading.Lock()
