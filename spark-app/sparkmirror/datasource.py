@@ -116,7 +116,8 @@ class MirrorStreamReader(DataSourceStreamReader):
     def __getstate__(self) -> dict:
         return {"config_json": self.config_json, "mirror_name": self.mirror_name, "drain_file": self.drain_file,
                 "go_file": self.go_file,
-                "_sync": None, "_progress_ready": False, "_live": None, "_offset_ms": 0.0, "_planned_at": None, "_plan": None, "_planner": None,
+                "_sync": None, "_progress_ready": False, "_live": None, "_offset_ms": 0.0, "_planned_at": None,
+                "_plan": None, "_planner": None,
                 "_routes": self._routes, "_synced_at": float("-inf"), "_last_epoch": self._last_epoch}
 
     # ---- driver --------------------------------------------------------------------------------------------

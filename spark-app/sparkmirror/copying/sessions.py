@@ -169,9 +169,9 @@ def resume(copier: LaneCopy) -> bool:
         log.info("lane %s: no kept clients in this worker", copier.tid)
         return False
     kept = session.release()  # stops copying between epochs at a transaction boundary
-    same = kept is not None and session.key[:2] == session_key(copier.tid, copier.config, "")[:2] and \
-        grows(kept.route, copier.route)
-    renewed = same and session.key != session_key(copier.tid, copier.config, copier.ctx.credentials)
+    key = session_key(copier.tid, copier.config, copier.ctx.credentials)
+    same = kept is not None and session.key[:2] == key[:2] and grows(kept.route, copier.route)
+    renewed = same and session.key[2] != key[2]  # a Secret replaced: fresh clients, fencing the kept ones
     why = ("they stopped" if kept is None else "plan changed" if not same else
            "the cluster credentials changed since they were made" if renewed else
            f"they ran epoch {session.last_epoch}, this one follows {copier.prev_epoch}"
