@@ -219,10 +219,13 @@ def test_password_rotated_while_mirroring(kafka_a, reauth_kafka, topic, job, tmp
     check_numbered(target.bootstrap, f"a.{later}", 1, 100)
     after1, after2 = progress.moved_after(t_file1), progress.moved_after(t_broker2)
     still1, still2 = progress.longest_still(t_broker1), progress.longest_still(t_file2)
+    def secs(x: float | None) -> str:
+        return "-" if x is None else f"{x:.1f}"
+
     figure("password_rotation", f"{sent * PARTS} records, 0 missing, 0 duplicated, the job never ended; broker "
-           f"then file {FILE_LATE_S:.0f} s later: copying again {after1} s after the file changed (longest "
+           f"then file {FILE_LATE_S:.0f} s later: copying again {secs(after1)} s after the file changed (longest "
            f"stall from the broker's change {still1:.0f} s); file then broker {BROKER_LATE_S:.0f} s later: copying "
-           f"{after2} s after the broker's change (longest stall from the file's change {still2:.0f} s)")
+           f"{secs(after2)} s after the broker's change (longest stall from the file's change {still2:.0f} s)")
     assert after1 is not None and after2 is not None
     assert jp.stop() == 0, jp.log()[-3000:]
 
