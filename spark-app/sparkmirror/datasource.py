@@ -102,6 +102,7 @@ class MirrorStreamReader(DataSourceStreamReader):
         self.drain_file = options.get("drainFile") or ""
         self.go_file = options.get("goFile") or ""
         self._sync = None
+        self._progress_ready = False
         self._routes: list[tuple[str, str, int]] | None = None
         self._synced_at = float("-inf")
         self._last_epoch = 0
@@ -115,7 +116,8 @@ class MirrorStreamReader(DataSourceStreamReader):
     def __getstate__(self) -> dict:
         return {"config_json": self.config_json, "mirror_name": self.mirror_name, "drain_file": self.drain_file,
                 "go_file": self.go_file,
-                "_sync": None, "_live": None, "_offset_ms": 0.0, "_planned_at": None, "_plan": None, "_planner": None,
+                "_sync": None, "_progress_ready": False, "_live": None, "_offset_ms": 0.0, "_planned_at": None,
+                "_plan": None, "_planner": None,
                 "_routes": self._routes, "_synced_at": float("-inf"), "_last_epoch": self._last_epoch}
 
     # ---- driver --------------------------------------------------------------------------------------------
@@ -133,11 +135,13 @@ class MirrorStreamReader(DataSourceStreamReader):
         from .progress import ensure_progress_topic
         from .topicsync import TopicSync
 
-        sync = self._sync or TopicSync(config, mirror)
+        if self._sync is None:  # kept from the first try: its refusal grace counts from the first refusal
+            self._sync = TopicSync(config, mirror)
+        sync = self._sync
         try:
-            if self._sync is None:
+            if not self._progress_ready:
                 ensure_progress_topic(config.cluster(mirror.target).client_config(), config.progressTopic)
-                self._sync = sync
+                self._progress_ready = True
             now = time.monotonic()
             if force or self._routes is None or now - self._synced_at >= mirror.refreshTopicsIntervalSeconds:
                 def as_routes(routes: list) -> list[Route]:

@@ -24,6 +24,10 @@ A cluster that does not answer is no error: the mirror is *waiting* (`waiting`, 
 snapshot; `sparkmirror_mirror_stalled` and `sparkmirror_mirror_stalled_seconds`), as the services see it live
 or the lanes reported it at the end of their last epoch; one log line when it starts, one when it ends.
 
+Credentials rotated in place (a Secret's file replaced, credentials.py): every few seconds each mirror's services
+compare the fingerprint of their clusters' secrets with the one their clients were made with, and make the
+clients again when it changed (`_renew`), counters carried over.
+
 The Prometheus families made of the snapshot, their names and labels: `exposition.py`.
 """
 from __future__ import annotations
@@ -38,6 +42,7 @@ from dataclasses import dataclass, field
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from .copying.errors import talking_to, transient_reason
+from .credentials import CredentialWatch
 from .exposition import EXPORTED, PER_PARTITION, families, prometheus_text  # noqa: F401 - the endpoint's API
 from .outage import Outage
 from .progress import CommittedCounter, ProgressTail, lag_position, partition_lag, should_count
@@ -189,6 +194,11 @@ class MirrorMonitor:
         for tp, ts in self._oldest.timestamps(behind).items():  # a failed read leaves a partition without figure
             parts[tp].oldest_ms = ts
 
+    def carry_on_from(self, old: "MirrorMonitor") -> None:
+        """Go on from `old`'s figures (made again with new credentials): counters and the partitions' times."""
+        self.transactions, self._seen_ms = old.transactions, old._seen_ms
+        self.partitions, self.updated = old.partitions, old.updated
+
     def close(self) -> None:
         self.tail.close()
         for reader in (self._counter, self._oldest):
@@ -218,6 +228,7 @@ class _Mirror:
     error_counts: dict[str, int] = field(default_factory=dict)  # failures by service, since the driver started
     checkpoint_groups: int = 0
     outage: Outage | None = None  # what the services wait for (a cluster that does not answer), by service
+    credentials: CredentialWatch | None = None  # the secrets its clients were made with (see `_renew`)
 
     def __post_init__(self) -> None:
         self.outage = Outage(f"mirror {self.mirror.name!r}")
@@ -323,8 +334,33 @@ class DriverServices:
         if line:
             log.warning("%s", line)
 
+    def _renew(self, m: _Mirror) -> None:
+        """The credentials of the mirror's clusters changed (a Secret replaced in place, credentials.py): the
+        services' clients are made again at once, from the new ones. The monitor's counters carry over (a
+        Prometheus counter must not go back); its new progress-topic reader reads the topic afresh."""
+        assert m.credentials is not None
+        log.info("mirror %s: the credentials of cluster %s changed: making the services' clients again",
+                 m.mirror.name, m.credentials.names())
+        old = m.monitor
+        for part in (m.checkpoints, m.heartbeats, m.monitor):
+            if part is not None:
+                try:
+                    part.close()
+                except Exception:  # noqa: BLE001 - clients on refused credentials: closing is best effort
+                    pass
+        m.checkpoints = m.heartbeats = m.monitor = None
+        m.next_poll = m.next_heartbeat = m.next_checkpoint = 0.0
+        if old is not None:
+            self._guard(m, "monitor", lambda: setattr(m, "monitor", MirrorMonitor(self.config, m.mirror)))
+            if m.monitor is not None:
+                m.monitor.carry_on_from(old)
+
     def _tick(self, m: _Mirror, now: float) -> None:
         mirror = m.mirror
+        if m.credentials is None:  # read before any client of the mirror's is made
+            m.credentials = CredentialWatch([self.config.cluster(mirror.source), self.config.cluster(mirror.target)])
+        elif m.credentials.changed():
+            self._renew(m)
         if now >= m.next_poll:
             m.next_poll = now + self.poll_interval
             if m.monitor is None:

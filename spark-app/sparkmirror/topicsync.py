@@ -41,6 +41,7 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, 
                                    NewPartitions, NewTopic, OffsetSpec)
 
 from .aclsync import AclRecord, AclState, AclSync, mirror_principal
+from .credentials import CredentialWatch, RefusalGrace
 from .resource.flowgroup import Cluster, FlowGroupConfig, Mirror
 from .resource.javaregex import JavaPatternError, compile_java
 from .replication import GroupFilter, ReplicationPolicy, TopicFilter, policy_for, should_replicate_topic
@@ -275,6 +276,8 @@ class TopicSync:
         self.target_cluster: Cluster = config.cluster(mirror.target)
         self._source_admin: AdminClient | None = None
         self._target_admin: AdminClient | None = None
+        self._credentials = CredentialWatch([self.source_cluster, self.target_cluster])  # before any client
+        self._grace = RefusalGrace()
         self._topic_ids: dict[str, str] = {}
         self.end_offsets: dict[tuple[str, int], int] = {}   # source (topic, partition) -> highest end offset seen
         self._behind_since: dict[str, float] = {}  # source topic -> since when its end offsets are below those
@@ -292,6 +295,10 @@ class TopicSync:
     def _admin(self, which: str) -> AdminClient:
         cluster = self.source_cluster if which == "source" else self.target_cluster
         attr = f"_{which}_admin"
+        if self._credentials.changed():  # a Secret replaced in place: clients from the new credentials
+            log.info("mirrors[%s]: the credentials of cluster %s changed: making the topic sync's clients again",
+                     self.mirror.name, self._credentials.names())
+            self._source_admin = self._target_admin = None
         if getattr(self, attr) is None:
             conf = {**cluster.client_config(), "socket.connection.setup.timeout.ms": str(int(self.timeout * 1000))}
             setattr(self, attr, AdminClient(conf))
@@ -305,14 +312,24 @@ class TopicSync:
     def check_refusals(self) -> None:
         """Raises TopicSyncError naming the cluster when one refuses the mirror's credentials or certificates:
         for librdkafka that is a transport failure, which would otherwise be waited out as an outage for ever.
-        Asked after a failure that looked transient, never on the way of a working sync."""
+        Asked after a failure that looked transient, never on the way of a working sync. Credentials being
+        rotated are refused for a while (the broker's and the mounted Secret's change apart): a refusal stands
+        only once the same credentials were refused for longer than the grace (credentials.RefusalGrace); until
+        then the failure is waited out, with clients made again from whatever the files hold by then."""
         from .refusal import refusal
 
         for which in ("source", "target"):
             cluster = self.source_cluster if which == "source" else self.target_cluster
             refused = refusal(cluster.client_config(), min(self.timeout, 5.0))
-            if refused is not None:
+            if refused is None:
+                self._grace.accepted(cluster.alias)
+                continue
+            left = self._grace.refused(cluster)
+            if left is None:
                 raise TopicSyncError(f"{self._where(which)} refuses the mirror: {refused}")
+            log.warning("%s refuses the mirror's credentials (%s): waited on for up to %.0f s more, as credentials "
+                        "being rotated are", self._where(which), refused, left)
+            setattr(self, f"_{which}_admin", None)  # the next try makes its client from the files as they are then
 
     def _list(self, which: str) -> dict[str, int]:
         try:
@@ -416,6 +433,7 @@ class TopicSync:
         self._sync_acls(plan.routes, now)
         self._check_recreated(plan.routes)
         self.routes, self.last_sync = plan.routes, time.time()
+        self._grace = RefusalGrace()  # both clusters answered: a later refusal gets a grace of its own
         return list(plan.routes)
 
     def _visible(self, plan: SyncPlan, wait: float = VISIBLE_WAIT_SECONDS) -> list[TopicRoute]:

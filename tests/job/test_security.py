@@ -15,6 +15,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from sparkmirror.checkpoints import CheckpointEmitter
+from sparkmirror.credentials import GRACE_ENV
 from sparkmirror.heartbeats import HeartbeatEmitter
 from sparkmirror.mm2formats import Checkpoint, Heartbeat
 from sparkmirror.resource.flowgroup import FlowGroupConfig
@@ -193,9 +194,12 @@ def test_refusals_name_the_cluster_never_the_secret(kafka_a, secured, topic, job
 
     # the job itself: refused credentials end it (no endless retry) with a message naming the target
     binary = b"\xff\xfe" + MARKER.encode() + b"\x80"
-    jobs = {"wrong password": job(config("refused-job", [plain_a, cases["wrong password"][0]], "a", "s", src)),
+    # a refusal stands once the same credentials were refused for longer than a rotation's grace (10 s here)
+    grace = {GRACE_ENV: "10"}
+    jobs = {"wrong password": job(config("refused-job", [plain_a, cases["wrong password"][0]], "a", "s", src),
+                                  env=grace),
             "binary password": job(config("binary-job", [plain_a, secured.entry("s", "SASL_SSL", password=binary)],
-                                          "a", "s", src))}
+                                          "a", "s", src), env=grace)}
     for what, jp in jobs.items():
         started = time.monotonic()
         wait_for(lambda: jp.proc.poll() is not None, 240, f"the job with a {what} to end")

@@ -36,6 +36,8 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
                              *DEV_ONLY)),
     ("sparkmirror.refusal", ("sparkmirror_operator", *SPARK_SIDE, *THIRD_PARTY_K8S, *THIRD_PARTY_SPARK,
                              *DEV_ONLY)),
+    ("sparkmirror.credentials", ("sparkmirror_operator", *SPARK_SIDE, *THIRD_PARTY_K8S, *THIRD_PARTY_KAFKA,
+                                 *THIRD_PARTY_SPARK, *DEV_ONLY)),
     # the CLI front door only dispatches to entry points
     ("sparkmirror.cli", ("sparkmirror_operator", "sparkmirror_dev", *THIRD_PARTY_K8S, *THIRD_PARTY_SPARK)),
     # the one place of the job that reads the operator's Lease (the Kubernetes client, never kopf)

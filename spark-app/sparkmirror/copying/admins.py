@@ -11,15 +11,21 @@ import threading
 
 from confluent_kafka.admin import AdminClient
 
-_KEPT: dict[str, AdminClient] = {}
+from ..credentials import SECRET_KEYS, conf_files_digest
+
+_KEPT: dict[str, tuple[str, AdminClient]] = {}
+"""The config without its secrets -> (the whole config and the files it names, the client)."""
 _LOCK = threading.Lock()
 
 
 def kept_admin(conf: dict[str, str]) -> AdminClient:
-    """This process' admin client for `conf` (a changed Secret or setting makes another)."""
-    key = repr(sorted(conf.items()))
+    """This process' admin client for `conf`. A changed Secret (a password in `conf`, or a certificate file it
+    names, replaced in place) or setting makes another, which replaces the one of the same settings otherwise:
+    the old one's credentials may be refused by now (it goes once the callers holding it let go)."""
+    who = repr(sorted((k, v) for k, v in conf.items() if k not in SECRET_KEYS))
+    key = repr(sorted(conf.items())) + conf_files_digest(conf)
     with _LOCK:
-        admin = _KEPT.get(key)
-        if admin is None:
-            admin = _KEPT[key] = AdminClient(conf)
-        return admin
+        kept = _KEPT.get(who)
+        if kept is None or kept[0] != key:
+            kept = _KEPT[who] = (key, AdminClient(conf))
+        return kept[1]

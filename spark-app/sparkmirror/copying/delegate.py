@@ -258,7 +258,7 @@ def ask(copier: LaneCopy) -> Served | None:
     me = Proc.me()
     if doc is None or me is None:
         return None
-    key = plan_key(copier.tid, copier.config)
+    key = plan_key(copier.tid, copier.config, copier.ctx.credentials)
     try:
         holder = Proc(int(doc["pid"]), str(doc["started"]))
         usable = holder != me and doc["epoch"] == copier.prev_epoch and doc["key"] == key and holder.alive()

@@ -135,6 +135,7 @@ class LaneCopy:
         """Fresh clients: producers, init_transactions (fences older copies), THEN progress, then assign."""
         t0 = time.monotonic()
         ctx = self.ctx
+        ctx.reload()  # secrets as they are now: a Secret replaced since the lane began reaches its new clients
         if not self.standby:  # a standby belongs to the newest generation: it waited for its own go mark
             self.check_not_superseded()  # before anything holds the lane's id: a later generation's lane may
         self.writer.open(self.protocol_class)  # FIRST of the clients: aborts and fences older copies
@@ -153,7 +154,9 @@ class LaneCopy:
                  len(positions))
 
     def take_clients(self, kept: LaneCopy) -> None:
-        """Continue with the clients and committed positions of this lane's previous copier (sessions.py)."""
+        """Continue with the clients and committed positions of this lane's previous copier (sessions.py), and
+        the fingerprint of the secrets they were made with (what the next epoch's resume compares)."""
+        self.ctx.credentials = kept.ctx.credentials
         self.writer.take(kept.writer)
         self.ledger.take(kept.ledger)
         self.committer.take(kept.committer)

@@ -8,16 +8,17 @@ from ..resource.flowgroup import FlowGroupConfig
 from .shares import PartitionKey
 
 
-def session_key(tid: str, config: FlowGroupConfig) -> tuple:
-    """What must not have changed for kept clients to be resumed: the lane and the config. The plan may have
-    grown (`grows`)."""
-    return (tid, config.model_dump_json())
+def session_key(tid: str, config: FlowGroupConfig, credentials: str) -> tuple:
+    """What must not have changed for kept clients to be resumed: the lane, the config and the secrets the
+    clients were made with (`credentials`, a fingerprint: a Secret replaced since makes the lane's next epoch
+    start afresh, its new producer fencing the kept one). The plan may have grown (`grows`)."""
+    return (tid, config.model_dump_json(), credentials)
 
 
-def plan_key(tid: str, config: FlowGroupConfig) -> str:
+def plan_key(tid: str, config: FlowGroupConfig, credentials: str) -> str:
     """What a task and the keeping worker must agree on (`session_key`, hashed); the task's partitions travel
     with its request and must include the kept ones (`grows`)."""
-    return hashlib.sha256(repr(session_key(tid, config)).encode()).hexdigest()
+    return hashlib.sha256(repr(session_key(tid, config, credentials)).encode()).hexdigest()
 
 
 def grows(kept: dict[PartitionKey, str], planned: dict[PartitionKey, str]) -> bool:

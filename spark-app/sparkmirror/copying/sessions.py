@@ -67,7 +67,7 @@ class LaneSession:
         c.should_stop = should_stop
         c.watch = None  # its task's watch: the next epoch's plan holds what the source gains from here on
         self._deadline = time.monotonic() + seconds
-        self._plan = plan_key(c.tid, c.config)
+        self._plan = plan_key(c.tid, c.config, c.ctx.credentials)
         self._me = delegate.Proc.me()
         self._token = delegate.announce(c.tid, self.last_epoch, self._plan)
         self._thread = threading.Thread(target=self._carry, name=f"carry-{c.tid}", daemon=True)
@@ -169,9 +169,11 @@ def resume(copier: LaneCopy) -> bool:
         log.info("lane %s: no kept clients in this worker", copier.tid)
         return False
     kept = session.release()  # stops copying between epochs at a transaction boundary
-    same = kept is not None and session.key == session_key(copier.tid, copier.config) and grows(kept.route,
-                                                                                                copier.route)
+    key = session_key(copier.tid, copier.config, copier.ctx.credentials)
+    same = kept is not None and session.key[:2] == key[:2] and grows(kept.route, copier.route)
+    renewed = same and session.key[2] != key[2]  # a Secret replaced: fresh clients, fencing the kept ones
     why = ("they stopped" if kept is None else "plan changed" if not same else
+           "the cluster credentials changed since they were made" if renewed else
            f"they ran epoch {session.last_epoch}, this one follows {copier.prev_epoch}"
            if session.last_epoch != copier.prev_epoch else f"task attempt {copier.attempt}" if copier.attempt
            else "")
@@ -216,7 +218,7 @@ def keep(copier: LaneCopy, run: RunEpoch) -> None:
     runs an epoch a task in another worker asks for (delegate.py)."""
     assert copier.epoch is not None and copier.has_clients
     copier.ledger.next_epoch()  # what is copied between epochs counts in the next one
-    session = LaneSession(session_key(copier.tid, copier.config), copier.epoch, copier, run)
+    session = LaneSession(session_key(copier.tid, copier.config, copier.ctx.credentials), copier.epoch, copier, run)
     with _SESSIONS_LOCK:
         old = _SESSIONS.pop(copier.tid, None)
         _SESSIONS[copier.tid] = session

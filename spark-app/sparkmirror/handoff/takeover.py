@@ -29,12 +29,14 @@ from ..progress import ensure_progress_topic, read_progress
 from ..progress.record import failover_key, failover_value, generation_key, generation_value
 from ..progress.state import ProgressState
 from ..progress.state import failed_over_message
+from ..credentials import SECRET_KEYS, RefusalGrace, conf_files_digest
 from ..refusal import refusal
 from ..resource.flowgroup import FlowGroupConfig, Predecessor
 from ..resource.names import transactional_ids
 
-_PRODUCERS: dict[str, Producer] = {}
-"""Mark writers by target client config, made in standby so the takeover does not wait for a connection."""
+_PRODUCERS: dict[str, tuple[str, Producer]] = {}
+"""Mark writers by target client config without its secrets (-> the whole config and its files, the writer),
+made in standby so the takeover does not wait for a connection."""
 _ENSURED: set[tuple[str, str]] = set()  # (target client config, progress topic) known to exist
 
 log = logging.getLogger(__name__)
@@ -103,18 +105,24 @@ def newest_of(config: FlowGroupConfig, states: dict[str, ProgressState]) -> tupl
 def marks_by_target(config: FlowGroupConfig, timeout: float = 60.0) -> dict[str, ProgressState]:
     """Each target's progress topic read to its end (marks included), by target alias."""
     out = {}
+    grace = RefusalGrace()
     for alias in sorted({m.target for m in config.mirrors}):
-        conf = config.cluster(alias).client_config()
-        try:
-            ensure_progress_topic(conf, config.progressTopic, timeout=min(timeout, 30.0))
-            state = read_progress(conf, config.progressTopic, timeout=timeout, resource=config.resource)
-        except (KafkaException, TimeoutError):
-            refused = refusal(conf, min(timeout, 10.0))  # librdkafka tells a refused login only its error callback
-            if refused is None:
-                raise
-            raise HandoffError(f"flow group {config.name!r}: target cluster {alias!r} "
-                               f"({config.cluster(alias).bootstrapServers}) refuses the mirror: {refused}") from None
-        out[alias] = state
+        while alias not in out:
+            conf = config.cluster(alias).client_config()  # read again at every try: a Secret being rotated
+            try:
+                ensure_progress_topic(conf, config.progressTopic, timeout=min(timeout, 30.0))
+                out[alias] = read_progress(conf, config.progressTopic, timeout=timeout, resource=config.resource)
+            except (KafkaException, TimeoutError):
+                refused = refusal(conf, min(timeout, 10.0))  # librdkafka tells a refused login only its error callback
+                if refused is None:
+                    raise
+                where = (f"flow group {config.name!r}: target cluster {alias!r} "
+                         f"({config.cluster(alias).bootstrapServers}) refuses the mirror: {refused}")
+                left = grace.refused(config.cluster(alias))
+                if left is None:  # the same credentials refused for longer than credentials being rotated are
+                    raise HandoffError(where) from None
+                log.warning("%s; asked again for up to %.0f s more, as credentials being rotated are", where, left)
+                time.sleep(min(left, 5.0))
     return out
 
 
@@ -210,11 +218,15 @@ def _to_fence(config: FlowGroupConfig, preds: list[Predecessor], known: set[str]
 
 
 def _producer(conf: dict[str, str], config: FlowGroupConfig) -> Producer:
-    key = repr(sorted(conf.items()))
-    if key not in _PRODUCERS:  # not idempotent: a mark written twice says the same
-        _PRODUCERS[key] = Producer({**conf, "acks": "all", "linger.ms": 0,
-                                    "client.id": f"sparkmirror-takeover-{config.name}"})
-    return _PRODUCERS[key]
+    """The kept mark writer for `conf`; one whose secrets (a password in `conf`, a certificate file it names)
+    changed since replaces the one made with the old ones, which the cluster may refuse by now."""
+    who = repr(sorted((k, v) for k, v in conf.items() if k not in SECRET_KEYS))
+    key = repr(sorted(conf.items())) + conf_files_digest(conf)
+    kept = _PRODUCERS.get(who)
+    if kept is None or kept[0] != key:  # not idempotent: a mark written twice says the same
+        kept = _PRODUCERS[who] = (key, Producer({**conf, "acks": "all", "linger.ms": 0,
+                                                 "client.id": f"sparkmirror-takeover-{config.name}"}))
+    return kept[1]
 
 
 def write_mark(config: FlowGroupConfig, alias: str, groups: list[str], at_ms: int, timeout: float, go: bool,
