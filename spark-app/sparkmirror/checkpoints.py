@@ -28,6 +28,7 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 from confluent_kafka import (Consumer, ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaError, KafkaException,
                              Producer, TopicPartition)
@@ -249,16 +250,13 @@ class CheckpointEmitter:
         self.groups = GroupFilter.of(mirror)
         self.topic = self.policy.checkpoints_topic(mirror.source)
         target_conf = config.cluster(mirror.target).client_config()
-        self.source_admin = AdminClient(config.cluster(mirror.source).client_config())
         self.target_admin = AdminClient(target_conf)
         self.producer = Producer({**target_conf, "enable.idempotence": True, "linger.ms": 5})
         self._own_tail = tail is None
         self.tail = ProgressTail(target_conf, config.progressTopic, mirror.source, resource=config.resource,
                                  max_history=config.offsetHistory) if tail is None else tail
-        stamper = RecordStamper.of(self.policy, mirror.source, mirror.target)
-        self.counter = SourceCounter(config.cluster(mirror.source).client_config(),
-                                     stamper if stamper.uses_provenance else None, timeout, target_conf, mirror.source)
         self._emitted: dict[tuple[str, str, int], tuple[int, int]] = {}
+        self.nothing_mirrored = True  # the last round found no offset map: nothing of the mirror copied yet
         self._topic_ready = False
         self.last: dict[str, list[Checkpoint]] = {}
         self.committed_last: dict[str, dict[tuple[str, int], int]] = {}  # group -> its mirrored source offsets
@@ -266,6 +264,19 @@ class CheckpointEmitter:
         self.lag_counters: tuple[CommittedCounter, CommittedCounter] | None = None  # source, target
         self._prune_at = time.monotonic() + PRUNE_ANCHORS_SECONDS
         self._pruned: dict[tuple[str, int], set[int]] = {}  # anchor blocks tombstoned, per source partition
+
+    # the source's clients are made on first use: a failover with the source gone asks it nothing
+    @cached_property
+    def source_admin(self) -> AdminClient:
+        return AdminClient(self.config.cluster(self.mirror.source).client_config())
+
+    @cached_property
+    def counter(self) -> SourceCounter:
+        mirror = self.mirror
+        stamper = RecordStamper.of(self.policy, mirror.source, mirror.target)
+        return SourceCounter(self.config.cluster(mirror.source).client_config(),
+                             stamper if stamper.uses_provenance else None, self.timeout,
+                             self.config.cluster(mirror.target).client_config(), mirror.source)
 
     def source_groups(self) -> list[str]:
         return matching_groups(self.source_admin, self.groups.matches, self.timeout)
@@ -279,7 +290,11 @@ class CheckpointEmitter:
         maps = self.tail.maps()
         out = {}
         self.committed_last = {}
-        for group in self.source_groups():
+        self.nothing_mirrored = not maps
+        groups = self.source_groups()
+        if not maps:  # nothing to translate with: no group's offsets are asked (rounds come often until there is)
+            return out
+        for group in groups:
             committed = {k: v for k, v in self.committed(self.source_admin, group).items() if k in maps}
             self.committed_last[group] = {k: off for k, (off, _md) in committed.items()}
             cps = translate(group, committed, maps, self.counter, self.counter.between)
@@ -350,6 +365,9 @@ class CheckpointEmitter:
         cps = self.translate_all()
         if self.mirror.emitCheckpoints:  # emit.checkpoints.enabled=false: translated for the offset sync only
             self.emit(cps)
+        if self.nothing_mirrored:
+            self.last, self.lags = cps, []
+            return cps
         if self.mirror.syncGroupOffsets if sync_offsets is None else sync_offsets:
             self.sync_group_offsets(cps)
         self.last = cps
@@ -412,6 +430,7 @@ class CheckpointEmitter:
         self.producer.flush(self.timeout)
         if self._own_tail:
             self.tail.close()
-        self.counter.close()
+        if "counter" in self.__dict__:
+            self.counter.close()
         for counter in self.lag_counters or ():
             counter.close()

@@ -6,7 +6,10 @@
   offset minus next offset to mirror, small ones counted read_committed so transaction markers do not count)
   and records/s live, independent of Spark's epoch length;
 - heartbeats every `emitHeartbeatsIntervalSeconds` and checkpoints / group offset sync every
-  `emitCheckpointsIntervalSeconds` (`heartbeats.py`, `checkpoints.py`);
+  `emitCheckpointsIntervalSeconds` (`heartbeats.py`, `checkpoints.py`): a checkpoint round runs first when due,
+  keeps its interval (due one interval after the last was due) and, while nothing is copied yet, is tried every
+  second, so the first checkpoint follows the first committed range; every part reads the progress topic through
+  the one `ProgressTail`, whose poll stops at the end it began from;
 - when `metricsPort` is set, Prometheus text on `http://<bind>:<metricsPort>/metrics` (prometheus_client).
 
 Records/s and bytes/s are live too, from the progress records committed in the last RATE_WINDOW_S (an epoch's
@@ -49,6 +52,7 @@ from .topicsync import list_offsets, select_topics, topic_filter
 log = logging.getLogger(__name__)
 
 RATE_WINDOW_S = 10.0
+FIRST_CHECKPOINT_RETRY_S = 1.0  # checkpoint rounds while nothing of the mirror is copied yet (see _checkpoint)
 
 
 @dataclass
@@ -325,10 +329,14 @@ class DriverServices:
 
     def _tick(self, m: _Mirror, now: float) -> None:
         mirror = m.mirror
+        if m.monitor is None and now >= m.next_poll:  # first: its progress-topic tail is the checkpoints' too
+            self._guard(m, "monitor", lambda: setattr(m, "monitor", MirrorMonitor(self.config, mirror)))
+        # checkpoints next: when due they run now, not after this tick's monitor poll and heartbeat
+        wants_ckpt = mirror.emitCheckpoints or mirror.syncGroupOffsets
+        if self._want_checkpoints and wants_ckpt and now >= m.next_checkpoint:
+            self._checkpoint(m, m.next_checkpoint or now)
         if now >= m.next_poll:
             m.next_poll = now + self.poll_interval
-            if m.monitor is None:
-                self._guard(m, "monitor", lambda: setattr(m, "monitor", MirrorMonitor(self.config, mirror)))
             if m.monitor is not None:
                 self._guard(m, "monitor", m.monitor.poll)
         if self._want_heartbeats and mirror.emitHeartbeats and now >= m.next_heartbeat:
@@ -339,23 +347,29 @@ class DriverServices:
                 self._guard(m, "heartbeats", lambda: setattr(m, "heartbeats", HeartbeatEmitter(self.config, mirror)))
             if m.heartbeats is not None:
                 self._guard(m, "heartbeats", m.heartbeats.emit)
-        wants_ckpt = mirror.emitCheckpoints or mirror.syncGroupOffsets
-        if self._want_checkpoints and wants_ckpt and now >= m.next_checkpoint:
-            m.next_checkpoint = now + min(
-                [mirror.emitCheckpointsIntervalSeconds] * mirror.emitCheckpoints
-                + [mirror.syncGroupOffsetsIntervalSeconds] * mirror.syncGroupOffsets)
-            from .checkpoints import CheckpointEmitter
 
-            if m.checkpoints is None:
-                # one progress-topic reader per mirror on the driver: the monitor's, when it has one
-                tail = m.monitor.tail if m.monitor is not None else None
-                self._guard(m, "checkpoints", lambda: setattr(m, "checkpoints",
-                                                              CheckpointEmitter(self.config, mirror, tail=tail)))
-            if m.checkpoints is not None:
-                def run() -> None:
-                    cps = m.checkpoints.run_once()
-                    m.checkpoint_groups = len(cps)
-                self._guard(m, "checkpoints", run)
+    def _checkpoint(self, m: _Mirror, due: float) -> None:
+        """One checkpoint round. Rounds keep their interval (the next is due one interval after this one was
+        due, not after it ended); while nothing of the mirror is copied yet a round is tried again after
+        FIRST_CHECKPOINT_RETRY_S, so the first checkpoint follows the first committed range at once."""
+        mirror = m.mirror
+        interval = min([mirror.emitCheckpointsIntervalSeconds] * mirror.emitCheckpoints
+                       + [mirror.syncGroupOffsetsIntervalSeconds] * mirror.syncGroupOffsets)
+        from .checkpoints import CheckpointEmitter
+
+        if m.checkpoints is None:
+            # one progress-topic reader per mirror on the driver: the monitor's, when it has one
+            tail = m.monitor.tail if m.monitor is not None else None
+            self._guard(m, "checkpoints", lambda: setattr(m, "checkpoints",
+                                                          CheckpointEmitter(self.config, mirror, tail=tail)))
+        if m.checkpoints is not None:
+            def run() -> None:
+                cps = m.checkpoints.run_once()
+                m.checkpoint_groups = len(cps)
+            self._guard(m, "checkpoints", run)
+        waiting = m.checkpoints is None or m.checkpoints.nothing_mirrored
+        step = min(interval, FIRST_CHECKPOINT_RETRY_S) if waiting else interval
+        m.next_checkpoint = max(due + step, time.monotonic())
 
     def _run(self) -> None:
         while not self._stop.is_set():

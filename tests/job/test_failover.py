@@ -191,6 +191,9 @@ def _source_dies(kafka_a: KafkaCluster, kafka_b: KafkaCluster, topic, tmp_path, 
     on_target = consume_as_group(kafka_b.bootstrap, moved, dst, 2)
     assert {p: read_on_source[p] + on_target[p] for p in (0, 1)} == {0: list(range(80)), 1: list(range(80))}
 
+    assert {g["group"]: g["checkpointAgeMs"] is not None for g in report["groups"]} == {moved: True, busy: True}
+    assert report["groupsNotMoved"] == [busy]
+
     # a selected group with no checkpoint yet (source gone): named as not moved, not `ok` (was `"groups": []`, ok)
     rc = main(["failover", "-f", str(gone), "--mirror", alias, "-o", "json", "--timeout", "20", "--groups",
                "dr-none-.*", "--log-file", str(tmp_path / "none.log")])
@@ -198,6 +201,16 @@ def _source_dies(kafka_a: KafkaCluster, kafka_b: KafkaCluster, topic, tmp_path, 
     report = json.loads(out)
     assert rc == 1 and not report["ok"] and report["groups"] == [], (out, err)
     assert "no selected group has a checkpoint" in report["notMoved"][0]
+    # one named beside a moved one: the moved one stays where it is, the named one is reported by name
+    ghost = unique_name("dr-ghost")
+    rc = main(["failover", "-f", str(gone), "--mirror", alias, "-o", "json", "--timeout", "20", "--groups",
+               f"{moved}|{ghost}", "--log-file", str(tmp_path / "ghost.log")])
+    out, err = capfd.readouterr()
+    report = json.loads(out)
+    assert rc == 1 and not report["ok"] and report["groupsNotMoved"] == [ghost], (out, err)
+    assert [g["group"] for g in report["groups"]] == [moved] and report["groups"][0]["moved"]
+    assert report["notMoved"] == [f"group {ghost}: no checkpoint on target 'b' (the mirror had not emitted one for "
+                                  "it yet): its consumers would start at auto.offset.reset there"]
 
     # a mirror that never emitted checkpoints, its source gone: nothing to translate from, said plainly (exit 1)
     never = json.loads(json.dumps(doc))

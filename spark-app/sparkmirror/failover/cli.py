@@ -106,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
     from ..runner.cli import load_reported
     from ..runner.console import QuietConsole, default_log_path
     from ..runner.resources import secrets_reported
+    from .report import named_groups
     from .run import NotCaughtUp, failover, undo_all
 
     loaded = load_reported(args, _err)
@@ -145,7 +146,8 @@ def run(args: argparse.Namespace) -> int:
             elif args.undo:
                 doc = undo_all(configs, mirror, args.timeout)
             else:
-                doc = failover(configs, mirror, select, args.timeout, args.wait_caught_up, _err)
+                doc = failover(configs, mirror, select, args.timeout, args.wait_caught_up, _err,
+                               named=named_groups(args.groups))
         except NotCaughtUp as e:
             _err(f"--wait-caught-up: {e}")
             return 1
