@@ -257,6 +257,7 @@ class CheckpointEmitter:
                                  max_history=config.offsetHistory) if tail is None else tail
         self._emitted: dict[tuple[str, str, int], tuple[int, int]] = {}
         self.nothing_mirrored = True  # the last round found no offset map: nothing of the mirror copied yet
+        self._ask_source_at = 0.0  # while nothing is mirrored: when a round next lists the source's groups
         self._topic_ready = False
         self.last: dict[str, list[Checkpoint]] = {}
         self.committed_last: dict[str, dict[tuple[str, int], int]] = {}  # group -> its mirrored source offsets
@@ -291,10 +292,12 @@ class CheckpointEmitter:
         out = {}
         self.committed_last = {}
         self.nothing_mirrored = not maps
-        groups = self.source_groups()
-        if not maps:  # nothing to translate with: no group's offsets are asked (rounds come often until there is)
+        if not maps:  # nothing to translate with: rounds come every second until there is, the source is asked
+            if time.monotonic() >= self._ask_source_at:  # (does it answer, and allow?) once an interval
+                self._ask_source_at = time.monotonic() + self.mirror.emitCheckpointsIntervalSeconds
+                self.source_groups()
             return out
-        for group in groups:
+        for group in self.source_groups():
             committed = {k: v for k, v in self.committed(self.source_admin, group).items() if k in maps}
             self.committed_last[group] = {k: off for k, (off, _md) in committed.items()}
             cps = translate(group, committed, maps, self.counter, self.counter.between)

@@ -15,7 +15,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from sparkmirror.checkpoints import CheckpointEmitter
 from sparkmirror.cli import main
-from sparkmirror.failover.report import PartitionMove, can_move, decide, document, table, to_commit
+from sparkmirror.failover.report import (PartitionMove, can_move, decide, document, named_groups, table,
+                                         to_commit)
 from sparkmirror.failover.run import failover, undo_all
 from sparkmirror.mm2formats import Checkpoint
 from sparkmirror_dev.kafka import KafkaCluster
@@ -63,6 +64,19 @@ def test_decide_moves_idle_groups_forward_only() -> None:
     assert text[3].strip().startswith("7 records on the source were not copied")
     assert any(line.split()[:7] == ["g", "t", "0", "60", "a.t", "58", "committed"] for line in text)
     assert text[-1].startswith("consumers cannot all move yet")
+
+
+def test_groups_not_moved_are_named_and_checkpoint_ages_shown() -> None:
+    rows = decide("g", [Checkpoint("g", "a.t", 0, 60, 58)], {}, 0, {"a.t": "t"}) + \
+        decide("h", [Checkpoint("h", "a.t", 0, 7, 7)], {}, 1, {"a.t": "t"})
+    doc = document("a-to-b", "a", "b", "checkpoints", [], rows, None, ["group x: no checkpoint on target 'b'"],
+                   {"g": 4200, "h": 90}, ["x"])
+    assert doc["groupsNotMoved"] == ["h", "x"] and not doc["ok"]
+    assert [(g["group"], g["moved"], g["checkpointAgeMs"]) for g in doc["groups"]] == [("g", True, 4200),
+                                                                                        ("h", False, 90)]
+    text = table(doc)
+    assert "groups not moved: h, x" in text and "group g: last checkpoint 4.2 s old" in text
+    assert named_groups("app-1|app\\.v1|x-.*|[ab]") == ["app-1", "app.v1"] and named_groups(None) == []
 
 
 @pytest.mark.kafka

@@ -6,8 +6,10 @@
    transactional id their lanes held fenced. A running `sparkmirror run` sees it and exits; a driver started
    later refuses to copy those flow groups until `sparkmirror failover --undo`;
 3. translate every selected consumer group's committed offsets exactly (source reachable), or take its last
-   checkpoints on the target (source unreachable), and commit them to the same group on the target, only
-   for groups with no active members there, never moving a group backwards.
+   checkpoints on the target (source unreachable: asked once, at most 5 s, then never again; each group's
+   checkpointAgeMs says how old its checkpoint was), and commit them to the same group on the target, only
+   for groups with no active members there, never moving a group backwards. Groups that could not move are
+   named in groupsNotMoved.
 
 Exit status: 0 every selected group can resume on the target; 1 some cannot (members active on the target,
 a partition without an exact position) or a cluster did not answer; 2 a file or option is invalid.
