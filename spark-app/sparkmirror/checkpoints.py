@@ -286,23 +286,29 @@ class CheckpointEmitter:
         return committed_offsets(admin, group, self.timeout)
 
     def translate_all(self) -> dict[str, list[Checkpoint]]:
-        """group -> checkpoints, from the source's committed offsets and the progress read so far."""
-        self.tail.poll(self.timeout)
-        maps = self.tail.maps()
-        out = {}
+        """group -> checkpoints, from the source's committed offsets and the progress read after them (the map is
+        at least as new as the offsets). The tail may be shared with another thread, whose polls change the maps
+        in place: it is read and used under its lock, the groups' offsets asked of the source outside it."""
         self.committed_last = {}
-        self.nothing_mirrored = not maps
-        if not maps:  # nothing to translate with: rounds come every second until there is, the source is asked
-            if time.monotonic() >= self._ask_source_at:  # (does it answer, and allow?) once an interval
+        with self.tail.lock:
+            self.tail.poll(self.timeout)
+            self.nothing_mirrored = not self.tail.maps()
+        if self.nothing_mirrored:  # nothing to translate with: rounds come every second until there is; the
+            if time.monotonic() >= self._ask_source_at:  # source is asked (does it answer, and allow?) once an interval
                 self._ask_source_at = time.monotonic() + self.mirror.emitCheckpointsIntervalSeconds
                 self.source_groups()
-            return out
-        for group in self.source_groups():
-            committed = {k: v for k, v in self.committed(self.source_admin, group).items() if k in maps}
-            self.committed_last[group] = {k: off for k, (off, _md) in committed.items()}
-            cps = translate(group, committed, maps, self.counter, self.counter.between)
-            if cps:
-                out[group] = cps
+            return {}
+        offsets = {group: self.committed(self.source_admin, group) for group in self.source_groups()}
+        out = {}
+        with self.tail.lock:
+            self.tail.poll(self.timeout)
+            maps = self.tail.maps()
+            for group, all_committed in offsets.items():
+                committed = {k: v for k, v in all_committed.items() if k in maps}
+                self.committed_last[group] = {k: off for k, (off, _md) in committed.items()}
+                cps = translate(group, committed, maps, self.counter, self.counter.between)
+                if cps:
+                    out[group] = cps
         return out
 
     def emit(self, checkpoints: Mapping[str, list[Checkpoint]]) -> int:
@@ -384,20 +390,21 @@ class CheckpointEmitter:
         """Tombstones the anchors (`progress/record.py`) of this mirror whose stretch of the target its retention
         has deleted, so anchors live as long as the data they translate to, not as long as the mirror. Returns
         how many it wrote; a failure is logged, never raised (the next round tries again)."""
-        maps = self.tail.maps()
         try:
-            lows = list_offsets(self.target_admin, [(m.target_topic, p) for (_t, p), m in maps.items()],
-                                OffsetSpec.earliest(), self.timeout)
-            n = 0
-            for (topic, part), m in maps.items():
-                low = lows.get((m.target_topic, part))
-                done = self._pruned.setdefault((topic, part), set())
-                for block in (m.dead_blocks(low) if low else []):
-                    if block not in done:
-                        self.producer.produce(self.config.progressTopic, key=anchor_key(
-                            self.mirror.source, topic, part, self.config.resource, block), value=None)
-                        done.add(block)
-                        n += 1
+            with self.tail.lock:  # rare (every PRUNE_ANCHORS_SECONDS): held throughout
+                maps = self.tail.maps()
+                lows = list_offsets(self.target_admin, [(m.target_topic, p) for (_t, p), m in maps.items()],
+                                    OffsetSpec.earliest(), self.timeout)
+                n = 0
+                for (topic, part), m in maps.items():
+                    low = lows.get((m.target_topic, part))
+                    done = self._pruned.setdefault((topic, part), set())
+                    for block in (m.dead_blocks(low) if low else []):
+                        if block not in done:
+                            self.producer.produce(self.config.progressTopic, key=anchor_key(
+                                self.mirror.source, topic, part, self.config.resource, block), value=None)
+                            done.add(block)
+                            n += 1
             if n and self.producer.flush(self.timeout) > 0:
                 self._pruned.clear()  # some were not delivered: the next round writes them again
                 return 0

@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Iterable
@@ -282,12 +283,16 @@ def read_progress(target_conf: dict[str, str], topic: str, source_cluster: str |
 
 
 class ProgressTail(ProgressReader):
-    """Follows the progress topic on the target and keeps the offset maps of one source (driver side)."""
+    """Follows the progress topic on the target and keeps the offset maps of one source (driver side).
+
+    Shared by the driver's threads (live lag, checkpoints): each holds `lock` while it polls and while it uses
+    the maps, which a poll changes in place."""
 
     def __init__(self, target_conf: dict[str, str], topic: str, source_cluster: str,
                  resource: str | None = None, max_history: int = MAX_HISTORY) -> None:
         super().__init__(target_conf, topic, source_cluster, purpose="tail", resource=resource)
         self.state.max_history = max_history
+        self.lock = threading.RLock()
 
     def maps(self) -> dict[tuple[str, int], OffsetMap]:
         """Offset maps of the partitions whose progress is held (not anchors left of a reset progress)."""
