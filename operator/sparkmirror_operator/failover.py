@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkmirror.failover.report import MOVED
+from sparkmirror.failover.report import MOVED, named_groups
 from sparkmirror.resource.flowgroup import FlowGroupConfig, SecretResolver
 from sparkmirror.resource.javaregex import compile_java
 from sparkmirror.resource.plan import Plan
@@ -86,9 +86,15 @@ def record_of(mirror: str, doc: dict[str, Any]) -> dict[str, Any]:
     at_ms = min((s["atMs"] for s in doc["stopped"] if s.get("atMs")), default=None)
     at = dt.datetime.fromtimestamp(at_ms / 1000, dt.timezone.utc).replace(microsecond=0).isoformat() \
         .replace("+00:00", "Z") if at_ms else _now()
+    not_moved += doc.get("notMoved") or []  # why groups without rows did not move (no checkpoint, ...)
+    groups_not_moved = sorted({g["group"] for g in doc["groups"]} - groups_moved | set(doc.get("groupsNotMoved", [])))
+    ages = {g["group"]: g["checkpointAgeMs"] for g in doc["groups"] if g.get("checkpointAgeMs") is not None}
+    oldest = sorted(ages, key=lambda g: -ages[g])[:NOT_MOVED_SHOWN]
     return {"mirror": mirror, "state": "FailedOver", "time": at,
             "flowGroups": [s["flowGroup"] for s in doc["stopped"]], "offsetsFrom": doc["offsetsFrom"],
             "groupsMoved": len(groups_moved), "partitionsMoved": len(moved), "notMoved": not_moved[:NOT_MOVED_SHOWN],
+            "groupsNotMoved": groups_not_moved[:NOT_MOVED_SHOWN],
+            **({"checkpointAgeMs": {g: ages[g] for g in sorted(oldest)}} if ages else {}),
             "notCopied": doc.get("notCopied"), "ok": bool(doc["ok"])}
 
 
@@ -99,8 +105,12 @@ def summary(record: dict[str, Any]) -> str:
     text = (f"mirror {record['mirror']} failed over at {record['time']} (flow groups "
             f"{', '.join(record['flowGroups']) or '-'} stopped; {record['groupsMoved']} consumer groups, "
             f"{record['partitionsMoved']} partitions moved, offsets from the {record['offsetsFrom']})")
+    if record.get("groupsNotMoved"):
+        text += "; groups not moved: " + ", ".join(record["groupsNotMoved"][:5])
     if record.get("notMoved"):
         text += "; not moved: " + "; ".join(record["notMoved"][:3])
+    if record.get("checkpointAgeMs"):
+        text += f"; checkpoints used up to {max(record['checkpointAgeMs'].values()) / 1000:.0f} s old"
     if record.get("notCopied"):
         text += f"; {record['notCopied']} records on the source were not copied"
     return text
@@ -172,7 +182,7 @@ def act(p: Plan, records: list[dict[str, Any]], resolve: SecretResolver, timeout
         try:
             configs, m = _carrying(p, mirror, resolve)
             record = record_of(mirror, run(configs, m, select, timeout, float(spec.waitCaughtUpSeconds),
-                                           log.warning))
+                                           log.warning, named=named_groups(spec.groupsPattern)))
         except NotCaughtUp as e:
             record = {"mirror": mirror, "state": "Waiting", "time": _now(),
                       "message": f"spec.failover.waitCaughtUpSeconds: {_why(e)}"}

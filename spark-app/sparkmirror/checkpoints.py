@@ -28,6 +28,7 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 from confluent_kafka import (Consumer, ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaError, KafkaException,
                              Producer, TopicPartition)
@@ -249,16 +250,14 @@ class CheckpointEmitter:
         self.groups = GroupFilter.of(mirror)
         self.topic = self.policy.checkpoints_topic(mirror.source)
         target_conf = config.cluster(mirror.target).client_config()
-        self.source_admin = AdminClient(config.cluster(mirror.source).client_config())
         self.target_admin = AdminClient(target_conf)
         self.producer = Producer({**target_conf, "enable.idempotence": True, "linger.ms": 5})
         self._own_tail = tail is None
         self.tail = ProgressTail(target_conf, config.progressTopic, mirror.source, resource=config.resource,
                                  max_history=config.offsetHistory) if tail is None else tail
-        stamper = RecordStamper.of(self.policy, mirror.source, mirror.target)
-        self.counter = SourceCounter(config.cluster(mirror.source).client_config(),
-                                     stamper if stamper.uses_provenance else None, timeout, target_conf, mirror.source)
         self._emitted: dict[tuple[str, str, int], tuple[int, int]] = {}
+        self.nothing_mirrored = True  # the last round found no offset map: nothing of the mirror copied yet
+        self._ask_source_at = 0.0  # while nothing is mirrored: when a round next lists the source's groups
         self._topic_ready = False
         self.last: dict[str, list[Checkpoint]] = {}
         self.committed_last: dict[str, dict[tuple[str, int], int]] = {}  # group -> its mirrored source offsets
@@ -267,6 +266,19 @@ class CheckpointEmitter:
         self._prune_at = time.monotonic() + PRUNE_ANCHORS_SECONDS
         self._pruned: dict[tuple[str, int], set[int]] = {}  # anchor blocks tombstoned, per source partition
 
+    # the source's clients are made on first use: a failover with the source gone asks it nothing
+    @cached_property
+    def source_admin(self) -> AdminClient:
+        return AdminClient(self.config.cluster(self.mirror.source).client_config())
+
+    @cached_property
+    def counter(self) -> SourceCounter:
+        mirror = self.mirror
+        stamper = RecordStamper.of(self.policy, mirror.source, mirror.target)
+        return SourceCounter(self.config.cluster(mirror.source).client_config(),
+                             stamper if stamper.uses_provenance else None, self.timeout,
+                             self.config.cluster(mirror.target).client_config(), mirror.source)
+
     def source_groups(self) -> list[str]:
         return matching_groups(self.source_admin, self.groups.matches, self.timeout)
 
@@ -274,17 +286,29 @@ class CheckpointEmitter:
         return committed_offsets(admin, group, self.timeout)
 
     def translate_all(self) -> dict[str, list[Checkpoint]]:
-        """group -> checkpoints, from the source's committed offsets and the progress read so far."""
-        self.tail.poll(self.timeout)
-        maps = self.tail.maps()
-        out = {}
+        """group -> checkpoints, from the source's committed offsets and the progress read after them (the map is
+        at least as new as the offsets). The tail may be shared with another thread, whose polls change the maps
+        in place: it is read and used under its lock, the groups' offsets asked of the source outside it."""
         self.committed_last = {}
-        for group in self.source_groups():
-            committed = {k: v for k, v in self.committed(self.source_admin, group).items() if k in maps}
-            self.committed_last[group] = {k: off for k, (off, _md) in committed.items()}
-            cps = translate(group, committed, maps, self.counter, self.counter.between)
-            if cps:
-                out[group] = cps
+        with self.tail.lock:
+            self.tail.poll(self.timeout)
+            self.nothing_mirrored = not self.tail.maps()
+        if self.nothing_mirrored:  # nothing to translate with: rounds come every second until there is; the
+            if time.monotonic() >= self._ask_source_at:  # source is asked (does it answer, and allow?) once an interval
+                self._ask_source_at = time.monotonic() + self.mirror.emitCheckpointsIntervalSeconds
+                self.source_groups()
+            return {}
+        offsets = {group: self.committed(self.source_admin, group) for group in self.source_groups()}
+        out = {}
+        with self.tail.lock:
+            self.tail.poll(self.timeout)
+            maps = self.tail.maps()
+            for group, all_committed in offsets.items():
+                committed = {k: v for k, v in all_committed.items() if k in maps}
+                self.committed_last[group] = {k: off for k, (off, _md) in committed.items()}
+                cps = translate(group, committed, maps, self.counter, self.counter.between)
+                if cps:
+                    out[group] = cps
         return out
 
     def emit(self, checkpoints: Mapping[str, list[Checkpoint]]) -> int:
@@ -350,6 +374,9 @@ class CheckpointEmitter:
         cps = self.translate_all()
         if self.mirror.emitCheckpoints:  # emit.checkpoints.enabled=false: translated for the offset sync only
             self.emit(cps)
+        if self.nothing_mirrored:
+            self.last, self.lags = cps, []
+            return cps
         if self.mirror.syncGroupOffsets if sync_offsets is None else sync_offsets:
             self.sync_group_offsets(cps)
         self.last = cps
@@ -363,20 +390,21 @@ class CheckpointEmitter:
         """Tombstones the anchors (`progress/record.py`) of this mirror whose stretch of the target its retention
         has deleted, so anchors live as long as the data they translate to, not as long as the mirror. Returns
         how many it wrote; a failure is logged, never raised (the next round tries again)."""
-        maps = self.tail.maps()
         try:
-            lows = list_offsets(self.target_admin, [(m.target_topic, p) for (_t, p), m in maps.items()],
-                                OffsetSpec.earliest(), self.timeout)
-            n = 0
-            for (topic, part), m in maps.items():
-                low = lows.get((m.target_topic, part))
-                done = self._pruned.setdefault((topic, part), set())
-                for block in (m.dead_blocks(low) if low else []):
-                    if block not in done:
-                        self.producer.produce(self.config.progressTopic, key=anchor_key(
-                            self.mirror.source, topic, part, self.config.resource, block), value=None)
-                        done.add(block)
-                        n += 1
+            with self.tail.lock:  # rare (every PRUNE_ANCHORS_SECONDS): held throughout
+                maps = self.tail.maps()
+                lows = list_offsets(self.target_admin, [(m.target_topic, p) for (_t, p), m in maps.items()],
+                                    OffsetSpec.earliest(), self.timeout)
+                n = 0
+                for (topic, part), m in maps.items():
+                    low = lows.get((m.target_topic, part))
+                    done = self._pruned.setdefault((topic, part), set())
+                    for block in (m.dead_blocks(low) if low else []):
+                        if block not in done:
+                            self.producer.produce(self.config.progressTopic, key=anchor_key(
+                                self.mirror.source, topic, part, self.config.resource, block), value=None)
+                            done.add(block)
+                            n += 1
             if n and self.producer.flush(self.timeout) > 0:
                 self._pruned.clear()  # some were not delivered: the next round writes them again
                 return 0
@@ -412,6 +440,7 @@ class CheckpointEmitter:
         self.producer.flush(self.timeout)
         if self._own_tail:
             self.tail.close()
-        self.counter.close()
+        if "counter" in self.__dict__:
+            self.counter.close()
         for counter in self.lag_counters or ():
             counter.close()

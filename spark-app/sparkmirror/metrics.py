@@ -1,12 +1,16 @@
 """Driver-side services beside the streaming queries: live lag, Prometheus metrics, heartbeats, checkpoints.
 
-`DriverServices(config).start()` runs, in one daemon thread per flow group:
+`DriverServices(config).start()` runs, in two daemon threads per flow group (checkpoints on their own):
 - per mirror a `MirrorMonitor`: follows the progress topic on the target (what is committed there is what is
   mirrored) and the source's end offsets, giving per-partition lag in records (`progress.partition_lag`: end
   offset minus next offset to mirror, small ones counted read_committed so transaction markers do not count)
   and records/s live, independent of Spark's epoch length;
 - heartbeats every `emitHeartbeatsIntervalSeconds` and checkpoints / group offset sync every
-  `emitCheckpointsIntervalSeconds` (`heartbeats.py`, `checkpoints.py`);
+  `emitCheckpointsIntervalSeconds` (`heartbeats.py`, `checkpoints.py`): checkpoint rounds run on a thread of
+  their own (a slow live-lag poll does not delay them), keep their interval (due one interval after the last was
+  due) and, while nothing is copied yet, come every second, so the first checkpoint follows the first committed
+  range; both threads read the progress topic through the monitor's one `ProgressTail` (under its lock), whose
+  poll stops at the end it began from;
 - when `metricsPort` is set, Prometheus text on `http://<bind>:<metricsPort>/metrics` (prometheus_client).
 
 Records/s and bytes/s are live too, from the progress records committed in the last RATE_WINDOW_S (an epoch's
@@ -54,6 +58,7 @@ from .topicsync import list_offsets, select_topics, topic_filter
 log = logging.getLogger(__name__)
 
 RATE_WINDOW_S = 10.0
+FIRST_CHECKPOINT_RETRY_S = 1.0  # checkpoint rounds while nothing of the mirror is copied yet (see _checkpoint)
 
 
 @dataclass
@@ -114,36 +119,33 @@ class MirrorMonitor:
         return list_offsets(self.source_admin, tps, spec, self.timeout)
 
     def poll(self) -> dict[tuple[str, int], PartitionLive]:
-        """Raises `Unreachable` naming the side when a cluster does not answer."""
-        with talking_to("target", self.mirror.target, "reading the progress topic"):
-            self.tail.poll(self.timeout)
+        """Raises `Unreachable` naming the side when a cluster does not answer. The tail is shared with the
+        checkpoints' thread: it is read, and its maps used, under its lock; the source is asked outside it."""
+        with self.tail.lock:
+            with talking_to("target", self.mirror.target, "reading the progress topic"):
+                self.tail.poll(self.timeout)
+            latest, maps, totals = self.tail.latest(), self.tail.maps(), self.tail.totals()
+            now_ms = time.time() * 1000
+            rates = {tp: self._rate(m, now_ms) for tp, m in maps.items()}
+            self._count_transactions(maps, latest)
         with talking_to("source", self.mirror.source, "listing topics"):
             md = self.source_admin.list_topics(timeout=self.timeout)
         counts = {n: len(t.partitions) for n, t in md.topics.items() if t.error is None}
         tps = [(t, p) for t in select_topics(self.policy, self.filter, counts, self.mirror.target)
                for p in range(counts[t])]
         ends, starts = self._offsets(tps, OffsetSpec.latest()), self._offsets(tps, OffsetSpec.earliest())
-        latest, maps, totals = self.tail.latest(), self.tail.maps(), self.tail.totals()
-        now_ms = time.time() * 1000
         out = {}
         for tp in tps:
             pl = PartitionLive(*tp, end_offset=ends.get(tp, 0), start_offset=starts.get(tp, 0))
             rec = latest.get(tp)
             if rec is not None:
                 pl.next_offset, pl.remote_topic, pl.last_commit_ms = rec.next_offset, rec.target_topic, rec.commit_ms
-                n = nbytes = 0
-                for r in reversed(maps[tp].records):
-                    if r.commit_ms < now_ms - RATE_WINDOW_S * 1000:
-                        break
-                    n += r.count
-                    nbytes += r.bytes
-                pl.records_per_s, pl.bytes_per_s = n / RATE_WINDOW_S, nbytes / RATE_WINDOW_S
+                pl.records_per_s, pl.bytes_per_s = rates.get(tp, (0.0, 0.0))
                 pl.mirrored, pl.mirrored_bytes = totals.get(tp, (0, 0))
             else:
                 pl.remote_topic = self.policy.format_remote_topic(self.mirror.source, tp[0])
             out[tp] = pl
         self._count_small_lags(out)
-        self._count_transactions(maps, latest)
         self._read_oldest(out)
         now = time.time()
         for tp, pl in out.items():
@@ -152,6 +154,17 @@ class MirrorMonitor:
                 pl.behind_since = before.behind_since if before and before.behind_since is not None else now
         self.partitions, self.updated = out, now
         return out
+
+    @staticmethod
+    def _rate(m, now_ms: float) -> tuple[float, float]:
+        """(records/s, bytes/s) committed over the last RATE_WINDOW_S, from one partition's offset map."""
+        n = nbytes = 0
+        for r in reversed(m.records):
+            if r.commit_ms < now_ms - RATE_WINDOW_S * 1000:
+                break
+            n += r.count
+            nbytes += r.bytes
+        return n / RATE_WINDOW_S, nbytes / RATE_WINDOW_S
 
     def _count_small_lags(self, parts: dict[tuple[str, int], PartitionLive]) -> None:
         """Small lags are counted record by record (see `progress.lag`): offsets include transaction markers."""
@@ -250,7 +263,7 @@ class DriverServices:
         self.mirrors: dict[str, _Mirror] = {m.name: _Mirror(m) for m in config.mirrors}
         self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self._httpd = None
         self.metrics_port: int | None = None
 
@@ -266,15 +279,20 @@ class DriverServices:
             self.metrics_port = self._httpd.server_port
             log.info("flow group %s: metrics on http://%s:%d/metrics", self.config.name, self.bind,
                      self.metrics_port)
-        self._thread = threading.Thread(target=self._run, name=f"sparkmirror-services-{self.config.name}",
-                                        daemon=True)
-        self._thread.start()
+        # checkpoints on a thread of their own: a slow live-lag poll (bounded source reads) or heartbeat does not
+        # delay a round, nor a round (source reads) the live lag
+        self._threads = [threading.Thread(target=self._run, args=(tick,), daemon=True,
+                                          name=f"sparkmirror-{what}-{self.config.name}")
+                         for what, tick in (("services", self._tick), ("checkpoints", self._checkpoints_due))]
+        for t in self._threads:
+            t.start()
         return self
 
     def stop(self, timeout: float = 15.0) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
+        deadline = time.monotonic() + timeout
+        for t in self._threads:
+            t.join(max(0.0, deadline - time.monotonic()))
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
@@ -375,31 +393,44 @@ class DriverServices:
                 self._guard(m, "heartbeats", lambda: setattr(m, "heartbeats", HeartbeatEmitter(self.config, mirror)))
             if m.heartbeats is not None:
                 self._guard(m, "heartbeats", m.heartbeats.emit)
-        wants_ckpt = mirror.emitCheckpoints or mirror.syncGroupOffsets
-        if self._want_checkpoints and wants_ckpt and now >= m.next_checkpoint:
-            m.next_checkpoint = now + min(
-                [mirror.emitCheckpointsIntervalSeconds] * mirror.emitCheckpoints
-                + [mirror.syncGroupOffsetsIntervalSeconds] * mirror.syncGroupOffsets)
-            from .checkpoints import CheckpointEmitter
 
-            if m.checkpoints is None:
-                # one progress-topic reader per mirror on the driver: the monitor's, when it has one
-                tail = m.monitor.tail if m.monitor is not None else None
-                self._guard(m, "checkpoints", lambda: setattr(m, "checkpoints",
-                                                              CheckpointEmitter(self.config, mirror, tail=tail)))
-            if m.checkpoints is not None:
-                def run() -> None:
-                    cps = m.checkpoints.run_once()
-                    m.checkpoint_groups = len(cps)
-                self._guard(m, "checkpoints", run)
+    def _checkpoints_due(self, m: _Mirror, now: float) -> None:
+        """The checkpoints' thread: a round when one is due (once the monitor's tail, which it shares, exists)."""
+        mirror = m.mirror
+        if self._want_checkpoints and (mirror.emitCheckpoints or mirror.syncGroupOffsets) and \
+                now >= m.next_checkpoint and m.monitor is not None:
+            self._checkpoint(m, m.next_checkpoint or now)
 
-    def _run(self) -> None:
+    def _checkpoint(self, m: _Mirror, due: float) -> None:
+        """One checkpoint round. Rounds keep their interval (the next is due one interval after this one was
+        due, not after it ended); while nothing of the mirror is copied yet a round is tried again after
+        FIRST_CHECKPOINT_RETRY_S, so the first checkpoint follows the first committed range at once."""
+        mirror = m.mirror
+        interval = min([mirror.emitCheckpointsIntervalSeconds] * mirror.emitCheckpoints
+                       + [mirror.syncGroupOffsetsIntervalSeconds] * mirror.syncGroupOffsets)
+        from .checkpoints import CheckpointEmitter
+
+        if m.checkpoints is None:
+            # one progress-topic reader per mirror on the driver: the monitor's (used under its lock)
+            tail = m.monitor.tail if m.monitor is not None else None
+            self._guard(m, "checkpoints", lambda: setattr(m, "checkpoints",
+                                                          CheckpointEmitter(self.config, mirror, tail=tail)))
+        if m.checkpoints is not None:
+            def run() -> None:
+                cps = m.checkpoints.run_once()
+                m.checkpoint_groups = len(cps)
+            self._guard(m, "checkpoints", run)
+        waiting = m.checkpoints is None or m.checkpoints.nothing_mirrored
+        step = min(interval, FIRST_CHECKPOINT_RETRY_S) if waiting else interval
+        m.next_checkpoint = max(due + step, time.monotonic())
+
+    def _run(self, tick: Callable[[_Mirror, float], None]) -> None:
         while not self._stop.is_set():
             now = time.monotonic()
             for m in self.mirrors.values():
                 if self._stop.is_set():
                     break
-                self._tick(m, now)
+                tick(m, now)
             self._stop.wait(0.2)
 
     # -- views

@@ -15,7 +15,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from sparkmirror.checkpoints import CheckpointEmitter
 from sparkmirror.cli import main
-from sparkmirror.failover.report import PartitionMove, can_move, decide, document, table, to_commit
+from sparkmirror.failover.report import (PartitionMove, can_move, decide, document, named_groups, table,
+                                         to_commit)
 from sparkmirror.failover.run import failover, undo_all
 from sparkmirror.mm2formats import Checkpoint
 from sparkmirror_dev.kafka import KafkaCluster
@@ -63,6 +64,19 @@ def test_decide_moves_idle_groups_forward_only() -> None:
     assert text[3].strip().startswith("7 records on the source were not copied")
     assert any(line.split()[:7] == ["g", "t", "0", "60", "a.t", "58", "committed"] for line in text)
     assert text[-1].startswith("consumers cannot all move yet")
+
+
+def test_groups_not_moved_are_named_and_checkpoint_ages_shown() -> None:
+    rows = decide("g", [Checkpoint("g", "a.t", 0, 60, 58)], {}, 0, {"a.t": "t"}) + \
+        decide("h", [Checkpoint("h", "a.t", 0, 7, 7)], {}, 1, {"a.t": "t"})
+    doc = document("a-to-b", "a", "b", "checkpoints", [], rows, None, ["group x: no checkpoint on target 'b'"],
+                   {"g": 4200, "h": 90}, ["x"])
+    assert doc["groupsNotMoved"] == ["h", "x"] and not doc["ok"]
+    assert [(g["group"], g["moved"], g["checkpointAgeMs"]) for g in doc["groups"]] == [("g", True, 4200),
+                                                                                        ("h", False, 90)]
+    text = table(doc)
+    assert "groups not moved: h, x" in text and "group g: last checkpoint 4.2 s old" in text
+    assert named_groups("app-1|app\\.v1|x-.*|[ab]") == ["app-1", "app.v1"] and named_groups(None) == []
 
 
 @pytest.mark.kafka
@@ -191,6 +205,9 @@ def _source_dies(kafka_a: KafkaCluster, kafka_b: KafkaCluster, topic, tmp_path, 
     on_target = consume_as_group(kafka_b.bootstrap, moved, dst, 2)
     assert {p: read_on_source[p] + on_target[p] for p in (0, 1)} == {0: list(range(80)), 1: list(range(80))}
 
+    assert {g["group"]: g["checkpointAgeMs"] is not None for g in report["groups"]} == {moved: True, busy: True}
+    assert report["groupsNotMoved"] == [busy]
+
     # a selected group with no checkpoint yet (source gone): named as not moved, not `ok` (was `"groups": []`, ok)
     rc = main(["failover", "-f", str(gone), "--mirror", alias, "-o", "json", "--timeout", "20", "--groups",
                "dr-none-.*", "--log-file", str(tmp_path / "none.log")])
@@ -198,6 +215,16 @@ def _source_dies(kafka_a: KafkaCluster, kafka_b: KafkaCluster, topic, tmp_path, 
     report = json.loads(out)
     assert rc == 1 and not report["ok"] and report["groups"] == [], (out, err)
     assert "no selected group has a checkpoint" in report["notMoved"][0]
+    # one named beside a moved one: the moved one stays where it is, the named one is reported by name
+    ghost = unique_name("dr-ghost")
+    rc = main(["failover", "-f", str(gone), "--mirror", alias, "-o", "json", "--timeout", "20", "--groups",
+               f"{moved}|{ghost}", "--log-file", str(tmp_path / "ghost.log")])
+    out, err = capfd.readouterr()
+    report = json.loads(out)
+    assert rc == 1 and not report["ok"] and report["groupsNotMoved"] == [ghost], (out, err)
+    assert [g["group"] for g in report["groups"]] == [moved] and report["groups"][0]["moved"]
+    assert report["notMoved"] == [f"group {ghost}: no checkpoint on target 'b' (the mirror had not emitted one for "
+                                  "it yet): its consumers would start at auto.offset.reset there"]
 
     # a mirror that never emitted checkpoints, its source gone: nothing to translate from, said plainly (exit 1)
     never = json.loads(json.dumps(doc))

@@ -52,6 +52,49 @@ def test_read_finishes_while_another_lane_commits_continuously(kafka_b) -> None:
     assert took < 20
 
 
+def test_the_tail_stops_at_the_end_it_began_from_while_lanes_commit_continuously(kafka_b) -> None:
+    """The driver's tail (live lag, checkpoints) once read "until the topic goes quiet": with lanes committing
+    every ~100 ms it never does, so every poll ran to its timeout and checkpoints came ~26 s apart whatever their
+    interval. Now a poll reads what was committed when it began (and what arrives meanwhile), then returns."""
+    from sparkmirror.progress import ProgressTail
+
+    conf = {"bootstrap.servers": kafka_b.bootstrap}
+    topic = unique_name("progress-tail")
+    ensure_progress_topic(conf, topic)
+    stop = threading.Event()
+    committed: list[int] = []
+
+    def lane() -> None:
+        p = Producer({**conf, "transactional.id": unique_name("tail-lane")})
+        p.init_transactions(30)
+        i = 0
+        while not stop.is_set():
+            p.begin_transaction()
+            p.produce(topic, key=json.dumps(["a", "t", 0]).encode(), value=_value(i))
+            time.sleep(0.05)
+            p.commit_transaction(30)
+            committed.append(i + 1)
+            i += 1
+
+    t = threading.Thread(target=lane)
+    t.start()
+    tail = ProgressTail(conf, topic, "a")
+    try:
+        while len(committed) < 5:
+            time.sleep(0.1)
+        for _ in range(3):
+            before = committed[-1]
+            t0 = time.monotonic()
+            tail.poll(30)
+            took = time.monotonic() - t0
+            assert tail.latest()[("t", 0)].next_offset >= before  # everything committed before the poll
+            assert took < 15, took  # it stopped at its end, not at its 30-s timeout
+    finally:
+        stop.set()
+        t.join(30)
+        tail.close()
+
+
 def test_a_just_created_progress_topic_reads_empty_before_its_leader_is_known(kafka_b) -> None:
     """`make demo` read the progress topic right after creating it and died on NOT_LEADER_FOR_PARTITION: a
     partition without a leader yet is asked again, not reported."""

@@ -60,11 +60,18 @@ def test_the_record_counts_what_moved_and_names_what_did_not() -> None:
     record = failover.record_of("a", DOC)
     assert record == {"mirror": "a", "state": "FailedOver", "time": "2023-11-14T22:13:20Z", "flowGroups": ["ac"], "offsetsFrom": "source",
                       "groupsMoved": 1, "partitionsMoved": 2, "notMoved": ["g2 t[0]: untranslated (nothing mirrored yet)"],
-                      "notCopied": 0, "ok": False}
+                      "groupsNotMoved": ["g2"], "notCopied": 0, "ok": False}
     p = plan(with_failover(RES, mirrors=["a"]))
     ok, reason, message = failover.condition(p, [record])
     assert ok and reason == "FailedOverPartly" and "not moved: g2 t[0]" in message
     assert failover.condition(plan(RES), []) is None  # never asked for: no condition at all
+    # the source gone: groups named without a checkpoint, and how old the checkpoints moved to were
+    gone = {**DOC, "offsetsFrom": "checkpoints", "notMoved": ["group g3: no checkpoint on target 'b'"],
+            "groupsNotMoved": ["g2", "g3"], "groups": [{**DOC["groups"][0], "checkpointAgeMs": 4200}]}
+    record = failover.record_of("a", gone)
+    assert record["groupsNotMoved"] == ["g2", "g3"] and record["checkpointAgeMs"] == {"g1": 4200}
+    assert record["notMoved"] == ["group g3: no checkpoint on target 'b'"]
+    assert "groups not moved: g2, g3" in failover.summary(record) and "up to 4 s old" in failover.summary(record)
 
 
 def test_a_failed_over_group_renders_no_application_and_is_not_expected_to_run() -> None:

@@ -6,8 +6,10 @@
    transactional id their lanes held fenced. A running `sparkmirror run` sees it and exits; a driver started
    later refuses to copy those flow groups until `sparkmirror failover --undo`;
 3. translate every selected consumer group's committed offsets exactly (source reachable), or take its last
-   checkpoints on the target (source unreachable), and commit them to the same group on the target, only
-   for groups with no active members there, never moving a group backwards.
+   checkpoints on the target (source unreachable: asked once, at most 5 s, then never again; each group's
+   checkpointAgeMs says how old its checkpoint was), and commit them to the same group on the target, only
+   for groups with no active members there, never moving a group backwards. Groups that could not move are
+   named in groupsNotMoved.
 
 Exit status: 0 every selected group can resume on the target; 1 some cannot (members active on the target,
 a partition without an exact position) or a cluster did not answer; 2 a file or option is invalid.
@@ -106,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
     from ..runner.cli import load_reported
     from ..runner.console import QuietConsole, default_log_path
     from ..runner.resources import secrets_reported
+    from .report import named_groups
     from .run import NotCaughtUp, failover, undo_all
 
     loaded = load_reported(args, _err)
@@ -145,7 +148,8 @@ def run(args: argparse.Namespace) -> int:
             elif args.undo:
                 doc = undo_all(configs, mirror, args.timeout)
             else:
-                doc = failover(configs, mirror, select, args.timeout, args.wait_caught_up, _err)
+                doc = failover(configs, mirror, select, args.timeout, args.wait_caught_up, _err,
+                               named=named_groups(args.groups))
         except NotCaughtUp as e:
             _err(f"--wait-caught-up: {e}")
             return 1

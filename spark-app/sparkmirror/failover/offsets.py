@@ -12,6 +12,7 @@ group committed on the source after that is unknowable now, so its consumers rep
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Callable
 
@@ -28,16 +29,28 @@ from ..topicsync import topic_filter
 from .report import Untranslated
 
 log = logging.getLogger(__name__)
+PROBE_SECONDS = 5.0  # the longest the failover asks whether the source answers
 
 
 def source_error(config: FlowGroupConfig, mirror: Mirror, timeout: float) -> str | None:
-    """Why the source cannot be read now (None: it answers)."""
-    try:
-        AdminClient(config.cluster(mirror.source).client_config()).list_topics(timeout=timeout)
-        return None
-    except KafkaException as e:
-        why = e.args[0].str() if isinstance(e.args[0], KafkaError) else str(e)
-        return f"source cluster {mirror.source!r} ({config.cluster(mirror.source).bootstrapServers}) does not answer: {why}"
+    """Why the source cannot be read now (None: it answers). One short probe: at most PROBE_SECONDS, and over
+    as soon as every broker refused the connection (librdkafka tells that only its error callback); the
+    failover then asks the source nothing more."""
+    down: list[KafkaError] = []
+    admin = AdminClient({**config.cluster(mirror.source).client_config(),
+                         "error_cb": lambda e: down.append(e) if e.code() == KafkaError._ALL_BROKERS_DOWN else None})
+    deadline = time.monotonic() + min(timeout, PROBE_SECONDS)
+    while True:
+        try:
+            admin.list_topics(timeout=max(0.1, min(0.5, deadline - time.monotonic())))
+            return None
+        except KafkaException as e:
+            why = e.args[0].str() if isinstance(e.args[0], KafkaError) else str(e)
+        admin.poll(0)  # serves the error callback
+        if down or time.monotonic() >= deadline:
+            break
+    why = down[0].str() if down else why
+    return f"source cluster {mirror.source!r} ({config.cluster(mirror.source).bootstrapServers}) does not answer: {why}"
 
 
 def translate_now(emitter: CheckpointEmitter, select: Callable[[str], bool], state: ProgressState
@@ -73,12 +86,15 @@ def translate_now(emitter: CheckpointEmitter, select: Callable[[str], bool], sta
 
 
 def last_checkpoints(config: FlowGroupConfig, mirror: Mirror, select: Callable[[str], bool], topic: str,
-                     timeout: float) -> dict[str, list[Checkpoint]]:
-    """group -> the newest checkpoint of each of its partitions on the target's checkpoints topic."""
+                     timeout: float) -> tuple[dict[str, list[Checkpoint]], dict[str, int]]:
+    """(group -> the newest checkpoint of each of its partitions on the target's checkpoints topic, group -> when
+    the newest of them was written, epoch ms: the group's position as the mirror last knew it; a round writes
+    only what changed, so a group that did not move since has an older one)."""
     groups = GroupFilter.of(mirror)
     c = Consumer({**config.cluster(mirror.target).client_config(), "group.id": f"sparkmirror-failover-"
                   f"{uuid.uuid4().hex[:8]}", "enable.auto.commit": False, "enable.partition.eof": True})
     newest: dict[tuple[str, str, int], Checkpoint] = {}
+    written: dict[str, int] = {}
     try:
         md = c.list_topics(topic, timeout=timeout).topics.get(topic)
         if md is None or md.error is not None:
@@ -89,11 +105,17 @@ def last_checkpoints(config: FlowGroupConfig, mirror: Mirror, select: Callable[[
         c.assign([TopicPartition(topic, p, -2) for p in md.partitions])  # -2: from the beginning
         ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1] for p in md.partitions}
         open_ = {p for p in open_ if ends[p] > 0}
+        quiet_until = time.monotonic() + timeout
         while open_:
-            msgs = c.consume(500, timeout=timeout)
+            # short waits: librdkafka's batch consume returns early only for a full batch, so one consume of
+            # `timeout` made every failover from checkpoints wait that long (30 s by default)
+            msgs = c.consume(500, timeout=0.1)
             if not msgs:
-                raise TimeoutError(f"reading checkpoints topic {topic!r} on target {mirror.target!r}: no answer "
-                                   f"within {timeout:.0f} s")
+                if time.monotonic() > quiet_until:
+                    raise TimeoutError(f"reading checkpoints topic {topic!r} on target {mirror.target!r}: no answer "
+                                       f"within {timeout:.0f} s")
+                continue
+            quiet_until = time.monotonic() + timeout
             for m in msgs:
                 if m.error() is not None:
                     if m.error().code() == KafkaError._PARTITION_EOF:
@@ -111,12 +133,13 @@ def last_checkpoints(config: FlowGroupConfig, mirror: Mirror, select: Callable[[
                     continue
                 if groups.matches(cp.group) and select(cp.group):
                     newest[(cp.group, cp.topic, cp.partition)] = cp
+                    written[cp.group] = max(written.get(cp.group, 0), m.timestamp()[1])
     finally:
         c.close()
     out: dict[str, list[Checkpoint]] = {}
     for (group, _t, _p), cp in sorted(newest.items()):
         out.setdefault(group, []).append(cp)
-    return out
+    return out, written
 
 
 def on_target(emitter: CheckpointEmitter, groups: list[str]) -> tuple[dict[str, int], dict[str, dict]]:

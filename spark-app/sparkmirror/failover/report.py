@@ -11,6 +11,7 @@ Consumers can move when every partition is `committed` or `kept`: exit 0; else 1
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 
@@ -105,6 +106,12 @@ def table(doc: dict) -> str:
                    "the source; --wait-caught-up waits for them)")
     for why in doc.get("notMoved", []):
         out.append(f"  NOT MOVED: {why}")
+    if doc.get("groupsNotMoved"):
+        out.append(f"  groups not moved: {', '.join(doc['groupsNotMoved'])}")
+    for g in doc["groups"]:
+        if g.get("checkpointAgeMs") is not None:
+            out.append(f"  group {g['group']}: last checkpoint {g['checkpointAgeMs'] / 1000:.1f} s old (its consumers "
+                       "repeat what they read on the source since)")
     rows = [r for g in doc["groups"] for r in g["partitions"]]
     if not rows:
         out.append("  no consumer group to move")
@@ -123,13 +130,35 @@ def table(doc: dict) -> str:
 
 
 def document(mirror: str, source: str, target: str, offsets_from: str, stopped: list[dict],
-             rows: list[PartitionMove], not_copied: int | None = None, not_moved: list[str] = ()) -> dict:
+             rows: list[PartitionMove], not_copied: int | None = None, not_moved: list[str] = (),
+             ages: Mapping[str, int] | None = None, unmoved: Iterable[str] = ()) -> dict:
     """`not_copied`: records the source held that the mirror had not copied when it stopped (None: unknown, the
     source did not answer). `not_moved`: why selected groups could not be moved though they have no row (e.g. no
-    checkpoint with the source gone); any makes the report not `ok`, so consumers are not told to move."""
+    checkpoint with the source gone); any makes the report not `ok`, so consumers are not told to move.
+    `ages`: group -> how old its last checkpoint was (ms; the source gone): its consumers repeat what they read
+    since. `unmoved`: groups without rows that could not be moved, named in `groupsNotMoved` with the others."""
     groups: dict[str, list[dict]] = {}
     for r in rows:
         groups.setdefault(r.group, []).append(r.as_dict())
+    entries = [{"group": g, "partitions": p, "moved": all(r["action"] in MOVED for r in p),
+                "checkpointAgeMs": (ages or {}).get(g)} for g, p in sorted(groups.items())]
+    not_moved_groups = sorted({*(e["group"] for e in entries if not e["moved"]), *unmoved})
     return {"mirror": mirror, "source": source, "target": target, "offsetsFrom": offsets_from,
-            "stopped": stopped, "notCopied": not_copied, "notMoved": list(not_moved),
-            "groups": [{"group": g, "partitions": p} for g, p in sorted(groups.items())], "ok": can_move(rows) and not not_moved}
+            "stopped": stopped, "notCopied": not_copied, "notMoved": list(not_moved), "groups": entries,
+            "groupsNotMoved": not_moved_groups, "ok": can_move(rows) and not not_moved and not not_moved_groups}
+
+
+_LITERAL = re.compile(r"(?:[A-Za-z0-9_-]|\\[.\-]|\.)+")
+
+
+def named_groups(pattern: str | None) -> list[str]:
+    """The group names a `--groups` pattern spells out one by one (`app-1|app-2`, `app\\.v1`; `.` taken as
+    itself): the groups a failover can name as not moved when the source, which lists the others, is gone.
+    Branches with other regex syntax select by pattern and name nothing."""
+    if not pattern:
+        return []
+    out = []
+    for branch in pattern.split("|"):
+        if _LITERAL.fullmatch(branch):
+            out.append(re.sub(r"\\(.)", r"\1", branch))
+    return out

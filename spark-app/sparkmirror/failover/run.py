@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from ..checkpoints import CheckpointEmitter
+from ..replication import GroupFilter
 from ..resource.flowgroup import FlowGroupConfig, Mirror
 from .offsets import commit, last_checkpoints, on_target, source_error, translate_now
 from .report import decide, document, to_commit
@@ -20,9 +22,11 @@ class NotCaughtUp(RuntimeError):
 
 def failover(configs: list[FlowGroupConfig], mirror: Mirror, select: Callable[[str], object], timeout: float = 30.0,
              wait_seconds: float = 0.0, say: Callable[[str], None] = log.warning,
-             leave: Callable[[str, str, int], bool] | None = None) -> dict:
+             leave: Callable[[str, str, int], bool] | None = None, named: Iterable[str] = ()) -> dict:
     """Fail `mirror` (carried by the flow groups `configs`) over to its target; the report document. `leave(group,
-    topic, partition)`: positions another step moves (failback under the identity policy), left untouched."""
+    topic, partition)`: positions another step moves (failback under the identity policy), left untouched.
+    `named`: groups the selection names one by one (`report.named_groups`); with the source gone, those without
+    a checkpoint are reported not moved by name (the others cannot be known without the source)."""
     if wait_seconds:
         lag = wait_caught_up(configs[0], mirror, wait_seconds, timeout)
         if lag:
@@ -36,8 +40,10 @@ def failover(configs: list[FlowGroupConfig], mirror: Mirror, select: Callable[[s
     unreachable = source_error(configs[0], mirror, min(timeout, 10.0))
     progress = mirror_progress(configs[0], mirror, timeout) if unreachable is None else None  # read once, final
     not_copied = mirror_lag(configs[0], mirror, timeout, progress) if progress is not None else None
-    emitter = CheckpointEmitter(configs[0], mirror, timeout)
+    emitter = CheckpointEmitter(configs[0], mirror, timeout)  # its source clients only once used: not when gone
     not_moved: list[str] = []
+    unmoved: list[str] = []  # selected groups without a row that could not be moved
+    ages: dict[str, int] | None = None  # group -> age of its last checkpoint (ms), when the source is gone
     try:
         if progress is not None:
             checkpoints, untranslated = translate_now(emitter, select, progress)
@@ -50,11 +56,18 @@ def failover(configs: list[FlowGroupConfig], mirror: Mirror, select: Callable[[s
                 emitter.emit(checkpoints)
         else:
             say(f"{unreachable}: using the last checkpoints on target {mirror.target!r}")
-            checkpoints = last_checkpoints(configs[0], mirror, select, emitter.topic, timeout)
+            checkpoints, written = last_checkpoints(configs[0], mirror, select, emitter.topic, timeout)
+            now_ms = int(time.time() * 1000)
+            ages = {g: max(0, now_ms - ms) for g, ms in written.items()}
             untranslated = {}
             if not checkpoints:
                 not_moved.append(f"no selected group has a checkpoint on target {mirror.target!r} (the mirror had not "
                                  "emitted one for them yet): their consumers would start at auto.offset.reset there")
+            for g in sorted(set(named) - set(checkpoints)):
+                if GroupFilter.of(mirror).matches(g):
+                    not_moved.append(f"group {g}: no checkpoint on target {mirror.target!r} (the mirror had not "
+                                     "emitted one for it yet): its consumers would start at auto.offset.reset there")
+                    unmoved.append(g)
         groups = sorted({*checkpoints, *untranslated})
         members, have = on_target(emitter, groups)
         upstream = {cp.topic: emitter.policy.upstream_topic(cp.topic) or cp.topic
@@ -67,7 +80,7 @@ def failover(configs: list[FlowGroupConfig], mirror: Mirror, select: Callable[[s
     finally:
         emitter.close()
     return document(mirror.name, mirror.source, mirror.target, "source" if unreachable is None else "checkpoints",
-                    stopped, rows, not_copied, not_moved)
+                    stopped, rows, not_copied, not_moved, ages, unmoved)
 
 
 def undo_all(configs: list[FlowGroupConfig], mirror: Mirror, timeout: float = 30.0) -> dict:

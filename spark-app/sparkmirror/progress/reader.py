@@ -3,11 +3,14 @@
 `ProgressReader` fills a `ProgressState` (tombstones and resets as `state.py` says) in two ways:
 - `read_to_end()`: bounded, up to the end offsets seen when it starts (`read_progress`: a lane's resume map,
   the operator's lag);
-- `poll()`: incremental, what was committed since the last call, until the topic goes quiet (`ProgressTail`:
-  the driver's live lag and checkpoints).
+- `poll()`: incremental, what was committed since the last call, up to the end offsets seen when it starts
+  (`ProgressTail`: the driver's live lag and checkpoints). Not "until the topic goes quiet": lanes commit every
+  ~100 ms, so it never does while they copy, and a poll ran to its timeout every time (10-15 s), which spaced
+  the driver's checkpoints ~26 s apart whatever their interval.
 """
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Iterable
@@ -137,34 +140,44 @@ class ProgressReader:
             (self.wanted is None or (topic, partition) in self.wanted) and \
             (self.resource is None or resource is None or resource == self.resource)
 
-    def _consume(self, ends: dict[int, int] | None, timeout: float, first_wait: float) -> int:
+    def _consume(self, ends: dict[int, int] | None, timeout: float, first_wait: float,
+                 until: dict[int, int] | None = None) -> int:
         """Apply committed messages; returns how many concerned selected partitions.
 
         Bounded (`ends`): until every partition's position reached its end offset; messages at or past it are
-        left for the next read; TimeoutError after `timeout`. Following (no `ends`): until the topic goes quiet
-        (a consume brings nothing, or every partition is at its end) or `timeout` passes.
+        left for the next read; TimeoutError after `timeout`. Following (no `ends`): until every partition
+        reached `until` (its end offset when the poll began; a message at or past it is applied too), the topic
+        goes quiet (a consume brings nothing, or every partition is at its end) or `timeout` passes.
         """
         bounded = ends is not None
         todo = set(ends) if bounded else set(self._assigned)  # partitions not known to be at their end
         n, wait, deadline = 0, first_wait, time.monotonic() + timeout
         later: dict[int, int] = {}  # partition -> first offset fetched past its end: where the next read starts
+        stop_at = ends if bounded else until
+        if until is not None:
+            todo = {p for p in todo if until.get(p, 0) > 0}  # an empty partition has nothing to wait for
+        quiet_since: float | None = None  # following: since when consumes have brought nothing
         while todo:
             if time.monotonic() > deadline:
                 if not bounded:
                     break
                 raise TimeoutError(f"reading progress topic {self.topic!r} did not reach its end in {timeout:.0f}s")
-            if bounded:
+            if stop_at is not None:
                 for tp in self.consumer.position([TopicPartition(self.topic, p) for p in todo]):
-                    if tp.offset >= ends[tp.partition]:
+                    if tp.offset >= stop_at.get(tp.partition, 0):
                         todo.discard(tp.partition)
                 if not todo:
                     break
-            # bounded: short waits, the position says when it is done (librdkafka's batch consume returns early
-            # only for a full batch, so one 0.5-s wait made every lane start and grow take 0.5 s more)
-            msgs = self.consumer.consume(num_messages=10000, timeout=READ_SLICE_S if bounded else wait)
-            wait = 0.3
+            # with an end to reach: short waits, the position says when it is done (librdkafka's batch consume
+            # returns early only for a full batch, so one 0.5-s wait made every lane start and grow take 0.5 s more)
+            asked = time.monotonic()
+            msgs = self.consumer.consume(num_messages=10000, timeout=READ_SLICE_S if stop_at is not None else wait)
             if not msgs and not bounded:
-                break  # caught up: nothing more committed right now
+                quiet_since = asked if quiet_since is None else quiet_since
+                if time.monotonic() - quiet_since >= wait * 0.99:
+                    break  # caught up: nothing more committed right now
+                continue
+            quiet_since, wait = None, 0.3
             for msg in msgs:
                 err = msg.error()
                 if err is not None:
@@ -177,8 +190,10 @@ class ProgressReader:
                         later.setdefault(msg.partition(), msg.offset())
                         todo.discard(msg.partition())
                         continue  # committed after this read began: the next read sees it
-                else:
+                elif until is None or msg.offset() < until.get(msg.partition(), 0) - 1:
                     todo.add(msg.partition())
+                else:
+                    todo.discard(msg.partition())  # reached the end it began from: what came later waits
                 n += self._apply(msg)
         for p, offset in later.items():  # fetched but not applied: a following poll() reads them again
             self.consumer.seek(TopicPartition(self.topic, p, offset))
@@ -221,7 +236,8 @@ class ProgressReader:
                 time.sleep(0.2)
 
     def poll(self, timeout: float = 10.0) -> int:
-        """Read what was committed since the last call until the topic goes quiet; returns records read.
+        """Read what was committed since the last call, up to the end offsets seen now (or until the topic goes
+        quiet, or `timeout`); returns records read.
 
         The topic's partitions are looked up again at most every METADATA_EVERY seconds once some are assigned,
         with at least METADATA_TIMEOUT: a caller polling every 200 ms (a lane in standby) must neither send a
@@ -235,7 +251,16 @@ class ProgressReader:
         fresh = self._assign(parts or [])
         if not self._assigned:
             return 0
-        return self._consume(None, timeout, 2.0 if fresh else 0.3)
+        return self._consume(None, timeout, 2.0 if fresh else 0.3, self._ends_now(timeout))
+
+    def _ends_now(self, timeout: float) -> dict[int, int] | None:
+        """The assigned partitions' end offsets now: where a following poll stops. None when a partition does
+        not answer in time (the poll then follows until the topic goes quiet or its timeout, as before)."""
+        try:
+            return {p: self.consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=timeout)[1]
+                    for p in sorted(self._assigned)}
+        except KafkaException:
+            return None
 
     def close(self) -> None:
         self.consumer.close()
@@ -258,12 +283,16 @@ def read_progress(target_conf: dict[str, str], topic: str, source_cluster: str |
 
 
 class ProgressTail(ProgressReader):
-    """Follows the progress topic on the target and keeps the offset maps of one source (driver side)."""
+    """Follows the progress topic on the target and keeps the offset maps of one source (driver side).
+
+    Shared by the driver's threads (live lag, checkpoints): each holds `lock` while it polls and while it uses
+    the maps, which a poll changes in place."""
 
     def __init__(self, target_conf: dict[str, str], topic: str, source_cluster: str,
                  resource: str | None = None, max_history: int = MAX_HISTORY) -> None:
         super().__init__(target_conf, topic, source_cluster, purpose="tail", resource=resource)
         self.state.max_history = max_history
+        self.lock = threading.RLock()
 
     def maps(self) -> dict[tuple[str, int], OffsetMap]:
         """Offset maps of the partitions whose progress is held (not anchors left of a reset progress)."""

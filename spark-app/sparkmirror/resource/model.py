@@ -472,6 +472,11 @@ class FailoverRecord(_Model):
     partitionsMoved: int = Field(0, description="Their partitions committed or kept.")
     notMoved: list[str] = Field(default_factory=list, description="Partitions not moved, why (at most 20): "
                                                                   "active consumers on the target, untranslated.")
+    groupsNotMoved: list[str] = Field(default_factory=list, description="Selected consumer groups that could not "
+                                      "all move (at most 20), by name.")
+    checkpointAgeMs: dict[str, int] = Field(default_factory=dict, description="With the source unreachable: per "
+                                            "group (the 20 oldest), how old the checkpoint it moved to was, ms; its "
+                                            "consumers repeat what they read on the source since.")
     notCopied: int | None = Field(None, description="Records the source held that were not copied when the mirror "
                                                     "stopped (unknown when the source did not answer).")
     ok: bool = Field(False, description="Every checkpointed group can move to the target.")
