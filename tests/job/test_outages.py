@@ -9,8 +9,6 @@ init_transactions. Each test has clusters of its own, so stopping one disturbs n
 from __future__ import annotations
 
 import logging
-import os
-import signal
 import threading
 import time
 
@@ -44,10 +42,8 @@ def _config(source: KafkaCluster, target: KafkaCluster, topic: str, **kw) -> Flo
 def _outage(cluster: KafkaCluster, seconds: float) -> float:
     """SIGKILL the cluster's broker, keep it away for `seconds`, start it again (same ports, same data).
     Returns the monotonic time it answered again."""
-    assert cluster.pid is not None and cluster.proc is not None
-    os.killpg(cluster.pid, signal.SIGKILL)
-    cluster.proc.wait(30)
-    cluster.pid = None
+    assert cluster.pid is not None
+    cluster.kill()
     time.sleep(seconds)
     cluster.start()
     return time.monotonic()
