@@ -24,13 +24,16 @@ WAITING = 25  # records per partition produced after the mirror ran: its lag
 
 
 def describe_group(bootstrap: str, group: str) -> dict[int, tuple[int, int, int]]:
-    """partition -> (CURRENT-OFFSET, LOG-END-OFFSET, LAG) as `kafka-consumer-groups.sh --describe` prints them."""
+    """partition -> (CURRENT-OFFSET, LOG-END-OFFSET, LAG) as `kafka-consumer-groups.sh --describe` prints them
+    ({} for a group the tool does not find)."""
     cmd = java_cmd(install.kafka(paths.KAFKA_VERSION), "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
                    "--bootstrap-server", bootstrap, "--describe", "--group", group, heap="256m",
                    log4j=False)
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr[-2000:]
     print(out.stdout)
+    if "GroupIdNotFoundException" in out.stdout + out.stderr or "does not exist" in out.stdout:
+        return {}
+    assert out.returncode == 0, out.stderr[-2000:]
     lines = [ln.split() for ln in out.stdout.splitlines() if ln.strip()]
     head = next(i for i, ln in enumerate(lines) if ln[:2] == ["GROUP", "TOPIC"])
     cols = lines[head]
@@ -101,3 +104,44 @@ def test_a_users_group_is_never_written(kafka_a, kafka_b, flowgroup, caplog) -> 
     assert describe_group(kafka_a.bootstrap, group) == {0: (10, 50, 40)}  # the application's offset stands
     refusals = [r.getMessage() for r in caplog.records if "not the mirror's own" in r.getMessage()]
     assert len(refusals) == 1, refusals  # the lane copying the partition said so, once
+
+
+def test_a_refused_group_is_one_log_line_and_the_copy_goes_on(secured_kafka, kafka_b, tmp_path, caplog) -> None:
+    """The source denies the mirror's principal READ on the group (GROUP_AUTHORIZATION_FAILED): every record is
+    copied, each lane says so once, and the group holds nothing."""
+    from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
+                                       ResourcePatternType, ResourceType)
+
+    from sparkmirror.resource.flowgroup import FlowGroupConfig
+
+    src = secured_kafka
+    topic, group = unique_name("denied"), unique_name("denied-lag")
+    create_topic(src.bootstrap, topic, PARTS)
+    produce_numbered(src.bootstrap, topic, PARTS, 0, 60)
+    deny_fields = (ResourceType.GROUP, group, ResourcePatternType.LITERAL, "User:mirror", "*", AclOperation.READ,
+                   AclPermissionType.DENY)
+    deny = AclBinding(*deny_fields)
+    admin = AdminClient({"bootstrap.servers": src.bootstrap})
+    for fut in admin.create_acls([deny]).values():
+        fut.result(timeout=30)
+    pw = tmp_path / "mirror.password"
+    pw.write_text(src.security.scram_users["mirror"])
+    cfg = FlowGroupConfig.model_validate({
+        "name": unique_name("denied"), "progressTopic": unique_name("progress"), "lanes": 2, "epochSeconds": 3,
+        "clusters": [{"alias": "src", "bootstrapServers": src.bootstrap_of("SASL_PLAINTEXT"),
+                      "authentication": {"type": "scram-sha-512", "username": "mirror", "password": {"file": str(pw)}}},
+                     {"alias": "b", "bootstrapServers": kafka_b.bootstrap}],
+        "mirrors": [{"name": "src-to-b", "source": "src", "target": "b", "topics": topic, "emitHeartbeats": False,
+                     "syncTopicAcls": False, "sourceOffsetsGroup": group}]})
+    caplog.set_level(logging.WARNING, logger="sparkmirror.copying.groupreport")
+    try:
+        routes = mirror_once(cfg)
+    finally:
+        close_kept_lanes()
+        for fut in admin.delete_acls([AclBindingFilter(*deny_fields)]).values():
+            fut.result(timeout=30)
+    copied = {q: len(rs) for q, rs in read_topic(kafka_b.bootstrap, routes[0].target_topic).items()}
+    assert copied == {q: 60 for q in range(PARTS)}
+    said = [r.getMessage() for r in caplog.records if group in r.getMessage()]
+    assert len(said) == 2 and all("GROUP_AUTHORIZATION_FAILED" in m for m in said), said  # one per lane
+    assert describe_group(src.bootstrap, group) == {}
