@@ -7,11 +7,14 @@ this group back. After an interval is committed there, its next offsets are comm
 asynchronously from a consumer of its own that never joins the group (no subscription: a standalone commit,
 which the broker refuses while members of a group of that name are active). A group that consumers ever
 joined (a user's application, even stopped) is not written at all: the group is described first, without
-waiting for the answer, and only a group that is new or only ever committed this way is reported to. At most one commit a second per lane (the latest offsets); a refusal (authorization, a live
-group) is logged once per lane and kept in `refused`; nothing here blocks or fails the copy."""
+waiting for the answer, and only a group that is new or only ever committed this way is reported to. At most
+one commit a second per lane (the latest offsets); a refusal (authorization, a live group) is logged once per
+lane and kept in `refused`. Nothing here blocks or fails the copy; only the lane's close waits (up to
+CLOSE_SECONDS) to send its last offsets."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from concurrent.futures import Future
 
@@ -29,7 +32,7 @@ EVERY_SECONDS = 1.0
 group coordinator."""
 
 CLOSE_SECONDS = 10.0
-"""How long a lane's close waits for the group's description before the last offsets are dropped."""
+"""How long a lane's close waits for the group's description and the last commit's answer."""
 
 REFUSALS = (KafkaError.GROUP_AUTHORIZATION_FAILED, KafkaError.TOPIC_AUTHORIZATION_FAILED,
             KafkaError.UNKNOWN_MEMBER_ID, KafkaError.ILLEGAL_GENERATION, KafkaError.INVALID_GROUP_ID,
@@ -37,6 +40,13 @@ REFUSALS = (KafkaError.GROUP_AUTHORIZATION_FAILED, KafkaError.TOPIC_AUTHORIZATIO
 """Answers that say the group is not this mirror's to commit (or not allowed): logged once, at WARNING."""
 
 _LOGGED: set[tuple[str, str]] = set()  # (lane tid, group): refusals logged once per lane in this process
+
+
+def _close(consumer: Consumer) -> None:
+    try:
+        consumer.close()
+    except (KafkaException, RuntimeError):
+        pass
 
 
 class GroupReport:
@@ -49,6 +59,7 @@ class GroupReport:
         self.pending: dict[PartitionKey, int] = {}
         self.last = 0.0
         self.commits = 0  # acknowledged by the group coordinator
+        self.inflight = 0  # commits sent and not answered yet
         self.refused = ""  # the last refusal, for the lane's log and tests
 
     @classmethod
@@ -71,26 +82,27 @@ class GroupReport:
             self.pending = {}
             try:
                 self._client().commit(offsets=offsets, asynchronous=True)
+                self.inflight += 1
             except (KafkaException, RuntimeError) as e:
                 self._refusal(str(e))
         if self.consumer is not None:
             self.consumer.poll(0)  # answers arrive in on_commit, served here
 
     def close(self) -> None:
-        """The lane's clients go: the last offsets are sent (the group's description awaited for up to
-        CLOSE_SECONDS: a new cluster's group coordinator takes a moment), and the consumer's close waits for the
-        commits it sent."""
+        """The lane's clients go: the last offsets are sent and their answer awaited, for up to CLOSE_SECONDS in
+        all (a new cluster's group coordinator takes a moment; a source that is away never answers). The consumer
+        is closed in a thread of its own: librdkafka's close waits for commits still unanswered."""
         until = time.monotonic() + CLOSE_SECONDS
         while self.pending and not isinstance(self.ours, bool) and time.monotonic() < until:
             if not self._ours():
                 time.sleep(0.05)
         self.send()
-        if self.consumer is not None:
-            try:
-                self.consumer.close()
-            except (KafkaException, RuntimeError):
-                pass
-            self.consumer = None
+        consumer, self.consumer = self.consumer, None
+        if consumer is None:
+            return
+        while self.inflight and time.monotonic() < until:
+            consumer.poll(0.05)
+        threading.Thread(target=_close, args=(consumer,), name=f"report-close-{self.ctx.tid}", daemon=True).start()
 
     def _ours(self) -> bool:
         """Whether the group may be written: described once (the answer is awaited by later calls, never here);
@@ -134,6 +146,7 @@ class GroupReport:
         return self.consumer
 
     def _on_commit(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        self.inflight = max(0, self.inflight - 1)
         errors = [err] if err is not None else [tp.error for tp in partitions if tp.error is not None]
         if not errors:
             self.commits += 1
