@@ -77,14 +77,16 @@ def test_lag_shows_in_kafka_consumer_groups(kafka_a, kafka_b, flowgroup, deliver
         close_kept_lanes()
 
 
-def test_a_users_group_is_never_written(kafka_a, kafka_b, flowgroup, caplog) -> None:
-    """An application's group (consumers joined it; stopped now, so the broker would take a standalone commit):
-    naming it on the mirror leaves its offsets as the application committed them."""
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_a_users_group_is_never_written(kafka_a, kafka_b, flowgroup, caplog, protocol) -> None:
+    """An application's group (consumers joined it, with either group protocol; stopped now, so the broker
+    would take a standalone commit): naming it on the mirror leaves its offsets as the application committed
+    them."""
     topic, group = unique_name("users"), unique_name("app")
     create_topic(kafka_a.bootstrap, topic, 1)
     produce_numbered(kafka_a.bootstrap, topic, 1, 0, 50)
     app = Consumer({"bootstrap.servers": kafka_a.bootstrap, "group.id": group, "enable.auto.commit": False,
-                    "auto.offset.reset": "earliest"})
+                    "auto.offset.reset": "earliest", "group.protocol": protocol})
     try:
         app.subscribe([topic])
         got = 0
