@@ -203,19 +203,24 @@ class TopicFilter:
 
 @dataclass(frozen=True)
 class GroupFilter:
-    """MM2's DefaultGroupFilter: whole-name match of `groups` (default `.*`) minus `groupsExclude`."""
+    """MM2's DefaultGroupFilter: whole-name match of `groups` (default `.*`) minus `groupsExclude`, and never the
+    mirror's own `sourceOffsetsGroup` (its lag report, not a consumer's position: checkpointed, a failover would
+    move it onto the target)."""
 
     include: str | None = None
     exclude: str | None = None
+    own: str | None = None
 
     def __post_init__(self) -> None:
         _check_patterns(groups=self.include, groupsExclude=self.exclude)
 
     @classmethod
     def of(cls, mirror) -> GroupFilter:  # mirror: sparkmirror.resource.flowgroup.Mirror
-        return cls(mirror.groups, mirror.groupsExclude)
+        return cls(mirror.groups, mirror.groupsExclude, mirror.sourceOffsetsGroup)
 
     def matches(self, group: str) -> bool:
+        if group == self.own:
+            return False
         if self.exclude and compile_java(self.exclude).fullmatch(group):
             return False
         return compile_java(self.include or ".*").fullmatch(group) is not None

@@ -59,6 +59,7 @@ def test_group_filter() -> None:
     f = GroupFilter(None, r"console-consumer-.*|connect-.*|__.*")
     assert f.matches("orders-app") and not f.matches("console-consumer-1") and not f.matches("connect-x")
     assert not GroupFilter("app-.*").matches("other")
+    assert not GroupFilter(None, None, own="app-lag").matches("app-lag")  # the mirror's lag report
     with pytest.raises(ValueError, match="groups: invalid regex"):
         GroupFilter("[")
 

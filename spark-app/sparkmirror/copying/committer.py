@@ -19,6 +19,7 @@ from concurrent.futures import wait as wait_for
 from confluent_kafka import KafkaException
 
 from ..progress import ProgressRecord
+from .groupreport import GroupReport
 from .ledger import Ledger
 from .shares import Interval, PartitionKey, merged
 from .writer import RecordWriter
@@ -34,12 +35,14 @@ class IntervalCommitter:
         self._sealed: list[tuple[float, Interval]] = []
         self._inflight: tuple[Future, list[ProgressRecord], Interval, float] | None = None
         self._thread: ThreadPoolExecutor | None = None
+        self.report = GroupReport.of(ledger.ctx)  # the position reported to a source group (opt-in)
         writer.before_fatal = self.wait_inflight
         writer.open_keys = self._sealed_keys
 
     def take(self, kept: IntervalCommitter) -> None:
         """The progress thread of the lane's previous copier (drained), not one per epoch."""
         self._thread, kept._thread = kept._thread, None
+        self.report, kept.report = kept.report, None
 
     @property
     def busy(self) -> bool:
@@ -67,6 +70,7 @@ class IntervalCommitter:
             writer.commit_failed(e, recs)
         writer.check_delivery()
         self.ledger.committed(recs, writer.take_interval(), t0)
+        self._reported(recs)
 
     # ---- at-least-once: pipelined --------------------------------------------------------------------------
 
@@ -92,6 +96,7 @@ class IntervalCommitter:
                 writer.commit_failed(e, recs)
             writer.check_delivery()
             self.ledger.committed(recs, interval, t0)
+            self._reported(recs)
         ready = 0
         while ready < len(self._sealed) and all(p.acknowledged for p in self._sealed[ready][1].values()):
             ready += 1
@@ -114,6 +119,15 @@ class IntervalCommitter:
                 self.writer.protocol.producer.flush(30)
             self.advance(block=True)
 
+    def _reported(self, recs: list[ProgressRecord]) -> None:
+        if self.report is not None:
+            self.report.committed(recs)
+
+    def report_now(self) -> None:
+        """The epoch ends: the source group gets the last committed offsets (commits are sent once a second)."""
+        if self.report is not None:
+            self.report.send()
+
     # ---- giving up -----------------------------------------------------------------------------------------
 
     def wait_inflight(self) -> None:
@@ -131,10 +145,14 @@ class IntervalCommitter:
             wait_for([fut])
             if fut.exception() is None:
                 self.ledger.committed(recs, interval, t0)
+                self._reported(recs)
 
     def shutdown(self) -> None:
         """No progress commit outlives the clients (it uses the fence producer)."""
         self.drop_uncommitted()
+        if self.report is not None:
+            self.report.close()
+            self.report = None
         if self._thread is not None:
             self._thread.shutdown()
             self._thread = None

@@ -325,6 +325,7 @@ class LaneCopy:
     def end_figures(self) -> None:
         """The summaries' end figures (offsets, lag, what the lane waits for) and the task's rows."""
         end_ms = now_ms()
+        self.committer.report_now()
         self.reader.end_offsets_and_lag(self.summaries, self.ledger.committed_next)
         waiting, since = self.outage.waiting, self.outage.since
         for s in self.summaries.values():

@@ -234,6 +234,11 @@ class Mirror(_Model):
     replicationFactor: int = Field(-1, description="Replication factor of created remote topics; -1 = broker default.")
     startFrom: str | None = Field(None, description="Source consumer group whose committed offsets a partition's "
                                   "first run starts at (see startfrom.py).")
+    sourceOffsetsGroup: str | None = Field(None, min_length=1, max_length=249, description=(
+        "Consumer group on the source that the mirror commits its position to after each committed interval "
+        "(opt-in; a report only, see copying/groupreport.py), so kafka-consumer-groups.sh, Burrow and lag "
+        "exporters show its lag per partition. A group of its own: one that consumers ever joined is not "
+        "written."))
     emitCheckpoints: bool = True
     emitCheckpointsIntervalSeconds: float = Field(60.0, gt=0)
     syncGroupOffsets: bool = False

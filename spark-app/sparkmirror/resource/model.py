@@ -195,6 +195,10 @@ class MirrorSpec(_Model):
     startFrom: str | None = Field(None, description="A consumer group on the source (the legacy MirrorMaker's): "
                                                     "a partition's first run starts at its committed offset "
                                                     "instead of the beginning.", max_length=249)
+    sourceOffsetsGroup: str | None = Field(None, description="A consumer group of the mirror's own on the source "
+                                           "that it commits its position to (a report; no MM2 key), so "
+                                           "kafka-consumer-groups.sh and lag exporters show its lag. A group "
+                                           "consumers ever joined is not written.", min_length=1, max_length=249)
 
 
 # ---- Spark-specific -------------------------------------------------------------------------------------

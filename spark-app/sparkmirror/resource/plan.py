@@ -397,6 +397,8 @@ def plan(resource: dict[str, Any] | KafkaMirrorMaker2, *, secrets: str = "files"
             fields["groupsExclude"] = _mm2_list_regex(m.groupsExcludePattern)
         if m.startFrom is not None:
             fields["startFrom"] = m.startFrom
+        if m.sourceOffsetsGroup is not None:
+            fields["sourceOffsetsGroup"] = m.sourceOffsetsGroup
         if len(out.errors) > errors_before:
             continue
         try:
