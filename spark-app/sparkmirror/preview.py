@@ -93,7 +93,8 @@ def _topic_row(route, plan: SyncPlan, target_topics: Mapping[str, int]) -> dict[
     actions = []
     create = next((c for c in plan.create if c.name == route.target_topic), None)
     if create is not None:
-        row["create"] = {"partitions": create.partitions, "configs": dict(create.configs)}
+        row["create"] = {"partitions": create.partitions, "replicationFactor": create.replication_factor,
+                         "configs": dict(create.configs)}
         actions.append("create" + "".join(f" {k}={v}" for k, v in create.configs.items()))
     add = next((a for a in plan.add_partitions if a.name == route.target_topic), None)
     if add is not None:
