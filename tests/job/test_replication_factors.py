@@ -15,7 +15,7 @@ from confluent_kafka.admin import AdminClient
 from sparkmirror_dev.env import start_all
 from sparkmirror_dev.kafka import KafkaCluster, ReplicatedKafkaCluster
 from sparkmirror_dev.testing import create_topic, unique_name
-from sparkmirror.checkpoints import MM2_INTERNAL_TOPIC_CONFIG, ensure_topic
+from sparkmirror.checkpoints import CheckpointEmitter
 from sparkmirror.heartbeats import HeartbeatEmitter
 from sparkmirror.progress import ensure_progress_topic
 from sparkmirror.replicas import ReplicationFactorRefused
@@ -103,8 +103,8 @@ def test_replication_factor_key_overrides_the_source(grounds) -> None:
 
 
 def test_internal_topics_take_their_keys(grounds) -> None:
-    """Heartbeats through the emitter, the progress topic and the checkpoints topic through the calls the job
-    makes with the flow group's fields (the target is this module's own: nobody else makes "heartbeats")."""
+    """The heartbeats and checkpoints topics through their emitters, the progress topic through the call the job
+    makes with the flow group's field (the target is this module's own: nobody else makes "heartbeats")."""
     src, tgt = grounds["source"], grounds["target"]
     cfg = flow(src, tgt, "none.", progress_factor=2, heartbeatsTopicReplicationFactor=2,
                checkpointsTopicReplicationFactor=1)
@@ -114,11 +114,17 @@ def test_internal_topics_take_their_keys(grounds) -> None:
         emitter.emit()
     finally:
         emitter.close()
-    progress, checkpoints = unique_name("progress"), "A.checkpoints.internal"
-    conf = cfg.cluster("B").client_config()
-    ensure_progress_topic(conf, progress, replication_factor=cfg.progressTopicReplicationFactor)
-    ensure_topic(AdminClient(conf), checkpoints, MM2_INTERNAL_TOPIC_CONFIG, mirror.checkpointsTopicReplicationFactor)
-    assert factors(tgt, ["heartbeats", progress, checkpoints]) == {"heartbeats": 2, progress: 2, checkpoints: 1}
+    checkpoints = CheckpointEmitter(cfg, mirror)
+    try:
+        assert checkpoints.emit({}) == 0  # no group yet: the topic is made all the same
+    finally:
+        checkpoints.close()
+    assert checkpoints.topic == "A.checkpoints.internal"
+    progress = unique_name("progress")
+    ensure_progress_topic(cfg.cluster("B").client_config(), progress,
+                          replication_factor=cfg.progressTopicReplicationFactor)
+    assert factors(tgt, ["heartbeats", progress, checkpoints.topic]) == \
+        {"heartbeats": 2, progress: 2, checkpoints.topic: 1}
 
 
 def test_too_few_target_brokers_is_refused_by_name(grounds) -> None:
@@ -148,6 +154,14 @@ def test_too_few_target_brokers_is_refused_by_name(grounds) -> None:
             emitter.emit()
         finally:
             emitter.close()
+    cp = CheckpointEmitter(cfg, flow(src, small, prefix, checkpointsTopicReplicationFactor=3).mirrors[0])
+    try:
+        with pytest.raises(ReplicationFactorRefused, match=re.escape(
+                "topic 'A.checkpoints.internal' needs replication factor 3 but cluster 'B' has 1 broker(s): set "
+                "checkpoints.topic.replication.factor in mirrors[a-b]'s connector config to at most 1")):
+            cp.emit({})
+    finally:
+        cp.close()
     with pytest.raises(ReplicationFactorRefused, match=re.escape(
             f"topic '{prefix}progress' needs replication factor 3 but cluster '{small.bootstrap}' has 1 broker(s): "
             "set spec.progressTopicReplicationFactor to at most 1")):
