@@ -14,10 +14,6 @@ from collections.abc import Mapping
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
-FROM_SOURCE = None
-"""Mirror.replicationFactor's default: each remote topic gets its source topic's factor."""
-
-
 class ReplicationFactorRefused(RuntimeError):
     """The target cannot hold a topic with the replication factor asked for: a change of settings or of the
     target's brokers is needed, so the mirror ends (restarting cannot help)."""
@@ -38,7 +34,7 @@ def broker_count(admin: AdminClient, timeout: float) -> int | None:
         return None
 
 
-def refusal_text(err: KafkaError, topic: str, factor: int, brokers: int | None, key: str, cluster: str,
+def refusal_text(err: KafkaError | None, topic: str, factor: int, brokers: int | None, key: str, cluster: str,
                  origin: str = "") -> str:
     """What the refusal says: the topic, the factor wanted (and where it came from), the brokers there are, the
     key to set."""
@@ -46,8 +42,8 @@ def refusal_text(err: KafkaError, topic: str, factor: int, brokers: int | None, 
     have = f"{brokers} broker(s)" if brokers is not None else "fewer brokers"
     most = f"at most {brokers}" if brokers is not None else "at most the broker count"
     return (f"topic {topic!r} needs {wanted}{f' ({origin})' if origin else ''} but cluster {cluster!r} has {have}: "
-            f"set {key} to {most} (-1: the broker's default.replication.factor), or add brokers "
-            f"(the broker said: {err.str()})")
+            f"set {key} to {most} (-1: the broker's default.replication.factor), or add brokers"
+            + (f" (the broker said: {err.str()})" if err is not None else ""))
 
 
 def refused(e: KafkaException, admin: AdminClient, topic: str, factor: int, key: str, cluster: str,

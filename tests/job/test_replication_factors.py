@@ -17,6 +17,7 @@ from sparkmirror_dev.kafka import KafkaCluster, ReplicatedKafkaCluster
 from sparkmirror_dev.testing import create_topic, unique_name
 from sparkmirror.checkpoints import CheckpointEmitter
 from sparkmirror.heartbeats import HeartbeatEmitter
+from sparkmirror.preview import observe, preview
 from sparkmirror.progress import ensure_progress_topic
 from sparkmirror.replicas import ReplicationFactorRefused
 from sparkmirror.resource.flowgroup import Cluster, FlowGroupConfig, Mirror
@@ -132,6 +133,8 @@ def test_too_few_target_brokers_is_refused_by_name(grounds) -> None:
     prefix = unique_name("big") + "."
     names = sources(src, prefix, (3,))
     cfg = flow(src, small, prefix)
+    (conflict,) = preview(observe([cfg])).conflicts  # `sparkmirror plan` says so first, writing nothing
+    assert conflict["kind"] == "replication-factor" and conflict["topic"] == f"A.{names[0]}", conflict
     with pytest.raises(TopicSyncError) as e:
         TopicSync(cfg, cfg.mirrors[0]).sync()
     msg = str(e.value)
