@@ -37,6 +37,7 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from .consumerlag import ConsumerLag, committed_offsets, consumer_lags, matching_groups
 from .resource.flowgroup import FlowGroupConfig, Mirror
 from .mm2formats import Checkpoint
+from .replicas import refused
 from .replication import GroupFilter, RecordStamper, policy_for, provenance
 from .progress.record import anchor_key
 from .progress import Between, CommittedCounter, Inside, OffsetMap, ProgressTail, Range
@@ -85,7 +86,9 @@ def offsets_to_sync(checkpoints: Iterable[Checkpoint], target_committed: Mapping
 # ------------------------------------------------------------------------------------------------- I/O
 
 def ensure_topic(admin: AdminClient, topic: str, config: dict[str, str], replication_factor: int = -1,
-                 timeout: float = 15.0) -> None:
+                 timeout: float = 15.0, key: str = "its replication factor", cluster: str = "") -> None:
+    """Create a one-partition internal topic if missing; too few brokers for `replication_factor` is refused
+    naming `key`, the setting to change (replicas.refused)."""
     if topic in admin.list_topics(timeout=timeout).topics:
         return
     fut = admin.create_topics([NewTopic(topic, 1, replication_factor, config=config)],
@@ -94,7 +97,7 @@ def ensure_topic(admin: AdminClient, topic: str, config: dict[str, str], replica
         fut.result(timeout=timeout)
     except KafkaException as e:
         if e.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-            raise
+            raise refused(e, admin, topic, replication_factor, key, cluster, timeout) or e
 
 
 class SourceCounter:
@@ -313,8 +316,10 @@ class CheckpointEmitter:
 
     def emit(self, checkpoints: Mapping[str, list[Checkpoint]]) -> int:
         if not self._topic_ready:
-            ensure_topic(self.target_admin, self.topic, MM2_INTERNAL_TOPIC_CONFIG, self.mirror.replicationFactor,
-                         self.timeout)
+            ensure_topic(self.target_admin, self.topic, MM2_INTERNAL_TOPIC_CONFIG,
+                         self.mirror.checkpointsTopicReplicationFactor, self.timeout,
+                         f"checkpoints.topic.replication.factor in mirrors[{self.mirror.name}]'s connector config",
+                         self.mirror.target)
             self._topic_ready = True
         n = 0
         for cps in checkpoints.values():

@@ -140,7 +140,8 @@ class MirrorStreamReader(DataSourceStreamReader):
         sync = self._sync
         try:
             if not self._progress_ready:
-                ensure_progress_topic(config.cluster(mirror.target).client_config(), config.progressTopic)
+                ensure_progress_topic(config.cluster(mirror.target).client_config(), config.progressTopic,
+                                      replication_factor=config.progressTopicReplicationFactor)
                 self._progress_ready = True
             now = time.monotonic()
             if force or self._routes is None or now - self._synced_at >= mirror.refreshTopicsIntervalSeconds:

@@ -32,8 +32,10 @@ log = logging.getLogger(__name__)
 class _Writer:
     """One cluster's `heartbeats` topic and an idempotent producer for it."""
 
-    def __init__(self, conf: dict[str, str], topic: str, replication_factor: int, timeout: float) -> None:
+    def __init__(self, conf: dict[str, str], topic: str, replication_factor: int, timeout: float, key: str,
+                 cluster: str) -> None:
         self.topic, self.replication_factor, self.timeout = topic, replication_factor, timeout
+        self.key, self.cluster = key, cluster
         self.admin = AdminClient(conf)
         self.producer = Producer({**conf, "enable.idempotence": True, "linger.ms": 0})
         self.ready = False
@@ -41,7 +43,8 @@ class _Writer:
     def write(self, hb: Heartbeat) -> bool:
         """False when not delivered within the timeout."""
         if not self.ready:
-            ensure_topic(self.admin, self.topic, MM2_INTERNAL_TOPIC_CONFIG, self.replication_factor, self.timeout)
+            ensure_topic(self.admin, self.topic, MM2_INTERNAL_TOPIC_CONFIG, self.replication_factor, self.timeout,
+                         self.key, self.cluster)
             self.ready = True
         errors: list = []
         self.producer.produce(self.topic, key=hb.key(), value=hb.value(), partition=0,
@@ -60,10 +63,12 @@ class HeartbeatEmitter:
     def __init__(self, config: FlowGroupConfig, mirror: Mirror, timeout: float = 15.0) -> None:
         self.mirror, self.timeout = mirror, timeout
         self.topic = policy_for(mirror).heartbeats_topic()
-        self.target = _Writer(config.cluster(mirror.target).client_config(), self.topic, mirror.replicationFactor,
-                              timeout)
-        self.upstream = _Writer(config.cluster(mirror.source).client_config(), self.topic,
-                                mirror.replicationFactor, timeout) if mirror.emitHeartbeatsUpstream else None
+        key = f"heartbeats.topic.replication.factor in mirrors[{mirror.name}]'s connector config"
+        factor = mirror.heartbeatsTopicReplicationFactor
+        self.target = _Writer(config.cluster(mirror.target).client_config(), self.topic, factor, timeout, key,
+                              mirror.target)
+        self.upstream = _Writer(config.cluster(mirror.source).client_config(), self.topic, factor, timeout, key,
+                                mirror.source) if mirror.emitHeartbeatsUpstream else None
         self.sent = self.sent_upstream = 0
 
     def emit(self, now_ms: int | None = None) -> Heartbeat:

@@ -22,6 +22,7 @@ from typing import Any
 from .aclsync import AclState, describe
 from .checkpoints import MM2_INTERNAL_TOPIC_CONFIG
 from .progress import PROGRESS_TOPIC_CONFIG, progress_topic_problem
+from .replicas import refusal_text
 from .replication import ReplicationPolicy, TopicFilter, policy_for, should_replicate_topic
 from .resource.flowgroup import FlowGroupConfig, Mirror
 from .topicsync import SyncPlan, TopicSync, topic_filter
@@ -40,6 +41,7 @@ class MirrorObservation:
     target_topics: Mapping[str, int]        # every target topic -> partitions
     progress_cleanup_policy: str | None     # of the existing progress topic (None: it does not exist)
     acls: AclState | None = None            # what ACL sync would do (None: not looked at)
+    target_brokers: int | None = None       # brokers the target lists (None: not looked at)
 
 
 @dataclass
@@ -70,7 +72,7 @@ def observe(configs: Iterable[FlowGroupConfig], timeout: float = 15.0) -> list[M
             finally:
                 sync.close()
             out.append(MirrorObservation(cfg, m, plan, dict(sync.source_topics), dict(sync.target_topics), progress,
-                                         acls))
+                                         acls, sync.target_brokers))
     return out
 
 
@@ -93,7 +95,8 @@ def _topic_row(route, plan: SyncPlan, target_topics: Mapping[str, int]) -> dict[
     actions = []
     create = next((c for c in plan.create if c.name == route.target_topic), None)
     if create is not None:
-        row["create"] = {"partitions": create.partitions, "configs": dict(create.configs)}
+        row["create"] = {"partitions": create.partitions, "replicationFactor": create.replication_factor,
+                         "configs": dict(create.configs)}
         actions.append("create" + "".join(f" {k}={v}" for k, v in create.configs.items()))
     add = next((a for a in plan.add_partitions if a.name == route.target_topic), None)
     if add is not None:
@@ -176,6 +179,13 @@ def preview(observations: list[MirrorObservation], warnings: Iterable[str] = ())
                 out.conflicts.append({"kind": "progress-topic", "flowGroup": cfg.name, "mirror": m.name,
                                       "topic": cfg.progressTopic,
                                       "message": f"{where}: {problem}; `run` refuses to start"})
+        for c in obs.plan.create:
+            if obs.target_brokers is not None and c.replication_factor > obs.target_brokers:
+                origin = "the source topic's" if m.replicationFactor is None else "replication.factor"
+                why = refusal_text(None, c.name, c.replication_factor, obs.target_brokers,
+                                   f"replication.factor in mirrors[{m.name}]'s connector config", m.target, origin)
+                out.conflicts.append({"kind": "replication-factor", "flowGroup": cfg.name, "mirror": m.name,
+                                      "topic": c.name, "message": f"{where}: {why}; `run` would stop there"})
         tkey = cluster_key(cfg, m.target)
         for r in obs.plan.routes:
             writers.setdefault((tkey, r.target_topic), []).append((cfg.name, m.name, r.source_topic))

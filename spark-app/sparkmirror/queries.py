@@ -178,7 +178,8 @@ def _any_running(queries: list) -> bool:
 
 def root_message(text: str) -> str:
     """The sparkmirror error inside a Spark/Py4J exception text, if there is one."""
-    for marker in ("MirrorFailed: ", "SourceGapError: ", "CopyError: ", "TopicSyncError: "):
+    for marker in ("MirrorFailed: ", "SourceGapError: ", "CopyError: ", "TopicSyncError: ",
+                   "ReplicationFactorRefused: "):
         if marker in text:
             return text.split(marker, 1)[1].splitlines()[0]
     return text.strip().splitlines()[0] if text.strip() else text

@@ -42,6 +42,7 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, 
 
 from .aclsync import AclRecord, AclState, AclSync, mirror_principal
 from .credentials import CredentialWatch, RefusalGrace
+from .replicas import refused, source_factor
 from .resource.flowgroup import Cluster, FlowGroupConfig, Mirror
 from .resource.javaregex import JavaPatternError, compile_java
 from .replication import GroupFilter, ReplicationPolicy, TopicFilter, policy_for, should_replicate_topic
@@ -77,6 +78,7 @@ class SourceTopic:
     partitions: int
     configs: Mapping[str, ConfigValue] | None = None  # None: not described this round
     topic_id: str | None = None
+    replication_factor: int | None = None  # None: not known (the remote topic then gets the broker's default)
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,7 @@ class CreateTopic:
     name: str
     partitions: int
     configs: Mapping[str, str]
+    replication_factor: int = -1  # -1: the target broker's default
 
 
 @dataclass(frozen=True)
@@ -172,6 +175,15 @@ def select_topics(policy: ReplicationPolicy, tfilter: TopicFilter, topics: Itera
     return sorted(t for t in topics if should_replicate_topic(policy, tfilter, t, target_alias))
 
 
+def remote_factor(mirror: Mirror, src: SourceTopic) -> int:
+    """The replication factor a new remote topic gets: MM2's `replication.factor` when set, else its source
+    topic's (MM2 itself defaults to 2 whatever the source; keeping the source's survives as many broker losses on
+    the target as the source did), else the target broker's default (-1)."""
+    if mirror.replicationFactor is not None:
+        return mirror.replicationFactor
+    return src.replication_factor or -1
+
+
 def plan_sync(mirror: Mirror, policy: ReplicationPolicy, tfilter: TopicFilter, sources: Mapping[str, SourceTopic],
               targets: Mapping[str, TargetTopic], exclude: Iterable[re.Pattern[str] | str] = ()) -> SyncPlan:
     """What to do so the target holds a remote topic for every source topic the mirror copies.
@@ -196,7 +208,7 @@ def plan_sync(mirror: Mirror, policy: ReplicationPolicy, tfilter: TopicFilter, s
         configs = replicable_configs(src.configs, rx) if src.configs is not None else None
         tgt = targets.get(remote)
         if tgt is None:
-            plan.create.append(CreateTopic(remote, src.partitions, configs or {}))
+            plan.create.append(CreateTopic(remote, src.partitions, configs or {}, remote_factor(mirror, src)))
             continue
         want = configs if mirror.syncTopicConfigs else None
         if tgt.partitions < src.partitions:
@@ -289,6 +301,8 @@ class TopicSync:
         self._acls: AclSync | None = None
         self.source_topics: dict[str, int] = {}   # every topic -> partitions, as the last plan() listed them
         self.target_topics: dict[str, int] = {}
+        self.source_factors: dict[str, int | None] = {}  # every topic -> replication factor, as last listed
+        self.target_brokers: int | None = None
         self.last_sync: float | None = None
 
     # -- clients
@@ -336,7 +350,12 @@ class TopicSync:
             md = self._admin(which).list_topics(timeout=self.timeout)
         except KafkaException as e:
             raise TopicSyncError(f"{self._where(which)} is unreachable: {e.args[0].str() if e.args else e}") from e
-        return {n: len(t.partitions) for n, t in md.topics.items() if t.error is None}
+        topics = {n: t for n, t in md.topics.items() if t.error is None}
+        if which == "source":
+            self.source_factors = {n: source_factor(t.partitions) for n, t in topics.items()}
+        else:
+            self.target_brokers = len(md.brokers)
+        return {n: len(t.partitions) for n, t in topics.items()}
 
     def describe_configs(self, which: str, names: Iterable[str]) -> dict[str, dict[str, ConfigValue]]:
         """Configs of topics of the "source" or "target" cluster (a topic deleted meanwhile is left out)."""
@@ -404,7 +423,8 @@ class TopicSync:
         src_cfgs = self.describe_configs("source", src_cfg_names)
         tgt_cfgs = self.describe_configs("target", [r for r in remote_names if r in target_parts]) \
             if with_configs else {}
-        sources = {t: SourceTopic(t, source_parts[t], src_cfgs.get(t)) for t in selected}
+        sources = {t: SourceTopic(t, source_parts[t], src_cfgs.get(t),
+                                  replication_factor=self.source_factors.get(t)) for t in selected}
         targets = {r: TargetTopic(r, target_parts[r], tgt_cfgs.get(r)) for r in remote_names if r in target_parts}
         self.source_topics, self.target_topics = source_parts, target_parts
         return plan_sync(self.mirror, self.policy, self.filter, sources, targets, self.exclude)
@@ -468,7 +488,7 @@ class TopicSync:
             futs: dict = {}
             for batch in metadata_batches(pending, lambda c: c.partitions + 1 + len(c.configs)):
                 futs.update(admin.create_topics(
-                    [NewTopic(c.name, num_partitions=c.partitions, replication_factor=self.mirror.replicationFactor,
+                    [NewTopic(c.name, num_partitions=c.partitions, replication_factor=c.replication_factor,
                               config=self._known(c.configs)) for c in batch],
                     operation_timeout=self.timeout, request_timeout=self.timeout))
             again = set()
@@ -482,6 +502,7 @@ class TopicSync:
                     if self._unknown_on_target(e.args[0], name):
                         again.add(name)
                         continue
+                    self._too_few_brokers(e, next(c for c in pending if c.name == name))
                     raise TopicSyncError(f"{self._where('target')}: creating remote topic {name!r} failed: "
                                          f"{e.args[0].str()}") from e
             pending = [c for c in pending if c.name in again]
@@ -520,6 +541,15 @@ class TopicSync:
                     raise TopicSyncError(f"{self._where('target')}: altering configs of {res.name!r} failed: "
                                          f"{e.args[0].str()}") from e
             pending_alters = [a for a in pending_alters if a.name in again and (self._known(a.set) or a.delete)]
+
+    def _too_few_brokers(self, e: KafkaException, c: CreateTopic) -> None:
+        """Raises the refusal naming the key to set when the target has fewer brokers than the factor."""
+        origin = "the source topic's" if self.mirror.replicationFactor is None else "replication.factor"
+        key = f"replication.factor in mirrors[{self.mirror.name}]'s connector config"
+        why = refused(e, self._admin("target"), c.name, c.replication_factor, key, self.mirror.target, self.timeout,
+                      origin)
+        if why is not None:
+            raise TopicSyncError(f"{self._where('target')}: remote topic {c.name!r} not created: {why}") from e
 
     def _known(self, configs: Mapping[str, str]) -> dict[str, str]:
         return {k: v for k, v in configs.items() if k not in self.unknown_on_target}

@@ -68,3 +68,19 @@ def test_identity_plan_keeps_names_but_prefixes_heartbeats() -> None:
     assert plan.routes == [TopicRoute("heartbeats", "A.heartbeats", 1), TopicRoute("t", "t", 2)]
     assert [c.name for c in plan.create] == ["A.heartbeats", "t"]
 
+
+
+def test_new_remote_topics_take_the_source_factor_unless_set() -> None:
+    """None (the default): the source topic's; MM2's replication.factor when set; -1 when the source's is not known
+    (the target broker's default)."""
+    from types import SimpleNamespace
+
+    from sparkmirror.replicas import source_factor
+
+    parts = {0: SimpleNamespace(replicas=[1, 2, 3]), 1: SimpleNamespace(replicas=[2, 3, 1, 4])}  # 1: reassigning
+    assert source_factor(parts) == 3 and source_factor({}) is None
+    sources = {"t": SourceTopic("t", 2, {}, replication_factor=3), "u": SourceTopic("u", 1, {})}
+    plan = plan_sync(M, DefaultReplicationPolicy(), F, sources, {})
+    assert plan.create == [CreateTopic("A.t", 2, {}, 3), CreateTopic("A.u", 1, {}, -1)]
+    m = M.model_copy(update={"replicationFactor": 2})
+    assert [c.replication_factor for c in plan_sync(m, DefaultReplicationPolicy(), F, sources, {}).create] == [2, 2]

@@ -77,6 +77,35 @@ def test_mm2_keys_map_onto_the_job_config() -> None:
     assert not any("sync.topic.acls" in k for k in p.unsupported + p.not_applicable)
 
 
+def test_replication_factor_keys() -> None:
+    """MM2's replication-factor keys: remote topics (default: the source topic's), heartbeats and checkpoints
+    topics; the progress topic's is the resource's own field. 0 or less than -1 is refused naming the key."""
+    src = {"alias": "a", "bootstrapServers": "127.0.0.1:9092"}
+    default = plan(resource()).groups[0]
+    assert default.mirrors[0].replicationFactor is None and default.progressTopicReplicationFactor == -1
+    assert default.mirrors[0].heartbeatsTopicReplicationFactor == -1
+    assert default.mirrors[0].checkpointsTopicReplicationFactor == -1
+    p = plan(resource(progressTopicReplicationFactor=3, mirrors=[{
+        "source": src, "sourceConnector": {"config": {"replication.factor": "2",
+                                                      "heartbeats.topic.replication.factor": 3}},
+        "checkpointConnector": {"config": {"checkpoints.topic.replication.factor": -1}}}]))
+    assert p.errors == []
+    g = p.groups[0]
+    m = g.mirrors[0]
+    assert (m.replicationFactor, m.heartbeatsTopicReplicationFactor, m.checkpointsTopicReplicationFactor) == (2, 3, -1)
+    assert g.progressTopicReplicationFactor == 3
+    assert not any("replication.factor" in k for k in p.unsupported + p.not_applicable)
+    bad = plan(resource(progressTopicReplicationFactor=0, mirrors=[{
+        "source": src, "sourceConnector": {"config": {"replication.factor": 0,
+                                                      "heartbeats.topic.replication.factor": "three"}}}]))
+    assert [(e.field, e.message) for e in bad.errors] == [
+        ("spec.progressTopicReplicationFactor", "must be -1 (the broker's default) or at least 1, got 0"),
+        ("spec.mirrors[0].sourceConnector.config[replication.factor]",
+         "a replication factor must be -1 (the broker's default) or at least 1, got 0"),
+        ("spec.mirrors[0].sourceConnector.config[heartbeats.topic.replication.factor]",
+         "expected an integer replication factor, got 'three'")]
+
+
 def test_default_one_group_per_mirror_and_declared_groups() -> None:
     mirrors = [{"source": {"alias": "a", "bootstrapServers": "h:1"}},
                {"source": {"alias": "C_1", "bootstrapServers": "h:2"}},

@@ -49,7 +49,8 @@ spec:
   - sourceCluster: s
     targetCluster: t
     topicsBlacklistPattern: "tmp.*"
-    heartbeatConnector: {config: {emit.heartbeats.interval.seconds: 5, heartbeats.topic.replication.factor: 1}}
+    heartbeatConnector: {config: {emit.heartbeats.interval.seconds: 5, heartbeats.topic.replication.factor: 1,
+                                  heartbeats.topic.retention.ms: 1000}}
   - sourceCluster: t
     targetCluster: other
 """
@@ -58,12 +59,14 @@ spec:
     assert r["spec"]["target"]["groupId"] == "g" and r["spec"]["target"]["configStorageTopic"] == "c"
     (m,) = r["spec"]["mirrors"]
     assert m["topicsExcludePattern"] == "tmp.*"
-    assert m["sourceConnector"]["config"] == {"emit.heartbeats.interval.seconds": 5}
+    assert m["sourceConnector"]["config"] == {"emit.heartbeats.interval.seconds": 5,
+                                              "heartbeats.topic.replication.factor": 1}
     notes = "\n".join(out.notes)
     assert "spec.externalConfiguration: not carried over" in notes
     assert "spec.mirrors[1]: targets 'other'" in notes
-    assert "not carried over: heartbeats.topic.replication.factor" in notes
+    assert "not carried over: heartbeats.topic.retention.ms" in notes
     assert plan(r).groups[0].mirrors[0].emitHeartbeatsIntervalSeconds == 5
+    assert plan(r).groups[0].mirrors[0].heartbeatsTopicReplicationFactor == 1
 
 
 MM2 = """# two sources into one target

@@ -102,3 +102,19 @@ def test_acl_actions_in_the_plan() -> None:
 def replace_mirror(cfg: FlowGroupConfig, **kw):
     (m,) = cfg.mirrors
     return m.model_copy(update=kw)
+
+
+def test_a_factor_the_target_cannot_hold_is_a_conflict() -> None:
+    """`sparkmirror plan` says before `run` what a 1-broker target would refuse: the source topic's factor 3."""
+    cfg = group("g", ("a", "h1:9092"), ("b", "h2:9092"))
+    (m,) = cfg.mirrors
+    sources = {"orders": SourceTopic("orders", 2, replication_factor=3), "orders-1": SourceTopic("orders-1", 1,
+                                                                                                  replication_factor=1)}
+    plan = plan_sync(m, policy_for(m), topic_filter(cfg, m), sources, {})
+    p = preview([MirrorObservation(cfg, m, plan, {"orders": 2, "orders-1": 1}, {}, None, target_brokers=1)])
+    (c,) = p.conflicts
+    assert c["kind"] == "replication-factor" and c["topic"] == "a.orders"
+    assert "topic 'a.orders' needs replication factor 3 (the source topic's) but cluster 'b' has 1 broker(s): set " \
+           "replication.factor in mirrors[a]'s connector config to at most 1" in c["message"], c["message"]
+    rows = {r["target"]: r["create"]["replicationFactor"] for r in p.flow_groups[0]["mirrors"][0]["topics"]}
+    assert rows == {"a.orders": 3, "a.orders-1": 1}

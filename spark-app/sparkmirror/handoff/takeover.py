@@ -110,7 +110,8 @@ def marks_by_target(config: FlowGroupConfig, timeout: float = 60.0) -> dict[str,
         while alias not in out:
             conf = config.cluster(alias).client_config()  # read again at every try: a Secret being rotated
             try:
-                ensure_progress_topic(conf, config.progressTopic, timeout=min(timeout, 30.0))
+                ensure_progress_topic(conf, config.progressTopic, timeout=min(timeout, 30.0),
+                                      replication_factor=config.progressTopicReplicationFactor)
                 out[alias] = read_progress(conf, config.progressTopic, timeout=timeout, resource=config.resource)
             except (KafkaException, TimeoutError):
                 refused = refusal(conf, min(timeout, 10.0))  # librdkafka tells a refused login only its error callback
@@ -163,7 +164,7 @@ def prepare(config: FlowGroupConfig) -> None:
     """In standby: the progress topics exist and the mark writers are connected."""
     for alias in sorted({m.target for m in config.mirrors}):
         conf = config.cluster(alias).client_config()
-        ensure_progress_topic(conf, config.progressTopic)
+        ensure_progress_topic(conf, config.progressTopic, replication_factor=config.progressTopicReplicationFactor)
         _ENSURED.add((repr(sorted(conf.items())), config.progressTopic))
         _producer(conf, config).list_topics(config.progressTopic, timeout=30)
 
@@ -253,7 +254,7 @@ def write_records(config: FlowGroupConfig, alias: str, records: list[tuple[bytes
     naming `what` when they are not."""
     conf = config.cluster(alias).client_config()
     if (repr(sorted(conf.items())), config.progressTopic) not in _ENSURED:
-        ensure_progress_topic(conf, config.progressTopic)
+        ensure_progress_topic(conf, config.progressTopic, replication_factor=config.progressTopicReplicationFactor)
         _ENSURED.add((repr(sorted(conf.items())), config.progressTopic))
     errors: list[KafkaError] = []
     producer = _producer(conf, config)

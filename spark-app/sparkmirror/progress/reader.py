@@ -20,6 +20,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 import json
 
+from ..replicas import refused
 from .record import PROGRESS_TOPIC_CONFIG, ProgressRecord, decode_key, decode_mark_key, progress_key
 from .state import MAX_HISTORY, OffsetMap, ProgressState
 
@@ -33,7 +34,8 @@ READ_SLICE_S = 0.02      # read_to_end: the longest one consume() waits before t
 
 def ensure_progress_topic(target_conf: dict[str, str], topic: str, partitions: int = 1,
                           replication_factor: int = -1, timeout: float = 30.0) -> None:
-    """Create the compacted progress topic if missing; refuse one that exists but is not compacted."""
+    """Create the compacted progress topic if missing; refuse one that exists but is not compacted, and a
+    replication factor the target has too few brokers for (naming the resource's key)."""
     admin = AdminClient(target_conf)
     md = admin.list_topics(timeout=timeout)
     if topic not in md.topics:
@@ -43,7 +45,8 @@ def ensure_progress_topic(target_conf: dict[str, str], topic: str, partitions: i
             fut.result(timeout=timeout)
         except KafkaException as e:
             if e.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise
+                raise refused(e, admin, topic, replication_factor, "spec.progressTopicReplicationFactor",
+                              target_conf.get("bootstrap.servers", "the target"), timeout) or e
         return
     res = ConfigResource(ConfigResource.Type.TOPIC, topic)
     cfg = admin.describe_configs([res])[res].result(timeout=timeout)

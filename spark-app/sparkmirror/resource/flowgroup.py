@@ -211,6 +211,13 @@ DEFAULT_CONFIG_PROPERTIES_EXCLUDE = [
 ]
 
 
+def replication_factor(v: int | None) -> int | None:
+    """A replication factor as Kafka takes it: at least 1, or -1 for the broker's default (0 is refused)."""
+    if v == 0:
+        raise ValueError("a replication factor must be -1 (the broker's default) or at least 1, got 0")
+    return v
+
+
 class Mirror(_Model):
     """One source -> target flow, MM2 semantics, one streaming query."""
 
@@ -231,7 +238,15 @@ class Mirror(_Model):
                                 "onto the target, and remove what the source no longer grants (MM2's "
                                 "sync.topic.acls.enabled; the rule is in sparkmirror/aclsync.py).")
     syncTopicAclsIntervalSeconds: float = Field(600.0, gt=0, description="MM2's sync.topic.acls.interval.seconds.")
-    replicationFactor: int = Field(-1, description="Replication factor of created remote topics; -1 = broker default.")
+    replicationFactor: int | None = Field(None, ge=-1, description="Replication factor of created remote topics "
+                                          "(MM2's replication.factor); none: the source topic's; -1: the target "
+                                          "broker's default.replication.factor.")
+    heartbeatsTopicReplicationFactor: int = Field(-1, ge=-1, description="Replication factor of the heartbeats "
+                                                  "topic (MM2's heartbeats.topic.replication.factor); -1: the "
+                                                  "broker's default.")
+    checkpointsTopicReplicationFactor: int = Field(-1, ge=-1, description="Replication factor of the checkpoints "
+                                                   "topic (MM2's checkpoints.topic.replication.factor); -1: the "
+                                                   "broker's default.")
     startFrom: str | None = Field(None, description="Source consumer group whose committed offsets a partition's "
                                   "first run starts at (see startfrom.py).")
     sourceOffsetsGroup: str | None = Field(None, min_length=1, max_length=249, description=(
@@ -260,6 +275,11 @@ class Mirror(_Model):
             except JavaPatternError as e:
                 raise ValueError(f"invalid regex {e}") from e
         return v
+
+    @field_validator("replicationFactor", "heartbeatsTopicReplicationFactor", "checkpointsTopicReplicationFactor")
+    @classmethod
+    def _factor(cls, v: int | None) -> int | None:
+        return replication_factor(v)
 
     @field_validator("configPropertiesExclude")
     @classmethod
@@ -317,6 +337,8 @@ class FlowGroupConfig(_Model):
     offsetHistory: int = Field(200_000, ge=1, description="Committed ranges per source partition the driver keeps "
                                "for offset translation (bounds its memory: 56 bytes a range).")
     progressTopic: str = Field("sparkmirror.progress.internal", description="Compacted topic on each target.")
+    progressTopicReplicationFactor: int = Field(-1, ge=-1, description="Replication factor the progress topic is "
+                                                "created with; -1: the target broker's default.")
     checkpointDir: str | None = Field(None, description="Spark checkpoint root; an optimisation, may be lost.")
     metricsPort: int | None = Field(None, ge=0, le=65535, description="Prometheus text on the driver; 0 = any.")
     metricsBind: str | None = Field(None, description="IP address the metrics endpoint binds to; default "
@@ -349,6 +371,11 @@ class FlowGroupConfig(_Model):
         except ValueError:
             return data  # an unknown delivery: its own field's error names it
         return data
+
+    @field_validator("progressTopicReplicationFactor")
+    @classmethod
+    def _progress_factor(cls, v: int) -> int:
+        return replication_factor(v)
 
     @field_validator("metricsBind")
     @classmethod

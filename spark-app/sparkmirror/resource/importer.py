@@ -143,13 +143,15 @@ def _from_v1beta2(doc: dict[str, Any], notes: list[str], where: str = "input") -
         hb = _mapping(m.get("heartbeatConnector"), f"{where}: spec.mirrors[{i}].heartbeatConnector")
         if hb:
             hb_in = _mapping(hb.get("config"), f"{where}: spec.mirrors[{i}].heartbeatConnector.config")
-            hb_conf = {k: v for k, v in hb_in.items() if str(k).startswith("emit.heartbeats.")}
+            hb_conf = {k: v for k, v in hb_in.items()
+                       if str(k).startswith("emit.heartbeats.") or k == "heartbeats.topic.replication.factor"}
             if hb_conf:
                 where_sc = f"{where}: spec.mirrors[{i}].sourceConnector"
                 sc = out["sourceConnector"] = _mapping(out.get("sourceConnector"), where_sc)
                 sc["config"] = {**_mapping(sc.get("config"), f"{where_sc}.config"), **hb_conf}
             dropped = sorted(map(str, set(hb_in) - set(hb_conf))) + sorted(map(str, set(hb) - {"config"}))
-            notes.append(f"{who}: spec.mirrors[{i}].heartbeatConnector: emit.heartbeats.* moved to sourceConnector"
+            notes.append(f"{who}: spec.mirrors[{i}].heartbeatConnector: emit.heartbeats.* and "
+                         "heartbeats.topic.replication.factor moved to sourceConnector"
                          + (f"; not carried over: {', '.join(dropped)}" if dropped else ""))
         mirrors.append(out)
     spec["mirrors"] = mirrors

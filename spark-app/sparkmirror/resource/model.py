@@ -331,6 +331,7 @@ _HANDOFF_OUTLASTS_EPOCH = (
     " > (has(self.spark) && has(self.spark.epochSeconds) ? double(self.spark.epochSeconds) : 30.0)")
 """A successor's first commit comes at the end of its first epoch: a shorter handoff timeout would move every
 Lease back. (The API server defaults only fields of objects that are present, hence the model's defaults here.)"""
+_PROGRESS_FACTOR = "!has(self.progressTopicReplicationFactor) || self.progressTopicReplicationFactor != 0"
 _FAILOVER_NAMES_MIRRORS = ("!has(self.failover) || self.failover.mirrors.all(a, "
                            "self.mirrors.exists(m, m.source.alias == a))")
 
@@ -342,6 +343,8 @@ class KafkaMirrorMaker2Spec(_Model):
         cel(_GROUPS_NAME_MIRRORS, "flowGroups[].mirrors must name mirrors by their source alias", ".flowGroups"),
         cel(_GROUP_NAMES_UNIQUE, "flowGroups[].name must be unique", ".flowGroups"),
         cel(_FAILOVER_NAMES_MIRRORS, "failover.mirrors must name mirrors by their source alias", ".failover"),
+        cel(_PROGRESS_FACTOR, "progressTopicReplicationFactor must be -1 (the broker's default) or at least 1",
+            ".progressTopicReplicationFactor"),
         cel(_HANDOFF_OUTLASTS_EPOCH, "upgrade.handoffTimeoutSeconds must be longer than spark.epochSeconds (a new "
             "generation commits first at the end of its first epoch)", ".upgrade")))
 
@@ -365,6 +368,10 @@ class KafkaMirrorMaker2Spec(_Model):
     progressTopic: str = Field("sparkmirror.progress.internal", description="Compacted progress topic on the "
                                                                             "target.", max_length=249,
                                pattern=r"^[A-Za-z0-9._-]+$")
+    progressTopicReplicationFactor: int = Field(-1, description="Replication factor the progress topic is created "
+                                                "with on the target (as MM2's *.topic.replication.factor keys are "
+                                                "for its internal topics); -1: the broker's "
+                                                "default.replication.factor.", ge=-1, le=32767)
 
     # Strimzi (Kafka Connect) fields: accepted, not applicable
     replicas: int | None = connect_only("Kafka Connect worker replicas; use spark.executor instead.", ge=0)

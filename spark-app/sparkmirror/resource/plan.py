@@ -104,6 +104,17 @@ def _float(v: Any) -> float:
     return f
 
 
+def _factor(v: Any) -> int:
+    """A replication factor key: an integer, -1 (the broker's default) or at least 1."""
+    try:
+        n = int(str(v).strip())
+    except ValueError:
+        raise ValueError(f"expected an integer replication factor, got {v!r}") from None
+    if n == 0 or n < -1:
+        raise ValueError(f"a replication factor must be -1 (the broker's default) or at least 1, got {v!r}")
+    return n
+
+
 def _mm2_list_regex(v: Any) -> str:
     """MM2 list-of-regex (comma separated, as ConfigDef.Type.LIST splits it) -> one alternation."""
     parts = [p.strip() for p in str(v).split(",") if p.strip()]
@@ -130,7 +141,9 @@ MIRROR_KEYS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "sync.topic.acls.interval.seconds": ("syncTopicAclsIntervalSeconds", _float),
     "config.properties.exclude": ("configPropertiesExclude", lambda v: [p.strip() for p in str(v).split(",")
                                                                         if p.strip()]),
-    "replication.factor": ("replicationFactor", int),
+    "replication.factor": ("replicationFactor", _factor),
+    "heartbeats.topic.replication.factor": ("heartbeatsTopicReplicationFactor", _factor),
+    "checkpoints.topic.replication.factor": ("checkpointsTopicReplicationFactor", _factor),
     "emit.heartbeats.enabled": ("emitHeartbeats", _bool),
     "emit.heartbeats.interval.seconds": ("emitHeartbeatsIntervalSeconds", _float),
     # not an MM2 key: MM2 writes upstream heartbeats from the disabled reverse flow (B->A.emit.heartbeats.enabled)
@@ -373,6 +386,9 @@ def plan(resource: dict[str, Any] | KafkaMirrorMaker2, *, secrets: str = "files"
     if spec.upgrade.handoffTimeoutSeconds <= spec.spark.epochSeconds:
         out.errors.append(Problem("spec.upgrade.handoffTimeoutSeconds", "must be longer than spec.spark.epochSeconds "
                                   "(a new generation commits first at the end of its first epoch)"))
+    if spec.progressTopicReplicationFactor == 0:
+        out.errors.append(Problem("spec.progressTopicReplicationFactor", "must be -1 (the broker's default) or at "
+                                  "least 1, got 0"))
     target = _cluster(spec.target, "spec.target", sec, out)
     out.cluster_fields[spec.target.alias] = "spec.target"
 
@@ -466,6 +482,7 @@ def plan(resource: dict[str, Any] | KafkaMirrorMaker2, *, secrets: str = "files"
             lingerMs=spec.spark.lingerMs,
             offsetHistory=spec.spark.offsetHistory,
             progressTopic=spec.progressTopic,
+            progressTopicReplicationFactor=spec.progressTopicReplicationFactor,
             metricsPerPartition=g.metricsPerPartition if g is not None else None,
             checkpointDir=f"{checkpoint.rstrip('/')}/{kmm2.namespace}/{kmm2.name}/{name}" if checkpoint else None,
             worker=Worker(generation=1, version=spec.version or "unversioned",
