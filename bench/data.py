@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from sparkmirror.topicsync import metadata_batches
+from sparkmirror.topicplan import metadata_batches
 
 ORIGIN = b"sparkmirror-bench"
 _FILLER = os.urandom(1 << 20)

@@ -23,7 +23,7 @@ from sparkmirror.progress import CommittedCounter, partition_lags, read_progress
 from sparkmirror.resource.flowgroup import (Cluster, FlowGroupConfig, SecretResolver, SecretUnreadable,
                                             SecretValue)
 from sparkmirror.replication import policy_for
-from sparkmirror.topicsync import topic_filter
+from sparkmirror.topicplan import topic_filter
 
 SECRET_REF_ROOT = "secret:"  # plan(secret_root=...) prefix: "secret:/<name>/<key>"
 RATE_WINDOW_MS = 30_000  # records/s: what the progress topic says was committed in the last 30 s

@@ -53,7 +53,8 @@ from .progress import CommittedCounter, ProgressTail, lag_position, partition_la
 from .resource.flowgroup import FlowGroupConfig, Mirror
 from .replication import policy_for
 from .timelag import OldestRecordTimes
-from .topicsync import list_offsets, select_topics, topic_filter
+from .topicsync import list_offsets
+from .topicplan import select_topics, topic_filter
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,8 @@ from .progress import PROGRESS_TOPIC_CONFIG, progress_topic_problem
 from .replicas import refusal_text
 from .replication import ReplicationPolicy, TopicFilter, policy_for, should_replicate_topic
 from .resource.flowgroup import FlowGroupConfig, Mirror
-from .topicsync import SyncPlan, TopicSync, topic_filter
+from .topicsync import TopicSync
+from .topicplan import SyncPlan, topic_filter
 
 CONFLICT_EXIT = 3  # `sparkmirror plan` found conflicts (1: a cluster unreachable, 2: bad input)
 

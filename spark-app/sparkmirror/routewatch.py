@@ -62,7 +62,7 @@ class RouteWatch:
         """`lane`: the lane's index, for taking its new partitions in place; without it every gain ends the
         epoch."""
         from .replication import policy_for, should_replicate_topic
-        from .topicsync import topic_filter
+        from .topicplan import topic_filter
 
         self.known = {s: n for s, _t, n in routes}
         self.remotes = {s: t for s, t, _n in routes}

@@ -13,7 +13,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench import data  # noqa: E402
-from sparkmirror.topicsync import MAX_RECORDS_PER_REQUEST  # noqa: E402
+from sparkmirror.topicplan import MAX_RECORDS_PER_REQUEST  # noqa: E402
 
 
 class _Admin:

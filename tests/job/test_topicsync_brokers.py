@@ -12,8 +12,9 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, New
 from sparkmirror_dev.procs import free_port
 from sparkmirror_dev.testing import create_topic, produce_numbered, recreate_topic, unique_name
 from sparkmirror.resource.flowgroup import Cluster, FlowGroupConfig, Mirror
-from sparkmirror import topicsync
-from sparkmirror.topicsync import TopicRecreated, TopicRoute, TopicSync, TopicSyncError
+from sparkmirror import topicplan, topicsync
+from sparkmirror.topicsync import TopicRecreated, TopicSync, TopicSyncError
+from sparkmirror.topicplan import TopicRoute
 
 pytestmark = pytest.mark.kafka
 
@@ -196,7 +197,7 @@ def test_creates_alters_and_grows_in_requests_within_the_controllers_limit(kafka
     """A KRaft controller refuses an admin request of over 10,000 metadata records, which mirroring 1,000 new
     topics of 10 partitions asks for: the sync splits its requests. A limit of 4 records here makes each topic a
     request of its own, the real brokers must still end with every topic, partition and config."""
-    monkeypatch.setattr(topicsync, "MAX_RECORDS_PER_REQUEST", 4)
+    monkeypatch.setattr(topicplan, "MAX_RECORDS_PER_REQUEST", 4)
     asked: list[int] = []
     real_create = AdminClient.create_topics
 

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from sparkmirror.resource.flowgroup import DEFAULT_CONFIG_PROPERTIES_EXCLUDE, Mirror
 from sparkmirror.replication import DefaultReplicationPolicy, IdentityReplicationPolicy, TopicFilter
-from sparkmirror.topicsync import (AddPartitions, AlterConfigs, ConfigValue, CreateTopic, SourceTopic, TargetTopic,
-                                   TopicRoute, plan_sync, replicable_configs)
+from sparkmirror.topicplan import AddPartitions, AlterConfigs, ConfigValue, CreateTopic, SourceTopic, TargetTopic, TopicRoute, plan_sync, replicable_configs
 
 M = Mirror(name="a-b", source="A", target="B")
 F = TopicFilter(M.topics, M.topicsExclude, frozenset({"sparkmirror.progress.internal"}))

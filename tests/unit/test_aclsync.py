@@ -12,7 +12,7 @@ from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, R
 
 from sparkmirror.aclsync import AclScope, AclSync, binding_of, binding_row, in_scope, plan_acl_sync
 from sparkmirror.replication import DefaultReplicationPolicy, IdentityReplicationPolicy, TopicFilter
-from sparkmirror.topicsync import select_topics
+from sparkmirror.topicplan import select_topics
 
 ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
 LITERAL, PREFIXED = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED

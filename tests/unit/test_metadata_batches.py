@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkmirror.topicsync import MAX_RECORDS_PER_REQUEST, metadata_batches
+from sparkmirror.topicplan import MAX_RECORDS_PER_REQUEST, metadata_batches
 
 
 @pytest.mark.parametrize("weights", [[11] * 1000, [1], [], [4999, 2, 4999, 6000, 1], [5000, 5000], [6000]])
@@ -26,7 +26,8 @@ def test_routes_wait_for_the_target_brokers_to_know_new_partitions(monkeypatch: 
     import types
 
     from sparkmirror import topicsync
-    from sparkmirror.topicsync import SyncPlan, TopicRoute, TopicSync
+    from sparkmirror.topicsync import TopicSync
+    from sparkmirror.topicplan import SyncPlan, TopicRoute
 
     monkeypatch.setattr(topicsync.time, "sleep", lambda s: None)
     answers = iter([{"A.old": 2}, {"A.old": 2, "A.grown": 3}, {"A.old": 2, "A.grown": 3, "A.new": 4}])

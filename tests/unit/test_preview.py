@@ -6,7 +6,7 @@ from sparkmirror.preview import CONFLICT_EXIT, MirrorObservation, preview
 from sparkmirror.replication import policy_for
 from sparkmirror.resource.flowgroup import FlowGroupConfig
 from sparkmirror.runner.dryrun import lines
-from sparkmirror.topicsync import SourceTopic, TargetTopic, plan_sync, topic_filter
+from sparkmirror.topicplan import SourceTopic, TargetTopic, plan_sync, topic_filter
 
 
 def group(name: str, source: tuple[str, str], target: tuple[str, str], policy: str = "default",

@@ -25,7 +25,7 @@ from ..mm2formats import Checkpoint
 from ..progress.state import ProgressState
 from ..replication import should_replicate_topic
 from ..resource.flowgroup import FlowGroupConfig, Mirror
-from ..topicsync import topic_filter
+from ..topicplan import topic_filter
 from .report import Untranslated
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ from ..progress.state import ProgressState
 from ..replication import policy_for
 from ..resource.flowgroup import FlowGroupConfig, Mirror
 from ..resource.names import transactional_ids
-from ..topicsync import select_topics, topic_filter
+from ..topicplan import select_topics, topic_filter
 
 
 @dataclass
