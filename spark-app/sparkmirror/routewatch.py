@@ -175,7 +175,7 @@ class RouteWatch:
 
     def _mine(self, gained: Mapping[str, int]) -> dict[Key, str]:
         """This lane's partitions of what the source gained -> their remote topic, as the driver routes them. A
-        new topic whose remote name another topic has too (topicsync.plan_sync refuses one of them) is left to
+        new topic whose remote name another topic has too (topicplan.plan_sync refuses one of them) is left to
         the next epoch's plan."""
         if self.lane is None or not self.growing:
             return {}
