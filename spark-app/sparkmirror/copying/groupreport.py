@@ -23,6 +23,7 @@ from confluent_kafka import Consumer, ConsumerGroupState, KafkaError, KafkaExcep
 from ..progress import ProgressRecord
 from .admins import kept_admin
 from .context import LaneContext
+from .reader import close_consumer
 from .shares import PartitionKey
 
 log = logging.getLogger(__name__)
@@ -40,13 +41,6 @@ REFUSALS = (KafkaError.GROUP_AUTHORIZATION_FAILED, KafkaError.TOPIC_AUTHORIZATIO
 """Answers that say the group is not this mirror's to commit (or not allowed): logged once, at WARNING."""
 
 _LOGGED: set[tuple[str, str]] = set()  # (lane tid, group): refusals logged once per lane in this process
-
-
-def _close(consumer: Consumer) -> None:
-    try:
-        consumer.close()
-    except (KafkaException, RuntimeError):
-        pass
 
 
 class GroupReport:
@@ -102,7 +96,7 @@ class GroupReport:
             return
         while self.inflight and time.monotonic() < until:
             consumer.poll(0.05)
-        threading.Thread(target=_close, args=(consumer,), name=f"report-close-{self.ctx.tid}", daemon=True).start()
+        threading.Thread(target=close_consumer, args=(consumer,), name=f"report-close-{self.ctx.tid}", daemon=True).start()
 
     def _ours(self) -> bool:
         """Whether the group may be written: described once (the answer is awaited by later calls, never here);
