@@ -10,12 +10,12 @@ def run_lane(config_json: str, parts: list, epoch: int, prev_epoch: int, epoch_s
     """Run `epoch` of the first mirror's lane 0 as a Spark task would; with `carry_seconds`, keep its clients
     (copying on between epochs, as a Spark Python worker does), set `started` and stay until `done` is set.
     A `multiprocessing` spawn target: importable by the child."""
-    from sparkmirror.copying import LaneCopy, run_epoch
+    from sparkmirror.copying import lane_copy, run_epoch
     from sparkmirror.resource.flowgroup import FlowGroupConfig
 
     logging.basicConfig(level=logging.INFO)
     cfg = FlowGroupConfig.model_validate_json(config_json)
-    run_epoch(LaneCopy(cfg, cfg.mirrors[0], 0, parts, epoch_seconds, epoch=epoch, prev_epoch=prev_epoch,
+    run_epoch(lane_copy(cfg, cfg.mirrors[0], 0, parts, epoch_seconds, epoch=epoch, prev_epoch=prev_epoch,
                    carry_seconds=carry_seconds))
     if started is not None:
         started.set()

@@ -29,7 +29,7 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
-from .copying import SUMMARY_SCHEMA, CopyError, LaneCopy, PartitionSummary, run_epoch
+from .copying import SUMMARY_SCHEMA, CopyError, PartitionSummary, lane_copy, run_epoch
 from .liveroutes import LiveRoutes, Route, last_tick
 from .resource.flowgroup import FlowGroupConfig, Mirror
 from .lanes import Lane, LanePartition, LanePlanner
@@ -255,7 +255,7 @@ class MirrorStreamReader(DataSourceStreamReader):
         mirror = _mirror(config, partition.mirror)
         watch = RouteWatch(config, mirror, partition.routes, partition.lane)
         ctx = TaskContext.get()
-        copier = LaneCopy(config, mirror, partition.lane, list(partition.partitions), should_stop=watch.changed,
+        copier = lane_copy(config, mirror, partition.lane, list(partition.partitions), should_stop=watch.changed,
                           epoch=partition.epoch, prev_epoch=partition.prev_epoch,
                           attempt=ctx.attemptNumber() if ctx is not None else 0,
                           carry_seconds=min(float(config.epochSeconds), CARRY_SECONDS), stop_file=self.drain_file,

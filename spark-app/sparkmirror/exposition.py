@@ -103,6 +103,10 @@ def families(flow_group: str, snapshot: dict[str, dict], generation: int | None 
     m_wait_s = g("sparkmirror_mirror_stalled_seconds", "How long the mirror has been waiting (0: not waiting).", ml)
     m_err = c("sparkmirror_mirror_errors_total", "Failures of the mirror's driver services, by service.",
               [*ml, "service"])
+    m_bat = c("sparkmirror_mirror_batches_total", "Record batches the batch path (copy: batches) forwarded as they "
+              "were fetched.", ml)
+    m_reb = c("sparkmirror_mirror_batches_rebuilt_total", "Record batches the batch path rebuilt before the target "
+              "took them, by reason (old_magic, log_append_time, offset_gaps, starts_before).", [*ml, "reason"])
     m_hb = c("sparkmirror_heartbeats_total", "MM2 heartbeats emitted.", ml)
     m_ck = g("sparkmirror_checkpoints_groups", "Consumer groups checkpointed in the last round.", ml)
     gl = [*ml, "group"]
@@ -168,6 +172,9 @@ def families(flow_group: str, snapshot: dict[str, dict], generation: int | None 
         m_wait_s.add_metric(mv, max(now - since, 0.0) if s.get("waiting") and since else 0.0)
         for service in ("monitor", "heartbeats", "checkpoints"):
             m_err.add_metric([*mv, service], (s.get("error_counts") or {}).get(service, 0))
+        m_bat.add_metric(mv, s.get("batches") or 0)
+        for why, n in sorted((s.get("rebuilt") or {}).items()):
+            m_reb.add_metric([*mv, why], n)
         m_hb.add_metric(mv, s["heartbeats"])
         m_ck.add_metric(mv, s["checkpoint_groups"])
         for cg in s.get("consumer_groups") or []:
@@ -180,7 +187,7 @@ def families(flow_group: str, snapshot: dict[str, dict], generation: int | None 
         f_mem.add_metric([flow_group, area], n)
     partition = [p_lag, p_lag_s, p_stall, p_end, p_pos, p_tot, p_bytes, p_tx, p_last] if per_partition else []
     return [*partition, m_tot, m_bytes, m_tx, m_lag, m_lag_s, m_stall, m_last, m_lat, m_top, m_par, m_up, m_wait,
-            m_wait_s, m_err, m_hb, m_ck, g_lag, g_tlag, f_gen, f_mem]
+            m_wait_s, m_err, m_bat, m_reb, m_hb, m_ck, g_lag, g_tlag, f_gen, f_mem]
 
 
 def prometheus_text(flow_group: str, snapshot: dict[str, dict], generation: int | None = None,

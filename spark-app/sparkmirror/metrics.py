@@ -485,6 +485,7 @@ class DriverServices:
                 "updated": m.monitor.updated if m.monitor is not None else None,
                 "errors": errors, "partitions_detail": parts, "waiting": waiting, "waiting_since": since,
                 "error_counts": dict(m.error_counts), "latency": js.get("latency"),
+                "batches": js.get("batches", 0), "rebuilt": js.get("rebuilt") or {},
             }
         return out
 

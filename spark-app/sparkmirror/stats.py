@@ -47,6 +47,8 @@ class MirrorStats:
     latency_le: list[int] = field(default_factory=lambda: [0] * len(LATENCY_BUCKETS_MS))
     latency_count: int = 0
     latency_sum_ms: int = 0
+    batches: int = 0  # batch path: batches forwarded as they were, since the driver started
+    rebuilt: dict[str, int] = field(default_factory=dict)  # batch path: batches rebuilt, per reason
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def update(self, rows: list) -> None:
@@ -71,6 +73,9 @@ class MirrorStats:
                 secs = max((r["epoch_end_ms"] - r["epoch_start_ms"]) / 1000.0, 1e-3)
                 ps.records_total += r["records"]
                 ps.transactions_total += r.get("transactions") or 0
+                self.batches += r.get("batches") or 0
+                for why, n in (r.get("rebuilt") or {}).items():
+                    self.rebuilt[why] = self.rebuilt.get(why, 0) + n
                 ps.bytes_total += r["bytes"]
                 ps.records_per_s = r["records"] / secs
                 ps.bytes_per_s = r["bytes"] / secs
@@ -107,4 +112,4 @@ class MirrorStats:
                 "records_total": sum(p["records_total"] for p in parts),
                 "last_epoch_end_ms": self.last_epoch_end_ms, "waiting": self.waiting,
                 "waiting_since": self.waiting_since_ms / 1000 if self.waiting_since_ms else None,
-                "latency": latency}
+                "latency": latency, "batches": self.batches, "rebuilt": dict(self.rebuilt)}

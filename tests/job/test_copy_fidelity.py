@@ -41,13 +41,14 @@ def _fill(bootstrap: str, topic: str) -> None:
         assert p.flush(30) == 0
 
 
+@pytest.mark.parametrize("copy", ["records", "batches"])
 @pytest.mark.parametrize("delivery", [Delivery.EXACTLY_ONCE, Delivery.AT_LEAST_ONCE])
-def test_copy_keeps_every_field(kafka_a, kafka_b, topic, flowgroup, delivery):
+def test_copy_keeps_every_field(kafka_a, kafka_b, topic, flowgroup, delivery, copy):
     cfg_topic = {"max.message.bytes": str(MAX)}
     src = topic(kafka_a, 3, cfg_topic)
     dst = topic(kafka_b, 3, cfg_topic, name=f"a.{src}")
     _fill(kafka_a.bootstrap, src)
-    cfg = flowgroup(src, delivery=delivery.value)
+    cfg = flowgroup(src, delivery=delivery.value, copy=copy)
     mirror = cfg.mirrors[0]
     target = cfg.cluster("b").client_config()
     ensure_progress_topic(target, cfg.progressTopic)

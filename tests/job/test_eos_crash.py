@@ -45,11 +45,12 @@ def _catch_up(job, cfg, bootstrap: str, remote: str, sent: int) -> None:
     assert jp.stop() == 0, jp.log()[-3000:]
 
 
-@pytest.mark.parametrize("delivery", ["exactly-once", "at-least-once"])
-def test_sigkill_job_several_times(kafka_a, kafka_b, topic, flowgroup, job, delivery):
+@pytest.mark.parametrize("delivery,copy", [("exactly-once", "records"), ("at-least-once", "records"),
+                                           ("exactly-once", "batches")])
+def test_sigkill_job_several_times(kafka_a, kafka_b, topic, flowgroup, job, delivery, copy):
     src = topic(kafka_a, PARTS)
     remote = f"a.{src}"
-    cfg = flowgroup(src, delivery=delivery, epochSeconds=5)
+    cfg = flowgroup(src, delivery=delivery, epochSeconds=5, copy=copy)
     producer = NumberedProducer(kafka_a.bootstrap, src)
     producer.start()
     rng = random.Random(7)

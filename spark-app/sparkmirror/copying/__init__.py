@@ -20,18 +20,21 @@ progress records and the offset map:
   on until the next task, and the epoch run there for a task in another worker;
 - `start.py`: what a fresh lane starts from: client settings, target size limits, resume offsets and gaps;
 - `errors.py`: why a lane stops (`CopyError`, `SourceGapError`, `LaneFenced`) and Kafka error classification;
-- `batches.py`, `wire.py`, `batchreader.py`, `batchwriter.py`: the batch path in progress (issue 36), not used by
-  `LaneCopy` yet: v2 batches read and rewritten as bytes, fetched at read_committed and produced under the
-  lane's producer id on the wire (kafka-python);
+- the batch path (`copy: batches`), the same lane with parts of its own (`batchlane.py`: `BatchLaneCopy`,
+  `lane_copy` picks the path): where batches are read (`batchsource.py` over `batchreader.py`'s Fetch at
+  read_committed), where they are written (`batchtarget.py` over `batchwriter.py`'s producer on the wire), where
+  their transaction is committed (`batchcommit.py`), rebuilt when they cannot go as they are (`rebuild.py`), the
+  loop (`batchloop.py`); the wire format (`batches.py`, `protocol.py`), connections (`connection.py`, `wire.py`);
 - `summary.py`: the per-partition row a lane task yields (`PartitionSummary`, `SUMMARY_SCHEMA`).
 
 Named `copying`, not `copy`: `spark-submit sparkmirror/job.py` puts this directory's parent first on
 sys.path, where a `copy` package would shadow the standard library's.
 """
+from .batchlane import BatchLaneCopy, copy_path_of, lane_copy
 from .epoch import copy_lane, run_epoch
 from .errors import CopyError, LaneFenced, SourceGapError
 from .lane import LaneCopy
 from .summary import SUMMARY_SCHEMA, PartitionSummary
 
-__all__ = ["SUMMARY_SCHEMA", "CopyError", "LaneCopy", "LaneFenced", "PartitionSummary", "SourceGapError", "copy_lane",
-           "run_epoch"]
+__all__ = ["SUMMARY_SCHEMA", "BatchLaneCopy", "CopyError", "LaneCopy", "LaneFenced", "PartitionSummary", "SourceGapError",
+           "copy_lane", "copy_path_of", "lane_copy", "run_epoch"]

@@ -45,10 +45,16 @@ class Codec(Enum):
 
 
 class Unforwardable(Enum):
-    """Why a batch cannot go to the target as it is; the rebuild path (decode, re-encode) is a later step."""
+    """Why a batch cannot go to the target as it is: rebuilt (rebuild.py), counted per reason in metrics."""
     OLD_MAGIC = "magic below 2"
     LOG_APPEND_TIME = "LogAppendTime timestamps (the target would stamp its own)"
     OFFSET_GAPS = "offset gaps (compacted): the target refuses lastOffsetDelta + 1 != recordCount"
+    STARTS_BEFORE = "begins before the position (a compressed batch fetched from inside it)"
+
+    @property
+    def label(self) -> str:
+        """The metric label: short, stable."""
+        return self.name.lower()
 
 
 @dataclass(slots=True)

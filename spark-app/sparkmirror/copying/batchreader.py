@@ -34,6 +34,7 @@ class Fetched:
     """A partition's batches from one fetch, to be forwarded, and how far the read got."""
     batches: list[Batch] = field(default_factory=list)
     first_offset: int = -1  # the first forwarded batch's base offset
+    fetch_offset: int = 0  # where this fetch began: a compressed batch may begin before it (see rebuild.py)
     next_offset: int = 0  # where the next fetch starts (past dropped and control batches too)
     high_watermark: int = -1
 
@@ -89,7 +90,7 @@ class BatchReader:
         self._drain()
         self.positions = dict(positions)
         self._aborting = {k: set() for k in positions}
-        self._leaders = self.wire.leaders({t for t, _ in positions})
+        self._leaders = self.wire.leaders({t for t, _ in positions}) if positions else {}
 
     def fetch(self) -> dict[PartitionKey, Fetched]:
         """One Fetch per leader, all at once; each partition's forwardable batches since its position."""
@@ -166,7 +167,8 @@ class BatchReader:
     def _take(self, key: PartitionKey, p: protocol.FetchedPartition) -> Fetched:
         aborted = p.aborted  # (first offset, producer id), sorted
         aborting = self._aborting.setdefault(key, set())
-        got = Fetched(next_offset=self.positions[key], high_watermark=p.high_watermark)
+        got = Fetched(next_offset=self.positions[key], high_watermark=p.high_watermark,
+                      fetch_offset=self.positions[key])
         i, n_aborted = 0, len(aborted)
         take = got.batches.append
         position = got.next_offset

@@ -9,8 +9,8 @@ Produce requests are `protocol`'s, on `Wire.connection`s: each carries one batch
 has one for, and up to 5 are in flight per leader connection (a window: a request goes out as an answer comes
 in). A batch's bytes are copied once, from the Fetch response into the Produce request, rewritten there.
 Leader moves, broker restarts and lost answers are retried under the batches' own sequences (`produce`); the
-coordinator's requests are retried as the Java producer does. Not yet: the progress records in the same
-transaction.
+coordinator's requests are retried as the Java producer does. The progress records go in the same transaction
+as batches of their own (batchcommit.py).
 """
 from __future__ import annotations
 
@@ -85,26 +85,33 @@ class BatchWriter:
         self._in_txn: set[PartitionKey] = set()
         self._coordinator: int | None = None
         self._leaders: dict[PartitionKey, Leader] = {}
+        self._stale = False  # an abort left sequences the broker may not have: a new epoch before the next batch
 
     @property
     def transactional(self) -> bool:
         return self.tid is not None
 
-    def init(self, retry_for: float = 30.0) -> None:
-        """Take the lane's producer id (fencing older copies of the lane when transactional)."""
+    def init(self, retry_for: float = 30.0, bump: bool = False) -> None:
+        """Take the lane's producer id (fencing older copies of the lane when transactional). `bump`: a new epoch
+        of the id this writer holds (after an abort, so sequences start again), refused as fenced when a newer
+        copy took the id over meanwhile (the request names the id and epoch it bumps, KIP-360)."""
         deadline = time.monotonic() + retry_for
+        pid, epoch = (self.producer_id, self.epoch) if bump and self.producer_id >= 0 else (-1, -1)
         while True:
             try:
                 self._coordinator = self.wire.transaction_coordinator(self.tid) if self.tid else None
                 resp = self.wire.call(InitProducerIdRequest(
-                    transactional_id=self.tid, transaction_timeout_ms=self.txn_timeout_ms, producer_id=-1,
-                    producer_epoch=-1, max_version=4), self._coordinator)
+                    transactional_id=self.tid, transaction_timeout_ms=self.txn_timeout_ms, producer_id=pid,
+                    producer_epoch=epoch, max_version=4), self._coordinator)
                 check(resp.error_code, f"InitProducerId for {self.tid}")
                 break
             except WireError as e:  # CONCURRENT_TRANSACTIONS while the older copy's transaction is aborted
+                if _fenced(e):
+                    self._raise(e)
                 if not e.retriable or time.monotonic() > deadline:
                     raise
                 time.sleep(0.1)
+        self._stale = False
         self.producer_id, self.epoch = resp.producer_id, resp.producer_epoch
         self.sequences.clear()
         self._confirmed.clear()
@@ -145,6 +152,8 @@ class BatchWriter:
         it lacks and answers a duplicate of one of its last 5 with the offset it gave it, so nothing is lost or
         written twice. Until `delivery_timeout_ms`; then the last error is raised."""
         batches = {k: bs for k, bs in batches.items() if bs}
+        if self._stale and batches:
+            self.init(bump=True)
         for key, bs in batches.items():
             for b in bs:
                 if (why := b.unforwardable()) is not None:  # the rebuild path is a later step
@@ -319,15 +328,24 @@ class BatchWriter:
     def end(self, commit: bool) -> None:
         """Commit or abort the open transaction (nothing to do when no partition joined it). A retry of an
         EndTxn the coordinator already completed is answered as done."""
+        if not commit:
+            self._stale = True  # batches of the aborted transaction may never have reached the broker
         if not self.transactional or not self._in_txn:
             return
-        self._coordinated(EndTxnRequest(transactional_id=self.tid, producer_id=self.producer_id,
-                                        producer_epoch=self.epoch, committed=commit,
-                                        max_version=TXN_MAX_VERSION), "EndTxn")
-        self._in_txn.clear()
+        try:
+            self._coordinated(EndTxnRequest(transactional_id=self.tid, producer_id=self.producer_id,
+                                            producer_epoch=self.epoch, committed=commit,
+                                            max_version=TXN_MAX_VERSION), "EndTxn")
+        finally:
+            self._in_txn.clear()
 
     def commit(self) -> None:
         self.end(True)
+
+    def flush(self, _timeout: float = 0.0) -> int:
+        """Batches still unacknowledged: none, `produce` returns once every batch it sent was (the commit
+        protocols' `producer.flush` contract, see committer.py)."""
+        return 0
 
     def abort(self) -> None:
         self.end(False)

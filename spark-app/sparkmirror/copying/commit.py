@@ -128,19 +128,32 @@ class CommitProtocol(ABC):
     def close(self) -> None:
         flush_quietly(self.producer)
 
-    def _write_progress(self, progress: Iterable[ProgressRecord], on_delivery: OnDelivery) -> None:
-        """Progress records, and an anchor after each that enters another anchor block: see
-        `progress/record.py`."""
-        anchored = {}
+    def progress_messages(self, progress: Iterable[ProgressRecord]
+                          ) -> tuple[list[tuple[bytes, bytes]], dict[tuple[str, str, int], int]]:
+        """The (key, value) messages of `progress`: each record, and an anchor after each that enters another
+        anchor block (see `progress/record.py`); and the blocks anchored by them, taken in by `anchored` once
+        they are committed. Every copy path writes these same messages."""
+        out: list[tuple[bytes, bytes]] = []
+        anchored: dict[tuple[str, str, int], int] = {}
         for rec in progress:
             value = rec.value()
-            self.fence.produce(self.progress_topic, key=rec.key(), value=value, on_delivery=on_delivery)
+            out.append((rec.key(), value))
             block = anchor_block(rec.source_first)
             if self._anchored.get(rec.source_partition) != block:
-                self.fence.produce(self.progress_topic, key=rec.anchor_key(), value=value, on_delivery=on_delivery)
+                out.append((rec.anchor_key(), value))
                 anchored[rec.source_partition] = block
+        return out, anchored
+
+    def anchored(self, blocks: dict[tuple[str, str, int], int]) -> None:
+        self._anchored.update(blocks)
+
+    def _write_progress(self, progress: Iterable[ProgressRecord], on_delivery: OnDelivery) -> None:
+        """The progress messages through the fence, and its transaction committed."""
+        messages, anchored = self.progress_messages(progress)
+        for key, value in messages:
+            self.fence.produce(self.progress_topic, key=key, value=value, on_delivery=on_delivery)
         transact(self.fence.commit_transaction, 60)
-        self._anchored.update(anchored)
+        self.anchored(anchored)
 
 
 class ExactlyOnce(CommitProtocol):

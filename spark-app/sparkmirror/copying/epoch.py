@@ -15,6 +15,7 @@ from collections.abc import Callable
 from ..lanes import LanePartition
 from ..resource.flowgroup import FlowGroupConfig, Mirror
 from . import delegate, sessions
+from .batchlane import lane_copy
 from .errors import CopyError, LaneFenced
 from .lane import LaneCopy
 from .ledger import commit_times, now_ms
@@ -96,4 +97,4 @@ def copy_lane(config: FlowGroupConfig, mirror: Mirror, lane: int, partitions: li
               epoch_seconds: float | None = None, should_stop: Callable[[], bool] | None = None
               ) -> list[PartitionSummary]:
     """Run one lane for one epoch, with clients of its own (tests and tools; Spark tasks keep theirs)."""
-    return run_epoch(LaneCopy(config, mirror, lane, partitions, epoch_seconds, should_stop))
+    return run_epoch(lane_copy(config, mirror, lane, partitions, epoch_seconds, should_stop))

@@ -68,14 +68,20 @@ class LaneCopy:
         self.result: list[PartitionSummary] = []
         self.reused = False  # the lane's kept clients were resumed (see sessions.LaneSession)
         self.served = False  # run for a task in another worker: never starts afresh, ends instead (delegate.py)
-        self.protocol_class = commit_protocol(config.delivery)  # exactly-once or at-least-once
         self.outage = _OUTAGES.setdefault(ctx.tid, Outage(f"mirror {mirror.name!r} lane {lane}"))
         self.backoff = Backoff()
         self.pauses = LoopPauses(ctx.tid)
         self.ledger = Ledger(ctx)
+        self.make_parts()
+        self.committer = IntervalCommitter(self.writer, self.ledger)
+
+    def make_parts(self) -> None:
+        """The path's own parts: its commit protocol, reader, writer and growth (the record path's here; the
+        batch path's in batchlane.py)."""
+        ctx = self.ctx
+        self.protocol_class = commit_protocol(ctx.config.delivery)  # exactly-once or at-least-once
         self.writer = RecordWriter(ctx, self.abort_quietly)
         self.reader = SourceReader(ctx, self.outage, self.backoff)
-        self.committer = IntervalCommitter(self.writer, self.ledger)
         self.growth = Growth(ctx, self.reader, self.writer, self.ledger)
 
     # ---- who the lane is (read by sessions, delegation and the data source) --------------------------------
@@ -124,8 +130,9 @@ class LaneCopy:
                   partitions: Sequence[LanePartition], watch: RouteWatch | None = None) -> LaneCopy:
         """The lane of this lane's next epoch (its task's `partitions`: these or more), run by this worker for a
         task in another (delegate.py)."""
-        nxt = LaneCopy(self.config, self.mirror, self.lane, list(partitions), epoch_seconds, should_stop, epoch=epoch,
-                   prev_epoch=prev_epoch, carry_seconds=self.carry_seconds, stop_file=self.stop_file, watch=watch)
+        nxt = type(self)(self.config, self.mirror, self.lane, list(partitions), epoch_seconds, should_stop,
+                         epoch=epoch, prev_epoch=prev_epoch, carry_seconds=self.carry_seconds,
+                         stop_file=self.stop_file, watch=watch)
         nxt.served = True
         return nxt
 

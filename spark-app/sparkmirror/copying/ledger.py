@@ -97,6 +97,10 @@ class Ledger:
             s.records += share.count
             s.bytes += share.nbytes
             s.transactions += 1
+            s.batches += share.batches
+            if share.rebuilt:
+                for why, n in share.rebuilt.items():
+                    s.rebuilt[why] = s.rebuilt.get(why, 0) + n
             if share.count:
                 s.latency_ms_sum += share.count * done_ms - share.ts_sum
                 s.latency_ms_max = max(s.latency_ms_max, done_ms - share.ts_min)

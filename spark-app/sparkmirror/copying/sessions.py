@@ -204,9 +204,11 @@ def _count_carried(mine: dict[tuple[str, int], PartitionSummary],
     """Records copied between the epochs count in the epoch that follows them."""
     for k, c in carried.items():
         m = mine[k]
-        for f in ("records", "bytes", "transactions", "latency_ms_sum"):
+        for f in ("records", "bytes", "transactions", "latency_ms_sum", "batches"):
             setattr(m, f, getattr(m, f) + getattr(c, f))
         m.latency_ms_max = max(m.latency_ms_max, c.latency_ms_max)
+        for why, n in c.rebuilt.items():
+            m.rebuilt[why] = m.rebuilt.get(why, 0) + n
         m.latency_le = [x + y for x, y in zip(m.latency_le, c.latency_le)]
         if c.source_first >= 0:
             m.source_first, m.target_first = c.source_first, c.target_first

@@ -39,6 +39,8 @@ class Share:
     reports: int = 0
     tgt_first: int = -1
     tgt_last: int = -1
+    batches: int = 0  # batch path: batches forwarded as they were
+    rebuilt: dict[str, int] | None = None  # batch path: batches rebuilt, per reason
 
     @property
     def acknowledged(self) -> bool:
@@ -57,6 +59,11 @@ class Share:
         if later.tgt_first >= 0 and (self.tgt_first < 0 or later.tgt_first < self.tgt_first):
             self.tgt_first = later.tgt_first
         self.tgt_last = max(self.tgt_last, later.tgt_last)
+        self.batches += later.batches
+        if later.rebuilt:
+            self.rebuilt = self.rebuilt or {}
+            for why, n in later.rebuilt.items():
+                self.rebuilt[why] = self.rebuilt.get(why, 0) + n
 
     def __call__(self, err: KafkaError | None, msg) -> None:
         """The delivery report of this share's next record."""

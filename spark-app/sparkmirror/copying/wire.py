@@ -11,7 +11,8 @@ brokers keep serving beside transaction protocol v2; Fetch and Produce versions 
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,8 +21,9 @@ from kafka.net.compat import KafkaNetClient
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
 from .connection import BrokerConnection, WireError, check
+from .errors import CopyError, Unreachable
 
-__all__ = ["Leader", "Wire", "WireError", "check", "wire_config"]
+__all__ = ["Leader", "Wire", "WireError", "check", "wire_config", "wire_talk"]
 TXN_MAX_VERSION = 3
 RECEIVE_MAX_BYTES = 64 << 20
 """The largest response taken: kafka-python's default (1 MB) is below one Fetch of a few partitions; the
@@ -74,7 +76,11 @@ class Wire:
         self._manager = self._client._manager
         self._net = self._manager._net
         self._net.start()
-        self._manager.bootstrap(30_000)
+        try:
+            self._manager.bootstrap(30_000)
+        except BaseException:
+            self.close()  # no IO thread outlives a cluster that did not answer
+            raise
 
     def connection(self, node_id: int, timeout_s: float = 40.0) -> BrokerConnection:
         """The hot-path connection to broker `node_id` (opened on first use, again after it broke)."""
@@ -134,3 +140,22 @@ class Wire:
             return coords[0].node_id
         check(resp.error_code, f"finding the coordinator of {transactional_id}")
         return resp.node_id
+
+
+@contextmanager
+def wire_talk(side: str, cluster: str, what: str) -> Iterator[None]:
+    """Run the batch path's I/O against one cluster, as `errors.talking_to` does for librdkafka's: a retriable
+    error or a broken connection is `Unreachable` (waited out), another answer a `CopyError` naming the cluster
+    and what was done; fencing (`LaneFenced`) passes through."""
+    try:
+        yield
+    except WireError as e:
+        if e.retriable or issubclass(e.error, kerrors.KafkaConnectionError):
+            raise Unreachable(side, cluster, f"{what}: {e}") from e
+        raise CopyError(f"{side} cluster {cluster!r}: {what} failed: {e}") from e
+    except kerrors.KafkaError as e:  # kafka-python's own client (bootstrap, metadata)
+        if getattr(e, "retriable", False) or isinstance(e, kerrors.KafkaConnectionError):
+            raise Unreachable(side, cluster, f"{what}: {type(e).__name__}: {e}") from e
+        raise CopyError(f"{side} cluster {cluster!r}: {what} failed: {type(e).__name__}: {e}") from e
+    except OSError as e:  # a socket refused or reset outside a request
+        raise Unreachable(side, cluster, f"{what}: {e}") from e

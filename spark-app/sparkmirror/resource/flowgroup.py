@@ -20,12 +20,21 @@ FLOWGROUP_API_VERSION = "sparkmirror.io/flowgroup/v1"
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True)
 
 
 class Delivery(str, Enum):
     EXACTLY_ONCE = "exactly-once"
     AT_LEAST_ONCE = "at-least-once"
+
+
+class CopyPath(str, Enum):
+    """How a lane moves data: `records` (librdkafka decodes each record and produces it again) or `batches`
+    (Kafka's record batches forwarded as bytes under the lane's own producer id: nothing decoded,
+    decompressed or compressed; see copying/batchlane.py). Both keep `delivery`'s promise and write the same
+    progress records, so checkpoints, failover and `verify` do not tell them apart."""
+    RECORDS = "records"
+    BATCHES = "batches"
 
 
 COMMIT_INTERVAL_MS = {Delivery.EXACTLY_ONCE: 100, Delivery.AT_LEAST_ONCE: 1000}
@@ -326,6 +335,8 @@ class FlowGroupConfig(_Model):
     clusters: list[Cluster]
     mirrors: list[Mirror] = Field(min_length=1)
     delivery: Delivery = Delivery.EXACTLY_ONCE
+    copy_path: CopyPath = Field(CopyPath.RECORDS, alias="copy", description="How lanes move data: records, or "
+                                "Kafka's record batches forwarded as bytes (batches).")
     lanes: int = Field(2, ge=1, le=1024, description="Default parallel copy tasks per mirror.")
     epochSeconds: float = Field(30.0, gt=0, description="How long one lane task runs before Spark plans again.")
     commitIntervalMs: int = Field(100, ge=1, description="Longest time between transactions inside a lane (an "

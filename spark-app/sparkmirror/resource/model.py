@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .flowgroup import Delivery  # one definition for the resource and the job's config
+from .flowgroup import CopyPath, Delivery  # one definition for the resource and the job's config
 
 GROUP = "sparkmirror.io"
 VERSION = "v1alpha1"
@@ -51,7 +51,7 @@ def validations(*rules: dict[str, str]) -> dict[str, Any]:
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, use_enum_values=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True, use_enum_values=True)
 
 
 # ---- clusters -------------------------------------------------------------------------------------------
@@ -283,6 +283,8 @@ class FlowGroupSpec(_Model):
     metricsPerPartition: bool | None = Field(None, description="Whether this group's driver serves the per-partition "
                                              "metric families (9 series per source partition); default the "
                                              "operator's (the chart's metrics.perPartition).")
+    copy_path: CopyPath | None = Field(None, alias="copy", description="How this group's lanes move data "
+                                       "(records or batches); default spec.copy.")
 
 
 class State(str, Enum):
@@ -360,6 +362,10 @@ class KafkaMirrorMaker2Spec(_Model):
         max_length=64)
     delivery: Delivery = Field(Delivery.EXACTLY_ONCE, description="Delivery guarantee: exactly-once "
                                                                   "(transactions) or at-least-once.")
+    copy_path: CopyPath = Field(CopyPath.RECORDS, alias="copy", description="How lanes move data, under either "
+                                "delivery: records (each record decoded and produced again) or batches (Kafka's "
+                                "record batches forwarded as bytes under the lane's producer id; batches that "
+                                "cannot go as they are rebuilt). A flow group may set its own.")
     state: State = Field(State.RUNNING, description="running; paused (applications suspended); stopped "
                                                     "(applications removed, progress on the target kept).")
     upgrade: UpgradeSpec = Field(default_factory=UpgradeSpec, description="Rolling upgrade settings.")

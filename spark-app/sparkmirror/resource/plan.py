@@ -476,6 +476,7 @@ def plan(resource: dict[str, Any] | KafkaMirrorMaker2, *, secrets: str = "files"
             clusters=clusters,
             mirrors=group_mirrors,
             delivery=spec.delivery,
+            copy=(g.copy_path if g is not None and g.copy_path is not None else spec.copy_path),
             lanes=spec.spark.parallelism,
             epochSeconds=spec.spark.epochSeconds,
             commitIntervalMs=spec.spark.commitIntervalMs,

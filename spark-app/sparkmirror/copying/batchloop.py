@@ -1,0 +1,54 @@
+"""The batch loop: one batch lane's cadence of fetch, produce and commit until a deadline (loop.py's for
+records). Each turn takes the answer of the Fetch under way and sends the next (batchsource.py), produces the
+batches (batchtarget.py; `produce` returns once they are acknowledged) and, once the interval ends, hands it to
+the committer (committer.py): exactly-once commits it in the loop with its progress in the same transaction,
+at-least-once seals it and its progress follows in the committer's thread. Like the record loop, an
+exactly-once interval commits early once the lane has caught up with its source (loop.EARLY_COMMIT)."""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from .batchsource import BatchSource
+from .batchtarget import BatchTarget
+from .committer import IntervalCommitter
+from .loop import EARLY_COMMIT, next_commit_at
+from .pauses import LoopPauses
+
+
+def run_batch_loop(source: BatchSource, target: BatchTarget, committer: IntervalCommitter, pauses: LoopPauses,
+                   should_stop: Callable[[], bool], deadline: float) -> None:
+    """Copy until `deadline` or `should_stop()`; every interval is committed (or sealed, then drained) when the
+    loop returns."""
+    protocol = target.protocol
+    assert source.consumer is not None and protocol is not None
+    interval = target.ctx.config.commitIntervalMs / 1000.0
+    early = None if protocol.pipelined else interval * EARLY_COMMIT
+    mark = time.monotonic()
+    pauses.restart()
+    while time.monotonic() < deadline and not should_stop():
+        interval_end = next_commit_at(mark, time.monotonic(), interval, deadline)
+        while time.monotonic() < interval_end:
+            pauses.turn()
+            fetched = source.read()
+            pauses.mark("consume")
+            target.write(fetched)
+            pauses.mark("copy")
+            if committer.busy:
+                committer.advance()
+                pauses.mark("pipeline")
+            caught_up = all(f.next_offset >= f.high_watermark for f in fetched.values())
+            if early is not None and caught_up and target.interval and time.monotonic() >= mark + early:
+                break
+        mark = time.monotonic()
+        if target.interval:
+            if protocol.pipelined:
+                committer.seal(mark)
+                pauses.mark("pipeline")
+            else:
+                committer.commit_now()
+                pauses.mark("commit")
+        else:
+            protocol.end_empty()
+            pauses.mark("commit")
+    committer.drain()

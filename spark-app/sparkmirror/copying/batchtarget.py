@@ -1,0 +1,193 @@
+"""A batch lane's target writer: where batches are written. Each source partition's fetched batches go to the
+same partition of its remote topic, as bytes, through the commit protocol's producer on the wire
+(batchcommit.py, batchwriter.py); a batch that cannot go as it is is rebuilt first (rebuild.py), counted per
+reason. Shaped as the lane's parts expect a writer (writer.py's `RecordWriter`): the open interval's shares are
+filled from the produce results (the target offsets every batch got), so the ledger writes the same offset map
+as on the record path. A refused write is named (partition, source offset, the target's limit)."""
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable, Iterable
+
+import kafka.errors as kerrors
+from confluent_kafka import KafkaError, KafkaException
+
+from .batchcommit import BatchAtLeastOnce, BatchExactlyOnce, BatchProtocol
+from .batches import Batch, Unforwardable
+from .batchreader import Fetched
+from .context import LaneContext
+from .errors import CopyError, LaneFenced, is_fenced, kafka_error
+from .rebuild import rebuild
+from .shares import DeliveryError, Interval, PartitionKey, Share
+from .start import new_producer, target_max_message_bytes
+from .wire import Wire, WireError, wire_talk
+
+log = logging.getLogger(__name__)
+TOO_LARGE = (kerrors.MessageSizeTooLargeError, kerrors.RecordListTooLargeError)
+
+
+class BatchTarget:
+    """The lane's connections to its target, its commit protocol, and the open interval they write."""
+
+    def __init__(self, ctx: LaneContext, abort: Callable[[], None]) -> None:
+        self.ctx = ctx
+        self._abort = abort
+        self.wire: Wire | None = None
+        self.protocol: BatchExactlyOnce | BatchAtLeastOnce | None = None
+        self.max_bytes: dict[str, int] = {}
+        self.errors: list[DeliveryError] = []  # the record path's delivery reports: none here (see check_delivery)
+        self.interval: Interval = {}
+        self.before_fatal: Callable[[], None] = lambda: None
+        self.open_keys: Callable[[], Iterable[PartitionKey]] = lambda: self.interval
+        self.forwarded = 0  # batches that went as they were fetched
+        self.rebuilt: Counter[str] = Counter()  # batches rebuilt, per `Unforwardable.label`
+
+    def _talk(self, what: str):
+        return wire_talk("target", self.ctx.mirror.target, what)
+
+    # ---- the producer's life -------------------------------------------------------------------------------
+
+    def open(self, protocol_class: BatchProtocol) -> None:
+        """Connections and the commit protocol; its start fences older copies of the lane (FIRST, lane.py)."""
+        ctx = self.ctx
+        with self._talk("starting the lane's producer"):
+            self.max_bytes = target_max_message_bytes(ctx.target_conf, set(ctx.route.values()))
+            self.wire = Wire(ctx.target_conf, client_id=ctx.tid)
+
+            def make_fence():
+                return new_producer(ctx.config, ctx.target_conf, ctx.tid, self.max_bytes, True)
+
+            self.protocol = protocol_class(self.wire, ctx.tid, ctx.config.progressTopic,
+                                           ctx.config.transactionTimeoutMs, make_fence)
+        self.guarded(self.protocol.start)
+
+    def take(self, kept: BatchTarget) -> None:
+        self.wire, kept.wire = kept.wire, None
+        self.protocol, kept.protocol = kept.protocol, None
+        self.max_bytes = kept.max_bytes
+        self.forwarded, self.rebuilt = kept.forwarded, kept.rebuilt
+
+    def close(self) -> None:
+        if self.protocol is not None:
+            self.protocol.close()
+        if self.wire is not None:
+            self.wire.close()
+        self.protocol = self.wire = None
+
+    def guarded(self, op: Callable, *args) -> None:
+        """The target's errors named: fencing is `LaneFenced`, silence `Unreachable`, a refusal `CopyError`
+        (the progress fence of at-least-once is librdkafka's: mapped as writer.py maps it)."""
+        try:
+            with self._talk("copying"):
+                op(*args)
+        except (KafkaException, SystemError) as e:
+            err = kafka_error(e) or (self.protocol.fatal_error() if self.protocol is not None else None)
+            if err is None:
+                raise
+            if is_fenced(err):
+                raise LaneFenced() from e
+            if isinstance(e, KafkaException):
+                raise
+            raise KafkaException(err) from e
+
+    # ---- writing -------------------------------------------------------------------------------------------
+
+    def _forwardable(self, f: Fetched) -> list[tuple[Batch, int, int, str | None]]:
+        """(batch to produce, its records' first and last source offsets, why it was rebuilt or None) of a
+        partition's fetch; the batches that cannot go as they are rebuilt."""
+        out: list[tuple[Batch, int, int, str | None]] = []
+        for b in f.batches:
+            why = Unforwardable.STARTS_BEFORE if b.base_offset < f.fetch_offset else b.unforwardable()
+            if why is None:
+                out.append((b, b.base_offset, b.last_offset, None))
+                self.forwarded += 1
+                continue
+            made = rebuild(b, f.fetch_offset)
+            self.rebuilt[why.label] += 1
+            if made is not None:
+                out.append((made.batch, made.source_first, made.source_last, why.label))
+        return out
+
+    def write(self, fetched: dict[PartitionKey, Fetched]) -> None:
+        """Produce the fetched batches into the open interval, each to its remote topic's same partition."""
+        assert self.protocol is not None
+        route, plan = self.ctx.route, {}
+        for key, f in fetched.items():
+            if f.batches:
+                plan[key] = self._forwardable(f)
+        if not plan:
+            return
+        to_target = {(route[k], k[1]): [b for b, _, _, _ in v] for k, v in plan.items() if v}
+        try:
+            with self._talk("producing"):
+                written = self.protocol.producer.produce(to_target)
+        except CopyError as e:
+            self._refused(e, plan)
+            raise
+        interval, errors = self.interval, self.errors
+        for key, sent in plan.items():
+            if not sent:
+                continue
+            share = interval.get(key)
+            if share is None:
+                share = interval[key] = Share(sent[0][1], key[0], key[1], errors)
+            for (b, first, last, why), w in zip(sent, written[(route[key], key[1])]):
+                if why is None:
+                    share.batches += 1
+                else:
+                    share.rebuilt = share.rebuilt or {}
+                    share.rebuilt[why] = share.rebuilt.get(why, 0) + 1
+                n = b.record_count
+                share.src_last = last
+                share.count += n
+                share.reports += n  # acknowledged: produce returned
+                share.nbytes += len(b.raw)
+                ts = b.max_timestamp
+                share.ts_sum += n * ts
+                share.timestamps += [ts] * n
+                if share.ts_min < 0 or b.base_timestamp < share.ts_min:
+                    share.ts_min = b.base_timestamp
+                if share.tgt_first < 0:
+                    share.tgt_first = w.target_base_offset
+                share.tgt_last = w.target_last_offset
+
+    def _refused(self, e: CopyError, plan: dict[PartitionKey, list[tuple[Batch, int, int, str | None]]]) -> None:
+        """A refusal names what was refused; the open interval is given up first."""
+        self._abort()
+        cause = e.__cause__
+        if isinstance(cause, WireError) and issubclass(cause.error, TOO_LARGE):
+            key = next(iter(plan))
+            target = self.ctx.route.get(key, "?")
+            limit = self.max_bytes.get(target)
+            mirror = self.ctx.mirror
+            raise CopyError(f"mirror {mirror.name!r}: the target refused a record batch from source "
+                            f"{mirror.source}/{key[0]} partition {key[1]} at offset {plan[key][0][1]} -> "
+                            f"{mirror.target}/{target}: {cause}" +
+                            (f" (target topic max.message.bytes={limit})" if limit else "") +
+                            "; the transaction was aborted and nothing after the last commit was skipped") from e
+
+    def take_interval(self) -> Interval:
+        interval, self.interval = self.interval, {}
+        return interval
+
+    # ---- the committer's calls (writer.py's contract) --------------------------------------------------------
+
+    def on_progress_delivery(self, err: KafkaError | None, _msg) -> None:
+        if err is not None:
+            self.errors.append((err, "<progress>", -1, -1))
+
+    def check_delivery(self) -> None:
+        """Batches raise where they fail; only at-least-once's progress fence reports through callbacks."""
+        if not self.errors:
+            return
+        err = self.errors[0][0]
+        self.errors.clear()
+        if is_fenced(err):
+            raise LaneFenced()
+        raise KafkaException(err)
+
+    def commit_failed(self, e: KafkaException, recs) -> None:
+        self.check_delivery()
+        raise e
+
