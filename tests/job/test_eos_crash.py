@@ -71,6 +71,7 @@ def test_sigkill_job_several_times(kafka_a, kafka_b, topic, flowgroup, job, deli
         shutil.rmtree(jp.checkpoint)
     _catch_up(job, cfg, kafka_b.bootstrap, remote, sent)
     _check(kafka_b.bootstrap, remote, sent, delivery == "exactly-once")
+    assert f"copying {copy})" in jp.log(), "the lanes did not take the path asked for"
 
 
 def _python_workers(root_pid: int) -> list[psutil.Process]:

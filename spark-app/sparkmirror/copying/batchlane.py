@@ -77,6 +77,8 @@ class BatchGrowth:
 class BatchLaneCopy(LaneCopy):
     """Copies one lane's source partitions for one bounded epoch, as record batches."""
 
+    path = "batches"
+
     def make_parts(self) -> None:
         ctx = self.ctx
         self.protocol_class = (BatchExactlyOnce if ctx.config.delivery == Delivery.EXACTLY_ONCE

@@ -50,6 +50,9 @@ _OUTAGES: dict[str, Outage] = {}
 class LaneCopy:
     """Copies one lane's source partitions for one bounded epoch (run it with `epoch.run_epoch`)."""
 
+    path = "records"
+    """The copy path, as `copy` names it (batchlane.py's is `batches`)."""
+
     def __init__(self, config: FlowGroupConfig, mirror: Mirror, lane: int, partitions: list[LanePartition],
                  epoch_seconds: float | None = None, should_stop: Callable[[], bool] | None = None,
                  epoch: int | None = None, prev_epoch: int | None = None, attempt: int = 0,
@@ -157,8 +160,8 @@ class LaneCopy:
                                       if (t, p) in totals})
         self.reader.assign(positions)
         self.growth.added = []  # a fresh start covers the whole plan
-        log.info("lane %s: started in %.0f ms (%d partitions)", ctx.tid, (time.monotonic() - t0) * 1000,
-                 len(positions))
+        log.info("lane %s: started in %.0f ms (%d partitions, copying %s)", ctx.tid, (time.monotonic() - t0) * 1000,
+                 len(positions), self.path)
 
     def take_clients(self, kept: LaneCopy) -> None:
         """Continue with the clients and committed positions of this lane's previous copier (sessions.py), and
