@@ -8,7 +8,7 @@ import time
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from sparkmirror.copying import LaneCopy, run_epoch
+from sparkmirror.copying import LaneCopy, lane_copy, run_epoch
 from sparkmirror.copying.commit import ExactlyOnce
 from sparkmirror.lanes import plan_lanes
 from sparkmirror.progress import ensure_progress_topic, read_progress
@@ -38,14 +38,19 @@ def _each_once(kafka_b, dst: str, sent: int) -> dict:
     return got
 
 
-def test_second_copy_of_a_lane_fences_the_first(kafka_a, kafka_b, topic, flowgroup):
+@pytest.mark.parametrize("older,newer", [("records", "records"), ("batches", "batches"), ("records", "batches")])
+def test_second_copy_of_a_lane_fences_the_first(kafka_a, kafka_b, topic, flowgroup, older, newer):
+    """Whichever path each copy takes (a mirror switched to `copy: batches` included): the lane's transactional
+    id is the same, so the newer copy fences the older one and every record lands once."""
     cfg, mirror, src, dst, parts = _one_lane(kafka_a, kafka_b, topic, flowgroup)
     producer = NumberedProducer(kafka_a.bootstrap, src, rate=400)
     producer.start()
     results: dict[str, list] = {}
+    paths = {"zombie": older, "newer": newer, "final": newer}
 
     def copy(name: str, seconds: float) -> None:
-        results[name] = run_epoch(LaneCopy(cfg, mirror, 0, parts, seconds))
+        c = cfg.model_copy(update={"copy_path": paths[name]})
+        results[name] = run_epoch(lane_copy(c, mirror, 0, parts, seconds))
 
     zombie = threading.Thread(target=copy, args=("zombie", 120.0))
     zombie.start()
