@@ -79,9 +79,10 @@ def _compacted(bootstrap: str, topic: str) -> None:
         for i in range(200):
             p.produce(topic, key=f"k{i % 20}".encode(), value=f"v{round_}-{i}".encode(), partition=0)
         p.flush(10)
-    deadline = time.monotonic() + 60
+    deadline, n = time.monotonic() + 60, 0
     while time.monotonic() < deadline:
-        p.produce(topic, key=b"tick", value=b"roll", partition=0)  # later records roll the segments
+        n += 1  # later records roll the segments; keys of their own, so the cleaner drops none of them later
+        p.produce(topic, key=f"tick-{n}".encode(), value=b"roll", partition=0)
         p.flush(10)
         if len(read_topic(bootstrap, topic)[0]) < 4000:  # cleaned: what is left sits in batches with gaps
             return

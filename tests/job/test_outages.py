@@ -16,7 +16,7 @@ import pytest
 
 from sparkmirror_dev.kafka import KafkaCluster
 from sparkmirror_dev.testing import create_topic, read_topic, unique_name
-from sparkmirror.copying import LaneCopy, run_epoch
+from sparkmirror.copying import LaneCopy, lane_copy, run_epoch
 from sparkmirror.lanes import plan_lanes
 from sparkmirror.progress import ensure_progress_topic
 from sparkmirror.resource.flowgroup import FlowGroupConfig
@@ -70,19 +70,20 @@ def _resumed_after(bootstrap: str, topic: str, back: float, timeout: float = 120
     return time.monotonic() - back
 
 
-def test_lane_rides_out_a_source_outage(kafka, topic, caplog, figure):
+@pytest.mark.parametrize("copy", ["records", "batches"])
+def test_lane_rides_out_a_source_outage(kafka, topic, caplog, figure, copy):
     """A lane copying from a source cluster that goes away for 70 s: it waits, then carries on in the same run."""
     source, target = kafka.cluster("outage-src"), kafka.cluster("b")
     src = topic(source, PARTS)
-    cfg = _config(source, target, src)
+    cfg = _config(source, target, src).model_copy(update={"copy_path": copy})
     mirror = cfg.mirrors[0]
     remote = create_topic(target.bootstrap, f"src.{src}", PARTS)
     ensure_progress_topic(cfg.cluster("tgt").client_config(), cfg.progressTopic)
     producer = NumberedProducer(source.bootstrap, src)  # buffers across the outage (idempotent, 300 s timeout)
     producer.start()
     done = threading.Event()
-    copier = LaneCopy(cfg, mirror, 0, list(plan_lanes(mirror.name, 1, [(src, remote, PARTS)])[0].partitions),
-                        epoch_seconds=600, should_stop=done.is_set)
+    copier = lane_copy(cfg, mirror, 0, list(plan_lanes(mirror.name, 1, [(src, remote, PARTS)])[0].partitions),
+                       epoch_seconds=600, should_stop=done.is_set)
     result: list = []
     lane = threading.Thread(target=lambda: result.extend(run_epoch(copier)), daemon=True)
     with caplog.at_level(logging.INFO, logger="sparkmirror"):
@@ -98,7 +99,7 @@ def test_lane_rides_out_a_source_outage(kafka, topic, caplog, figure):
     assert not lane.is_alive() and result, "the lane did not end its run"
     records, missing, duplicated = _tally(target.bootstrap, remote, sent)
     lines = [r.getMessage() for r in caplog.records if "source cluster 'src'" in r.getMessage()]
-    figure("source_outage", f"source outage {OUTAGE_S:.0f} s: {records} records for {sent * PARTS}, missing "
+    figure(f"source_outage_{copy}", f"source outage {OUTAGE_S:.0f} s: {records} records for {sent * PARTS}, missing "
            f"{missing}, duplicated {duplicated}, copying again {resumed:.1f} s after the broker answered; {lines}")
     assert (missing, duplicated) == (0, 0)
     assert any("unreachable since" in line for line in lines), lines

@@ -194,6 +194,14 @@ class BatchReader:
         self.positions[key] = got.next_offset
         return got
 
+    def forget_leaders(self) -> None:
+        """After a failed read: the Fetches under way are dropped with their connections (their answers would
+        come out of step), and the next `receive` asks who leads first."""
+        sent, self._sent = self._sent, []
+        for node, _conn, _ in sent:
+            self.wire.drop(node)
+        self._leaders = {}
+
     def _drain(self) -> None:
         """Forget Fetches under way (their answers are read and dropped: positions are about to change)."""
         sent, self._sent = self._sent, []

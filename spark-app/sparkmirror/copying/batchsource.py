@@ -4,18 +4,27 @@ positions, taken over by the lane's next epoch, closed, and the lane's reach and
 
 One Fetch is always under way while the lane produces the last one's batches (`read`): the source works on
 the next answer while the target takes this one. A source that does not answer is `Unreachable` (the lane
-drops its clients, waits and starts afresh from its progress, lane.py); a refusal is a `CopyError`."""
+waits for it in `read`, as the record path's consumer does); a refusal is a `CopyError`."""
 from __future__ import annotations
+
+import logging
+import time
 
 from ..outage import Backoff, Outage
 from .batchreader import BatchReader, Fetched
 from .context import LaneContext
+from .errors import Unreachable
 from .shares import PartitionKey
 from .summary import PartitionSummary
 from .wire import Wire, wire_talk
 
+log = logging.getLogger(__name__)
+
 FETCH_WAIT_MS = 50
 """How long the source holds a Fetch that has nothing new (the record path's consumer waits as long)."""
+SOURCE_RETRY_CAP_S = 2.0
+"""Longest wait between two tries of a source that does not answer: the loop commits what it copied meanwhile,
+and a source back is read again within this (the lane's own backoff, for a fresh start, goes up to 30 s)."""
 
 
 class BatchSource:
@@ -27,6 +36,7 @@ class BatchSource:
         self.consumer: BatchReader | None = None  # named as the record path's, for the lane's checks
         self.high_watermarks: dict[PartitionKey, int] = {}
         self.reach: dict[PartitionKey, int] = {}  # see reader.SourceReader.reach
+        self._source_backoff = Backoff()
 
     def _talk(self, what: str):
         return wire_talk("source", self.ctx.mirror.source, what)
@@ -79,11 +89,26 @@ class BatchSource:
                 reach[k] = o
 
     def read(self) -> dict[PartitionKey, Fetched]:
-        """The answer to the Fetch under way (sent now if none is), and the next one sent."""
+        """The answer to the Fetch under way (sent now if none is), and the next one sent. A source that does
+        not answer is waited for here, as the record path's consumer waits by itself: the lane keeps its target
+        clients and positions, says so once (`outage`) and reads on when the source is back."""
         assert self.consumer is not None
-        with self._talk("fetching"):
-            got = self.consumer.receive()
-            self.consumer.send()
+        try:
+            with self._talk("fetching"):
+                got = self.consumer.receive()
+                self.consumer.send()
+        except Unreachable as e:
+            line = self.outage.failed("source", e.what, e.reason)
+            if line:
+                log.warning("%s", line)
+            self.consumer.forget_leaders()  # the next read asks the source who leads, once it answers
+            time.sleep(min(self._source_backoff.next(), SOURCE_RETRY_CAP_S))
+            return {}
+        if "source" in self.outage.down:
+            self._source_backoff.reset()
+            line = self.outage.answered("source")
+            if line:
+                log.warning("%s", line)
         for k, f in got.items():
             self.high_watermarks[k] = f.high_watermark
         return got
