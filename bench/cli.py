@@ -30,8 +30,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--partitions-per-topic", type=int, default=4)
     p.add_argument("--topics-per-size", type=int, default=2)
     p.add_argument("--contenders", default="all",
-                   help="comma list of sparkmirror-eos, sparkmirror-alo, mm2, mm2-eos, ceiling, pipe (a bare "
-                        "Python+librdkafka reference); 'all' = the first five that are available")
+                   help="comma list of sparkmirror-eos-batches (exactly-once on the batch path), sparkmirror-eos, "
+                        "sparkmirror-alo, mm2, mm2-eos, ceiling, pipe (a bare Python+librdkafka reference); 'all' = "
+                        "the first six that are available")
     p.add_argument("--latency-seconds", type=float, default=95.0,
                    help="measured window; spans three of sparkmirror's 30-s epoch boundaries; 0 skips")
     p.add_argument("--latency-contenders", default="",
@@ -129,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"RSS {r.peak_rss / 2**20:.0f} MiB, other procs {r.foreign_cpu_s:.1f} CPU s, {state}")
         (work / "runs.json").write_text(json.dumps(runs, indent=2, default=str))
 
+    source_batches: dict = {}
     try:
         env.start_source()
         say(f"source cluster {env.source.bootstrap}; preloading ...")
@@ -139,6 +141,9 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"preload check failed: {source_scan.total} distinct records of "
                              f"{layout.total_records}, {source_scan.dups} dups")
         say(f"  source holds {source_scan.total:,} records ({source_scan.seconds:.1f}s scan)")
+        source_batches = {s.size_name: data.source_batch_sizes(env.source.bootstrap, s.topics[0].name)
+                          for s in sizes}
+        say(f"  source batches (one partition of each size): {source_batches}")
         order: list = [*mirrors, *(["ceiling"] if with_ceiling else [])]
         for rep in range(args.reps):
             k = rep % len(order) if order else 0
@@ -177,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
                 "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                 "command": " ".join([Path(sys.executable).name, "-m", "bench", *(argv if argv is not None else sys.argv[1:])]),
                 "config": {"records_per_size": args.records, "total_records": layout.total_records,
+                           "source_batches": source_batches, "preload_producer": "batch.size=16384, linger.ms=5",
                            "payload_mib": layout.payload_bytes / 2**20, "topics": len(layout.topics),
                            "sizes": {s.size_name: {"label": s.label, "records": s.total_records,
                                                    "payload_mib": s.payload_bytes / 2**20, "topics": len(s.topics)}

@@ -182,11 +182,12 @@ class SparkMirror(Contender):
     # the lane producers' lingerMs; None keeps the resource's default for the delivery mode (`--linger-ms`)
     linger_ms: int | None = None
 
-    def __init__(self, exactly_once: bool) -> None:
+    def __init__(self, exactly_once: bool, batches: bool = False) -> None:
         super().__init__()
-        self.exactly_once = exactly_once
-        self.name = "sparkmirror-eos" if exactly_once else "sparkmirror-alo"
-        self.label = "sparkmirror exactly-once" if exactly_once else "sparkmirror at-least-once"
+        self.exactly_once, self.batches = exactly_once, batches
+        self.name = ("sparkmirror-eos" if exactly_once else "sparkmirror-alo") + ("-batches" if batches else "")
+        self.label = ("sparkmirror exactly-once" if exactly_once else "sparkmirror at-least-once") + \
+            (" on batches" if batches else "")
 
     @staticmethod
     def available() -> bool:
@@ -222,6 +223,7 @@ class SparkMirror(Contender):
                 "replicationFactor": 1,
             }],
             "delivery": "exactly-once" if self.exactly_once else "at-least-once",
+            "copy": "batches" if self.batches else "records",
             "lanes": s.parallelism,
             **({"commitIntervalMs": self.commit_interval_ms} if self.commit_interval_ms else {}),
             **({"lingerMs": self.linger_ms} if self.linger_ms is not None else {}),
@@ -254,7 +256,7 @@ def all_contenders(include_sparkmirror: bool | None = None) -> list[Contender]:
     if include_sparkmirror is None:
         include_sparkmirror = SparkMirror.available()
     if include_sparkmirror:
-        out = [SparkMirror(True), SparkMirror(False), *out]
+        out = [SparkMirror(True, batches=True), SparkMirror(True), SparkMirror(False), *out]
     return out
 
 

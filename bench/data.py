@@ -139,11 +139,41 @@ BULK_PRODUCER = {
 }
 
 
+PRELOAD_PRODUCER = {**BULK_PRODUCER, "batch.size": 16384, "linger.ms": 5}
+"""The preload writes batches as a stock Java producer does (batch.size 16 KiB, linger.ms 5): the mirrors read
+what most clusters hold, not huge batches that would flatter a path copying whole batches (issue 36)."""
+
+
+def source_batch_sizes(bootstrap: str, topic: str, partition: int = 0) -> dict[str, float]:
+    """Records and bytes per stored batch of one preloaded partition, as a Fetch returns them."""
+    from sparkmirror.copying.batchreader import BatchReader
+    from sparkmirror.copying.wire import Wire
+
+    wire = Wire({"bootstrap.servers": bootstrap})
+    try:
+        reader = BatchReader(wire)
+        reader.assign({(topic, partition): 0})
+        batches = records = nbytes = 0
+        while True:
+            got = reader.fetch().get((topic, partition))
+            if got is None:
+                continue
+            batches += len(got.batches)
+            records += got.record_count
+            nbytes += sum(len(b.raw) for b in got.batches)
+            if got.next_offset >= got.high_watermark:
+                break
+        return {"batches": batches, "records_per_batch": round(records / max(batches, 1), 1),
+                "bytes_per_batch": round(nbytes / max(batches, 1))}
+    finally:
+        wire.close()
+
+
 def preload(bootstrap: str, layout: Layout) -> float:
     """Create the layout's topics and fill them; returns seconds taken."""
     t0 = time.monotonic()
     create_topics(bootstrap, [(t.name, t.partitions) for t in layout.topics])
-    p = Producer({"bootstrap.servers": bootstrap, **BULK_PRODUCER})
+    p = Producer({"bootstrap.servers": bootstrap, **PRELOAD_PRODUCER})
     errors: list[str] = []
 
     def on_delivery(err, _msg):  # noqa: ANN001

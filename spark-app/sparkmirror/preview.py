@@ -23,6 +23,7 @@ from .aclsync import AclState, describe
 from .checkpoints import MM2_INTERNAL_TOPIC_CONFIG
 from .progress import PROGRESS_TOPIC_CONFIG, progress_topic_problem
 from .replicas import refusal_text
+from .copypath import copy_path_of
 from .replication import ReplicationPolicy, TopicFilter, policy_for, should_replicate_topic
 from .resource.flowgroup import FlowGroupConfig, Mirror
 from .topicsync import TopicSync
@@ -193,6 +194,7 @@ def preview(observations: list[MirrorObservation], warnings: Iterable[str] = ())
         group["mirrors"].append({
             "name": m.name, "source": m.source, "target": m.target, "replicationPolicy": policy.name,
             "lanes": cfg.lanes_of(m), "syncTopicConfigs": m.syncTopicConfigs,
+            "copy": copy_path_of(cfg, m)[0].value, "copyFallback": copy_path_of(cfg, m)[1] or None,
             "topics": [_topic_row(r, obs.plan, obs.target_topics) for r in obs.plan.routes],
             "internalTopics": _internal_rows(obs), "notMirrored": prevented, "acls": _acl_view(obs)})
     out.flow_groups = list(groups.values())

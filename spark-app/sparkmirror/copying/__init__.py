@@ -30,11 +30,11 @@ progress records and the offset map:
 Named `copying`, not `copy`: `spark-submit sparkmirror/job.py` puts this directory's parent first on
 sys.path, where a `copy` package would shadow the standard library's.
 """
-from .batchlane import BatchLaneCopy, copy_path_of, lane_copy
+from .batchlane import BatchLaneCopy, lane_copy
 from .epoch import copy_lane, run_epoch
 from .errors import CopyError, LaneFenced, SourceGapError
 from .lane import LaneCopy
 from .summary import SUMMARY_SCHEMA, PartitionSummary
 
 __all__ = ["SUMMARY_SCHEMA", "BatchLaneCopy", "CopyError", "LaneCopy", "LaneFenced", "PartitionSummary", "SourceGapError",
-           "copy_lane", "copy_path_of", "lane_copy", "run_epoch"]
+           "copy_lane", "lane_copy", "run_epoch"]

@@ -7,13 +7,13 @@ ridden out, kept clients between epochs (sessions.py) and the epoch (epoch.py).
 
 Partitions the plan gains reach a batch lane at its next epoch (`BatchGrowth`); the record path also takes them
 mid-epoch (growth.py). A mirror under the identity replication policy copies records: provenance headers are
-written into each record (`copy_path_of` says which path a mirror takes, and why)."""
+written into each record (`copypath.copy_path_of` says which path a mirror takes, and why)."""
 from __future__ import annotations
 
 import logging
 import time
 
-from ..replication import RecordStamper, policy_for
+from ..copypath import copy_path_of
 from ..resource.flowgroup import CopyPath, Delivery, FlowGroupConfig, Mirror
 from .batchcommit import BatchAtLeastOnce, BatchExactlyOnce
 from .batchloop import run_batch_loop
@@ -26,17 +26,6 @@ from .shares import PartitionKey
 from .start import lane_topic_ids, resume_positions
 
 log = logging.getLogger(__name__)
-
-
-def copy_path_of(config: FlowGroupConfig, mirror: Mirror) -> tuple[CopyPath, str]:
-    """The path a mirror's lanes take, and why when it is not the one asked for."""
-    if config.copy_path != CopyPath.BATCHES:
-        return CopyPath.RECORDS, ""
-    stamper = RecordStamper.of(policy_for(mirror), mirror.source, mirror.target)
-    if stamper.uses_provenance:
-        return CopyPath.RECORDS, ("the identity replication policy writes provenance headers into every record: "
-                                  "its batches cannot go as they are")
-    return CopyPath.BATCHES, ""
 
 
 class BatchGrowth:

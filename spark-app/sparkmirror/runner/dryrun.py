@@ -85,7 +85,10 @@ def lines(plan: dict[str, Any]) -> list[str]:
         out.append(f"flow group {g['name']} (resource {g['resource']})")
         for m in g["mirrors"]:
             out.append(f"  mirror {m['name']}: {m['source']} -> {m['target']}  policy {m['replicationPolicy']}, "
-                       f"{m['lanes']} lanes, configs {'kept in sync' if m['syncTopicConfigs'] else 'set at creation'}")
+                       f"{m['lanes']} lanes copying {m.get('copy', 'records')}, configs "
+                       f"{'kept in sync' if m['syncTopicConfigs'] else 'set at creation'}")
+            if m.get("copyFallback"):
+                out.append(f"    copies records, not batches: {m['copyFallback']}")
             rows = [["SOURCE TOPIC", "PARTITIONS", "->", "TARGET TOPIC", "ACTION"]]
             rows += [[t["source"], str(t["partitions"]), "->", t["target"], t["action"]] for t in m["topics"]]
             out += _table(rows, "    ") if m["topics"] else ["    no source topic matches"]
