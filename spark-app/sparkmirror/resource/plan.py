@@ -17,9 +17,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from .clientconf import BATCHES_WHY, Client, client_setting, cluster_prefix, connector_prefix
 from .flowgroup import (
     Authentication,
     Cluster,
+    CopyPath,
+    Delivery,
     FlowGroupConfig,
     Mirror,
     ReplicationPolicy,
@@ -174,7 +177,7 @@ CLUSTER_KEYS_NOT_APPLICABLE_PREFIXES = (
     "config.storage.", "offset.storage.", "status.storage.", "key.converter", "value.converter",
     "header.converter", "plugin.", "connector.client.config.override.policy", "offset.flush.", "task.",
     "group.id", "exactly.once.source.support", "rest.", "listeners", "scheduled.rebalance.", "connect.",
-    "worker.", "metrics.", "config.providers", "offset.storage", "consumer.", "producer.", "admin.",
+    "worker.", "metrics.", "config.providers", "offset.storage",
 )
 # client keys sparkmirror sets itself from tls/authentication (Strimzi forbids them too): a password or key
 # (ssl.key.password, sasl.jaas.config, ...) must never travel as a config value into the rendered ConfigMap
@@ -182,8 +185,11 @@ CLUSTER_KEYS_FORBIDDEN_PREFIXES = ("bootstrap.servers", "security.", "sasl.", "s
 CLUSTER_KEYS_ALLOWED_SSL = ("ssl.endpoint.identification.algorithm", "ssl.cipher.suites")
 
 
-def _connector_config(mirror: MirrorSpec, path: str, out: Plan) -> dict[str, Any]:
-    """Merge both connectors' configs into Mirror fields; conflicting values are errors."""
+def _connector_config(mirror: MirrorSpec, path: str, out: Plan, exactly_once: bool = True,
+                      sides: dict[str, _ClientKeys] | None = None) -> dict[str, Any]:
+    """Merge both connectors' configs into Mirror fields; conflicting values are errors. Per-client keys go to
+    `sides` ("source", "target") as librdkafka settings."""
+    sides = sides if sides is not None else {"source": _ClientKeys(), "target": _ClientKeys()}
     values: dict[str, Any] = {}
     origin: dict[str, str] = {}
     for conn_name in ("sourceConnector", "checkpointConnector"):
@@ -218,6 +224,9 @@ def _connector_config(mirror: MirrorSpec, path: str, out: Plan) -> dict[str, Any
                                            "supported)")
             elif key.startswith(MIRROR_KEYS_NOT_APPLICABLE_PREFIXES):
                 out.not_applicable.append(where)
+            elif (prefixed := connector_prefix(key)) is not None:
+                side, client, sub = prefixed
+                _client_key(client, sub, raw, where, exactly_once, out, getattr(sides[side], client))
             else:
                 out.unsupported.append(where)
     return values
@@ -230,6 +239,40 @@ def _check_regex(pattern: str | None, where: str, out: Plan) -> None:
         compile_java(pattern)
     except JavaPatternError as e:
         out.errors.append(Problem(where, f"invalid regular expression {e}"))
+
+
+# ---- client settings (resource/clientconf.py) --------------------------------------------------------------
+
+@dataclass
+class _ClientKeys:
+    """Per-client settings met while planning: librdkafka name -> (value, the field it came from)."""
+
+    consumer: dict[str, tuple[str, str]] = field(default_factory=dict)
+    producer: dict[str, tuple[str, str]] = field(default_factory=dict)
+    admin: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    def values(self, client: str) -> dict[str, str]:
+        return {k: v for k, (v, _) in getattr(self, client).items()}
+
+    def fields(self, *clients: str) -> list[str]:
+        return [w for c in clients for _, w in getattr(self, c).values()]
+
+
+def _client_key(client: Client, key: str, raw: Any, where: str, exactly_once: bool, out: Plan,
+                into: dict[str, tuple[str, str]]) -> None:
+    """One client key taken into `into` as librdkafka names it, or refused / listed naming the field."""
+    if key.startswith(CLUSTER_KEYS_FORBIDDEN_PREFIXES) and key not in CLUSTER_KEYS_ALLOWED_SSL:
+        out.errors.append(Problem(where, "set through tls/authentication, not config"))
+        return
+    s = client_setting(client, key, raw, exactly_once=exactly_once)
+    if s.refused:
+        out.errors.append(Problem(where, s.refused))
+    elif s.not_applicable:
+        out.not_applicable.append(f"{where}: {s.not_applicable}")
+    elif s.name in into and into[s.name][0] != s.value:
+        out.errors.append(Problem(where, f"conflicts with {into[s.name][1]} ({s.name})"))
+    else:
+        into[s.name] = (s.value, where)
 
 
 # ---- clusters and secrets -------------------------------------------------------------------------------
@@ -270,7 +313,8 @@ class _Secrets:
         return [self.file(secret, k) for k in matched]
 
 
-def _cluster(spec: ClusterSpec, path: str, secrets: _Secrets, out: Plan) -> Cluster:
+def _cluster(spec: ClusterSpec, path: str, secrets: _Secrets, out: Plan, exactly_once: bool = True,
+             keys: _ClientKeys | None = None) -> Cluster:
     tls = None
     if spec.tls is not None:
         ca: list[str] = []
@@ -304,17 +348,24 @@ def _cluster(spec: ClusterSpec, path: str, secrets: _Secrets, out: Plan) -> Clus
                 auth = Authentication(type=a.type, username=a.username,
                                       password=secrets.value(a.passwordSecret.secretName,
                                                              a.passwordSecret.password))
-    config: dict[str, str] = {}
+    keys = keys if keys is not None else _ClientKeys()
+    general: dict[str, tuple[str, str]] = {}
     for key, raw in spec.config.items():
         where = f"{path}.config[{key}]"
-        if key.startswith(CLUSTER_KEYS_NOT_APPLICABLE_PREFIXES):
+        prefixed = cluster_prefix(key)
+        if prefixed is not None:  # `consumer.*`, `producer.*`, `admin.*`: that client of this cluster
+            client, sub = prefixed
+            _client_key(client, sub, raw, where, exactly_once, out, getattr(keys, client))
+        elif key.startswith(CLUSTER_KEYS_NOT_APPLICABLE_PREFIXES):
             out.not_applicable.append(where)
-        elif key.startswith(CLUSTER_KEYS_FORBIDDEN_PREFIXES) and key not in CLUSTER_KEYS_ALLOWED_SSL:
-            out.errors.append(Problem(where, "set through tls/authentication, not config"))
         else:
-            config[key] = str(raw).lower() if isinstance(raw, bool) else str(raw)
+            _client_key("any", key, raw, where, exactly_once, out, general)
+    # librdkafka has no admin-only settings: admin keys are the cluster's connection settings
+    for name, (value, where) in keys.admin.items():
+        _client_key("admin", name, value, where, exactly_once, out, general)
     return Cluster(alias=spec.alias, bootstrapServers=spec.bootstrapServers, tls=tls, authentication=auth,
-                   config=config)
+                   config={k: v for k, (v, _) in general.items()}, consumer=keys.values("consumer"),
+                   producer=keys.values("producer"))
 
 
 def _and_pattern(outer: str | None, inner: str | None) -> str | None:
@@ -330,6 +381,16 @@ def _or_pattern(a: str | None, b: str | None) -> str | None:
     if a is None or b is None:
         return a if b is None else b
     return f"(?:{a})|(?:{b})"
+
+
+def _with_admin_keys(cluster: Cluster, keys: _ClientKeys, exactly_once: bool, out: Plan) -> Cluster:
+    """A connector's admin keys (`source.admin.*`, `target.admin.*`) in its cluster's connection settings."""
+    if not keys.admin:
+        return cluster
+    general = {k: (v, "the cluster's config") for k, v in cluster.config.items()}
+    for name, (value, where) in keys.admin.items():
+        _client_key("admin", name, value, where, exactly_once, out, general)
+    return cluster.model_copy(update={"config": {k: v for k, (v, _) in general.items()}})
 
 
 def default_group_name(alias: str) -> str:
@@ -389,8 +450,11 @@ def plan(resource: dict[str, Any] | KafkaMirrorMaker2, *, secrets: str = "files"
     if spec.progressTopicReplicationFactor == 0:
         out.errors.append(Problem("spec.progressTopicReplicationFactor", "must be -1 (the broker's default) or at "
                                   "least 1, got 0"))
-    target = _cluster(spec.target, "spec.target", sec, out)
+    exactly_once = spec.delivery == Delivery.EXACTLY_ONCE
+    target_keys = _ClientKeys()
+    target = _cluster(spec.target, "spec.target", sec, out, exactly_once, target_keys)
     out.cluster_fields[spec.target.alias] = "spec.target"
+    lane_client_fields: dict[str, list[str]] = {}  # source alias -> fields of its lanes' per-client keys
 
     mirrors: dict[str, tuple[Mirror, Cluster]] = {}
     for i, m in enumerate(spec.mirrors):
@@ -400,9 +464,17 @@ def plan(resource: dict[str, Any] | KafkaMirrorMaker2, *, secrets: str = "files"
             out.errors.append(Problem(f"{path}.source.alias", "must differ from spec.target.alias"))
         for attr in ("topicsPattern", "topicsExcludePattern", "groupsPattern", "groupsExcludePattern"):
             _check_regex(getattr(m, attr), f"{path}.{attr}", out)
-        source = _cluster(m.source, f"{path}.source", sec, out)
+        source_keys = _ClientKeys()
+        source = _cluster(m.source, f"{path}.source", sec, out, exactly_once, source_keys)
         out.cluster_fields.setdefault(m.source.alias, f"{path}.source")
-        fields = _connector_config(m, path, out)
+        sides = {"source": _ClientKeys(), "target": _ClientKeys()}
+        fields = _connector_config(m, path, out, exactly_once, sides)
+        fields["sourceConsumer"] = sides["source"].values("consumer")
+        fields["targetProducer"] = sides["target"].values("producer")
+        lane_client_fields[m.source.alias] = (source_keys.fields("consumer") + sides["source"].fields("consumer")
+                                              + sides["target"].fields("producer"))
+        source = _with_admin_keys(source, sides["source"], exactly_once, out)
+        target = _with_admin_keys(target, sides["target"], exactly_once, out)
         if m.topicsPattern is not None:
             fields["topics"] = _mm2_list_regex(m.topicsPattern)
         if m.topicsExcludePattern is not None:
@@ -445,6 +517,11 @@ def plan(resource: dict[str, Any] | KafkaMirrorMaker2, *, secrets: str = "files"
     for a in aliases:
         if a not in claimed:
             groups.append((default_group_name(a), f"spec.mirrors[source.alias={a}]", [a], None))
+    for name, path, members, g in groups:  # per-client keys do nothing on the batch path: refused by name
+        if (g.copy_path if g is not None and g.copy_path is not None else spec.copy_path) == CopyPath.BATCHES:
+            for where in dict.fromkeys(target_keys.fields("producer") +
+                                       [w for a in members for w in lane_client_fields.get(a, [])]):
+                out.errors.append(Problem(where, BATCHES_WHY))
     seen: set[str] = set()
     for name, path, _, _ in groups:
         if name in seen:
