@@ -9,7 +9,7 @@ Unknown names are librdkafka's own and pass unchanged. The table for users is do
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 Client = Literal["consumer", "producer", "admin", "any"]
@@ -104,6 +104,10 @@ BATCHES_WHY = ("copy: batches forwards the source's record batches as bytes with
                "settings apply to copy: records only; connection settings go in the cluster's config")
 
 MAX_IN_FLIGHT_IDEMPOTENT = 5
+# client keys sparkmirror sets itself from tls/authentication (Strimzi forbids them too): a password or key
+# (ssl.key.password, sasl.jaas.config, ...) must never travel as a config value into the rendered ConfigMap
+CLUSTER_KEYS_FORBIDDEN_PREFIXES = ("bootstrap.servers", "security.", "sasl.", "ssl.")
+CLUSTER_KEYS_ALLOWED_SSL = ("ssl.endpoint.identification.algorithm", "ssl.cipher.suites")
 
 
 @dataclass(frozen=True)
@@ -194,3 +198,48 @@ def connector_prefix(key: str) -> tuple[str, Client, str] | None:
             side, client = CONNECTOR_PREFIXES[prefix]
             return side, client, key[len(prefix):]
     return None
+
+
+Said = tuple[Literal["error", "not_applicable"], str]
+
+
+@dataclass
+class ClientKeys:
+    """Per-client settings met while planning: librdkafka name -> (value, the resource field it came from)."""
+
+    consumer: dict[str, tuple[str, str]] = field(default_factory=dict)
+    producer: dict[str, tuple[str, str]] = field(default_factory=dict)
+    admin: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    def values(self, client: str) -> dict[str, str]:
+        return {k: v for k, (v, _) in getattr(self, client).items()}
+
+    def fields(self, *clients: str) -> list[str]:
+        return [w for c in clients for _, w in getattr(self, c).values()]
+
+    @staticmethod
+    def take(client: Client, key: str, raw: object, where: str, exactly_once: bool,
+             into: dict[str, tuple[str, str]]) -> Said | None:
+        """One key of `client` taken into `into` by its librdkafka name (None), or why not."""
+        if key.startswith(CLUSTER_KEYS_FORBIDDEN_PREFIXES) and key not in CLUSTER_KEYS_ALLOWED_SSL:
+            return "error", "set through tls/authentication, not config"
+        s = client_setting(client, key, raw, exactly_once=exactly_once)
+        if s.refused:
+            return "error", s.refused
+        if s.not_applicable:
+            return "not_applicable", s.not_applicable
+        if s.name in into and into[s.name][0] != s.value:
+            return "error", f"conflicts with {into[s.name][1]} ({s.name})"
+        into[s.name] = (s.value, where)
+        return None
+
+    def merge_admin(self, config: dict[str, str]) -> tuple[dict[str, str], list[tuple[str, str]]]:
+        """`config` with the admin keys added (librdkafka has no admin-only settings), and the conflicts."""
+        merged = dict(config)
+        conflicts = []
+        for name, (value, where) in self.admin.items():
+            if merged.get(name, value) != value:
+                conflicts.append((where, f"conflicts with the cluster's {name}={merged[name]}"))
+            else:
+                merged[name] = value
+        return merged, conflicts

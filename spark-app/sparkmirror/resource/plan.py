@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .clientconf import BATCHES_WHY, Client, client_setting, cluster_prefix, connector_prefix
+from .clientconf import BATCHES_WHY, ClientKeys, cluster_prefix, connector_prefix
 from .flowgroup import (
     Authentication,
     Cluster,
@@ -179,17 +179,13 @@ CLUSTER_KEYS_NOT_APPLICABLE_PREFIXES = (
     "group.id", "exactly.once.source.support", "rest.", "listeners", "scheduled.rebalance.", "connect.",
     "worker.", "metrics.", "config.providers", "offset.storage",
 )
-# client keys sparkmirror sets itself from tls/authentication (Strimzi forbids them too): a password or key
-# (ssl.key.password, sasl.jaas.config, ...) must never travel as a config value into the rendered ConfigMap
-CLUSTER_KEYS_FORBIDDEN_PREFIXES = ("bootstrap.servers", "security.", "sasl.", "ssl.")
-CLUSTER_KEYS_ALLOWED_SSL = ("ssl.endpoint.identification.algorithm", "ssl.cipher.suites")
 
 
 def _connector_config(mirror: MirrorSpec, path: str, out: Plan, exactly_once: bool = True,
-                      sides: dict[str, _ClientKeys] | None = None) -> dict[str, Any]:
+                      sides: dict[str, ClientKeys] | None = None) -> dict[str, Any]:
     """Merge both connectors' configs into Mirror fields; conflicting values are errors. Per-client keys go to
     `sides` ("source", "target") as librdkafka settings."""
-    sides = sides if sides is not None else {"source": _ClientKeys(), "target": _ClientKeys()}
+    sides = sides if sides is not None else {"source": ClientKeys(), "target": ClientKeys()}
     values: dict[str, Any] = {}
     origin: dict[str, str] = {}
     for conn_name in ("sourceConnector", "checkpointConnector"):
@@ -226,10 +222,30 @@ def _connector_config(mirror: MirrorSpec, path: str, out: Plan, exactly_once: bo
                 out.not_applicable.append(where)
             elif (prefixed := connector_prefix(key)) is not None:
                 side, client, sub = prefixed
-                _client_key(client, sub, raw, where, exactly_once, out, getattr(sides[side], client))
+                _said(sides[side].take(client, sub, raw, where, exactly_once, getattr(sides[side], client)),
+                      where, out)
             else:
                 out.unsupported.append(where)
     return values
+
+
+def _said(said: tuple[str, str] | None, where: str, out: Plan) -> None:
+    """A client key's problem (clientconf.ClientKeys.take): an error, or a not-applicable line with why."""
+    if said is not None:
+        kind, message = said
+        if kind == "error":
+            out.errors.append(Problem(where, message))
+        else:
+            out.not_applicable.append(f"{where}: {message}")
+
+
+def _with_admin(cluster: Cluster, keys: ClientKeys, out: Plan) -> Cluster:
+    """A connector's admin keys (`source.admin.*`, `target.admin.*`) in its cluster's connection settings."""
+    if not keys.admin:
+        return cluster
+    config, conflicts = keys.merge_admin(cluster.config)
+    out.errors += [Problem(where, message) for where, message in conflicts]
+    return cluster.model_copy(update={"config": config})
 
 
 def _check_regex(pattern: str | None, where: str, out: Plan) -> None:
@@ -239,40 +255,6 @@ def _check_regex(pattern: str | None, where: str, out: Plan) -> None:
         compile_java(pattern)
     except JavaPatternError as e:
         out.errors.append(Problem(where, f"invalid regular expression {e}"))
-
-
-# ---- client settings (resource/clientconf.py) --------------------------------------------------------------
-
-@dataclass
-class _ClientKeys:
-    """Per-client settings met while planning: librdkafka name -> (value, the field it came from)."""
-
-    consumer: dict[str, tuple[str, str]] = field(default_factory=dict)
-    producer: dict[str, tuple[str, str]] = field(default_factory=dict)
-    admin: dict[str, tuple[str, str]] = field(default_factory=dict)
-
-    def values(self, client: str) -> dict[str, str]:
-        return {k: v for k, (v, _) in getattr(self, client).items()}
-
-    def fields(self, *clients: str) -> list[str]:
-        return [w for c in clients for _, w in getattr(self, c).values()]
-
-
-def _client_key(client: Client, key: str, raw: Any, where: str, exactly_once: bool, out: Plan,
-                into: dict[str, tuple[str, str]]) -> None:
-    """One client key taken into `into` as librdkafka names it, or refused / listed naming the field."""
-    if key.startswith(CLUSTER_KEYS_FORBIDDEN_PREFIXES) and key not in CLUSTER_KEYS_ALLOWED_SSL:
-        out.errors.append(Problem(where, "set through tls/authentication, not config"))
-        return
-    s = client_setting(client, key, raw, exactly_once=exactly_once)
-    if s.refused:
-        out.errors.append(Problem(where, s.refused))
-    elif s.not_applicable:
-        out.not_applicable.append(f"{where}: {s.not_applicable}")
-    elif s.name in into and into[s.name][0] != s.value:
-        out.errors.append(Problem(where, f"conflicts with {into[s.name][1]} ({s.name})"))
-    else:
-        into[s.name] = (s.value, where)
 
 
 # ---- clusters and secrets -------------------------------------------------------------------------------
@@ -314,7 +296,7 @@ class _Secrets:
 
 
 def _cluster(spec: ClusterSpec, path: str, secrets: _Secrets, out: Plan, exactly_once: bool = True,
-             keys: _ClientKeys | None = None) -> Cluster:
+             keys: ClientKeys | None = None) -> Cluster:
     tls = None
     if spec.tls is not None:
         ca: list[str] = []
@@ -348,21 +330,21 @@ def _cluster(spec: ClusterSpec, path: str, secrets: _Secrets, out: Plan, exactly
                 auth = Authentication(type=a.type, username=a.username,
                                       password=secrets.value(a.passwordSecret.secretName,
                                                              a.passwordSecret.password))
-    keys = keys if keys is not None else _ClientKeys()
+    keys = keys if keys is not None else ClientKeys()
     general: dict[str, tuple[str, str]] = {}
     for key, raw in spec.config.items():
         where = f"{path}.config[{key}]"
         prefixed = cluster_prefix(key)
         if prefixed is not None:  # `consumer.*`, `producer.*`, `admin.*`: that client of this cluster
             client, sub = prefixed
-            _client_key(client, sub, raw, where, exactly_once, out, getattr(keys, client))
+            _said(keys.take(client, sub, raw, where, exactly_once, getattr(keys, client)), where, out)
         elif key.startswith(CLUSTER_KEYS_NOT_APPLICABLE_PREFIXES):
             out.not_applicable.append(where)
         else:
-            _client_key("any", key, raw, where, exactly_once, out, general)
+            _said(keys.take("any", key, raw, where, exactly_once, general), where, out)
     # librdkafka has no admin-only settings: admin keys are the cluster's connection settings
     for name, (value, where) in keys.admin.items():
-        _client_key("admin", name, value, where, exactly_once, out, general)
+        _said(keys.take("admin", name, value, where, exactly_once, general), where, out)
     return Cluster(alias=spec.alias, bootstrapServers=spec.bootstrapServers, tls=tls, authentication=auth,
                    config={k: v for k, (v, _) in general.items()}, consumer=keys.values("consumer"),
                    producer=keys.values("producer"))
@@ -381,16 +363,6 @@ def _or_pattern(a: str | None, b: str | None) -> str | None:
     if a is None or b is None:
         return a if b is None else b
     return f"(?:{a})|(?:{b})"
-
-
-def _with_admin_keys(cluster: Cluster, keys: _ClientKeys, exactly_once: bool, out: Plan) -> Cluster:
-    """A connector's admin keys (`source.admin.*`, `target.admin.*`) in its cluster's connection settings."""
-    if not keys.admin:
-        return cluster
-    general = {k: (v, "the cluster's config") for k, v in cluster.config.items()}
-    for name, (value, where) in keys.admin.items():
-        _client_key("admin", name, value, where, exactly_once, out, general)
-    return cluster.model_copy(update={"config": {k: v for k, (v, _) in general.items()}})
 
 
 def default_group_name(alias: str) -> str:
@@ -451,7 +423,7 @@ def plan(resource: dict[str, Any] | KafkaMirrorMaker2, *, secrets: str = "files"
         out.errors.append(Problem("spec.progressTopicReplicationFactor", "must be -1 (the broker's default) or at "
                                   "least 1, got 0"))
     exactly_once = spec.delivery == Delivery.EXACTLY_ONCE
-    target_keys = _ClientKeys()
+    target_keys = ClientKeys()
     target = _cluster(spec.target, "spec.target", sec, out, exactly_once, target_keys)
     out.cluster_fields[spec.target.alias] = "spec.target"
     lane_client_fields: dict[str, list[str]] = {}  # source alias -> fields of its lanes' per-client keys
@@ -464,17 +436,17 @@ def plan(resource: dict[str, Any] | KafkaMirrorMaker2, *, secrets: str = "files"
             out.errors.append(Problem(f"{path}.source.alias", "must differ from spec.target.alias"))
         for attr in ("topicsPattern", "topicsExcludePattern", "groupsPattern", "groupsExcludePattern"):
             _check_regex(getattr(m, attr), f"{path}.{attr}", out)
-        source_keys = _ClientKeys()
+        source_keys = ClientKeys()
         source = _cluster(m.source, f"{path}.source", sec, out, exactly_once, source_keys)
         out.cluster_fields.setdefault(m.source.alias, f"{path}.source")
-        sides = {"source": _ClientKeys(), "target": _ClientKeys()}
+        sides = {"source": ClientKeys(), "target": ClientKeys()}
         fields = _connector_config(m, path, out, exactly_once, sides)
         fields["sourceConsumer"] = sides["source"].values("consumer")
         fields["targetProducer"] = sides["target"].values("producer")
         lane_client_fields[m.source.alias] = (source_keys.fields("consumer") + sides["source"].fields("consumer")
                                               + sides["target"].fields("producer"))
-        source = _with_admin_keys(source, sides["source"], exactly_once, out)
-        target = _with_admin_keys(target, sides["target"], exactly_once, out)
+        source = _with_admin(source, sides["source"], out)
+        target = _with_admin(target, sides["target"], out)
         if m.topicsPattern is not None:
             fields["topics"] = _mm2_list_regex(m.topicsPattern)
         if m.topicsExcludePattern is not None:
