@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkmirror.resource.clientconf import client_setting, connector_prefix
+from sparkmirror.resource.clientconf import BATCHES_WHY, client_setting, connector_prefix
 from sparkmirror.resource.flowgroup import FlowGroupConfig
 from sparkmirror.resource.plan import plan
 
@@ -142,6 +142,9 @@ def test_per_client_keys_are_refused_on_the_batch_path() -> None:
         "spec.mirrors[0].sourceConnector.config[target.producer.compression.type]",
         "spec.target.config[producer.batch.size]"]
     assert all("copy: batches forwards the source's record batches as bytes" in e.message for e in p.errors)
+    # the target's compression asked without a client prefix is refused there too: batches keep the source's
+    p = plan(resource(target_config={"compression.type": "zstd"}, copy="batches"))
+    assert [(e.field, e.message) for e in p.errors] == [("spec.target.config[compression.type]", BATCHES_WHY)]
     # connection settings of the cluster are every client's, the batch path's too
     res = resource(target_config={"socket.timeout.ms": "20000"}, copy="batches")
     assert one_group(res).cluster("b").config == {"socket.timeout.ms": "20000"}
@@ -179,3 +182,18 @@ def test_the_cli_refuses_an_owned_key_in_one_line(tmp_path) -> None:
     assert "Traceback" not in out.stderr
     assert "spec.target.config[producer.transactional.id]: the mirror owns transactional.id" in out.stderr, \
         out.stderr
+
+
+def test_the_batch_path_takes_the_clusters_connection_settings() -> None:
+    from sparkmirror.copying.errors import CopyError
+    from sparkmirror.copying.wire import wire_config
+
+    conf = one_group(resource(target_config={"socket.timeout.ms": "20000", "reconnect.backoff.max.ms": "2000",
+                                             "connections.max.idle.ms": "60000", "metadata.max.age.ms": "30000",
+                                             "socket.connection.setup.timeout.ms": "5000"},
+                              copy="batches")).cluster("b").client_config()
+    assert wire_config(conf) == {"bootstrap_servers": "127.0.0.1:9093", "request_timeout_ms": 20000,
+                                 "reconnect_backoff_max_ms": 2000, "connections_max_idle_ms": 60000,
+                                 "metadata_max_age_ms": 30000, "socket_connection_setup_timeout_ms": 5000}
+    with pytest.raises(CopyError, match="client setting socket.timeout.ms='soon': expected a number"):
+        wire_config({"socket.timeout.ms": "soon"})

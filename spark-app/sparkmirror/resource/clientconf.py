@@ -104,6 +104,12 @@ BATCHES_WHY = ("copy: batches forwards the source's record batches as bytes with
                "settings apply to copy: records only; connection settings go in the cluster's config")
 
 MAX_IN_FLIGHT_IDEMPOTENT = 5
+
+
+def recompresses(key: str) -> bool:
+    """A target cluster's key asking for a codec: meaningless where batches keep the source's compression."""
+    return JAVA_TO_LIBRDKAFKA.get(key, key).startswith("compression.")
+
 # client keys sparkmirror sets itself from tls/authentication (Strimzi forbids them too): a password or key
 # (ssl.key.password, sasl.jaas.config, ...) must never travel as a config value into the rendered ConfigMap
 CLUSTER_KEYS_FORBIDDEN_PREFIXES = ("bootstrap.servers", "security.", "sasl.", "ssl.")

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .clientconf import BATCHES_WHY, ClientKeys, cluster_prefix, connector_prefix
+from .clientconf import BATCHES_WHY, ClientKeys, cluster_prefix, connector_prefix, recompresses
 from .flowgroup import (
     Authentication,
     Cluster,
@@ -491,7 +491,8 @@ def plan(resource: dict[str, Any] | KafkaMirrorMaker2, *, secrets: str = "files"
             groups.append((default_group_name(a), f"spec.mirrors[source.alias={a}]", [a], None))
     for name, path, members, g in groups:  # per-client keys do nothing on the batch path: refused by name
         if (g.copy_path if g is not None and g.copy_path is not None else spec.copy_path) == CopyPath.BATCHES:
-            for where in dict.fromkeys(target_keys.fields("producer") +
+            recompress = [f"spec.target.config[{k}]" for k in spec.target.config if recompresses(k)]
+            for where in dict.fromkeys(target_keys.fields("producer") + recompress +
                                        [w for a in members for w in lane_client_fields.get(a, [])]):
                 out.errors.append(Problem(where, BATCHES_WHY))
     seen: set[str] = set()
