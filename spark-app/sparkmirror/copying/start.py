@@ -73,7 +73,10 @@ def new_producer(config: FlowGroupConfig, target_conf: dict[str, str], tid: str,
     plan refuses those by name)."""
     cap = max(min([1_000_000, *max_bytes.values()]) - 512, 1024)
     conf: dict[str, object] = {"enable.idempotence": True, "client.id": tid, **target_conf}
-    conf["batch.size"] = min(int(conf.get("batch.size", cap)), cap)
+    try:
+        conf["batch.size"] = min(int(str(conf.get("batch.size", cap))), cap)
+    except ValueError:  # not a number: librdkafka refuses it, naming the property
+        pass
     conf.update({"acks": "all", "linger.ms": config.lingerMs, "message.max.bytes": 100 * 1024 * 1024,
                  "partitioner": "murmur2_random"})
     if transactional:
