@@ -182,6 +182,12 @@ def test_the_cli_refuses_an_owned_key_in_one_line(tmp_path) -> None:
     assert "Traceback" not in out.stderr
     assert "spec.target.config[producer.transactional.id]: the mirror owns transactional.id" in out.stderr, \
         out.stderr
+    f.write_text(yaml.safe_dump(resource(connector={"source.consumer.fetch.min.bytez": "1"})))
+    out = subprocess.run([sys.executable, "-m", "sparkmirror.cli", "run", "--check", "-f", str(f)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out
+    assert ('spec.mirrors[0].sourceConnector.config[source.consumer.fetch.min.bytez]: librdkafka refuses '
+            "fetch.min.bytez='1': No such configuration property") in out.stderr, out.stderr
 
 
 def test_the_batch_path_takes_the_clusters_connection_settings() -> None:
@@ -197,3 +203,31 @@ def test_the_batch_path_takes_the_clusters_connection_settings() -> None:
                                  "metadata_max_age_ms": 30000, "socket_connection_setup_timeout_ms": 5000}
     with pytest.raises(CopyError, match="client setting socket.timeout.ms='soon': expected a number"):
         wire_config({"socket.timeout.ms": "soon"})
+
+
+@pytest.mark.parametrize("connector, said", [
+    ({"source.consumer.fetch.min.bytez": "1"}, 'No such configuration property: "fetch.min.bytez"'),
+    ({"target.producer.compression.type": "zsdt"}, 'Invalid value "zsdt"'),
+    ({"producer.override.fetch.min.bytes": "1"}, "fetch.min.bytes is a consumer setting: the lanes' producers "
+                                                 "would ignore it"),
+    ({"source.consumer.compression.type": "zstd"}, "compression.type is a producer setting"),
+])
+def test_librdkafka_refuses_what_it_does_not_know(connector: dict, said: str) -> None:
+    from sparkmirror.clientcheck import check_client_keys
+
+    p = plan(resource(connector=connector))
+    assert p.errors == []
+    (problem,) = check_client_keys(p)
+    (key,) = connector
+    assert problem.field == f"spec.mirrors[0].sourceConnector.config[{key}]" and said in problem.message, problem
+    assert p.errors == [problem]
+
+
+def test_librdkafka_takes_the_mapped_names() -> None:
+    from sparkmirror.clientcheck import check_client_keys
+
+    p = plan(resource(source_config={"receive.buffer.bytes": "65536", "consumer.fetch.max.wait.ms": "200"},
+                      target_config={"producer.buffer.memory": "33554432", "socket.timeout.ms": "20000"},
+                      connector={"target.producer.compression.zstd.level": "9",
+                                 "producer.override.compression.type": "zstd"}))
+    assert len(p.client_keys) == 6 and check_client_keys(p) == [] and p.errors == []

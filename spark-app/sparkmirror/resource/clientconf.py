@@ -209,6 +209,16 @@ def connector_prefix(key: str) -> tuple[str, Client, str] | None:
 Said = tuple[Literal["error", "not_applicable"], str]
 
 
+@dataclass(frozen=True)
+class ClientKey:
+    """A client setting the plan took: where it was written, for which client, as librdkafka names it."""
+
+    field: str
+    client: Client
+    name: str
+    value: str
+
+
 @dataclass
 class ClientKeys:
     """Per-client settings met while planning: librdkafka name -> (value, the resource field it came from)."""

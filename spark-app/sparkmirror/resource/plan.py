@@ -17,7 +17,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .clientconf import BATCHES_WHY, ClientKeys, cluster_prefix, connector_prefix, recompresses
+from .clientconf import (
+    BATCHES_WHY,
+    JAVA_TO_LIBRDKAFKA,
+    Client,
+    ClientKey,
+    ClientKeys,
+    cluster_prefix,
+    connector_prefix,
+    recompresses,
+)
 from .flowgroup import (
     Authentication,
     Cluster,
@@ -84,6 +93,7 @@ class Plan:
     not_applicable: list[str] = field(default_factory=list)
     unsupported: list[str] = field(default_factory=list)
     errors: list[Problem] = field(default_factory=list)
+    client_keys: list[ClientKey] = field(default_factory=list)  # every client key taken: librdkafka checks them
 
     def secret_names(self) -> list[str]:
         return sorted({s.secret for s in self.secrets})
@@ -222,21 +232,26 @@ def _connector_config(mirror: MirrorSpec, path: str, out: Plan, exactly_once: bo
                 out.not_applicable.append(where)
             elif (prefixed := connector_prefix(key)) is not None:
                 side, client, sub = prefixed
-                _said(sides[side].take(client, sub, raw, where, exactly_once, getattr(sides[side], client)),
-                      where, out)
+                _take(client, sub, raw, where, exactly_once, getattr(sides[side], client), out)
             else:
                 out.unsupported.append(where)
     return values
 
 
-def _said(said: tuple[str, str] | None, where: str, out: Plan) -> None:
-    """A client key's problem (clientconf.ClientKeys.take): an error, or a not-applicable line with why."""
-    if said is not None:
-        kind, message = said
-        if kind == "error":
-            out.errors.append(Problem(where, message))
-        else:
-            out.not_applicable.append(f"{where}: {message}")
+def _take(client: Client, key: str, raw: Any, where: str, exactly_once: bool, into: dict[str, tuple[str, str]],
+          out: Plan, record: bool = True) -> None:
+    """One client key taken into `into` (clientconf.ClientKeys.take), or its error / not-applicable line."""
+    said = ClientKeys.take(client, key, raw, where, exactly_once, into)
+    if said is None:
+        if record:
+            name = JAVA_TO_LIBRDKAFKA.get(key, key)
+            out.client_keys.append(ClientKey(where, client, name, into[name][0]))
+        return
+    kind, message = said
+    if kind == "error":
+        out.errors.append(Problem(where, message))
+    else:
+        out.not_applicable.append(f"{where}: {message}")
 
 
 def _with_admin(cluster: Cluster, keys: ClientKeys, out: Plan) -> Cluster:
@@ -337,14 +352,14 @@ def _cluster(spec: ClusterSpec, path: str, secrets: _Secrets, out: Plan, exactly
         prefixed = cluster_prefix(key)
         if prefixed is not None:  # `consumer.*`, `producer.*`, `admin.*`: that client of this cluster
             client, sub = prefixed
-            _said(keys.take(client, sub, raw, where, exactly_once, getattr(keys, client)), where, out)
+            _take(client, sub, raw, where, exactly_once, getattr(keys, client), out)
         elif key.startswith(CLUSTER_KEYS_NOT_APPLICABLE_PREFIXES):
             out.not_applicable.append(where)
         else:
-            _said(keys.take("any", key, raw, where, exactly_once, general), where, out)
+            _take("any", key, raw, where, exactly_once, general, out)
     # librdkafka has no admin-only settings: admin keys are the cluster's connection settings
     for name, (value, where) in keys.admin.items():
-        _said(keys.take("admin", name, value, where, exactly_once, general), where, out)
+        _take("admin", name, value, where, exactly_once, general, out, record=False)
     return Cluster(alias=spec.alias, bootstrapServers=spec.bootstrapServers, tls=tls, authentication=auth,
                    config={k: v for k, (v, _) in general.items()}, consumer=keys.values("consumer"),
                    producer=keys.values("producer"))
