@@ -16,6 +16,7 @@ from kubernetes import client
 from sparkmirror.resource.flowgroup import SecretUnreadable, secret_text
 from sparkmirror.resource.model import KIND
 from sparkmirror.resource.names import application_name, lease_name
+from sparkmirror.clientcheck import check_client_keys
 from sparkmirror.resource.plan import Plan, env_name, plan
 from .kubeapi import OWNED_KINDS, KubeApi
 from . import failover
@@ -200,6 +201,8 @@ class Reconciler:
         rendered = render(body, self.settings, secret_keys=secrets.keys, observed=observed,
                           rolled_back=old_status.get("rollback"), failed_over=failover.stopping(records))
         p = rendered.plan
+        if not p.errors:
+            check_client_keys(p)  # librdkafka's own word on each client setting: a refusal is never applied
         if p.errors:
             result.events.append(Event("Warning", "InvalidSpec", "; ".join(str(e) for e in p.errors)))
         else:

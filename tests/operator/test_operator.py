@@ -285,14 +285,14 @@ def test_strimzi_example_reports_not_applicable_and_unsupported(operator, kapi, 
     src = yaml.safe_load(open("/work/shared/reference/strimzi/examples/v1/kafka-mirror-maker-2.yaml"))
     src["apiVersion"] = "sparkmirror.io/v1alpha1"
     src["metadata"]["namespace"] = namespace
-    src["spec"]["mirrors"][0]["sourceConnector"]["config"]["consumer.max.poll.records"] = 10  # not an MM2 key here
+    src["spec"]["mirrors"][0]["sourceConnector"]["config"]["topic.filter.class"] = "x.Filter"  # not supported
     kapi.create(src)
     st = wait_for("status", lambda: (kapi.get(KMM2, namespace, "my-mirror-maker-2").get("status") or {})
                   .get("notApplicable") and kapi.get(KMM2, namespace, "my-mirror-maker-2")["status"])
     assert {"spec.replicas", "spec.target.groupId", "spec.target.configStorageTopic",
             "spec.mirrors[0].sourceConnector.tasksMax"} <= set(st["notApplicable"])
     assert "spec.target.config[plugin.discovery]" in st["notApplicable"]
-    assert st["unsupported"] == ["spec.mirrors[0].sourceConnector.config[consumer.max.poll.records]"]
+    assert st["unsupported"] == ["spec.mirrors[0].sourceConnector.config[topic.filter.class]"]
     wait_for("its application", lambda: names(kapi, "SparkApplication", namespace, "my-mirror-maker-2")
              == ["my-mirror-maker-2-cluster-a"])
     # kopf posts events from a queue of its own, after the status patch: wait for it as for the status

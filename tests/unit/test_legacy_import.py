@@ -37,6 +37,26 @@ def test_command_line_becomes_a_resource_starting_from_the_group() -> None:
                                                                                  "orders.*")
 
 
+def test_tuning_keys_reach_the_lanes_clients_and_owned_ones_are_said() -> None:
+    consumer = CONSUMER + "fetch.min.bytes=65536\nauto.offset.reset=earliest\nmax.poll.records=500\n"
+    producer = PRODUCER + "compression.type=zstd\nbuffer.memory=33554432\nbatch.size=65536\n"
+    out = import_legacy(ARGV, consumer, producer)
+    (res,) = out.resources
+    assert res["spec"]["mirrors"][0]["source"]["config"] == {"consumer.fetch.min.bytes": "65536"}
+    assert res["spec"]["target"]["config"] == {"producer.compression.type": "zstd",
+                                               "producer.buffer.memory": "33554432", "producer.batch.size": "65536"}
+    said = "\n".join(out.notes)
+    for key, why in (("acks", "the mirror owns acks"), ("auto.offset.reset", "the mirror owns auto.offset.reset"),
+                     ("max.poll.records", "no equivalent")):
+        assert f"{key}: not carried over: " in said and why in said, (key, said)
+    p = plan(res)
+    assert p.errors == [], p.errors
+    (g,) = p.groups
+    assert g.cluster("source").consumer == {"fetch.min.bytes": "65536"}
+    assert g.cluster("target").producer == {"compression.type": "zstd", "queue.buffering.max.kbytes": "32768",
+                                            "batch.size": "65536"}
+
+
 def test_blacklist_and_include() -> None:
     argv = ["--consumer.config", "c", "--producer.config", "p", "--blacklist", "tmp\\..*"]
     (m,) = import_legacy(argv, CONSUMER, PRODUCER).resources[0]["spec"]["mirrors"]

@@ -23,6 +23,8 @@ class LaneContext:
     route: dict[PartitionKey, str] = field(default_factory=dict)  # source partition -> remote topic
     source_conf: dict[str, str] = field(default_factory=dict)
     target_conf: dict[str, str] = field(default_factory=dict)
+    consumer_conf: dict[str, str] = field(default_factory=dict)  # source_conf and the user's consumer settings
+    producer_conf: dict[str, str] = field(default_factory=dict)  # target_conf and the user's producer settings
     credentials: str = ""  # fingerprint of both clusters' secrets, read before the settings were
 
     def __post_init__(self) -> None:
@@ -36,6 +38,8 @@ class LaneContext:
         self.credentials = current_credentials(self.config, self.mirror)
         self.source_conf = self.config.cluster(self.mirror.source).client_config()
         self.target_conf = self.config.cluster(self.mirror.target).client_config()
+        self.consumer_conf = self.config.consumer_config(self.mirror)
+        self.producer_conf = self.config.producer_config(self.mirror)
 
     @property
     def name(self) -> str:

@@ -26,12 +26,14 @@ partitions' metadata took 1.3-3.7 s."""
 
 
 def new_consumer(source_conf: dict[str, str], tid: str) -> Consumer:
-    """The lane's source consumer: read_committed, assigned (no group, no commits), errors on lost offsets."""
+    """The lane's source consumer: read_committed, assigned (no group, no commits), errors on lost offsets.
+    The user's consumer settings in `source_conf` win over the mirror's defaults (fetch wait, queue size, client.id), never
+    over what it owns (refused by the plan, resource/clientconf.py)."""
     return Consumer({
+        "fetch.wait.max.ms": 50, "queued.max.messages.kbytes": 65536, "client.id": tid,
         **source_conf, "group.id": f"{tid}.source", "enable.auto.commit": False,
         "enable.auto.offset.store": False, "isolation.level": "read_committed",
-        "auto.offset.reset": "error", "enable.partition.eof": False, "client.id": tid,
-        "fetch.wait.max.ms": 50, "queued.max.messages.kbytes": 65536})
+        "auto.offset.reset": "error", "enable.partition.eof": False})
 
 
 def next_batch(consumer: Consumer, limit: int, wait: float) -> list:
@@ -69,7 +71,7 @@ class SourceReader:
 
     def open(self) -> None:
         # the client reports "all brokers down" only to an error callback, never through consume()
-        self.consumer = new_consumer({**self.ctx.source_conf, "error_cb": self._on_client_error}, self.ctx.tid)
+        self.consumer = new_consumer({**self.ctx.consumer_conf, "error_cb": self._on_client_error}, self.ctx.tid)
 
     def assign(self, positions: dict[PartitionKey, int]) -> None:
         """Read the lane's partitions from `positions` (a fresh start: the whole plan)."""

@@ -66,12 +66,21 @@ def target_max_message_bytes(target_conf: dict[str, str], topics: set[str],
 
 def new_producer(config: FlowGroupConfig, target_conf: dict[str, str], tid: str, max_bytes: dict[str, int],
                  transactional: bool) -> Producer:
-    """A producer for the lane's target; a transactional one holds the lane's transactional.id `tid`."""
-    batch = min([1_000_000, *max_bytes.values()])
-    conf = {**target_conf, "enable.idempotence": True, "acks": "all", "linger.ms": config.lingerMs,
-            "batch.size": max(batch - 512, 1024), "message.max.bytes": 100 * 1024 * 1024,
-            "partitioner": "murmur2_random", "client.id": tid}
+    """A producer for the lane's target; a transactional one holds the lane's transactional.id `tid`.
+
+    `target_conf` may carry the user's producer settings (resource/clientconf.py): they win over the mirror's
+    defaults (batch.size capped by the remote topics' max.message.bytes), never over what the mirror owns (the
+    plan refuses those by name)."""
+    cap = max(min([1_000_000, *max_bytes.values()]) - 512, 1024)
+    conf: dict[str, object] = {"enable.idempotence": True, "client.id": tid, **target_conf}
+    try:
+        conf["batch.size"] = min(int(str(conf.get("batch.size", cap))), cap)
+    except ValueError:  # not a number: librdkafka refuses it, naming the property
+        pass
+    conf.update({"acks": "all", "linger.ms": config.lingerMs, "message.max.bytes": 100 * 1024 * 1024,
+                 "partitioner": "murmur2_random"})
     if transactional:
+        conf["enable.idempotence"] = True
         conf.update({"transactional.id": tid, "transaction.timeout.ms": config.transactionTimeoutMs,
                      "message.timeout.ms": min(config.transactionTimeoutMs, 300000)})
     return Producer(conf)

@@ -36,6 +36,12 @@ _CONF = {  # librdkafka's names (the lane's client settings) -> kafka-python's
     "ssl.ca.location": "ssl_cafile", "ssl.certificate.location": "ssl_certfile",
     "ssl.key.location": "ssl_keyfile", "ssl.key.password": "ssl_password", "client.id": "client_id",
 }
+_CONF_MS = {  # connection settings a cluster's config gives every client (docs/client-settings.md), in ms
+    "socket.timeout.ms": "request_timeout_ms", "request.timeout.ms": "request_timeout_ms",
+    "reconnect.backoff.ms": "reconnect_backoff_ms", "reconnect.backoff.max.ms": "reconnect_backoff_max_ms",
+    "socket.connection.setup.timeout.ms": "socket_connection_setup_timeout_ms",
+    "connections.max.idle.ms": "connections_max_idle_ms", "metadata.max.age.ms": "metadata_max_age_ms",
+}
 
 
 def wire_config(conf: dict[str, str]) -> dict[str, Any]:
@@ -43,6 +49,12 @@ def wire_config(conf: dict[str, str]) -> dict[str, Any]:
     files reach a lane as PEM text (`ssl.ca.pem`): kafka-python takes no such text, so an SSL context of our own
     carries it (with the client certificate and key files, when given)."""
     out: dict[str, Any] = {_CONF[k]: v for k, v in conf.items() if k in _CONF}
+    for k, v in conf.items():
+        if k in _CONF_MS:
+            try:
+                out[_CONF_MS[k]] = int(v)
+            except ValueError:
+                raise CopyError(f"client setting {k}={v!r}: expected a number of milliseconds") from None
     if "security_protocol" in out:
         out["security_protocol"] = out["security_protocol"].upper()
     if conf.get("ssl.endpoint.identification.algorithm", "https").lower() == "none":

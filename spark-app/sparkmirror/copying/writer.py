@@ -46,7 +46,7 @@ class RecordWriter:
         ctx = self.ctx
         with talking_to("target", ctx.mirror.target, "starting the lane's producer"):
             self.max_bytes = target_max_message_bytes(ctx.target_conf, set(ctx.route.values()))
-            make_producer = functools.partial(new_producer, ctx.config, ctx.target_conf, ctx.tid, self.max_bytes)
+            make_producer = functools.partial(new_producer, ctx.config, ctx.producer_conf, ctx.tid, self.max_bytes)
             self.protocol = protocol_class(make_producer, ctx.config.progressTopic)
             self.guarded(self.protocol.start)
 

@@ -149,6 +149,10 @@ class Cluster(_Model):
     tls: Tls | None = None
     authentication: Authentication | None = None
     config: dict[str, str] = Field(default_factory=dict, description="Extra librdkafka client properties.")
+    consumer: dict[str, str] = Field(default_factory=dict, description="librdkafka properties of the lanes' "
+                                     "consumers reading this cluster (MM2's `<alias>.consumer.*`).")
+    producer: dict[str, str] = Field(default_factory=dict, description="librdkafka properties of the lanes' "
+                                     "producers writing this cluster (MM2's `<alias>.producer.*`).")
 
     def client_config(self, resolve: SecretResolver | None = None) -> dict[str, str]:
         """librdkafka properties for this cluster, secrets resolved now.
@@ -191,7 +195,8 @@ class Cluster(_Model):
         takes a config and calls `client_config()` itself, run by the operator with Secrets in memory."""
         conf = self.client_config(resolve)
         conf.pop("bootstrap.servers")
-        return Cluster(alias=self.alias, bootstrapServers=self.bootstrapServers, config=conf)
+        return Cluster(alias=self.alias, bootstrapServers=self.bootstrapServers, config=conf,
+                       consumer=dict(self.consumer), producer=dict(self.producer))
 
 
 def _ca_config(ca_files: list[str]) -> dict[str, str]:
@@ -274,6 +279,11 @@ class Mirror(_Model):
                                          "Connect-based MM2 does not), so the remote heartbeats topic shows this "
                                          "hop to RemoteClusterUtils on the target; needs write access to the source.")
     lanes: int | None = Field(None, ge=1, le=1024, description="Parallel copy tasks; default the flow group's.")
+    sourceConsumer: dict[str, str] = Field(default_factory=dict, description="librdkafka properties of this "
+                                           "mirror's lane consumers (MM2's source.consumer.*), over the cluster's.")
+    targetProducer: dict[str, str] = Field(default_factory=dict, description="librdkafka properties of this "
+                                           "mirror's lane producers (MM2's target.producer.*, "
+                                           "producer.override.*), over the cluster's.")
 
     @field_validator("topics", "topicsExclude", "groups", "groupsExclude")
     @classmethod
@@ -420,6 +430,18 @@ class FlowGroupConfig(_Model):
 
     def cluster(self, alias: str) -> Cluster:
         return next(c for c in self.clusters if c.alias == alias)
+
+    def consumer_config(self, mirror: Mirror) -> dict[str, str]:
+        """A lane consumer's settings before the mirror's own: the source cluster's, its consumer keys, the
+        mirror's (later wins, as MM2's prefixes do)."""
+        c = self.cluster(mirror.source)
+        return {**c.client_config(), **c.consumer, **mirror.sourceConsumer}
+
+    def producer_config(self, mirror: Mirror) -> dict[str, str]:
+        """A lane producer's settings before the mirror's own: the target cluster's, its producer keys, the
+        mirror's."""
+        c = self.cluster(mirror.target)
+        return {**c.client_config(), **c.producer, **mirror.targetProducer}
 
     def lanes_of(self, mirror: Mirror) -> int:
         return mirror.lanes or self.lanes

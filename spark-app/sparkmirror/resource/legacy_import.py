@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from .clientconf import client_setting
 from .documents import InputError
 from .importer import Imported, _check, _credential_note, _is_credential, _resource, parse_properties
 
@@ -51,12 +52,22 @@ def _cluster(alias: str, props: dict[str, str], label: str, out: Imported) -> di
     servers = props.get("bootstrap.servers", "").strip()
     if not servers:
         raise InputError(f"{label}: no bootstrap.servers: the legacy MirrorMaker's {alias} cluster is unknown")
-    for k in props:
+    client = "consumer" if alias == "source" else "producer"
+    config: dict[str, str] = {}
+    for k, v in props.items():
         if _is_credential(k):
             out.notes.append(f"{label}: {_credential_note(k)}")
         elif k.startswith(_SECURITY):
             out.notes.append(f"{label}: {k}: security settings are not carried over: set tls/authentication")
-    return {"alias": alias, "bootstrapServers": servers}
+        elif k == "bootstrap.servers" or (k == "group.id" and client == "consumer"):  # startFrom takes the group
+            continue
+        else:  # tuning keys go to the lanes' clients (docs/client-settings.md); what the mirror owns is said
+            s = client_setting(client, k, v)
+            if s.refused or s.not_applicable:
+                out.notes.append(f"{label}: {k}: not carried over: {s.refused or s.not_applicable}")
+            else:
+                config[f"{client}.{k}"] = v
+    return {"alias": alias, "bootstrapServers": servers, **({"config": config} if config else {})}
 
 
 def import_legacy(argv: list[str], consumer_text: str, producer_text: str, *, name: str = "mirror",

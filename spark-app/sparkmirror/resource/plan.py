@@ -17,9 +17,21 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from .clientconf import (
+    BATCHES_WHY,
+    JAVA_TO_LIBRDKAFKA,
+    Client,
+    ClientKey,
+    ClientKeys,
+    cluster_prefix,
+    connector_prefix,
+    recompresses,
+)
 from .flowgroup import (
     Authentication,
     Cluster,
+    CopyPath,
+    Delivery,
     FlowGroupConfig,
     Mirror,
     ReplicationPolicy,
@@ -81,6 +93,7 @@ class Plan:
     not_applicable: list[str] = field(default_factory=list)
     unsupported: list[str] = field(default_factory=list)
     errors: list[Problem] = field(default_factory=list)
+    client_keys: list[ClientKey] = field(default_factory=list)  # every client key taken: librdkafka checks them
 
     def secret_names(self) -> list[str]:
         return sorted({s.secret for s in self.secrets})
@@ -174,16 +187,15 @@ CLUSTER_KEYS_NOT_APPLICABLE_PREFIXES = (
     "config.storage.", "offset.storage.", "status.storage.", "key.converter", "value.converter",
     "header.converter", "plugin.", "connector.client.config.override.policy", "offset.flush.", "task.",
     "group.id", "exactly.once.source.support", "rest.", "listeners", "scheduled.rebalance.", "connect.",
-    "worker.", "metrics.", "config.providers", "offset.storage", "consumer.", "producer.", "admin.",
+    "worker.", "metrics.", "config.providers", "offset.storage",
 )
-# client keys sparkmirror sets itself from tls/authentication (Strimzi forbids them too): a password or key
-# (ssl.key.password, sasl.jaas.config, ...) must never travel as a config value into the rendered ConfigMap
-CLUSTER_KEYS_FORBIDDEN_PREFIXES = ("bootstrap.servers", "security.", "sasl.", "ssl.")
-CLUSTER_KEYS_ALLOWED_SSL = ("ssl.endpoint.identification.algorithm", "ssl.cipher.suites")
 
 
-def _connector_config(mirror: MirrorSpec, path: str, out: Plan) -> dict[str, Any]:
-    """Merge both connectors' configs into Mirror fields; conflicting values are errors."""
+def _connector_config(mirror: MirrorSpec, path: str, out: Plan, exactly_once: bool = True,
+                      sides: dict[str, ClientKeys] | None = None) -> dict[str, Any]:
+    """Merge both connectors' configs into Mirror fields; conflicting values are errors. Per-client keys go to
+    `sides` ("source", "target") as librdkafka settings."""
+    sides = sides if sides is not None else {"source": ClientKeys(), "target": ClientKeys()}
     values: dict[str, Any] = {}
     origin: dict[str, str] = {}
     for conn_name in ("sourceConnector", "checkpointConnector"):
@@ -218,9 +230,37 @@ def _connector_config(mirror: MirrorSpec, path: str, out: Plan) -> dict[str, Any
                                            "supported)")
             elif key.startswith(MIRROR_KEYS_NOT_APPLICABLE_PREFIXES):
                 out.not_applicable.append(where)
+            elif (prefixed := connector_prefix(key)) is not None:
+                side, client, sub = prefixed
+                _take(client, sub, raw, where, exactly_once, getattr(sides[side], client), out)
             else:
                 out.unsupported.append(where)
     return values
+
+
+def _take(client: Client, key: str, raw: Any, where: str, exactly_once: bool, into: dict[str, tuple[str, str]],
+          out: Plan, record: bool = True) -> None:
+    """One client key taken into `into` (clientconf.ClientKeys.take), or its error / not-applicable line."""
+    said = ClientKeys.take(client, key, raw, where, exactly_once, into)
+    if said is None:
+        if record:
+            name = JAVA_TO_LIBRDKAFKA.get(key, key)
+            out.client_keys.append(ClientKey(where, client, name, into[name][0]))
+        return
+    kind, message = said
+    if kind == "error":
+        out.errors.append(Problem(where, message))
+    else:
+        out.not_applicable.append(f"{where}: {message}")
+
+
+def _with_admin(cluster: Cluster, keys: ClientKeys, out: Plan) -> Cluster:
+    """A connector's admin keys (`source.admin.*`, `target.admin.*`) in its cluster's connection settings."""
+    if not keys.admin:
+        return cluster
+    config, conflicts = keys.merge_admin(cluster.config)
+    out.errors += [Problem(where, message) for where, message in conflicts]
+    return cluster.model_copy(update={"config": config})
 
 
 def _check_regex(pattern: str | None, where: str, out: Plan) -> None:
@@ -270,7 +310,8 @@ class _Secrets:
         return [self.file(secret, k) for k in matched]
 
 
-def _cluster(spec: ClusterSpec, path: str, secrets: _Secrets, out: Plan) -> Cluster:
+def _cluster(spec: ClusterSpec, path: str, secrets: _Secrets, out: Plan, exactly_once: bool = True,
+             keys: ClientKeys | None = None) -> Cluster:
     tls = None
     if spec.tls is not None:
         ca: list[str] = []
@@ -304,17 +345,24 @@ def _cluster(spec: ClusterSpec, path: str, secrets: _Secrets, out: Plan) -> Clus
                 auth = Authentication(type=a.type, username=a.username,
                                       password=secrets.value(a.passwordSecret.secretName,
                                                              a.passwordSecret.password))
-    config: dict[str, str] = {}
+    keys = keys if keys is not None else ClientKeys()
+    general: dict[str, tuple[str, str]] = {}
     for key, raw in spec.config.items():
         where = f"{path}.config[{key}]"
-        if key.startswith(CLUSTER_KEYS_NOT_APPLICABLE_PREFIXES):
+        prefixed = cluster_prefix(key)
+        if prefixed is not None:  # `consumer.*`, `producer.*`, `admin.*`: that client of this cluster
+            client, sub = prefixed
+            _take(client, sub, raw, where, exactly_once, getattr(keys, client), out)
+        elif key.startswith(CLUSTER_KEYS_NOT_APPLICABLE_PREFIXES):
             out.not_applicable.append(where)
-        elif key.startswith(CLUSTER_KEYS_FORBIDDEN_PREFIXES) and key not in CLUSTER_KEYS_ALLOWED_SSL:
-            out.errors.append(Problem(where, "set through tls/authentication, not config"))
         else:
-            config[key] = str(raw).lower() if isinstance(raw, bool) else str(raw)
+            _take("any", key, raw, where, exactly_once, general, out)
+    # librdkafka has no admin-only settings: admin keys are the cluster's connection settings
+    for name, (value, where) in keys.admin.items():
+        _take("admin", name, value, where, exactly_once, general, out, record=False)
     return Cluster(alias=spec.alias, bootstrapServers=spec.bootstrapServers, tls=tls, authentication=auth,
-                   config=config)
+                   config={k: v for k, (v, _) in general.items()}, consumer=keys.values("consumer"),
+                   producer=keys.values("producer"))
 
 
 def _and_pattern(outer: str | None, inner: str | None) -> str | None:
@@ -389,8 +437,11 @@ def plan(resource: dict[str, Any] | KafkaMirrorMaker2, *, secrets: str = "files"
     if spec.progressTopicReplicationFactor == 0:
         out.errors.append(Problem("spec.progressTopicReplicationFactor", "must be -1 (the broker's default) or at "
                                   "least 1, got 0"))
-    target = _cluster(spec.target, "spec.target", sec, out)
+    exactly_once = spec.delivery == Delivery.EXACTLY_ONCE
+    target_keys = ClientKeys()
+    target = _cluster(spec.target, "spec.target", sec, out, exactly_once, target_keys)
     out.cluster_fields[spec.target.alias] = "spec.target"
+    lane_client_fields: dict[str, list[str]] = {}  # source alias -> fields of its lanes' per-client keys
 
     mirrors: dict[str, tuple[Mirror, Cluster]] = {}
     for i, m in enumerate(spec.mirrors):
@@ -400,9 +451,17 @@ def plan(resource: dict[str, Any] | KafkaMirrorMaker2, *, secrets: str = "files"
             out.errors.append(Problem(f"{path}.source.alias", "must differ from spec.target.alias"))
         for attr in ("topicsPattern", "topicsExcludePattern", "groupsPattern", "groupsExcludePattern"):
             _check_regex(getattr(m, attr), f"{path}.{attr}", out)
-        source = _cluster(m.source, f"{path}.source", sec, out)
+        source_keys = ClientKeys()
+        source = _cluster(m.source, f"{path}.source", sec, out, exactly_once, source_keys)
         out.cluster_fields.setdefault(m.source.alias, f"{path}.source")
-        fields = _connector_config(m, path, out)
+        sides = {"source": ClientKeys(), "target": ClientKeys()}
+        fields = _connector_config(m, path, out, exactly_once, sides)
+        fields["sourceConsumer"] = sides["source"].values("consumer")
+        fields["targetProducer"] = sides["target"].values("producer")
+        lane_client_fields[m.source.alias] = (source_keys.fields("consumer") + sides["source"].fields("consumer")
+                                              + sides["target"].fields("producer"))
+        source = _with_admin(source, sides["source"], out)
+        target = _with_admin(target, sides["target"], out)
         if m.topicsPattern is not None:
             fields["topics"] = _mm2_list_regex(m.topicsPattern)
         if m.topicsExcludePattern is not None:
@@ -445,6 +504,12 @@ def plan(resource: dict[str, Any] | KafkaMirrorMaker2, *, secrets: str = "files"
     for a in aliases:
         if a not in claimed:
             groups.append((default_group_name(a), f"spec.mirrors[source.alias={a}]", [a], None))
+    for name, path, members, g in groups:  # per-client keys do nothing on the batch path: refused by name
+        if (g.copy_path if g is not None and g.copy_path is not None else spec.copy_path) == CopyPath.BATCHES:
+            recompress = [f"spec.target.config[{k}]" for k in spec.target.config if recompresses(k)]
+            for where in dict.fromkeys(target_keys.fields("producer") + recompress +
+                                       [w for a in members for w in lane_client_fields.get(a, [])]):
+                out.errors.append(Problem(where, BATCHES_WHY))
     seen: set[str] = set()
     for name, path, _, _ in groups:
         if name in seen:

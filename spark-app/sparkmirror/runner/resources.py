@@ -33,6 +33,7 @@ def read_documents(path: str | Path) -> list[tuple[str, dict[str, Any]]]:
 
 def load(paths: list[str]) -> Loaded:
     """Every flow group of every KafkaMirrorMaker2 resource in `paths` (secrets from environment variables)."""
+    from sparkmirror.clientcheck import check_client_keys
     from sparkmirror.resource.plan import plan
     from sparkmirror.resource.model import API_VERSION, KIND
 
@@ -48,6 +49,8 @@ def load(paths: list[str]) -> Loaded:
                 problems.append(f"{label}: apiVersion: expected {API_VERSION!r}, got {api!r}")
                 continue
             p = plan(doc, secrets="env")
+            if not p.errors:
+                check_client_keys(p)  # librdkafka's own word on each client setting, before anything runs
             if p.errors:
                 problems += [f"{label}: {e}" for e in p.errors]
                 continue
