@@ -22,9 +22,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                    help="records of each size (1 KiB and 100 B); default %(default)s: copy windows of 27-58 s at "
                         "1 KiB on a quiet 2-core machine (13-52 s at 100 B); shorter ones measure noise")
     p.add_argument("--reps", type=int, default=2, help="repetitions of each contender; default %(default)s")
-    p.add_argument("--sizes", default="b1k,b100",
-                   help="comma list of the record sizes mirrored, each in its own runs: b1k (1 KiB), b100 (100 B); "
-                        "both are preloaded either way; default %(default)s")
+    p.add_argument("--sizes", default="b1k,b100,b1k-lz4",
+                   help="comma list of the record sizes mirrored, each in its own runs: b1k (1 KiB), b100 (100 B), "
+                        "b1k-lz4 (1 KiB on topics whose batches the preload compressed with lz4); "
+                        "all are preloaded either way; default %(default)s")
     p.add_argument("--parallelism", type=int, default=min(4, os.cpu_count() or 2),
                    help="MM2 tasks.max and sparkmirror lanes; default min(4, cores) = %(default)s")
     p.add_argument("--partitions-per-topic", type=int, default=4)

@@ -26,6 +26,7 @@ class TopicSpec:
     partitions: int
     value_size: int
     records: int
+    compression: str = "none"  # how the preload's producer compresses this topic's batches
 
     def value(self, seq: int) -> bytes:
         head = b"%012d|" % seq
@@ -34,9 +35,16 @@ class TopicSpec:
         return head + _FILLER[off:off + n]
 
 
-def size_name(value_size: int) -> str:
-    """How a record size is named in the report: "1 KiB", "100 B"."""
-    return f"{value_size // 1024} KiB" if value_size % 1024 == 0 else f"{value_size} B"
+def codec_of(label: str) -> str:
+    """The codec a size's topics are preloaded with: "b1k-lz4" -> "lz4", "b1k" -> "none"."""
+    return label.rsplit("-", 1)[1] if "-" in label else "none"
+
+
+def size_name(value_size: int, label: str = "") -> str:
+    """How a record size is named in the report: "1 KiB", "100 B", "1 KiB lz4"."""
+    name = f"{value_size // 1024} KiB" if value_size % 1024 == 0 else f"{value_size} B"
+    codec = codec_of(label)
+    return name if codec == "none" else f"{name} {codec}"
 
 
 @dataclass(frozen=True)
@@ -50,7 +58,8 @@ class Layout:
     partitions_per_topic: int = 4
     topics_per_size: int = 2
     prefix: str = ""
-    sizes: tuple[tuple[str, int], ...] = (("b1k", 1024), ("b100", 100))
+    sizes: tuple[tuple[str, int], ...] = (("b1k", 1024), ("b100", 100), ("b1k-lz4", 1024))
+    """(label, record size); a label ending in `-<codec>` is preloaded compressed with that codec."""
 
     @property
     def topics(self) -> list[TopicSpec]:
@@ -59,7 +68,7 @@ class Layout:
             base, extra = divmod(self.records_per_size, self.topics_per_size)
             for i in range(self.topics_per_size):
                 out.append(TopicSpec(f"{self.prefix}{label}-{i}", self.partitions_per_topic, size,
-                                     base + (1 if i < extra else 0)))
+                                     base + (1 if i < extra else 0), codec_of(label)))
         return out
 
     @property
@@ -81,7 +90,7 @@ class Layout:
     @property
     def size_name(self) -> str:
         """The sizes this layout holds as the report names them: "1 KiB", "1 KiB + 100 B"."""
-        return " + ".join(size_name(size) for _, size in self.sizes)
+        return " + ".join(size_name(size, label) for label, size in self.sizes)
 
     def only(self, label: str) -> "Layout":
         """The topics of one record size (same names as in this layout), so a run can mirror just those."""
@@ -173,7 +182,8 @@ def preload(bootstrap: str, layout: Layout) -> float:
     """Create the layout's topics and fill them; returns seconds taken."""
     t0 = time.monotonic()
     create_topics(bootstrap, [(t.name, t.partitions) for t in layout.topics])
-    p = Producer({"bootstrap.servers": bootstrap, **PRELOAD_PRODUCER})
+    producers = {codec: Producer({"bootstrap.servers": bootstrap, **PRELOAD_PRODUCER, "compression.type": codec})
+                 for codec in {t.compression for t in layout.topics}}
     errors: list[str] = []
 
     def on_delivery(err, _msg):  # noqa: ANN001
@@ -181,6 +191,7 @@ def preload(bootstrap: str, layout: Layout) -> float:
             errors.append(str(err))
 
     for t in layout.topics:
+        p = producers[t.compression]
         for seq in range(t.records):
             args = dict(value=t.value(seq), key=key_of(seq), partition=seq % t.partitions,
                         headers=headers_of(seq), on_delivery=on_delivery if seq % 1000 == 0 else None)
@@ -192,7 +203,7 @@ def preload(bootstrap: str, layout: Layout) -> float:
                     p.poll(0.05)
             if seq % 10000 == 0:
                 p.poll(0)
-    left = p.flush(300)
+    left = sum(p.flush(300) for p in producers.values())
     if left or errors:
         raise RuntimeError(f"preload failed: {left} undelivered, errors {errors[:3]}")
     return time.monotonic() - t0

@@ -587,7 +587,7 @@ def run_ceiling(env: Env, layout: data.Layout, rep: int, timeout: float) -> RunR
                                         "--num-records", str(t.records), "--record-size", str(t.value_size),
                                         "--throughput", "-1", "--producer-props",
                                         f"bootstrap.servers={target.bootstrap}", "acks=all", "linger.ms=10",
-                                        "batch.size=524288", "compression.type=none", log=log), log))
+                                        "batch.size=524288", f"compression.type={t.compression}", log=log), log))
             mon = ProcessTreeMonitor([p.pid for p, _ in procs]).start()
             try:
                 for p, _ in procs:
