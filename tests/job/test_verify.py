@@ -156,3 +156,22 @@ def test_identity_policy_compares_provenance_and_leaves_local_records_out(kafka_
     rows = check()
     [bad] = [x for x in rows if x["status"] != "equal"]
     assert bad["targetCount"] == bad["sourceCount"] + 1 and bad["firstDifference"]["targetOffset"] == offsets[0], bad
+
+
+def test_verify_finds_a_mirror_copied_as_batches_equal(tmp_path, kafka_a, kafka_b, topic) -> None:
+    """`copy: batches` writes the same progress records: verify compares the same ranges, record by record, on
+    compressed source batches forwarded as they were."""
+    src = topic(kafka_a, 2)
+    dst = topic(kafka_b, 2, name=f"a.{src}")
+    path = write(tmp_path, resource(kafka_a.bootstrap, kafka_b.bootstrap, src, copy="batches"))
+    cfg = load([str(path)]).configs[0]
+    assert cfg.copy_path == "batches"
+    ensure_progress_topic(cfg.cluster("b").client_config(), cfg.progressTopic)
+    p = Producer({"bootstrap.servers": kafka_a.bootstrap, "linger.ms": 20, "compression.type": "lz4"})
+    for i in range(400):
+        p.produce(src, key=f"k{i}".encode(), value=f"value {i} ".encode() * 10, partition=i % 2,
+                  headers=[("seq", str(i).encode())], timestamp=BASE_TS + i)
+    assert p.flush(30) == 0
+    _mirror(cfg, src, dst)
+    rc, report, _ = _verify(path)
+    assert rc == 0 and report["summary"]["differs"] == 0 and report["summary"]["records"] == 400, report["summary"]
