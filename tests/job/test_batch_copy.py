@@ -178,9 +178,12 @@ def test_cpu_per_batch_and_per_record(kafka_a, kafka_b, capsys) -> None:
 
 
 @pytest.mark.parametrize("listener", ["SASL_SSL", "MTLS", "SSL"])
-def test_batches_reach_a_secured_target(kafka_a, secured_kafka, tmp_path, listener: str) -> None:
-    """The hand-written connections on TLS, mTLS and SCRAM-SHA-512 over TLS (with the job's own client settings
-    of the cluster), every batch committed and readable."""
+def test_a_batch_lane_copies_to_a_secured_target(kafka_a, secured_kafka, tmp_path, listener: str) -> None:
+    """A lane on `copy: batches` with its hand-written connections on TLS, mTLS and SCRAM-SHA-512 over TLS (the
+    job's own client settings of the cluster): every record copied once, its progress committed there."""
+    from sparkmirror.copying import copy_lane
+    from sparkmirror.lanes import plan_lanes
+    from sparkmirror.progress import ensure_progress_topic, read_progress
     from sparkmirror.resource.flowgroup import FlowGroupConfig
 
     from .test_security import Secured
@@ -188,25 +191,22 @@ def test_batches_reach_a_secured_target(kafka_a, secured_kafka, tmp_path, listen
     d = tmp_path / "secrets"
     d.mkdir()
     entry = Secured(secured_kafka, d).entry("s", listener)
-    cfg = FlowGroupConfig.model_validate({
-        "name": unique_name("sec"), "progressTopic": unique_name("progress"),
-        "clusters": [{"alias": "a", "bootstrapServers": kafka_a.bootstrap}, entry],
-        "mirrors": [{"name": "a-to-s", "source": "a", "target": "s", "topics": ".*"}]})
     topic = create_topic(kafka_a.bootstrap, unique_name("sec-batches"), PARTITIONS)
-    create_topic(secured_kafka.bootstrap, topic, PARTITIONS)
+    remote = create_topic(secured_kafka.bootstrap, f"a.{topic}", PARTITIONS)
+    cfg = FlowGroupConfig.model_validate({
+        "name": unique_name("sec"), "progressTopic": unique_name("progress"), "copy": "batches", "lanes": 1,
+        "clusters": [{"alias": "a", "bootstrapServers": kafka_a.bootstrap}, entry],
+        "mirrors": [{"name": "a-to-s", "source": "a", "target": "s", "topics": topic}]})
+    ensure_progress_topic(cfg.cluster("s").client_config(), cfg.progressTopic)
     p = Producer({"bootstrap.servers": kafka_a.bootstrap, "linger.ms": 5, "enable.idempotence": True})
     for i in range(400):
         p.produce(topic, key=str(i).encode(), value=b"v" * 500, partition=i % PARTITIONS)
     assert p.flush(30) == 0
-    source, target = Wire({"bootstrap.servers": kafka_a.bootstrap}), Wire(cfg.cluster("s").client_config())
-    try:
-        writer = BatchWriter(target, unique_name("lane"))
-        writer.init()
-        _, n_records = copy_all(source, writer, topic, end_offsets(kafka_a.bootstrap, topic))
-        writer.commit()
-    finally:
-        source.close()
-        target.close()
-    assert n_records == 400
+    mirror = cfg.mirrors[0]
+    lane = plan_lanes(mirror.name, 1, [(topic, remote, PARTITIONS)])[0]
+    rows = copy_lane(cfg, mirror, 0, list(lane.partitions), 3.0)
+    assert sum(r.records for r in rows) == 400 and not any(r.error or r.fenced for r in rows), rows
     want = {q: [(r.key, r.value) for r in rs] for q, rs in read_topic(kafka_a.bootstrap, topic).items()}
-    assert {q: [(r.key, r.value) for r in rs] for q, rs in read_topic(secured_kafka.bootstrap, topic).items()} == want
+    assert {q: [(r.key, r.value) for r in rs] for q, rs in read_topic(secured_kafka.bootstrap, remote).items()} == want
+    state = read_progress(cfg.cluster("s").client_config(), cfg.progressTopic, "a", resource=cfg.resource)
+    assert sum(r.records_total for r in state.latest.values()) == 400

@@ -16,7 +16,7 @@ import pytest
 
 from sparkmirror_dev.kafka import KafkaCluster
 from sparkmirror_dev.testing import create_topic, read_topic, unique_name
-from sparkmirror.copying import LaneCopy, lane_copy, run_epoch
+from sparkmirror.copying import lane_copy, run_epoch
 from sparkmirror.lanes import plan_lanes
 from sparkmirror.progress import ensure_progress_topic
 from sparkmirror.resource.flowgroup import FlowGroupConfig
