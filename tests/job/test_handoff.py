@@ -36,14 +36,19 @@ def _with(cfg: FlowGroupConfig, **worker) -> FlowGroupConfig:
 def test_handoffs_while_copying_lose_and_repeat_nothing(kafka_a, kafka_b, topic, flowgroup, tmp_path, figure):
     t1, t2 = topic(kafka_a, partitions=3), topic(kafka_a, partitions=3)
     base = flowgroup(f"{t1}|{t2}", name="hand", lanes=2, epochSeconds=5)
-    split = [base.model_copy(update={"name": "hand-1", "mirrors": [base.mirrors[0].model_copy(update={"topics": t1})]}),
-             base.model_copy(update={"name": "hand-2", "mirrors": [base.mirrors[0].model_copy(update={"topics": t2})]})]
+    # after the version changes the mirror switches to `copy: batches` in a handoff, and the rest runs there
+    batches = base.model_copy(update={"copy_path": "batches"})
+    split = [batches.model_copy(update={"name": "hand-1",
+                                        "mirrors": [base.mirrors[0].model_copy(update={"topics": t1})]}),
+             batches.model_copy(update={"name": "hand-2",
+                                        "mirrors": [base.mirrors[0].model_copy(update={"topics": t2})]})]
     steps: list[tuple[str, list[FlowGroupConfig]]] = (
         [(f"version v{v}", [_with(base, version=f"v{v}")]) for v in range(2, 7)]
-        + [("lanes 2 -> 3", [_with(base, version="v6").model_copy(update={"lanes": 3})]),
-           ("lanes 3 -> 1", [_with(base, version="v6").model_copy(update={"lanes": 1})]),
+        + [("copy: records -> batches", [_with(batches, version="v6")]),
+           ("lanes 2 -> 3", [_with(batches, version="v6").model_copy(update={"lanes": 3})]),
+           ("lanes 3 -> 1", [_with(batches, version="v6").model_copy(update={"lanes": 1})]),
            ("split into two flow groups", [_with(c, version="v6") for c in split]),
-           ("merge back into one", [_with(base, version="v6")])])
+           ("merge back into one", [_with(batches, version="v6")])])
     producers = [NumberedProducer(kafka_a.bootstrap, t, rate=100) for t in (t1, t2)]
     run = LocalRun([base], checkpoint_root=str(tmp_path / "ckpt"))
     t_start = int(time.time() * 1000)
