@@ -26,7 +26,7 @@ from sparkmirror_dev.testing import NumberedProducer, check_numbered, count_reco
 
 from .conftest import KMM2, condition, kmm2_status, merge_patch, wait_for
 
-pytestmark = [pytest.mark.k8s, pytest.mark.kafka, pytest.mark.spark, pytest.mark.minutes(3), pytest.mark.solo]
+pytestmark = [pytest.mark.k8s, pytest.mark.kafka, pytest.mark.spark, pytest.mark.minutes(5), pytest.mark.solo]
 
 PROGRESS_TOPIC = "sparkmirror.progress.internal"
 
