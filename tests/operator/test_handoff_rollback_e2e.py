@@ -1,11 +1,16 @@
-"""A handoff undone after the Lease moved, end to end: the operator on the real API server, the local runner playing
-the Spark operator (each worker generation its own Spark driver process), real Kafka, records flowing.
+"""A handoff undone, end to end: the operator on the real API server, the local runner playing the Spark operator
+(each worker generation its own Spark driver process), real Kafka, records flowing.
 
-Generation 2 (another version, another lane count) warms up, the Lease moves to it, generation 1 becomes a hot
-spare; generation 2's driver is killed (SIGKILL, its whole process group) two seconds after the move, before its
-first epoch could end. The operator moves the Lease back, generation 1 (the same driver process, never
-restarted) takes the flow group back and copies on. Every record is counted on the target by sequence numbers
-per partition: none missing, none twice; the pause is read from the commits on the progress topic.
+Killed: generation 2 (another version, another lane count) warms up, the Lease moves to it, generation 1 becomes
+a hot spare; generation 2's driver is killed (SIGKILL, its whole process group) two seconds after the move, before
+its first epoch could end. The operator moves the Lease back, generation 1 (the same driver process, never
+restarted) takes the flow group back and copies on.
+
+Stalled: a successor that is alive but stopped (SIGSTOP of every process of its job) reports no failure; only the
+timeouts catch it: `readyTimeoutSeconds` before the Lease moved (it never does), `handoffTimeoutSeconds` after.
+
+Every record is counted on the target by sequence numbers per partition: none missing, none twice; the pauses are
+read from the commits on the progress topic.
 """
 from __future__ import annotations
 
@@ -21,7 +26,7 @@ from sparkmirror_dev.testing import NumberedProducer, check_numbered, count_reco
 
 from .conftest import KMM2, condition, kmm2_status, merge_patch, wait_for
 
-pytestmark = [pytest.mark.k8s, pytest.mark.kafka, pytest.mark.spark, pytest.mark.minutes(3), pytest.mark.solo]
+pytestmark = [pytest.mark.k8s, pytest.mark.kafka, pytest.mark.spark, pytest.mark.minutes(5), pytest.mark.solo]
 
 PROGRESS_TOPIC = "sparkmirror.progress.internal"
 
@@ -117,3 +122,204 @@ def test_a_successor_killed_after_the_lease_moved_is_rolled_back_and_the_spare_c
         f"from the kill to generation 1's first commit (the Lease moved back {back_ms - killed_ms} ms after the "
         f"kill, as the test's 0.1 s poll saw it; the spare committed {resumed[0] - back_ms} ms after that); no commit "
         f"for {resumed[0] - before_kill[-1]} ms (the last one before the kill -> generation 1's first after it)"))
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    """`sig` to a job's whole process group (driver, JVM), if it is still there."""
+    try:
+        os.killpg(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _descendants(pid: int) -> list[int]:
+    """`pid` and every process below it, parents first (from /proc): PySpark's worker daemon puts itself and the
+    Python workers, where the lanes copy, in a process group of their own."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop(0)
+        out.append(p)
+        todo += children.get(p, [])
+    return out
+
+
+def _stall(pid: int) -> list[int]:
+    """SIGSTOP the whole job, as a frozen pod or VM: every process below `pid` (looked at twice, so a Python worker
+    forked meanwhile stops too). Returns the processes stopped, for `_wake`."""
+    stopped: list[int] = []
+    for _ in range(2):
+        for p in _descendants(pid):
+            if p not in stopped:
+                try:
+                    os.kill(p, signal.SIGSTOP)
+                    stopped.append(p)
+                except ProcessLookupError:
+                    pass
+    return stopped
+
+
+def _wake(pids: list[int]) -> None:
+    for p in pids:
+        try:
+            os.kill(p, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+
+
+def _log_has(runner, app: str, text: str) -> bool:
+    job = runner.jobs.get(app)
+    return job is not None and text in job.log_path.read_text(errors="replace")
+
+
+@pytest.mark.timeout(720)
+def test_a_stalled_successor_is_rolled_back_before_ready_and_after_the_lease_moved(
+        operator, kapi, namespace, kafka_a, kafka_b, topic, tmp_path, figure) -> None:
+    """A successor that is alive but stalled (SIGSTOP of every process of its job, as a frozen pod: the application
+    stays RUNNING, nothing reports a failure) is caught by the timeouts alone, while records flow:
+
+    1. generation 2 stalls before it is ready: the Lease never moves, `readyTimeoutSeconds` removes it, the
+       resource says so (`RolledBack`), generation 1 copies throughout;
+    2. generation 3 (a later spec, its number never reused) warms up, the Lease moves, it takes over, then stalls
+       holding the Lease with its first epoch's transactions open: `handoffTimeoutSeconds` moves the Lease back,
+       generation 1 (the hot spare, the same process) fences generation 3's lanes and copies on.
+
+    Each stalled process is woken (SIGCONT) after its rollback, as a paused VM or a GC pause ends: fenced and
+    removed by then, it must add nothing. Every record is counted by sequence numbers per partition."""
+    from tests.support.spark_runner import LocalSparkRunner
+
+    t = topic(kafka_a, partitions=3)
+    name = "stalled"
+    body = {"apiVersion": "sparkmirror.io/v1alpha1", "kind": KMM2, "metadata": {"name": name, "namespace": namespace},
+            "spec": {"version": "1.0",
+                     "target": {"alias": "b", "bootstrapServers": kafka_b.bootstrap},
+                     "mirrors": [{"source": {"alias": "a", "bootstrapServers": kafka_a.bootstrap},
+                                  "topicsPattern": t,
+                                  "checkpointConnector": {"config": {"emit.checkpoints.enabled": "false"}}}],
+                     "spark": {"parallelism": 2, "epochSeconds": 6, "executor": {"instances": 1}},
+                     "upgrade": {"readyTimeoutSeconds": 45, "handoffTimeoutSeconds": 10}}}
+    old_app, lease = application_name(name, "a", 1), lease_name(name, "a")
+    resource = f"{namespace}/{name}"
+
+    def lease_annotations() -> dict[str, str]:
+        return ((kapi.get("Lease", namespace, lease) or {}).get("metadata") or {}).get("annotations") or {}
+
+    def new_job(runner):
+        return next((j for n, j in list(runner.jobs.items()) if n != old_app), None)
+
+    producer = NumberedProducer(kafka_a.bootstrap, t, rate=50)
+    stalled: list = []  # the Popen of every process group this test stopped
+    try:
+        with LocalSparkRunner(kapi, namespace, tmp_path / "runner") as runner:
+            producer.start()
+            try:
+                kapi.create(body)
+                wait_for("copying", lambda: count_records(kafka_b.bootstrap, f"a.{t}", 20) > 100, timeout=240,
+                         interval=2.0)
+                spare_pid = runner.jobs[old_app].proc.pid
+
+                # 1. generation 2 stalls before it is ready
+                merge_patch(kapi, namespace, name, {"spec": {"version": "2.0"}})
+                job2 = wait_for("generation 2's driver", lambda: new_job(runner), timeout=60, interval=0.05)
+                try:  # up, its standby epoch planned, warming up: stalled before it can say ready
+                    wait_for("generation 2's standby epoch", lambda: _log_has(runner, job2.name, "planned in"),
+                             timeout=35, interval=0.05)
+                    stage2 = "with its standby epoch planned, warming up"
+                except AssertionError:  # a slow start on a loaded machine: stalled where it is
+                    stage2 = "before it planned its standby epoch"
+                assert not [k for k in lease_annotations() if k.endswith(".g2")], lease_annotations()
+                stalled.append((job2.proc, _stall(job2.proc.pid)))
+                t_stall2 = time.time()
+                st = wait_for("the standby rolled back", lambda: (s := kmm2_status(kapi, namespace, name)).get(
+                    "rollback") and condition(s, "Upgrading").get("reason") == "RolledBack" and s, timeout=120,
+                    interval=0.5)
+                t_rolled2 = time.time()
+                assert st["rollback"]["generation"] == 2 and not st["rollback"].get("leaseMovedBack"), st["rollback"]
+                assert "not ready within spec.upgrade.readyTimeoutSeconds (45 s)" in st["rollback"]["reason"]
+                assert lease_annotations().get(LEASE_HOLDER) == "1" and LEASE_REVOKED not in lease_annotations()
+                wait_for("generation 2's application removed", lambda: [a["metadata"]["name"] for a in kapi.list(
+                    "SparkApplication", namespace)] == [old_app], timeout=60)
+                _wake(stalled[0][1])  # wakes to the runner's SIGTERM (or gets it next)
+                wait_for("generation 2's driver to end", lambda: job2.proc.poll() is not None, timeout=60)
+
+                # 2. generation 3 takes over, then stalls holding the Lease
+                merge_patch(kapi, namespace, name, {"spec": {"version": "3.0", "spark": {"parallelism": 3},
+                                                             "upgrade": {"readyTimeoutSeconds": 300}}})
+                wait_for("the Lease to move to generation 3", lambda: lease_annotations().get(LEASE_HOLDER) == "3",
+                         timeout=300, interval=0.1)
+                t_moved = time.time()
+                job3 = new_job(runner)
+                assert job3 is not None and job3.name == application_name(name, "a", 3), runner.jobs
+                # its first epoch ends 6 s after its go mark: stalled right after the takeover, it committed none
+                wait_for("generation 3 to take over", lambda: _log_has(runner, job3.name, "generation 3 took over"),
+                         timeout=60, interval=0.05)
+                stalled.append((job3.proc, _stall(job3.proc.pid)))
+                t_stall3 = time.time()
+                assert "sparkmirror.io/took-over.g3" not in lease_annotations()
+                wait_for("the Lease to move back to generation 1", lambda: lease_annotations().get(LEASE_HOLDER) == "1",
+                         timeout=120, interval=0.1)
+                t_back = time.time()
+                st = wait_for("the rollback on the status", lambda: (s := kmm2_status(kapi, namespace, name)).get(
+                    "rollback") and condition(s, "Upgrading").get("reason") == "HandoffRolledBack" and s, timeout=60)
+                assert st["rollback"]["generation"] == 3 and st["rollback"]["leaseMovedBack"] is True
+                assert "did not commit its first epoch within spec.upgrade.handoffTimeoutSeconds (10 s" in \
+                    st["rollback"]["reason"], st["rollback"]
+                assert json.loads(lease_annotations()[LEASE_REVOKED])["generation"] == 3
+                wait_for("the spare's first commit after the stall", lambda: any(
+                    gen == 1 and ms > t_back * 1000 for ms, gen, _p, _n in _commits(kafka_b.bootstrap, resource)),
+                    timeout=60, interval=0.5)
+                _wake(stalled[1][1])  # fenced and removed by now: it must add nothing
+                t_woken3 = time.time()
+                wait_for("generation 3's driver to end", lambda: job3.proc.poll() is not None, timeout=60)
+                time.sleep(6)  # copying on in generation 1, generation 3's leftovers (if any) landed
+            finally:
+                sent = producer.stop()
+            wait_for(f"a.{t} to catch up", lambda: count_records(kafka_b.bootstrap, f"a.{t}", 20) >= 3 * sent,
+                     timeout=180, interval=2.0)
+            time.sleep(3)  # a duplicate would land after the count was reached
+            assert runner.jobs[old_app].proc.pid == spare_pid and runner.jobs[old_app].proc.poll() is None
+            assert sorted(a["metadata"]["name"] for a in kapi.list("SparkApplication", namespace)) == [old_app]
+            assert not runner.errors, runner.errors
+            annotations = lease_annotations()
+            assert annotations.get(LEASE_HOLDER) == "1" and not any(
+                k.endswith((".g2", ".g3")) for k in annotations), annotations  # no leftover report of theirs
+            log = runner.jobs[old_app].log_path.read_text(errors="replace")
+    finally:
+        for proc, pids in stalled:  # nothing left stopped or running, whatever failed above
+            if proc.poll() is None:
+                _signal_group(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+            _wake(pids)  # Python workers outside the group end once woken: their JVM is gone
+    check_numbered(kafka_b.bootstrap, f"a.{t}", 3, sent)
+    assert "took the flow groups back" in log, log[-3000:]
+    commits = _commits(kafka_b.bootstrap, resource)
+    # generation 2 never took over; generation 3 committed lane transactions until it stalled, none once woken
+    assert not [c for c in commits if c[1] == 2 or (c[1] == 3 and c[0] >= int(t_woken3 * 1000))], commits
+    by_gen3 = sum(n for _ms, gen, _p, n in commits if gen == 3)
+    stall2_ms, rolled2_ms = int(t_stall2 * 1000), int(t_rolled2 * 1000)
+    during_standby = [ms for ms, gen, _p, _n in commits if gen == 1 and stall2_ms < ms < rolled2_ms]
+    assert during_standby, commits[-10:]  # generation 1 copied while generation 2 sat stalled
+    gaps = [b - a for a, b in zip([stall2_ms, *during_standby], [*during_standby, rolled2_ms])]
+    stall3_ms, back_ms, moved_ms = int(t_stall3 * 1000), int(t_back * 1000), int(t_moved * 1000)
+    before = [ms for ms, _gen, _p, _n in commits if ms < moved_ms]
+    resumed = [ms for ms, gen, _p, _n in commits if gen == 1 and ms > stall3_ms]
+    assert before and resumed, commits[-10:]
+    figure("handoff_stalled", (
+        f"{3 * sent} records, 0 missing, 0 duplicated. Stalled before ready (SIGSTOP {stage2}): generation 2 "
+        f"rolled back {t_rolled2 - t_stall2:.1f} s after the stall (readyTimeoutSeconds 45, from its creation), the "
+        f"Lease never moved, generation 1 committed {len(during_standby)} times meanwhile (longest gap {max(gaps)} "
+        f"ms). Stalled holding the Lease: generation 3 stopped {t_stall3 - t_moved:.1f} s after the Lease moved to "
+        f"it, right after its takeover, having committed {by_gen3} records (its first epoch not ended); "
+        f"the Lease moved back {back_ms - stall3_ms} ms after the stall ({back_ms - moved_ms} ms after the move; "
+        f"handoffTimeoutSeconds 10, the test's 0.1 s poll), generation 1's first commit {resumed[0] - stall3_ms} ms "
+        f"after the stall ({resumed[0] - back_ms} ms after the move back); no commit for {resumed[0] - before[-1]} "
+        f"ms (the last before the move -> the spare's first after the stall); woken after that, generations 2 and 3 "
+        f"added nothing"))
