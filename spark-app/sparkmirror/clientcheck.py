@@ -13,7 +13,7 @@ import re
 from confluent_kafka import Consumer, KafkaException, Producer
 
 from .resource.clientconf import ClientKey
-from .resource.plan import Plan, Problem
+from .resource.planresult import Plan, Problem
 
 _IGNORED = re.compile(r"is a (consumer|producer) property and will be ignored by this (consumer|producer) instance")
 
