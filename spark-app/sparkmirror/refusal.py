@@ -147,15 +147,17 @@ def check_cluster(conf: dict[str, str], timeout: float, logger: logging.Logger =
 
 
 def refusal(conf: dict[str, str], timeout: float) -> str | None:
-    """What the cluster answers the client with when it refuses its credentials or certificates, else None
-    (it answers, or it is away: an outage to wait out). A plaintext client without credentials is never
-    refused: not asked (an outage is not made longer by probes)."""
+    """What the cluster answers the client with when it refuses its credentials or certificates, led by the
+    kind ("authentication refused (AuthenticationFailed): ..."), else None (it answers, or it is away: an outage
+    to wait out). A plaintext client without credentials is never refused: not asked (an outage is not made
+    longer by probes)."""
     if conf.get("security.protocol", "PLAINTEXT").upper() == "PLAINTEXT":
         return None
     try:
         check_cluster(conf, timeout)
     except ClusterFailure as e:
-        return e.failure.text if e.failure.refused else None
+        failure = e.failure
+        return f"{Kind(failure.kind).words} ({failure.kind}): {failure.text}" if failure.refused else None
     return None
 
 

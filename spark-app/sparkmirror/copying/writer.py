@@ -164,6 +164,10 @@ class RecordWriter:
                 from KafkaException(err)  # the error, for `answered`
         self._abort()
         if topic == "<progress>":
+            kind = refusal_kind(err)
+            if kind.refused:
+                raise refused("target", ctx.mirror.target, kind,
+                              f"writing progress to {ctx.config.progressTopic}: {describe(err)}")
             raise CopyError(f"mirror {ctx.mirror.name!r}: writing progress to {ctx.mirror.target}/"
                             f"{ctx.config.progressTopic} failed: {describe(err)}")
         self.raise_refused(err, topic, part, off)
