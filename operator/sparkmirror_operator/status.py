@@ -19,6 +19,7 @@ from sparkmirror.consumerlag import STATUS_GROUPS
 from sparkmirror.resource.plan import Plan
 from .lag import GroupLag
 from .rollout import MAX_HANDOFFS, Plan as Rollout
+from sparkmirror.faultkind import Kind
 from sparkmirror.resource.model import KafkaMirrorMaker2Status
 from sparkmirror.resource.names import application_name
 
@@ -27,7 +28,7 @@ SUSPENDED = {"SUSPENDED", "SUSPENDING"}
 FAILED = {"FAILED", "SUBMISSION_FAILED", "FAILING", "UNKNOWN"}
 # problems that retrying cannot fix: the spec, a Secret, credentials or an application needs a change. Others
 # (an unreachable cluster, no topics yet, lag unknown) leave the resource Degraded but not Stalled.
-STALLING = {"InvalidSpec", "SecretMissing", "SecretUnreadable", "AuthenticationFailed", "TlsFailed", "ApplyFailed",
+STALLING = {"InvalidSpec", "SecretMissing", "SecretUnreadable", *(k.value for k in Kind if k.refused), "ApplyFailed",
             "ApplicationFailed", "ApplicationRefused"}
 
 

@@ -145,10 +145,15 @@ class RefusalGrace:
     def refused(self, cluster: Cluster) -> float | None:
         """Note that `cluster` refused the credentials read now: the seconds they are still waited on, or None
         when they have been refused for longer than the grace (the refusal stands)."""
-        fp, now = fingerprint(cluster), self.clock()
-        seen = self._since.get(cluster.alias)
+        return self.refused_as(cluster.alias, fingerprint(cluster))
+
+    def refused_as(self, alias: str, fp: str = "") -> float | None:
+        """As `refused`, for a holder that knows the cluster by its alias only (a lane's clients, made from the
+        files as they were when made): the grace counts from the first refusal of credentials `fp`."""
+        now = self.clock()
+        seen = self._since.get(alias)
         if seen is None or seen[0] != fp:
-            self._since[cluster.alias] = seen = (fp, now)
+            self._since[alias] = seen = (fp, now)
         left = self.grace - (now - seen[1])
         return left if left > 0 else None
 

@@ -6,7 +6,9 @@ outage for ever. `check_cluster` asks the cluster once with a callback attached 
 
 A failure is told by its error code and kind, never by words in its message (`kind_of`):
 - `_AUTHENTICATION` and the brokers' SASL codes: the login was refused (`AuthenticationFailed`);
-- `_SSL`: this client refused the broker's certificate (`TlsFailed`);
+- `_SSL` carrying OpenSSL's packed error code (library SSL): the handshake failed, most often this client
+  refused the broker's certificate (`TlsFailed`); `_SSL` without one is a handshake cut short (a broker
+  restarting): an outage;
 - `_TRANSPORT` carrying OpenSSL's packed error code of a TLS alert the broker sent (bad, unknown, expired or
   missing client certificate, unknown CA, access denied; OpenSSL's reason codes, library SSL): the broker
   refused ours (`TlsFailed`). librdkafka has no code of its own for that; the packed code is OpenSSL's, and
@@ -15,6 +17,7 @@ A failure is told by its error code and kind, never by words in its message (`ki
 - a client that cannot even be made: the TLS material or the SASL settings it was given, told apart by making
   it again without each (`TlsFailed`, `AuthenticationFailed`);
 - everything else is an outage to wait out (`ClusterUnreachable`).
+The codes and kinds are `faultkind`'s, which the batch path's own wire layer uses too.
 Shared by the job (topic management) and the operator (lag reader): imports no Spark.
 """
 from __future__ import annotations
@@ -26,30 +29,18 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
 
-REFUSALS = ("AuthenticationFailed", "TlsFailed")
-"""Kinds that end a mirror (reported, not waited out): nothing changes them but a change of its settings."""
+from .faultkind import Kind, of_broker_code, of_tls_reason
+
+REFUSALS = (Kind.AUTHENTICATION, Kind.TLS)
+"""Kinds a connection is refused with (told by `check_cluster`): nothing but new credentials or certificates
+cure them, so they end a mirror once the credentials' grace has passed."""
 
 _QUIET = logging.getLogger("sparkmirror.refusal.kafka")
 _QUIET.setLevel(logging.CRITICAL)  # the refusal is raised once, not logged by librdkafka on every retry
 
-_AUTHENTICATION = frozenset({KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED,
-                             KafkaError.UNSUPPORTED_SASL_MECHANISM, KafkaError.ILLEGAL_SASL_STATE})
-_AUTHORIZATION = frozenset({KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED,
-                            KafkaError.CLUSTER_AUTHORIZATION_FAILED,
-                            KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED})
+_LOCAL_AUTHENTICATION = KafkaError._AUTHENTICATION
+"""librdkafka's own code for a refused login (the broker's codes are `faultkind.BROKER_CODES`)."""
 _OPENSSL_LIB_SSL = 20
-_TLS_ALERTS_REFUSING = frozenset({
-    1040,  # handshake_failure: no common ground, or a certificate the peer will not take
-    1042,  # bad_certificate
-    1043,  # unsupported_certificate
-    1044,  # certificate_revoked
-    1045,  # certificate_expired
-    1046,  # certificate_unknown
-    1048,  # unknown_ca
-    1049,  # access_denied
-    1116,  # certificate_required (TLS 1.3: no client certificate sent)
-})
-"""OpenSSL's reason codes for TLS alerts received (1000 + the alert's number) that say the peer refuses us."""
 _PACKED = re.compile(r"\berror:([0-9A-Fa-f]{8}):")
 
 
@@ -65,25 +56,25 @@ def openssl_reason(text: str) -> int | None:
     return None
 
 
-def kind_of(err: KafkaError) -> str:
-    """What kind of failure an error is, from its code (see the module doc)."""
+def kind_of(err: KafkaError) -> Kind:
+    """What kind of failure a librdkafka error is, from its code (see the module doc and `faultkind`)."""
     code = err.code()
-    if code in _AUTHENTICATION:
-        return "AuthenticationFailed"
-    if code == KafkaError._SSL:
-        return "TlsFailed"
-    if code in _AUTHORIZATION:
-        return "AuthorizationFailed"
-    if code == KafkaError._TRANSPORT and openssl_reason(err.str()) in _TLS_ALERTS_REFUSING:
-        return "TlsFailed"
-    return "ClusterUnreachable"
+    if code == _LOCAL_AUTHENTICATION:
+        return Kind.AUTHENTICATION
+    if code > 0:
+        return of_broker_code(code)
+    if code == KafkaError._SSL:  # a handshake OpenSSL failed (it gives its reason), or one cut short (a restart)
+        return Kind.TRANSIENT if openssl_reason(err.str()) is None else Kind.TLS
+    if code == KafkaError._TRANSPORT:
+        return of_tls_reason(openssl_reason(err.str()))
+    return Kind.TRANSIENT
 
 
 @dataclass(frozen=True)
 class Failure:
     """Why a cluster could not be used: its kind (a condition reason) and the client's own words."""
 
-    kind: str
+    kind: str  # a faultkind.Kind, or ClientConfigRefused
     text: str
 
     @property
@@ -121,9 +112,9 @@ def creation_failure(e: KafkaException, conf: dict[str, str]) -> Failure:
     """A client that could not be made: the TLS material or the SASL settings it was given refused."""
     text = e.args[0].str() if e.args and isinstance(e.args[0], KafkaError) else str(e)
     if any(k.startswith("ssl.") for k in conf) and _made_without(conf, ("ssl.",)):
-        return Failure("TlsFailed", text)
+        return Failure(Kind.TLS, text)
     if any(k.startswith("sasl.") for k in conf) and _made_without(conf, ("sasl.",)):
-        return Failure("AuthenticationFailed", text)
+        return Failure(Kind.AUTHENTICATION, text)
     return Failure("ClientConfigRefused", text)
 
 
@@ -136,7 +127,7 @@ def cause(e: KafkaException, errors: list[KafkaError], c: Consumer | None = None
         return Failure(kind_of(refusals[-1]), refusals[-1].str())
     err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
     if err is None:
-        return Failure("ClusterUnreachable", str(e))
+        return Failure(Kind.TRANSIENT, str(e))
     return Failure(kind_of(err), err.str())
 
 
@@ -156,15 +147,17 @@ def check_cluster(conf: dict[str, str], timeout: float, logger: logging.Logger =
 
 
 def refusal(conf: dict[str, str], timeout: float) -> str | None:
-    """What the cluster answers the client with when it refuses its credentials or certificates, else None
-    (it answers, or it is away: an outage to wait out). A plaintext client without credentials is never
-    refused: not asked (an outage is not made longer by probes)."""
+    """What the cluster answers the client with when it refuses its credentials or certificates, led by the
+    kind ("authentication refused (AuthenticationFailed): ..."), else None (it answers, or it is away: an outage
+    to wait out). A plaintext client without credentials is never refused: not asked (an outage is not made
+    longer by probes)."""
     if conf.get("security.protocol", "PLAINTEXT").upper() == "PLAINTEXT":
         return None
     try:
         check_cluster(conf, timeout)
     except ClusterFailure as e:
-        return e.failure.text if e.failure.refused else None
+        failure = e.failure
+        return f"{Kind(failure.kind).words} ({failure.kind}): {failure.text}" if failure.refused else None
     return None
 
 

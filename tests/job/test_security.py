@@ -210,6 +210,7 @@ def test_refusals_name_the_cluster_never_the_secret(kafka_a, secured, topic, job
         assert_no_leak(log, secret=binary if what == "binary password" else wrong)
     assert "not UTF-8" in jobs["binary password"].log() and ".password" in jobs["binary password"].log()
     assert "'s'" in jobs["wrong password"].log(), jobs["wrong password"].log()[-3000:]
+    assert "AuthenticationFailed" in jobs["wrong password"].log(), jobs["wrong password"].log()[-3000:]
 
 
 def test_a_user_without_write_on_the_target_topic_stops_the_job(kafka_a, secured, topic, job, figure) -> None:
@@ -228,7 +229,8 @@ def test_a_user_without_write_on_the_target_topic_stops_the_job(kafka_a, secured
                f"exit {jp.proc.returncode}")
         print("its log's last lines:\n" + "\n".join(log.splitlines()[-25:]))
     assert jp.proc.returncode != 0
-    assert "TOPIC_AUTHORIZATION_FAILED" in log or "not authorized" in log.lower(), log[-3000:]
+    assert "TOPIC_AUTHORIZATION_FAILED" in log, log[-3000:]
+    assert "target cluster 's' refuses the mirror: authorization refused (AuthorizationFailed)" in log, log[-3000:]
     assert f"a.{src}" in log, log[-3000:]
     assert_no_leak(log)
 

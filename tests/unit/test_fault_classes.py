@@ -37,7 +37,10 @@ def test_client_flags_decide_unlisted_codes() -> None:
 ])
 def test_clusters_saying_no_stop_the_mirror(code: int) -> None:
     assert classify(KafkaError(code, retriable=True)) is Fault.PERMANENT  # even when the client would retry
-    assert transient_reason(KafkaException(KafkaError(code))) is None
+    if code in (E.SASL_AUTHENTICATION_FAILED, E._AUTHENTICATION):  # waited on for the credentials' grace first
+        assert "AuthenticationFailed" in (transient_reason(KafkaException(KafkaError(code))) or "")
+    else:
+        assert transient_reason(KafkaException(KafkaError(code))) is None
 
 
 @pytest.mark.parametrize("code", [E._FENCED, E.PRODUCER_FENCED, E.INVALID_PRODUCER_EPOCH])
@@ -81,9 +84,13 @@ def test_talking_to_names_the_side_and_cluster() -> None:
             raise KafkaException(KafkaError(E._TIMED_OUT, "Timed out"))
     assert (u.value.side, u.value.cluster, u.value.what) == ("target", "b", "target cluster 'b'")
     assert "reading progress: _TIMED_OUT" in u.value.reason
-    with pytest.raises(CopyError, match=r"source cluster 'a': reading offsets failed: TOPIC_AUTHORIZATION_FAILED"):
+    with pytest.raises(CopyError, match=r"source cluster 'a' refuses the mirror: authorization refused "
+                                        r"\(AuthorizationFailed\): reading offsets: TOPIC_AUTHORIZATION_FAILED"):
         with talking_to("source", "a", "reading offsets"):
             raise KafkaException(KafkaError(E.TOPIC_AUTHORIZATION_FAILED))
+    with pytest.raises(CopyError, match=r"target cluster 'b': writing failed: MSG_SIZE_TOO_LARGE"):
+        with talking_to("target", "b", "writing"):
+            raise KafkaException(KafkaError(E.MSG_SIZE_TOO_LARGE))
     with pytest.raises(KafkaException):  # fencing passes through, for the lane to map to LaneFenced
         with talking_to("target", "b", "init"):
             raise KafkaException(KafkaError(E._FENCED, fatal=True))

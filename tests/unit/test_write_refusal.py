@@ -13,9 +13,10 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from sparkmirror.copying import writer
-from sparkmirror.copying.errors import CopyError, Unreachable, talking_to
+from sparkmirror.copying.errors import CopyError, Refused, Unreachable, talking_to
 from sparkmirror.copying.lane import LaneCopy
 from sparkmirror.copying.shares import Share
+from sparkmirror.faultkind import Kind
 from sparkmirror.lanes import LanePartition
 from sparkmirror.refusal import write_refused
 from sparkmirror.resource.flowgroup import FlowGroupConfig
@@ -89,8 +90,10 @@ def test_the_cluster_says_which_topic_the_principal_may_not_write(secured_kafka,
 def test_a_commit_refused_by_acls_stops_the_lane_naming_the_topic(secured_kafka, acl_topics, tmp_path) -> None:
     denied, _ = acl_topics
     copier = _copier(_target(secured_kafka, tmp_path, "limited"), denied)
-    with pytest.raises(CopyError, match=rf"refuses to let the mirror write topic '{denied}'.*TOPIC_AUTHORIZATION"):
+    with pytest.raises(Refused, match=rf"'tgt' refuses the mirror: authorization refused \(AuthorizationFailed\): "
+                                      rf"mirror '[^']+' may not write topic '{denied}'.*TOPIC_AUTHORIZATION") as e:
         copier.committer.commit_now()
+    assert e.value.kind is Kind.AUTHORIZATION and e.value.cluster == "tgt"
     assert copier.writer.protocol is not None and copier.writer.protocol.aborted == 1
 
 

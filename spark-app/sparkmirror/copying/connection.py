@@ -7,7 +7,8 @@ round of requests and then waits for their answers. TLS is `ssl` with kafka-pyth
 files and hostname check as the rare requests' connections); SASL is kafka-python's mechanisms (PLAIN,
 SCRAM-SHA-256/512, OAUTHBEARER, ...) over SaslHandshake v1 / SaslAuthenticate v1. A socket error or timeout
 closes the connection and raises a retriable `WireError` (`KafkaConnectionError`): every request in flight on it
-is unanswered, and the caller decides what to send again.
+is unanswered, and the caller decides what to send again. A refusal (an error code or TLS handshake failure of a
+`faultkind` kind) is a `WireError` with that kind, never retriable.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import kafka.errors as kerrors
 from kafka.net.sasl import get_sasl_mechanism
 from kafka.net.transport import KafkaSSLTransport
 
+from ..faultkind import Kind, of_broker_code, of_tls_reason
 from . import protocol
 
 _SIZE = struct.Struct(">i")
@@ -34,15 +36,25 @@ there; larger ones (Fetch answers) straight into a buffer of their own, so their
 
 class WireError(RuntimeError):
     """A broker answered a request with an error code, or its connection broke; `error` is kafka-python's
-    class for the code."""
+    class for the code, `kind` whether the cluster refuses the mirror (`faultkind`: by the error's protocol
+    code, or for a TLS handshake by OpenSSL's reason) or not (`Kind.TRANSIENT`). A refusal is never retriable."""
 
-    def __init__(self, error: type[kerrors.KafkaError], what: str) -> None:
-        super().__init__(f"{what}: {error.__name__}")
+    def __init__(self, error: type[kerrors.KafkaError], what: str, kind: Kind | None = None) -> None:
+        self.kind = kind if kind is not None else of_broker_code(getattr(error, "errno", None) or 0)
+        super().__init__(f"{what}: {error.__name__}" + (f" ({self.kind.value})" if self.kind.refused else ""))
         self.error = error
 
     @property
     def retriable(self) -> bool:
-        return bool(getattr(self.error, "retriable", False))
+        return not self.kind.refused and bool(getattr(self.error, "retriable", False))
+
+
+def tls_kind(e: BaseException) -> Kind:
+    """TLS when `e` is a handshake OpenSSL refused (this side's check of the certificate, or an alert the peer
+    sent: `faultkind.TLS_REFUSING`), else transient (a reset, a handshake cut short by a restart)."""
+    if isinstance(e, ssl.SSLCertVerificationError):
+        return Kind.TLS
+    return of_tls_reason(getattr(e, "reason", None)) if isinstance(e, ssl.SSLError) else Kind.TRANSIENT
 
 
 def check(code: int, what: str) -> None:
@@ -64,22 +76,24 @@ class BrokerConnection:
         self._rstart = self._rend = 0  # the bytes received and not yet taken: _rbuf[_rstart:_rend]
         self._lowat = 1
         self.timeout_s = timeout_s
+        self.sock: socket.socket | ssl.SSLSocket | None = None
         try:
-            sock = socket.create_connection((host, port), timeout=timeout_s)
+            # the plain socket is this connection's until TLS wraps it (a refused handshake closes it too)
+            self.sock = sock = socket.create_connection((host, port), timeout=timeout_s)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             protocol_name = str(config.get("security_protocol", "PLAINTEXT")).upper()
             if protocol_name in ("SSL", "SASL_SSL"):
                 ctx = KafkaSSLTransport._build_ssl_context(
                     {**KafkaSSLTransport.DEFAULT_CONFIG, **{k: v for k, v in config.items() if k.startswith("ssl_")}})
                 sock = ctx.wrap_socket(sock, server_hostname=host.rstrip("."))
-            self.sock: socket.socket | ssl.SSLSocket | None = sock
+            self.sock = sock
             error, self.versions = protocol.parse_api_versions(self._call(protocol.api_versions(self._next(), self.client_id)))
             check(error, f"ApiVersions of {host}:{port}")
             if protocol_name.startswith("SASL_"):
                 self._authenticate(config)
         except OSError as e:
             self.close()
-            raise WireError(kerrors.KafkaConnectionError, f"connecting to {host}:{port}: {e}") from e
+            raise WireError(kerrors.KafkaConnectionError, f"connecting to {host}:{port}: {e}", tls_kind(e)) from e
         except BaseException:
             self.close()
             raise
@@ -97,7 +111,7 @@ class BrokerConnection:
             error, message, token = protocol.parse_sasl_authenticate(
                 self._call(protocol.sasl_authenticate(self._next(), self.client_id, mechanism.auth_bytes())))
             if error:
-                raise WireError(kerrors.SaslAuthenticationFailedError,
+                raise WireError(kerrors.for_code(error),
                                 f"SASL {mechanism_name} with {self.host}:{self.port}: {message}")
             mechanism.receive(token)
         if not mechanism.is_authenticated():
@@ -133,7 +147,7 @@ class BrokerConnection:
 
     def _broken(self, e: BaseException, doing: str) -> WireError:
         self.close()
-        return WireError(kerrors.KafkaConnectionError, f"{doing} {self.host}:{self.port}: {e!r}")
+        return WireError(kerrors.KafkaConnectionError, f"{doing} {self.host}:{self.port}: {e!r}", tls_kind(e))
 
     def send(self, buf: bytearray, correlation_id: int, flexible_response: bool) -> None:
         """Write one framed request (its correlation id as `protocol.request` was given it)."""

@@ -11,6 +11,11 @@ Three kinds of fault (`classify`):
   config, an unknown topic, a policy). Nothing is ever skipped silently: the mirror stops with a `CopyError`
   naming cluster, topic, partition and offset.
 
+A refusal (`faultkind`: authentication, authorization, TLS handshake; told by code in `refusal.kind_of`) is a
+`Refused` naming the cluster and the kind. Authentication and TLS refusals are first waited on as outages for
+the credentials' grace (`credentials.RefusalGrace`, per cluster in this process: a Secret being rotated reaches
+the broker and the mounted file apart); a call to the cluster that works starts a later refusal's grace anew.
+
 Unlisted codes follow the client: retriable, abortable or fatal-but-not-fenced (a fresh producer cures it)
 is TRANSIENT; anything else is PERMANENT, so an error nobody understands is reported, not looped on.
 """
@@ -21,6 +26,10 @@ from contextlib import contextmanager
 from enum import Enum
 
 from confluent_kafka import KafkaError, KafkaException
+
+from ..credentials import RefusalGrace
+from ..faultkind import Kind, refusal_text
+from ..refusal import kind_of
 
 E = KafkaError
 
@@ -47,7 +56,7 @@ PERMANENT = {
 NO_ANSWER = {
     E._TRANSPORT, E._ALL_BROKERS_DOWN, E._RESOLVE, E._MSG_TIMED_OUT, E._TIMED_OUT, E._TIMED_OUT_QUEUE,
     E.REQUEST_TIMED_OUT, E.NETWORK_EXCEPTION, E.BROKER_NOT_AVAILABLE, E._DESTROY_BROKER, E._NODE_UPDATE,
-    E._SSL,  # a handshake cut short by a restarting broker; a bad certificate fails _AUTHENTICATION
+    E._SSL,  # a handshake cut short by a restarting broker; one OpenSSL refused is a refusal (`refusal_kind`)
 }
 """The cluster did not answer: every other transient fault is an answer (see `answered`)."""
 
@@ -64,6 +73,11 @@ TRANSIENT = NO_ANSWER | {
 }
 
 
+def refusal_kind(err: KafkaError) -> Kind:
+    """The kind of refusal `err` is (`Kind.TRANSIENT` when it is none): by code, `refusal.kind_of`."""
+    return kind_of(err)
+
+
 class Fault(Enum):
     FENCED = "fenced"
     TRANSIENT = "transient"
@@ -75,7 +89,7 @@ def classify(err: KafkaError) -> Fault:
     code = err.code()
     if code in FENCED or (err.fatal() and "fenced" in err.str().lower()):
         return Fault.FENCED
-    if code in PERMANENT:
+    if code in PERMANENT or refusal_kind(err).refused:
         return Fault.PERMANENT
     if code in TRANSIENT or err.retriable() or err.txn_requires_abort() or (err.fatal() and code != E._FATAL):
         return Fault.TRANSIENT
@@ -97,6 +111,14 @@ class LaneFenced(Exception):
 class Superseded(LaneFenced):
     """A later worker generation took this lane's flow group over (its generation mark is on the progress
     topic); this lane must not copy, whatever its transactional id."""
+
+
+class Refused(CopyError):
+    """A cluster refuses the mirror: `kind` says how (authentication, authorization, TLS handshake)."""
+
+    def __init__(self, side: str, cluster: str, kind: Kind, detail: str) -> None:
+        super().__init__(refusal_text(side, cluster, kind, detail))
+        self.side, self.cluster, self.kind = side, cluster, kind
 
 
 class Unreachable(Exception):
@@ -134,11 +156,16 @@ def describe(err: KafkaError) -> str:
 
 def transient_reason(exc: BaseException) -> str | None:
     """Why `exc` is worth waiting out (a cluster that did not answer), or None when it is not: a timed-out
-    request, or a Kafka error classified TRANSIENT anywhere in its chain of causes."""
+    request, or a Kafka error classified TRANSIENT anywhere in its chain of causes. A refusal new credentials
+    could cure (authentication, TLS) is waited out too: its caller's grace decides when it stands (a lane's
+    `talking_to`, topic management's `TopicSync.check_refusals`); one that could not (authorization) is not."""
     if isinstance(exc, Unreachable):
         return exc.reason
     err = kafka_error(exc)
     if err is not None:
+        kind = refusal_kind(err)
+        if kind.rotatable:
+            return f"{kind.words} ({kind.value}): {describe(err)}"
         return describe(err) if classify(err) is Fault.TRANSIENT else None
     if isinstance(exc, TimeoutError):  # concurrent.futures' too (an admin request's result), since Python 3.11
         return f"timed out ({exc})" if str(exc) else "timed out"
@@ -152,6 +179,29 @@ def answered(exc: BaseException) -> bool:
     return err is not None and err.code() not in NO_ANSWER
 
 
+_GRACE: RefusalGrace | None = None
+
+
+def refused(side: str, cluster: str, kind: Kind, detail: str) -> Exception:
+    """What to raise for a refusal of `cluster`: `Unreachable` (waited out) while the credentials' grace lasts
+    for a kind new credentials could cure, else `Refused` (the mirror ends, naming the cluster and the kind)."""
+    global _GRACE
+    if kind.rotatable:
+        if _GRACE is None:
+            _GRACE = RefusalGrace()
+        left = _GRACE.refused_as(cluster)
+        if left is not None:
+            return Unreachable(side, cluster, f"{kind.words} ({kind.value}): {detail}; waited on for up to "
+                                              f"{left:.0f} s more, as credentials being rotated are")
+    return Refused(side, cluster, kind, detail)
+
+
+def accepted(cluster: str) -> None:
+    """`cluster` answered a call: a later refusal of it gets a grace of its own."""
+    if _GRACE is not None:
+        _GRACE.accepted(cluster)
+
+
 @contextmanager
 def talking_to(side: str, cluster: str, what: str) -> Iterator[None]:
     """Run I/O against one cluster: a transient fault becomes `Unreachable(side, cluster)`, a permanent Kafka
@@ -159,10 +209,14 @@ def talking_to(side: str, cluster: str, what: str) -> Iterator[None]:
     try:
         yield
     except (KafkaException, SystemError, TimeoutError) as e:
+        err = kafka_error(e)
+        kind = refusal_kind(err) if err is not None else Kind.TRANSIENT
+        if kind.refused:
+            raise refused(side, cluster, kind, f"{what}: {describe(err)}") from e
         reason = transient_reason(e)
         if reason is not None:
             raise Unreachable(side, cluster, f"{what}: {reason}") from e
-        err = kafka_error(e)
         if err is None or classify(err) is Fault.FENCED:
             raise
         raise CopyError(f"{side} cluster {cluster!r}: {what} failed: {describe(err)}") from e
+    accepted(cluster)

@@ -13,7 +13,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from ..outage import Backoff, Outage
 from ..progress import partition_lag
 from .context import LaneContext
-from .errors import CopyError, Fault, SourceGapError, classify, describe, talking_to
+from .errors import CopyError, Fault, SourceGapError, classify, describe, refusal_kind, refused, talking_to
 from .shares import PartitionKey
 from .summary import PartitionSummary
 
@@ -183,6 +183,9 @@ class SourceReader:
         topic, part = m.topic(), m.partition()
         where = (f"topic {topic} partition {part} offset {committed.get((topic, part), -1)}" if topic
                  else f"partitions {', '.join(f'{t}/{p}@{o}' for (t, p), o in sorted(committed.items()))}")
+        kind = refusal_kind(err)
+        if kind.refused:  # waited on for the credentials' grace when new ones could cure it
+            raise refused("source", mirror.source, kind, f"consuming {where}: {describe(err)}")
         raise CopyError(f"mirror {mirror.name!r}: consuming from source cluster {mirror.source!r}, "
                         f"{where} failed: {describe(err)}")
 

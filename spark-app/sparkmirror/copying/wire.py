@@ -20,8 +20,9 @@ import kafka.errors as kerrors
 from kafka.net.compat import KafkaNetClient
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
-from .connection import BrokerConnection, WireError, check
-from .errors import CopyError, Unreachable
+from ..faultkind import of_broker_code
+from .connection import BrokerConnection, WireError, check, tls_kind
+from .errors import CopyError, Unreachable, accepted, refused
 
 __all__ = ["Leader", "Wire", "WireError", "check", "wire_config", "wire_talk"]
 TXN_MAX_VERSION = 3
@@ -81,7 +82,7 @@ class Leader:
 class Wire:
     """A cluster's connections; `call` and `call_many` block the caller until the answers are in."""
 
-    def __init__(self, conf: dict[str, str], **extra: Any) -> None:
+    def __init__(self, conf: dict[str, str], bootstrap_ms: int = 30_000, **extra: Any) -> None:
         self.config: dict[str, Any] = {"receive_message_max_bytes": RECEIVE_MAX_BYTES, **wire_config(conf), **extra}
         self._client = KafkaNetClient(**self.config)
         self._conns: dict[int, BrokerConnection] = {}
@@ -89,9 +90,12 @@ class Wire:
         self._net = self._manager._net
         self._net.start()
         try:
-            self._manager.bootstrap(30_000)
-        except BaseException:
+            self._manager.bootstrap(bootstrap_ms)
+        except BaseException as e:
             self.close()  # no IO thread outlives a cluster that did not answer
+            refusal = bootstrap_refusal(self.config) if isinstance(e, kerrors.KafkaError) else None
+            if refusal is not None:
+                raise refusal from e
             raise
 
     def connection(self, node_id: int, timeout_s: float = 40.0) -> BrokerConnection:
@@ -154,20 +158,46 @@ class Wire:
         return resp.node_id
 
 
+def bootstrap_refusal(config: dict[str, Any], timeout_s: float = 5.0) -> WireError | None:
+    """Why kafka-python could not bootstrap, when a bootstrap server refuses the mirror: its connection manager
+    retries a refused login or handshake until its time-out, so one connection of our own asks, once."""
+    servers = config.get("bootstrap_servers") or ""
+    for server in (servers.split(",") if isinstance(servers, str) else servers):
+        host, _, port = server.strip().rpartition(":")
+        if not host or not port.isdigit():
+            continue
+        try:
+            BrokerConnection(host.strip("[]"), int(port), config, timeout_s).close()
+        except WireError as e:
+            if e.kind.refused:
+                return e
+    return None
+
+
 @contextmanager
 def wire_talk(side: str, cluster: str, what: str) -> Iterator[None]:
     """Run the batch path's I/O against one cluster, as `errors.talking_to` does for librdkafka's: a retriable
-    error or a broken connection is `Unreachable` (waited out), another answer a `CopyError` naming the cluster
-    and what was done; fencing (`LaneFenced`) passes through."""
+    error or a broken connection is `Unreachable` (waited out), a refusal (`WireError.kind`) `errors.refused`'s
+    (waited on for the credentials' grace, then `Refused` naming the cluster and the kind), another answer a
+    `CopyError` naming the cluster and what was done; fencing (`LaneFenced`) passes through."""
     try:
         yield
     except WireError as e:
+        if e.kind.refused:  # waited on for the credentials' grace when new ones could cure it
+            raise refused(side, cluster, e.kind, f"{what}: {e}") from e
         if e.retriable or issubclass(e.error, kerrors.KafkaConnectionError):
             raise Unreachable(side, cluster, f"{what}: {e}") from e
         raise CopyError(f"{side} cluster {cluster!r}: {what} failed: {e}") from e
     except kerrors.KafkaError as e:  # kafka-python's own client (bootstrap, metadata)
+        kind = of_broker_code(getattr(e, "errno", None) or 0)
+        if kind.refused:
+            raise refused(side, cluster, kind, f"{what}: {type(e).__name__}: {e}") from e
         if getattr(e, "retriable", False) or isinstance(e, kerrors.KafkaConnectionError):
             raise Unreachable(side, cluster, f"{what}: {type(e).__name__}: {e}") from e
         raise CopyError(f"{side} cluster {cluster!r}: {what} failed: {type(e).__name__}: {e}") from e
     except OSError as e:  # a socket refused or reset outside a request
+        kind = tls_kind(e)
+        if kind.refused:
+            raise refused(side, cluster, kind, f"{what}: {e!r}") from e
         raise Unreachable(side, cluster, f"{what}: {e}") from e
+    accepted(cluster)

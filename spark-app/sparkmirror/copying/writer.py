@@ -10,12 +10,14 @@ from collections.abc import Callable, Iterable
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, KafkaException
 
+from ..faultkind import Kind
 from ..progress import ProgressRecord
 from ..refusal import write_refused
 from ..replication import RecordStamper, policy_for
 from .commit import CommitProtocol
 from .context import LaneContext
-from .errors import CopyError, Fault, LaneFenced, Unreachable, classify, describe, is_fenced, kafka_error, talking_to
+from .errors import (CopyError, Fault, LaneFenced, Refused, Unreachable, classify, describe, is_fenced, kafka_error,
+                     refusal_kind, refused, talking_to)
 from .shares import DeliveryError, Interval, PartitionKey, Share
 from .start import new_producer, target_max_message_bytes
 
@@ -162,6 +164,10 @@ class RecordWriter:
                 from KafkaException(err)  # the error, for `answered`
         self._abort()
         if topic == "<progress>":
+            kind = refusal_kind(err)
+            if kind.refused:
+                raise refused("target", ctx.mirror.target, kind,
+                              f"writing progress to {ctx.config.progressTopic}: {describe(err)}")
             raise CopyError(f"mirror {ctx.mirror.name!r}: writing progress to {ctx.mirror.target}/"
                             f"{ctx.config.progressTopic} failed: {describe(err)}")
         self.raise_refused(err, topic, part, off)
@@ -183,13 +189,17 @@ class RecordWriter:
         topic = write_refused(self.ctx.target_conf, written)
         if topic is not None:
             self._abort()
-            raise CopyError(f"mirror {self.ctx.mirror.name!r}: target cluster {self.ctx.mirror.target!r} refuses "
-                            f"to let the mirror write topic {topic!r} (TOPIC_AUTHORIZATION_FAILED: no WRITE "
-                            f"permission for the mirror's principal); {describe(err)}")
+            raise Refused("target", self.ctx.mirror.target, Kind.AUTHORIZATION,
+                          f"mirror {self.ctx.mirror.name!r} may not write topic {topic!r} (TOPIC_AUTHORIZATION_FAILED: "
+                          f"no WRITE permission for the mirror's principal); {describe(err)}")
 
     def raise_refused(self, err: KafkaError, topic: str, part: int, offset: int) -> None:
         mirror = self.ctx.mirror
         target = self.ctx.route.get((topic, part), "?")
+        kind = refusal_kind(err)
+        if kind.refused:  # the cluster refuses the mirror, not this record
+            raise refused("target", mirror.target, kind, f"writing {mirror.target}/{target} (source "
+                          f"{mirror.source}/{topic} partition {part} offset {offset}): {describe(err)}")
         extra = ""
         if err.code() in (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE):
             limit = self.max_bytes.get(target)
