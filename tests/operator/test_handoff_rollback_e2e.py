@@ -180,6 +180,8 @@ def _log_has(runner, app: str, text: str) -> bool:
     return job is not None and text in job.log_path.read_text(errors="replace")
 
 
+@pytest.mark.skipif(os.environ.get("SPARKMIRROR_CAMPAIGN") != "1",
+                    reason="campaign (make campaign): its freezes race the handoff's own timers on a loaded machine")
 @pytest.mark.timeout(720)
 def test_a_stalled_successor_is_rolled_back_before_ready_and_after_the_lease_moved(
         operator, kapi, namespace, kafka_a, kafka_b, topic, tmp_path, figure) -> None:
