@@ -21,15 +21,19 @@ KIB, B100 = "1 KiB", "100 B"
 
 def test_layout_only_keeps_the_preloaded_topic_names_of_one_size() -> None:
     full = data.Layout(1001, partitions_per_topic=4, topics_per_size=2)
-    one_k, small = full.only("b1k"), full.only("b100")
+    one_k, small, lz4 = full.only("b1k"), full.only("b100"), full.only("b1k-lz4")
 
-    assert [t.name for t in one_k.topics] + [t.name for t in small.topics] == [t.name for t in full.topics]
+    assert [t.name for t in one_k.topics] + [t.name for t in small.topics] + [t.name for t in lz4.topics] == \
+        [t.name for t in full.topics]
     assert {t.value_size for t in one_k.topics} == {1024} and {t.value_size for t in small.topics} == {100}
-    assert one_k.total_records == small.total_records == 1001
-    assert one_k.payload_bytes + small.payload_bytes == full.payload_bytes
+    assert {(t.value_size, t.compression) for t in lz4.topics} == {(1024, "lz4")}
+    assert {t.compression for t in one_k.topics + small.topics} == {"none"}
+    assert one_k.total_records == small.total_records == lz4.total_records == 1001
+    assert one_k.payload_bytes + small.payload_bytes + lz4.payload_bytes == full.payload_bytes
     assert one_k.pattern == "b1k-0|b1k-1"
-    assert (one_k.size_name, small.size_name, full.size_name) == (KIB, B100, "1 KiB + 100 B")
-    assert (one_k.label, full.label) == ("b1k", "b1k+b100")
+    assert (one_k.size_name, small.size_name, lz4.size_name, full.size_name) == \
+        (KIB, B100, "1 KiB lz4", "1 KiB + 100 B + 1 KiB lz4")
+    assert (one_k.label, full.label) == ("b1k", "b1k+b100+b1k-lz4")
     with pytest.raises(ValueError):
         full.only("b10k")
 
