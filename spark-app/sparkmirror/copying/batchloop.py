@@ -41,14 +41,5 @@ def run_batch_loop(source: BatchSource, target: BatchTarget, committer: Interval
             if early is not None and caught_up and target.interval and time.monotonic() >= mark + early:
                 break
         mark = time.monotonic()
-        if target.interval:
-            if protocol.pipelined:
-                committer.seal(mark)
-                pauses.mark("pipeline")
-            else:
-                committer.commit_now()
-                pauses.mark("commit")
-        else:
-            protocol.end_empty()
-            pauses.mark("commit")
+        pauses.mark(committer.end_interval(mark))
     committer.drain()

@@ -52,6 +52,21 @@ class IntervalCommitter:
     def _sealed_keys(self) -> Iterator[PartitionKey]:
         return (k for _, shares in self._sealed for k in shares)
 
+    def end_interval(self, ended: float) -> str:
+        """The open interval ended at `ended` (either copy path's loop): exactly-once commits it now, at-least-once
+        seals it for the pipeline, an empty one just closes the protocol's transaction. Returns what the loop's
+        pause accounting calls that step."""
+        writer = self.writer
+        assert writer.protocol is not None
+        if not writer.interval:
+            writer.protocol.end_empty()
+            return "commit"
+        if writer.protocol.pipelined:
+            self.seal(ended)
+            return "pipeline"
+        self.commit_now()
+        return "commit"
+
     # ---- exactly-once: in the loop ---------------------------------------------------------------------------
 
     def commit_now(self) -> None:

@@ -80,16 +80,7 @@ def run_loop(reader: SourceReader, writer: RecordWriter, committer: IntervalComm
                     and time.monotonic() >= mark + early:
                 break
         mark = time.monotonic()
-        if writer.interval:
-            if protocol.pipelined:
-                committer.seal(mark)
-                pauses.mark("pipeline")
-            else:
-                committer.commit_now()
-                pauses.mark("commit")
-        else:
-            protocol.end_empty()
-            pauses.mark("commit")
+        pauses.mark(committer.end_interval(mark))
         reader.probe_when_due()
         if watch is not None and ((gained := watch.ready()) or growth.preparing):
             growth.grow(gained)
