@@ -70,6 +70,7 @@ class Campaign:
     pause_s: float
     rate: float
     kinds: tuple[str, ...] = KINDS  # which kills each round makes
+    copy: str = "records"    # the lanes' copy path (records | batches)
     faults: list[Fault] = field(default_factory=list)
     sent: int = 0
     records: int = 0
@@ -350,7 +351,7 @@ class Chaos:
             "mirrors": [{"name": "src-to-tgt", "source": "src", "target": "tgt", "topics": src,
                          "emitCheckpoints": False}],
             "lanes": 2, "epochSeconds": 10, "commitIntervalMs": 100, "transactionTimeoutMs": TX_TIMEOUT_MS,
-            "progressTopic": unique_name("progress")})
+            "progressTopic": unique_name("progress"), "copy": camp.copy})
         self.producer = NumberedProducer(self.source.bootstrap, src, rate=camp.rate, partitions=PARTS)
         self.producer.start()
         self.progress = Progress(self.target.bootstrap, self.remote)
@@ -409,10 +410,12 @@ def summary(camp: Campaign) -> list[dict]:
 
 
 def render(camp: Campaign, rows: list[dict], machine: dict) -> str:
+    commit = machine.get("git_commit", "?") + (" with uncommitted spark-app changes"
+                                               if machine.get("spark_app_uncommitted") else "")
     lines = ["# sparkmirror fault campaign (`make chaos`)", "",
              f"Source and target: 3 KRaft brokers each (combined broker+controller), replication factor 3, "
              f"min.insync.replicas 2. Mirror: spark-submit to a Spark standalone cluster (1 worker, 2 cores, one "
-             f"executor JVM), 2 lanes, exactly-once, transaction.timeout.ms {TX_TIMEOUT_MS}. Load: {camp.rate:.0f} "
+             f"executor JVM), 2 lanes, exactly-once copying {camp.copy}, transaction.timeout.ms {TX_TIMEOUT_MS}. Load: {camp.rate:.0f} "
              f"sequences/s on each of {PARTS} partitions. Pause between faults ~{camp.pause_s:.0f} s; broker kills "
              f"restart after {camp.pause_s:.0f} s; outages {camp.outage_s:.0f} s (longest client timeout "
              f"{max(CLIENT_TIMEOUTS_S.values()):.0f} s).", "",
@@ -429,7 +432,7 @@ def render(camp: Campaign, rows: list[dict], machine: dict) -> str:
               "Recovery: fault -> first target growth after the repair (broker or cluster restarted and answering; Spark "
               "faults: the driver launching a task again).", "",
               f"Machine: {machine.get('cores', '?')} cores, load average at the end {machine.get('loadavg', '?')} "
-              "(shared with other work: figures include contention)."]
+              f"(shared with other work: figures include contention). Commit: {commit}."]
     for e in camp.mirror_ended:
         lines += ["", f"- mirror ended: {e[:500]}"]
     return "\n".join(lines) + "\n"
@@ -446,6 +449,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--rate", type=float, default=100.0, help="sequences/s a partition; default %(default)s")
     p.add_argument("--kinds", default=",".join(KINDS),
                    help="comma-separated kinds of SIGKILL to inject; default %(default)s")
+    p.add_argument("--copy", choices=("records", "batches"), default="records",
+                   help="the lanes' copy path; results of `batches` go to chaos-batches.*; default %(default)s")
     p.add_argument("--workdir", type=Path, default=None, help="kept after the run (default: a temporary one)")
     p.add_argument("--results", type=Path, default=HERE / "results",
                    help="where chaos.json and chaos.md go; default %(default)s")
@@ -453,8 +458,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def run_campaign(kills: int, outages: int, outage_s: float, pause_s: float, rate: float, workdir: Path,
-                 log: Callable[[str], None] = print, kinds: tuple[str, ...] = KINDS) -> tuple[Campaign, list[dict]]:
-    chaos = Chaos(Campaign(kills, outages, outage_s, pause_s, rate, kinds), workdir, log)
+                 log: Callable[[str], None] = print, kinds: tuple[str, ...] = KINDS,
+                 copy: str = "records") -> tuple[Campaign, list[dict]]:
+    chaos = Chaos(Campaign(kills, outages, outage_s, pause_s, rate, kinds, copy), workdir, log)
     try:
         camp = chaos.run()
     finally:
@@ -473,7 +479,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"--kinds: unknown {', '.join(unknown)} (known: {', '.join(KINDS)})", file=sys.stderr)
         return 2
     camp, rows = run_campaign(args.kills, args.outages, args.outage_seconds, args.pause, args.rate, workdir,
-                              lambda s: print(s, flush=True), kinds)
+                              lambda s: print(s, flush=True), kinds, args.copy)
     machine: dict = {"cores": os.cpu_count()}
     try:
         machine.update(report.machine())
@@ -486,8 +492,9 @@ def main(argv: list[str] | None = None) -> int:
     doc = {"campaign": {k: v for k, v in asdict(camp).items() if k != "faults"}, "summary": rows,
            "faults": [{**asdict(f), "recovery_s": f.recovery_s if f.resumed else None} for f in camp.faults], "machine": machine,
            "client_timeouts_s": CLIENT_TIMEOUTS_S}
-    (args.results / "chaos.json").write_text(json.dumps(doc, indent=1, default=str))
-    (args.results / "chaos.md").write_text(text)
+    stem = "chaos" if args.copy == "records" else f"chaos-{args.copy}"  # one latest run per path
+    (args.results / f"{stem}.json").write_text(json.dumps(doc, indent=1, default=str))
+    (args.results / f"{stem}.md").write_text(text)
     return 0 if camp.missing == 0 and camp.duplicated == 0 and not camp.mirror_ended else 1
 
 

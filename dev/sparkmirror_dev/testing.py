@@ -38,13 +38,14 @@ def unique_name(prefix: str) -> str:
     return f"{prefix}-{os.getpid() % 10000}-{next(_counter)}-{uuid.uuid4().hex[:5]}"
 
 
-def open_transactions(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+def open_transactions(bootstrap: str, topic: str, partitions: int,
+                      admin: AdminClient | None = None) -> dict[int, int]:
     """partition -> offsets between the last stable offset and the end: >0 while a transaction is open there
-    (read_committed consumers of that partition are held back until it ends)."""
+    (read_committed consumers of that partition are held back until it ends). Pass `admin` to poll quickly."""
     from confluent_kafka import IsolationLevel
     from confluent_kafka.admin import OffsetSpec
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = admin or AdminClient({"bootstrap.servers": bootstrap})
 
     def ends(level) -> dict[int, int]:
         res = admin.list_offsets({TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)},

@@ -9,7 +9,7 @@ import pytest
 
 from sparkmirror.handoff.takeover import HandoffError, check_not_superseded, take_over
 from sparkmirror.progress import read_progress
-from sparkmirror.resource.flowgroup import FlowGroupConfig, Worker
+from sparkmirror.resource.flowgroup import CopyPath, FlowGroupConfig, Worker
 from sparkmirror.runner.local import LocalRun
 from sparkmirror_dev.testing import NumberedProducer, check_numbered, count_records
 
@@ -37,7 +37,7 @@ def test_handoffs_while_copying_lose_and_repeat_nothing(kafka_a, kafka_b, topic,
     t1, t2 = topic(kafka_a, partitions=3), topic(kafka_a, partitions=3)
     base = flowgroup(f"{t1}|{t2}", name="hand", lanes=2, epochSeconds=5)
     # after the version changes the mirror switches to `copy: batches` in a handoff, and the rest runs there
-    batches = base.model_copy(update={"copy_path": "batches"})
+    batches = base.model_copy(update={"copy_path": CopyPath.BATCHES})
     split = [batches.model_copy(update={"name": "hand-1",
                                         "mirrors": [base.mirrors[0].model_copy(update={"topics": t1})]}),
              batches.model_copy(update={"name": "hand-2",
