@@ -14,6 +14,8 @@ its own (a fresh interpreter, so no contender inherits another's clients or warm
   consumer and a transactional producer, a commit every 100 ms, no progress records;
 - `batches`: `BatchReader` -> `BatchWriter` on the hand-written wire layer (`copying/protocol.py`,
   `copying/connection.py`), a transaction every 100 ms, the next Fetch under way while a round is produced;
+- `batches-coalesced`: the same, with small uncompressed source batches merged first as the lane's target writer
+  merges them (`copying/coalesce.py`): less work for the target broker, more for the mirror;
 - `batches@7489faf`: the same loop on the batch path before it (kafka-python's protocol classes and
   connections for Fetch and Produce), for the before/after in one run.
 
@@ -46,12 +48,12 @@ def _git(*args: str) -> str:
     return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True).stdout.strip()
 
 
-def preload(bootstrap: str, topic: str, n: int, size: int, partitions: int) -> None:
+def preload(bootstrap: str, topic: str, n: int, size: int, partitions: int, batch_kib: int = 16) -> None:
     from confluent_kafka import Producer
 
     from sparkmirror_dev.testing import produce_waiting
 
-    p = Producer({"bootstrap.servers": bootstrap, "batch.size": 16384, "linger.ms": 5, "compression.type": "none",
+    p = Producer({"bootstrap.servers": bootstrap, "batch.size": batch_kib * 1024, "linger.ms": 5, "compression.type": "none",
                   "enable.idempotence": True})
     value = os.urandom(size)
     for i in range(n):
@@ -76,7 +78,8 @@ def _split_since(start: tuple[float, float, float]) -> dict[str, float]:
             "cpu_copy_thread_s": round(end[2] - start[2], 3)}
 
 
-def run_batches(source: str, target: str, topic: str, dest: str, partitions: int, n: int) -> dict[str, Any]:
+def run_batches(source: str, target: str, topic: str, dest: str, partitions: int, n: int,
+                coalesced: bool = False) -> dict[str, Any]:
     from sparkmirror.copying.batchreader import BatchReader
     from sparkmirror.copying.batchwriter import BatchWriter
     from sparkmirror.copying.wire import Wire
@@ -100,7 +103,13 @@ def run_batches(source: str, target: str, topic: str, dest: str, partitions: int
                 reader.send()  # the next Fetch travels while this round is produced
             else:
                 got = reader.fetch()
-            for written in writer.produce({(dest, p): f.batches for (_, p), f in got.items()}).values():
+            if coalesced:  # as the lane's target writer does (batchtarget.py)
+                from sparkmirror.copying.coalesce import COALESCE_INTO, merge, runs
+                got = {k: [merge(g) if len(g) > 1 else g[0] for g in runs(f.batches, COALESCE_INTO)]
+                       for k, f in got.items()}
+            else:
+                got = {k: f.batches for k, f in got.items()}
+            for written in writer.produce({(dest, p): bs for (_, p), bs in got.items()}).values():
                 batches += len(written)
                 records += sum(w.record_count for w in written)
             if time.monotonic() - last_commit >= COMMIT_MS / 1000 or records >= n:
@@ -194,7 +203,12 @@ def run_lane(source: str, target: str, topic: str, dest: str, partitions: int, n
             "cpu_s_with_start_up": cpu_end - cpu, "wall_s_with_start_up": wall_end - wall, **threads}
 
 
-CONTENDERS = {"records-lane": run_lane, "records-loop": run_loop, "batches": run_batches}
+def run_batches_coalesced(source: str, target: str, topic: str, dest: str, partitions: int, n: int) -> dict:
+    return run_batches(source, target, topic, dest, partitions, n, coalesced=True)
+
+
+CONTENDERS = {"records-lane": run_lane, "records-loop": run_loop, "batches": run_batches,
+              "batches-coalesced": run_batches_coalesced}
 BEFORE = "7489faf"
 """The last commit whose batch path used kafka-python for Fetch and Produce: `batches@7489faf` measures it."""
 
@@ -282,6 +296,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--contenders", default=",".join([*CONTENDERS, f"batches@{BEFORE}"]),
                     help="records-lane, records-loop, batches, batches@REV (the batch path of commit REV)")
+    ap.add_argument("--source-batch-kib", type=int, default=16,
+                    help="the preload's batch.size (a stock Java producer's 16 KiB by default): how the cost of a "
+                         "copied batch depends on its size, on the mirror and on the target broker")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "batchcost.json")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--child-args", help=argparse.SUPPRESS)
@@ -302,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         source, target = (c.bootstrap for c in clusters)
         topic = create_topic(source, "batchcost", a.partitions)
         t0 = time.monotonic()
-        preload(source, topic, a.records, a.size, a.partitions)
+        preload(source, topic, a.records, a.size, a.partitions, a.source_batch_kib)
         print(f"preloaded {a.records} records of {a.size} B in {time.monotonic() - t0:.1f} s", flush=True)
         n_batches, n_bytes = source_batches(source, topic, a.partitions)
         print(f"source: {n_batches} batches, {n_bytes / n_batches / 1024:.1f} KiB and "

@@ -23,7 +23,7 @@ progress records and the offset map:
 - the batch path (`copy: batches`), the same lane with parts of its own (`batchlane.py`: `BatchLaneCopy`,
   `lane_copy` picks the path): where batches are read (`batchsource.py` over `batchreader.py`'s Fetch at
   read_committed), where they are written (`batchtarget.py` over `batchwriter.py`'s producer on the wire), where
-  their transaction is committed (`batchcommit.py`), rebuilt when they cannot go as they are (`rebuild.py`), the
+  their transaction is committed (`batchcommit.py`), rebuilt when they cannot go as they are (`rebuild.py`), merged when small (`coalesce.py`), the
   loop (`batchloop.py`); the wire format (`batches.py`, `protocol.py`), connections (`connection.py`, `wire.py`);
 - `summary.py`: the per-partition row a lane task yields (`PartitionSummary`, `SUMMARY_SCHEMA`).
 

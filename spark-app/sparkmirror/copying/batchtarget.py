@@ -16,6 +16,7 @@ from confluent_kafka import KafkaError, KafkaException
 from .batchcommit import BatchAtLeastOnce, BatchExactlyOnce, BatchProtocol
 from .batches import Batch, Unforwardable
 from .batchreader import Fetched
+from .coalesce import COALESCE_INTO, merge, runs
 from .context import LaneContext
 from .errors import CopyError, LaneFenced, is_fenced, kafka_error
 from .rebuild import rebuild
@@ -25,6 +26,10 @@ from .wire import Wire, WireError, wire_talk
 
 log = logging.getLogger(__name__)
 TOO_LARGE = (kerrors.MessageSizeTooLargeError, kerrors.RecordListTooLargeError)
+Planned = tuple[Batch, int, int, "str | None", int]
+"""A batch to produce, its records' first and last source offsets, why it was rebuilt (None: as fetched), and how
+many source batches it holds."""
+COALESCED = "coalesced"  # the rebuilt-batches label of small source batches merged (coalesce.py)
 
 
 class BatchTarget:
@@ -93,20 +98,28 @@ class BatchTarget:
 
     # ---- writing -------------------------------------------------------------------------------------------
 
-    def _forwardable(self, f: Fetched) -> list[tuple[Batch, int, int, str | None]]:
-        """(batch to produce, its records' first and last source offsets, why it was rebuilt or None) of a
-        partition's fetch; the batches that cannot go as they are rebuilt."""
-        out: list[tuple[Batch, int, int, str | None]] = []
-        for b in f.batches:
+    def _forwardable(self, f: Fetched, limit: int) -> list[Planned]:
+        """What to produce of a partition's fetch: small uncompressed batches merged into batches of up to
+        `limit` bytes (coalesce.py), the batches that cannot go as they are rebuilt, the others as they are."""
+        out: list[Planned] = []
+        rest, groups = f.batches, []
+        if rest and rest[0].base_offset < f.fetch_offset:  # a resume inside it: rebuilt, alone
+            rest, groups = rest[1:], [[rest[0]]]
+        for group in groups + runs(rest, limit):
+            b = group[0]
+            if len(group) > 1:
+                out.append((merge(group), b.base_offset, group[-1].last_offset, COALESCED, len(group)))
+                self.rebuilt[COALESCED] += len(group)
+                continue
             why = Unforwardable.STARTS_BEFORE if b.base_offset < f.fetch_offset else b.unforwardable()
             if why is None:
-                out.append((b, b.base_offset, b.last_offset, None))
+                out.append((b, b.base_offset, b.last_offset, None, 1))
                 self.forwarded += 1
                 continue
             made = rebuild(b, f.fetch_offset)
             self.rebuilt[why.label] += 1
             if made is not None:
-                out.append((made.batch, made.source_first, made.source_last, why.label))
+                out.append((made.batch, made.source_first, made.source_last, why.label, 1))
         return out
 
     def write(self, fetched: dict[PartitionKey, Fetched]) -> None:
@@ -115,10 +128,11 @@ class BatchTarget:
         route, plan = self.ctx.route, {}
         for key, f in fetched.items():
             if f.batches:
-                plan[key] = self._forwardable(f)
+                limit = min(COALESCE_INTO, self.max_bytes.get(route[key]) or COALESCE_INTO)
+                plan[key] = self._forwardable(f, limit)
         if not plan:
             return
-        to_target = {(route[k], k[1]): [b for b, _, _, _ in v] for k, v in plan.items() if v}
+        to_target = {(route[k], k[1]): [b for b, _, _, _, _ in v] for k, v in plan.items() if v}
         try:
             with self._talk("producing"):
                 written = self.protocol.producer.produce(to_target)
@@ -132,12 +146,12 @@ class BatchTarget:
             share = interval.get(key)
             if share is None:
                 share = interval[key] = Share(sent[0][1], key[0], key[1], errors)
-            for (b, first, last, why), w in zip(sent, written[(route[key], key[1])]):
+            for (b, first, last, why, sources), w in zip(sent, written[(route[key], key[1])]):
                 if why is None:
                     share.batches += 1
                 else:
                     share.rebuilt = share.rebuilt or {}
-                    share.rebuilt[why] = share.rebuilt.get(why, 0) + 1
+                    share.rebuilt[why] = share.rebuilt.get(why, 0) + sources
                 n = b.record_count
                 share.src_last = last
                 share.count += n
@@ -152,7 +166,7 @@ class BatchTarget:
                     share.tgt_first = w.target_base_offset
                 share.tgt_last = w.target_last_offset
 
-    def _refused(self, e: CopyError, plan: dict[PartitionKey, list[tuple[Batch, int, int, str | None]]]) -> None:
+    def _refused(self, e: CopyError, plan: dict[PartitionKey, list[Planned]]) -> None:
         """A refusal names what was refused; the open interval is given up first."""
         self._abort()
         cause = e.__cause__
