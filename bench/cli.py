@@ -31,9 +31,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--partitions-per-topic", type=int, default=4)
     p.add_argument("--topics-per-size", type=int, default=2)
     p.add_argument("--contenders", default="all",
-                   help="comma list of sparkmirror-eos-batches (exactly-once on the batch path), sparkmirror-eos, "
-                        "sparkmirror-alo, mm2, mm2-eos, ceiling, pipe (a bare Python+librdkafka reference); 'all' = "
-                        "the first six that are available")
+                   help="comma list of sparkmirror-eos-batches (exactly-once on the batch path), "
+                        "sparkmirror-alo-batches, sparkmirror-eos, sparkmirror-alo, mm2, mm2-eos, ceiling, pipe (a "
+                        "bare Python+librdkafka reference); 'all' = the first seven that are available")
     p.add_argument("--latency-seconds", type=float, default=95.0,
                    help="measured window; spans three of sparkmirror's 30-s epoch boundaries; 0 skips")
     p.add_argument("--latency-contenders", default="",

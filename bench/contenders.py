@@ -256,7 +256,8 @@ def all_contenders(include_sparkmirror: bool | None = None) -> list[Contender]:
     if include_sparkmirror is None:
         include_sparkmirror = SparkMirror.available()
     if include_sparkmirror:
-        out = [SparkMirror(True, batches=True), SparkMirror(True), SparkMirror(False), *out]
+        out = [SparkMirror(True, batches=True), SparkMirror(False, batches=True), SparkMirror(True), SparkMirror(False),
+               *out]
     return out
 
 

@@ -17,6 +17,7 @@ from sparkmirror_dev import paths
 
 LABELS = {
     "sparkmirror-eos-batches": "sparkmirror exactly-once on batches",
+    "sparkmirror-alo-batches": "sparkmirror at-least-once on batches",
     "sparkmirror-eos": "sparkmirror exactly-once",
     "sparkmirror-alo": "sparkmirror at-least-once",
     "mm2": "MM2 at-least-once",
@@ -138,6 +139,7 @@ def ratios(summary: dict[str, dict]) -> list[dict]:
     """Ratios between contenders of one record size (`summary` = one size's entry of `summarize`)."""
     pairs = [("sparkmirror-eos-batches", "mm2"), ("sparkmirror-eos-batches", "mm2-eos"),
              ("sparkmirror-eos-batches", "sparkmirror-eos"), ("sparkmirror-eos-batches", "pipe"),
+             ("sparkmirror-alo-batches", "mm2"),
              ("sparkmirror-eos", "mm2"), ("sparkmirror-eos", "mm2-eos"), ("sparkmirror-alo", "mm2"),
              ("sparkmirror-eos", "ceiling"), ("sparkmirror-alo", "ceiling"), ("mm2", "ceiling"),
              ("sparkmirror-alo", "pipe"), ("sparkmirror-eos", "pipe")]
