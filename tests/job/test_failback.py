@@ -61,23 +61,25 @@ IDENTITY = {"config": {"replication.policy.class": "org.apache.kafka.connect.mir
 
 
 def _resource(name: str, target: tuple[str, str], source: tuple[str, str], topics: str,
-              identity: bool = False) -> dict:
+              identity: bool = False, copy: str = "records") -> dict:
     mirror = {"source": {"alias": source[0], "bootstrapServers": source[1]}, "topicsPattern": topics,
               "groupsPattern": "fb-.*", **({"sourceConnector": IDENTITY} if identity else {})}
     return {"apiVersion": "sparkmirror.io/v1alpha1", "kind": "KafkaMirrorMaker2",
             "metadata": {"name": name, "namespace": "dr"},
-            "spec": {"target": {"alias": target[0], "bootstrapServers": target[1]}, "mirrors": [mirror]}}
+            "spec": {"target": {"alias": target[0], "bootstrapServers": target[1]}, "mirrors": [mirror],
+                     "copy": copy}}
 
 
+@pytest.mark.parametrize("copy", ["records", "batches"])
 def test_failback_moves_groups_home_and_every_record_is_read_once(kafka_a, kafka_b, topic, tmp_path, capfd,
-                                                                  figure) -> None:
+                                                                  figure, copy) -> None:
     """`sparkmirror failover` a -> b, the group reads on b (the mirrored topic and b's own, which producers write
     to now and a reverse mirror copies to a), then `sparkmirror failback`: on a it reads the rest of both, and
     every record is read once over both clusters. Aborted records on a make offsets on a and b differ."""
     src = topic(kafka_a, 2)
     before = _topics(kafka_a.bootstrap)
     try:
-        _failback(kafka_a, kafka_b, src, tmp_path, capfd, figure)
+        _failback(kafka_a, kafka_b, src, tmp_path, capfd, figure, copy)
     finally:  # the clusters are shared: what the reverse mirror made on a (b.heartbeats, ...) goes again
         _delete(kafka_a.bootstrap, _topics(kafka_a.bootstrap) - before)
         _delete(kafka_b.bootstrap, {src})
@@ -97,7 +99,7 @@ def _delete(bootstrap: str, topics: set[str]) -> None:
                 pass
 
 
-def _copied_forward(kafka_a, kafka_b, src: str, tmp_path, identity: bool):
+def _copied_forward(kafka_a, kafka_b, src: str, tmp_path, identity: bool, copy: str = "records"):
     """Sequences 0..99 on each partition of `src` on a, with an aborted stretch between 49 and 50 (offsets on a
     and b differ from there on), the resources of a -> b and b -> a in files, and a -> b copied once:
     (files, forward flow group, reverse flow group)."""
@@ -114,9 +116,9 @@ def _copied_forward(kafka_a, kafka_b, src: str, tmp_path, identity: bool):
     produce_numbered(kafka_a.bootstrap, src, 2, 50, 50)
     files = {"fwd": tmp_path / "fwd.yaml", "rev": tmp_path / "rev.yaml"}
     files["fwd"].write_text(json.dumps(_resource(unique_name("fwd"), ("b", kafka_b.bootstrap),
-                                                 ("a", kafka_a.bootstrap), src, identity)))
+                                                 ("a", kafka_a.bootstrap), src, identity, copy)))
     files["rev"].write_text(json.dumps(_resource(unique_name("rev"), ("a", kafka_a.bootstrap),
-                                                 ("b", kafka_b.bootstrap), src, identity)))
+                                                 ("b", kafka_b.bootstrap), src, identity, copy)))
     fwd, rev = load([str(files["fwd"])]).configs[0], load([str(files["rev"])]).configs[0]
     mirror_once(fwd)
     return files, fwd, rev
@@ -140,8 +142,8 @@ def _assert_each_once(read: dict[int, list[int]], want: list[int]) -> None:
         f"(missing, read twice) per partition: {tally}"
 
 
-def _failback(kafka_a, kafka_b, src: str, tmp_path, capfd, figure) -> None:
-    files, fwd, rev = _copied_forward(kafka_a, kafka_b, src, tmp_path, identity=False)
+def _failback(kafka_a, kafka_b, src: str, tmp_path, capfd, figure, copy: str) -> None:
+    files, fwd, rev = _copied_forward(kafka_a, kafka_b, src, tmp_path, identity=False, copy=copy)
     group = unique_name("fb-app")
     commit_group(kafka_a.bootstrap, group, {(src, 0): 20, (src, 1): 90})  # 1: past the aborted stretch
     # what the group read on a before the failover: sequences 0..19, and 0..78 (offset 90 is sequence 79)
@@ -180,7 +182,7 @@ def _failback(kafka_a, kafka_b, src: str, tmp_path, capfd, figure) -> None:
     # usage: the reverse mirror must be in the files
     assert main(["failback", "-f", str(files["fwd"]), "--mirror", "a"]) == 2
     assert "no mirror from 'b' back to 'a' in the files" in capfd.readouterr().err
-    figure("failback", f"{took:.1f} s from the command to consumers able to move back; the group read "
+    figure(f"failback_{copy}", f"{took:.1f} s from the command to consumers able to move back; the group read "
            f"{sum(len(v) for v in read.values())} records over both clusters, each once")
 
 

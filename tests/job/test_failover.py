@@ -80,9 +80,11 @@ def test_groups_not_moved_are_named_and_checkpoint_ages_shown() -> None:
 
 
 @pytest.mark.kafka
-def test_failover_stops_the_mirror_and_moves_groups_exactly(kafka_a, kafka_b, topic, flowgroup, job, figure) -> None:
+@pytest.mark.parametrize("copy", ["records", "batches"])
+def test_failover_stops_the_mirror_and_moves_groups_exactly(kafka_a, kafka_b, topic, flowgroup, job, figure,
+                                                            copy) -> None:
     src = topic(kafka_a, 2)
-    cfg = flowgroup(src, mirror={"groups": "fo-.*", "emitCheckpointsIntervalSeconds": 2})
+    cfg = flowgroup(src, copy=copy, mirror={"groups": "fo-.*", "emitCheckpointsIntervalSeconds": 2})
     mirror = cfg.mirrors[0]
     dst = f"a.{src}"
     produce_numbered(kafka_a.bootstrap, src, 2, 0, 150)
@@ -116,6 +118,7 @@ def test_failover_stops_the_mirror_and_moves_groups_exactly(kafka_a, kafka_b, to
     noticed = time.monotonic() - t_stop
     assert running.proc.returncode == 0, running.log()[-3000:]
     assert "was failed over" in running.log()
+    assert f"copying {copy})" in running.log(), "the lanes did not take the path asked for"
     assert count_records(kafka_b.bootstrap, dst) == 400
     # run again, the failover is idempotent: same time, fenced again, the group already where it belongs
     again_doc = failover([cfg], mirror, lambda g: g == group, timeout=30)
@@ -136,7 +139,8 @@ def test_failover_stops_the_mirror_and_moves_groups_exactly(kafka_a, kafka_b, to
     assert seqs == {0: list(range(220)), 1: list(range(220))}
     assert again.stop() == 0
     mark_ms = doc["stopped"][0]["tookMs"]
-    figure("failover", f"failover: caught up, stopped, translated and committed in {took:.1f} s (mark and fencing "
+    figure(f"failover_{copy}", f"failover ({copy}): caught up, stopped, translated and committed in {took:.1f} s "
+           "(mark and fencing "
            f"{mark_ms} ms); the running job exited {noticed:.1f} s later; the moved group read 240 records on "
            "the target, each once; after --undo, 440 records once")
 
