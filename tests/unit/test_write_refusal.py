@@ -12,7 +12,7 @@ import weakref
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from sparkmirror.copying import writer
+from sparkmirror.copying import targetwriter
 from sparkmirror.copying.errors import CopyError, Refused, Unreachable, talking_to
 from sparkmirror.copying.lane import LaneCopy
 from sparkmirror.copying.shares import Share
@@ -108,7 +108,7 @@ def test_a_commit_failing_while_the_topic_is_writable_is_waited_out(secured_kafk
 def test_the_records_delivery_error_is_reported_before_the_commits(monkeypatch) -> None:
     """When the records' own reports are waiting, they name the cause (here a record too large). The topic check
     answers "writable" here (it has its own tests above): what is checked is which report names the cause."""
-    monkeypatch.setattr(writer, "write_refused", lambda conf, topics: None)
+    monkeypatch.setattr(targetwriter, "write_refused", lambda conf, topics: None)
     copier = _copier()
     copier.writer.errors.append((KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "too large"), "t", 0, 3))
     with pytest.raises(CopyError, match=r"offset 3 -> tgt/src\.t: MSG_SIZE_TOO_LARGE"):
