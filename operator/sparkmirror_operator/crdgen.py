@@ -7,7 +7,9 @@
 
 Pydantic's JSON schema is turned into a structural OpenAPI v3 schema: references inlined, `Optional` unwrapped,
 free-form maps marked `x-kubernetes-preserve-unknown-fields`, exclusive bounds in OpenAPI 3.0 form, titles
-dropped, the model's CEL rules kept as `x-kubernetes-validations`.
+dropped, the model's CEL rules kept as `x-kubernetes-validations`. The per-client keys the plan refuses most
+(resource/refusedkeys.py) get a rule each in the clusters' and connectors' `config`, so `kubectl apply` refuses
+them too.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from sparkmirror.resource.refusedkeys import cluster_config_refusals, connector_config_refusals
 from sparkmirror.resource.model import (
     CONNECT_ONLY,
     GROUP,
@@ -90,9 +93,37 @@ def _structural(node: Any, defs: dict[str, Any]) -> Any:
     return {**first, **{k: v for k, v in out.items() if k not in first}}
 
 
+def cel_field(name: str) -> str:
+    """A property name as CEL reads it (Kubernetes' escaping of `_`, `.`, `-`, `/`)."""
+    name = name.replace("__", "__underscores__")  # first: the others bring underscores of their own
+    for c, word in ((".", "dot"), ("-", "dash"), ("/", "slash")):
+        name = name.replace(c, f"__{word}__")
+    return name
+
+
+def refused_keys(refusals: dict[str, str]) -> dict[str, Any]:
+    """A free-form `config` map's refused keys, declared so CEL can see them (only declared fields are visible;
+    int-or-string is the one type-free declaration CEL reads), each with a rule naming the key and why. A value
+    of another type (a boolean) is refused by the declaration first, naming the field."""
+    return {
+        "properties": {key: {"description": f"Refused: {why.split(': ', 1)[0]}.",
+                             "x-kubernetes-int-or-string": True} for key, why in refusals.items()},
+        "x-kubernetes-validations": [{"rule": f"!has(self.{cel_field(key)})", "message": f"config[{key}]: {why}",
+                                      "fieldPath": f"['{key}']"} for key, why in refusals.items()],
+    }
+
+
+# the models whose `config` holds per-client keys, and the keys refused there
+_REFUSED_IN_CONFIG = {"ClusterSpec": cluster_config_refusals, "TargetClusterSpec": cluster_config_refusals,
+                      "ConnectorSpec": connector_config_refusals}
+
+
 def schema_of(model: type) -> dict[str, Any]:
     raw = model.model_json_schema(ref_template="#/$defs/{model}")
     defs = raw.pop("$defs", {})
+    for name, refusals in _REFUSED_IN_CONFIG.items():
+        if name in defs:
+            defs[name]["properties"]["config"].update(refused_keys(refusals()))
     return _structural(raw, defs)
 
 

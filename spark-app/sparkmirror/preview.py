@@ -191,10 +191,11 @@ def preview(observations: list[MirrorObservation], warnings: Iterable[str] = ())
         tkey = cluster_key(cfg, m.target)
         for r in obs.plan.routes:
             writers.setdefault((tkey, r.target_topic), []).append((cfg.name, m.name, r.source_topic))
+        copy_path, fallback = copy_path_of(cfg, m)
         group["mirrors"].append({
             "name": m.name, "source": m.source, "target": m.target, "replicationPolicy": policy.name,
             "lanes": cfg.lanes_of(m), "syncTopicConfigs": m.syncTopicConfigs,
-            "copy": copy_path_of(cfg, m)[0].value, "copyFallback": copy_path_of(cfg, m)[1] or None,
+            "copy": copy_path.value, "copyFallback": fallback or None,
             "topics": [_topic_row(r, obs.plan, obs.target_topics) for r in obs.plan.routes],
             "internalTopics": _internal_rows(obs), "notMirrored": prevented, "acls": _acl_view(obs)})
     out.flow_groups = list(groups.values())

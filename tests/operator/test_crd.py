@@ -84,6 +84,14 @@ VALID = [
                            "executor": {"instances": 2, "cores": 2, "memory": "2g"},
                            "sparkConf": {"spark.x": "y"}}, name="spark"),
     variant("spec.state", "paused", name="paused"),
+    # per-client keys the plan takes, a Connect worker's group.id (not applicable), values of every type
+    variant("spec.target.config", {"producer.compression.type": "lz4", "consumer.fetch.min.bytes": 1,
+                                   "group.id": "connect-cluster", "admin.client.id": "x", "x.flag": True},
+            name="client-keys"),
+    variant("spec.mirrors.0.sourceConnector", {"config": {"source.consumer.fetch.max.wait.ms": 200,
+                                                          "producer.override.batch.size": "65536",
+                                                          "sync.topic.acls.enabled": False}},
+            name="connector-client-keys"),
 ]
 
 # (case, resource, text the API server's message must contain)
@@ -206,3 +214,64 @@ def test_kubectl_explain_reads_the_descriptions(kube, kmm2_crd, tmp_path) -> Non
     assert "Kafka Connect only" in out
     out = kube.kubectl("explain", cache, "smm2.status.flowGroups.lag").stdout
     assert "Records on the sources not yet committed on the target" in out
+
+
+@pytest.mark.k8s
+def test_owned_client_keys_are_refused_naming_the_field_and_the_key(kube, kmm2_crd, namespace) -> None:
+    """issue 37: the keys the mirror owns most often set are refused at `kubectl apply` (CEL rules from
+    refusedkeys.py), as the plan refuses them at reconcile, in every config that holds per-client keys; the
+    field, the key and why are named. A boolean value is refused by the key's declaration, naming the field."""
+    import json
+
+    from kubernetes import client
+
+    from sparkmirror.resource.refusedkeys import cluster_config_refusals, connector_config_refusals
+
+    cluster, connector = cluster_config_refusals(), connector_config_refusals()
+    cases = [("spec.target.config", "producer.transactional.id", "t", cluster),
+             ("spec.target.config", "acks", "all", cluster),
+             ("spec.mirrors.0.source.config", "consumer.isolation.level", "read_uncommitted", cluster),
+             ("spec.mirrors.0.sourceConnector.config", "source.consumer.group.id", "g", connector),
+             ("spec.mirrors.0.sourceConnector.config", "producer.override.acks", 1, connector),
+             ("spec.mirrors.0.checkpointConnector.config", "consumer.enable.auto.commit", "false", connector)]
+    with kube.api_client() as api:
+        co = client.CustomObjectsApi(api)
+        args = ("sparkmirror.io", "v1alpha1", namespace, "kafkamirrormaker2s")
+        for i, (where, key, value, refusals) in enumerate(cases):
+            path = where.replace("mirrors.0.", "mirrors[0].")
+            with pytest.raises(client.ApiException) as e:
+                co.create_namespaced_custom_object(*args, _with_config(where, {key: value}, f"owned-{i}"),
+                                                   field_validation="Strict")
+            msg = json.loads(e.value.body)["message"]
+            assert e.value.status == 422 and f"{path}.{key}: Invalid value" in msg, (key, msg)
+            assert f"config[{key}]: {refusals[key]}" in msg, (key, msg)
+            print(msg)  # what `kubectl apply` shows (-s)
+        with pytest.raises(client.ApiException) as e:
+            co.create_namespaced_custom_object(*args, _with_config("spec.target.config",
+                                                                   {"enable.auto.commit": False}, "owned-bool"))
+        msg = json.loads(e.value.body)["message"]
+        assert e.value.status == 422 and "spec.target.config.enable.auto.commit" in msg, msg
+        print(msg)
+        # keys the plan takes, and one it refuses only under exactly-once (its call): the API server takes them
+        taken = {"source.consumer.fetch.min.bytes": 1, "producer.override.enable.idempotence": "false"}
+        created = co.create_namespaced_custom_object(*args, _with_config("spec.mirrors.0.sourceConnector.config",
+                                                                         taken, "taken"), field_validation="Strict")
+        assert created["spec"]["mirrors"][0]["sourceConnector"]["config"] == taken
+    # `kubectl apply` itself, as a user runs it
+    bad = _with_config("spec.mirrors.0.sourceConnector.config", {"target.producer.transactional.id": "t"}, "applied")
+    out = kube.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(bad), check=False)
+    assert out.returncode != 0 and "spec.mirrors[0].sourceConnector.config.target.producer.transactional.id" in \
+        out.stderr and "the mirror owns transactional.id" in out.stderr, out.stderr
+    ok = _with_config("spec.mirrors.0.sourceConnector.config", {"target.producer.compression.type": "zstd"}, "applied")
+    out = kube.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(ok), check=False)
+    assert out.returncode == 0 and "created" in out.stdout, out.stderr
+
+
+def _with_config(where: str, config: dict, name: str) -> dict:
+    """BASE named `name`, with `config` at `where` (a dotted path; connectors made as needed)."""
+    r = variant(name=name)
+    node = r
+    for p in where.split(".")[:-1]:
+        node = node[int(p)] if p.isdigit() else node.setdefault(p, {})
+    node[where.rsplit(".", 1)[1]] = config
+    return r

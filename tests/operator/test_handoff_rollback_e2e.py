@@ -47,6 +47,18 @@ def _commits(bootstrap: str, resource: str) -> list[tuple[int, int, int, int]]:
     return sorted(out)
 
 
+def _resource(namespace: str, name: str, kafka_a, kafka_b, t: str, upgrade: dict) -> dict:
+    """Both tests' resource: `t` mirrored a -> b, two lanes, 6 s epochs; `upgrade` holds the timeouts under test."""
+    return {"apiVersion": "sparkmirror.io/v1alpha1", "kind": KMM2, "metadata": {"name": name, "namespace": namespace},
+            "spec": {"version": "1.0",
+                     "target": {"alias": "b", "bootstrapServers": kafka_b.bootstrap},
+                     "mirrors": [{"source": {"alias": "a", "bootstrapServers": kafka_a.bootstrap},
+                                  "topicsPattern": t,
+                                  "checkpointConnector": {"config": {"emit.checkpoints.enabled": "false"}}}],
+                     "spark": {"parallelism": 2, "epochSeconds": 6, "executor": {"instances": 1}},
+                     "upgrade": upgrade}}
+
+
 @pytest.mark.timeout(600)
 def test_a_successor_killed_after_the_lease_moved_is_rolled_back_and_the_spare_copies_on(
         operator, kapi, namespace, kafka_a, kafka_b, topic, tmp_path, figure) -> None:
@@ -54,14 +66,7 @@ def test_a_successor_killed_after_the_lease_moved_is_rolled_back_and_the_spare_c
 
     t = topic(kafka_a, partitions=3)
     name = "spare"
-    body = {"apiVersion": "sparkmirror.io/v1alpha1", "kind": KMM2, "metadata": {"name": name, "namespace": namespace},
-            "spec": {"version": "1.0",
-                     "target": {"alias": "b", "bootstrapServers": kafka_b.bootstrap},
-                     "mirrors": [{"source": {"alias": "a", "bootstrapServers": kafka_a.bootstrap},
-                                  "topicsPattern": t,
-                                  "checkpointConnector": {"config": {"emit.checkpoints.enabled": "false"}}}],
-                     "spark": {"parallelism": 2, "epochSeconds": 6, "executor": {"instances": 1}},
-                     "upgrade": {"readyTimeoutSeconds": 300, "handoffTimeoutSeconds": 120}}}
+    body = _resource(namespace, name, kafka_a, kafka_b, t, {"readyTimeoutSeconds": 300, "handoffTimeoutSeconds": 120})
     old_app, new_app, lease = application_name(name, "a", 1), application_name(name, "a", 2), lease_name(name, "a")
 
     def lease_annotations() -> dict[str, str]:
@@ -200,14 +205,7 @@ def test_a_stalled_successor_is_rolled_back_before_ready_and_after_the_lease_mov
 
     t = topic(kafka_a, partitions=3)
     name = "stalled"
-    body = {"apiVersion": "sparkmirror.io/v1alpha1", "kind": KMM2, "metadata": {"name": name, "namespace": namespace},
-            "spec": {"version": "1.0",
-                     "target": {"alias": "b", "bootstrapServers": kafka_b.bootstrap},
-                     "mirrors": [{"source": {"alias": "a", "bootstrapServers": kafka_a.bootstrap},
-                                  "topicsPattern": t,
-                                  "checkpointConnector": {"config": {"emit.checkpoints.enabled": "false"}}}],
-                     "spark": {"parallelism": 2, "epochSeconds": 6, "executor": {"instances": 1}},
-                     "upgrade": {"readyTimeoutSeconds": 45, "handoffTimeoutSeconds": 10}}}
+    body = _resource(namespace, name, kafka_a, kafka_b, t, {"readyTimeoutSeconds": 45, "handoffTimeoutSeconds": 10})
     old_app, lease = application_name(name, "a", 1), lease_name(name, "a")
     resource = f"{namespace}/{name}"
 

@@ -8,6 +8,7 @@ import pytest
 from sparkmirror.resource.clientconf import BATCHES_WHY, client_setting, connector_prefix
 from sparkmirror.resource.flowgroup import FlowGroupConfig
 from sparkmirror.resource.plan import plan
+from sparkmirror.resource.refusedkeys import cluster_config_refusals, connector_config_refusals
 
 
 def resource(target_config: dict | None = None, source_config: dict | None = None,
@@ -107,6 +108,30 @@ def test_owned_and_impossible_keys_are_refused_by_name(where: str, key: str, val
     assert [e.field for e in p.errors] == [field], p.errors
     assert said in p.errors[0].message, p.errors[0].message
     assert p.groups == []
+
+
+@pytest.mark.parametrize("delivery", ["exactly-once", "at-least-once"])
+def test_the_keys_the_crd_refuses_are_the_plans_refusals(delivery: str) -> None:
+    """The CRD's CEL rules (refusedkeys.py, tests/operator/test_crd.py on the API server) never refuse what the
+    plan takes: every key listed is refused by the plan at that very field, for both deliveries, with the reason
+    the rule's message gives; the clusters' Connect worker group.id stays not applicable."""
+    cluster, connector = cluster_config_refusals(), connector_config_refusals()
+    assert {"transactional.id", "producer.acks", "consumer.isolation.level", "consumer.group.id",
+            "enable.auto.commit"} <= set(cluster) and "group.id" not in cluster
+    assert {"producer.override.transactional.id", "target.producer.acks", "source.consumer.isolation.level",
+            "source.consumer.group.id", "consumer.override.enable.auto.commit"} <= set(connector)
+    places = {"target": "spec.target", "source": "spec.mirrors[0].source",
+              "sourceConnector": "spec.mirrors[0].sourceConnector",
+              "checkpointConnector": "spec.mirrors[0].checkpointConnector"}
+    for where, field in places.items():
+        for key, why in (connector if where.endswith("Connector") else cluster).items():
+            res = resource(delivery=delivery)
+            mirror = res["spec"]["mirrors"][0]
+            holder = {"target": res["spec"]["target"], "source": mirror["source"],
+                      "sourceConnector": mirror["sourceConnector"],
+                      "checkpointConnector": mirror.setdefault("checkpointConnector", {})}[where]
+            holder["config"] = {key: "x"}
+            assert [(e.field, e.message) for e in plan(res).errors] == [(f"{field}.config[{key}]", why)], (where, key)
 
 
 def test_idempotence_is_the_users_under_at_least_once() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sparkmirror.preview import CONFLICT_EXIT, MirrorObservation, preview
 from sparkmirror.replication import policy_for
-from sparkmirror.resource.flowgroup import FlowGroupConfig
+from sparkmirror.resource.flowgroup import CopyPath, FlowGroupConfig
 from sparkmirror.runner.dryrun import lines
 from sparkmirror.topicplan import SourceTopic, TargetTopic, plan_sync, topic_filter
 
@@ -118,3 +118,17 @@ def test_a_factor_the_target_cannot_hold_is_a_conflict() -> None:
            "replication.factor in mirrors[a]'s connector config to at most 1" in c["message"], c["message"]
     rows = {r["target"]: r["create"]["replicationFactor"] for r in p.flow_groups[0]["mirrors"][0]["topics"]}
     assert rows == {"a.orders": 3, "a.orders-1": 1}
+
+
+def test_each_mirror_row_says_its_copy_path_and_why_it_falls_back() -> None:
+    def batches(policy: str) -> FlowGroupConfig:
+        cfg = group("g", ("a", "h1:9092"), ("b", "h2:9092"), policy=policy)
+        return cfg.model_copy(update={"copy_path": CopyPath.BATCHES})
+
+    (ident,) = preview([observed(batches("identity"), {"orders": 1}, {})]).flow_groups[0]["mirrors"]
+    assert ident["copy"] == "records" and "identity replication policy" in ident["copyFallback"]
+    (plain,) = preview([observed(batches("default"), {"orders": 1}, {})]).flow_groups[0]["mirrors"]
+    assert plain["copy"] == "batches" and plain["copyFallback"] is None
+    (records,) = preview([observed(group("g", ("a", "h1:9092"), ("b", "h2:9092")), {"orders": 1}, {})]
+                         ).flow_groups[0]["mirrors"]
+    assert records["copy"] == "records" and records["copyFallback"] is None

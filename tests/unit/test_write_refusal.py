@@ -12,14 +12,15 @@ import weakref
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from sparkmirror.copying import writer
+from sparkmirror.copying import targetwriter
 from sparkmirror.copying.errors import CopyError, Refused, Unreachable, talking_to
+from sparkmirror.copying.batchlane import BatchLaneCopy, lane_copy
 from sparkmirror.copying.lane import LaneCopy
 from sparkmirror.copying.shares import Share
 from sparkmirror.faultkind import Kind
 from sparkmirror.lanes import LanePartition
 from sparkmirror.refusal import write_refused
-from sparkmirror.resource.flowgroup import FlowGroupConfig
+from sparkmirror.resource.flowgroup import CopyPath, FlowGroupConfig
 from sparkmirror_dev.testing import create_topic, unique_name
 
 INVALID = KafkaError(KafkaError.INVALID_TXN_STATE, "Failed to end transaction", txn_requires_abort=True)
@@ -108,11 +109,35 @@ def test_a_commit_failing_while_the_topic_is_writable_is_waited_out(secured_kafk
 def test_the_records_delivery_error_is_reported_before_the_commits(monkeypatch) -> None:
     """When the records' own reports are waiting, they name the cause (here a record too large). The topic check
     answers "writable" here (it has its own tests above): what is checked is which report names the cause."""
-    monkeypatch.setattr(writer, "write_refused", lambda conf, topics: None)
+    monkeypatch.setattr(targetwriter, "write_refused", lambda conf, topics: None)
     copier = _copier()
     copier.writer.errors.append((KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "too large"), "t", 0, 3))
     with pytest.raises(CopyError, match=r"offset 3 -> tgt/src\.t: MSG_SIZE_TOO_LARGE"):
         copier.committer.commit_now()
+
+
+class _RefusedProgress(_FailingCommit):
+    """Writes progress as at-least-once's fence does, its delivery report saying the target refused it."""
+
+    def commit(self, progress, on_delivery) -> None:
+        on_delivery(KafkaError(KafkaError.POLICY_VIOLATION, "refused by the topic's policy"), None)
+
+
+@pytest.mark.parametrize("copy", ["records", "batches"])
+def test_both_paths_tell_a_refused_progress_write_alike(copy: str) -> None:
+    """The committer's delivery checks are one (targetwriter.py): on the batch path too a refused progress write
+    ends the lane naming the progress topic, its open interval given up first."""
+    copier = _copier()
+    if copy == "batches":
+        cfg = copier.config.model_copy(update={"copy_path": CopyPath.BATCHES})
+        copier = lane_copy(cfg, cfg.mirrors[0], 0, [LanePartition("t", 0, "src.t")])
+        assert isinstance(copier, BatchLaneCopy)
+        copier.writer.interval[("t", 0)] = Share(0, "t", 0, copier.writer.errors, src_last=4, count=5)
+    copier.writer.protocol = _RefusedProgress()  # type: ignore[assignment]
+    with pytest.raises(CopyError, match=rf"writing progress to tgt/{copier.config.progressTopic} failed: "
+                                        r"POLICY_VIOLATION"):
+        copier.committer.commit_now()
+    assert copier.writer.protocol.aborted == 1  # type: ignore[union-attr]
 
 
 def test_delivery_reports_are_matched_to_records_by_their_order_in_the_partition() -> None:

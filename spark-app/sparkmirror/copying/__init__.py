@@ -4,7 +4,8 @@ A lane is made of parts with one job each, so the record path and other copy pat
 progress records and the offset map:
 - `context.py`: who the lane is (flow group, mirror, number, transactional id, route, client settings);
 - `reader.py`: where records are read (`SourceReader`: the consumer, source errors, the source away and back);
-- `writer.py`: where records are written (`RecordWriter`: produce, delivery reports, refused records);
+- `writer.py`: where records are written (`RecordWriter`: produce, refused records), over `targetwriter.py`
+  (`TargetWriter`, both paths' writers: the open interval, delivery reports and refusals the committer raises);
 - `shares.py`: a partition's share of the open commit interval, what the writer fills and the ledger records;
 - `committer.py`: where an interval is committed (`IntervalCommitter`: exactly-once in the loop, at-least-once
   pipelined);

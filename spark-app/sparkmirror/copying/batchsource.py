@@ -11,6 +11,7 @@ import logging
 import time
 
 from ..outage import Backoff, Outage
+from ..progress import partition_lag
 from .batchreader import BatchReader, Fetched
 from .context import LaneContext
 from .errors import Unreachable
@@ -124,4 +125,5 @@ class BatchSource:
             hi = self.high_watermarks.get(key, -1)
             s.source_end = hi
             s.next_offset = committed.get(key, s.next_offset)
-            s.lag = max(hi - s.next_offset, 0) if hi >= 0 and s.next_offset >= 0 else -1
+            # log start 0: the position is the next offset (reader.py's fallback); -1: unknown
+            s.lag = partition_lag(0, hi, s.next_offset) if hi >= 0 and s.next_offset >= 0 else -1

@@ -1,17 +1,17 @@
 """A batch lane's target writer: where batches are written. Each source partition's fetched batches go to the
 same partition of its remote topic, as bytes, through the commit protocol's producer on the wire
 (batchcommit.py, batchwriter.py); a batch that cannot go as it is is rebuilt first (rebuild.py), counted per
-reason. Shaped as the lane's parts expect a writer (writer.py's `RecordWriter`): the open interval's shares are
+reason. A `TargetWriter` (targetwriter.py) as writer.py's `RecordWriter` is: the open interval's shares are
 filled from the produce results (the target offsets every batch got), so the ledger writes the same offset map
 as on the record path. A refused write is named (partition, source offset, the target's limit)."""
 from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 import kafka.errors as kerrors
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaException
 
 from .batchcommit import BatchAtLeastOnce, BatchExactlyOnce, BatchProtocol
 from .batches import Batch, Unforwardable
@@ -20,8 +20,9 @@ from .coalesce import COALESCE_INTO, merge, runs
 from .context import LaneContext
 from .errors import CopyError, LaneFenced, is_fenced, kafka_error
 from .rebuild import rebuild
-from .shares import DeliveryError, Interval, PartitionKey, Share
+from .shares import PartitionKey, Share
 from .start import new_producer, target_max_message_bytes
+from .targetwriter import TargetWriter
 from .wire import Wire, WireError, wire_talk
 
 log = logging.getLogger(__name__)
@@ -32,19 +33,15 @@ many source batches it holds."""
 COALESCED = "coalesced"  # the rebuilt-batches label of small source batches merged (coalesce.py)
 
 
-class BatchTarget:
-    """The lane's connections to its target, its commit protocol, and the open interval they write."""
+class BatchTarget(TargetWriter):
+    """The lane's connections to its target, its commit protocol, and the open interval they write. Batches
+    raise where they fail; only at-least-once's progress fence reports through callbacks (targetwriter.py)."""
+
+    protocol: BatchExactlyOnce | BatchAtLeastOnce | None  # type: ignore[assignment]
 
     def __init__(self, ctx: LaneContext, abort: Callable[[], None]) -> None:
-        self.ctx = ctx
-        self._abort = abort
+        super().__init__(ctx, abort)
         self.wire: Wire | None = None
-        self.protocol: BatchExactlyOnce | BatchAtLeastOnce | None = None
-        self.max_bytes: dict[str, int] = {}
-        self.errors: list[DeliveryError] = []  # the record path's delivery reports: none here (see check_delivery)
-        self.interval: Interval = {}
-        self.before_fatal: Callable[[], None] = lambda: None
-        self.open_keys: Callable[[], Iterable[PartitionKey]] = lambda: self.interval
         self.forwarded = 0  # batches that went as they were fetched
         self.rebuilt: Counter[str] = Counter()  # batches rebuilt, per `Unforwardable.label`
 
@@ -180,28 +177,4 @@ class BatchTarget:
                             f"{mirror.target}/{target}: {cause}" +
                             (f" (target topic max.message.bytes={limit})" if limit else "") +
                             "; the transaction was aborted and nothing after the last commit was skipped") from e
-
-    def take_interval(self) -> Interval:
-        interval, self.interval = self.interval, {}
-        return interval
-
-    # ---- the committer's calls (writer.py's contract) --------------------------------------------------------
-
-    def on_progress_delivery(self, err: KafkaError | None, _msg) -> None:
-        if err is not None:
-            self.errors.append((err, "<progress>", -1, -1))
-
-    def check_delivery(self) -> None:
-        """Batches raise where they fail; only at-least-once's progress fence reports through callbacks."""
-        if not self.errors:
-            return
-        err = self.errors[0][0]
-        self.errors.clear()
-        if is_fenced(err):
-            raise LaneFenced()
-        raise KafkaException(err)
-
-    def commit_failed(self, e: KafkaException, recs) -> None:
-        self.check_delivery()
-        raise e
 

@@ -22,13 +22,13 @@ from ..progress import ProgressRecord
 from .groupreport import GroupReport
 from .ledger import Ledger
 from .shares import Interval, PartitionKey, merged
-from .writer import RecordWriter
+from .targetwriter import TargetWriter
 
 
 class IntervalCommitter:
     """Makes the writer's intervals durable with their progress, counted in the ledger."""
 
-    def __init__(self, writer: RecordWriter, ledger: Ledger) -> None:
+    def __init__(self, writer: TargetWriter, ledger: Ledger) -> None:
         self.writer, self.ledger = writer, ledger
         # pipelined commits (at-least-once): intervals ended, waiting for their acks, in order (when each ended,
         # its shares); and the one progress commit running in `_thread`'s thread (future, records, shares, when)
