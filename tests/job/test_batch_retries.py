@@ -13,8 +13,8 @@ from confluent_kafka import Producer
 from sparkmirror.copying.batchreader import BatchReader
 from sparkmirror.copying.batchwriter import BatchWriter
 from sparkmirror.copying.wire import Wire
-from sparkmirror_dev.kafka import KafkaCluster
-from sparkmirror_dev.testing import create_topic, produce_waiting, read_topic, unique_name
+from sparkmirror_dev.kafka import KafkaCluster, ReplicatedKafkaCluster
+from sparkmirror_dev.testing import create_topic, open_transactions, produce_waiting, read_topic, unique_name
 
 from .conftest import end_offsets
 
@@ -88,5 +88,58 @@ def test_a_target_broker_killed_mid_write_loses_and_duplicates_nothing(kafka_a, 
             assert sources == sorted(sources) and sum(n for *_, n in mapped[part]) == PER_PART
             targets = [(t, n) for _, t, n in mapped[part]]
             assert all(b[0] >= a[0] + a[1] for a, b in zip(targets, targets[1:]))
+    finally:
+        target.stop()
+
+
+def test_the_transaction_coordinators_broker_killed_mid_transaction(kafka_a, tmp_path) -> None:
+    """Three target brokers; the one coordinating the lane's transactional id is SIGKILLed with a transaction open
+    and kept away until it has left the metadata (kafka-python then calls the node unknown): the writer finds the
+    coordinator that took over, commits there, and the broker's return changes nothing. Found by `make chaos` on
+    the batch path, where EndTxn ended the mirror with UnknownBrokerIdError."""
+    target = ReplicatedKafkaCluster(unique_name("coord"), tmp_path / "target").start()
+    try:
+        topic = create_topic(kafka_a.bootstrap, unique_name("coord"), PARTS)
+        create_topic(target.bootstrap, topic, PARTS, replication_factor=3)
+        p = Producer({"bootstrap.servers": kafka_a.bootstrap, "linger.ms": 5, "enable.idempotence": True})
+        per_part = 1000
+        for seq in range(per_part):
+            for part in range(PARTS):
+                produce_waiting(p, topic, value=f"{part}:{seq}:".encode() + b"x" * 1000, partition=part)
+        assert p.flush(60) == 0
+        ends = end_offsets(kafka_a.bootstrap, topic)
+        source, sink = Wire({"bootstrap.servers": kafka_a.bootstrap}), Wire({"bootstrap.servers": target.bootstrap})
+        try:
+            writer = BatchWriter(sink, unique_name("lane"), delivery_timeout_ms=120_000)
+            writer.init()
+            reader = BatchReader(source, partition_max_bytes=16 << 10)
+            reader.assign({(topic, q): 0 for q in range(PARTS)})
+            killed, rounds = None, 0
+            while any(reader.positions[(topic, q)] < ends[q] for q in range(PARTS)):
+                got = reader.fetch()
+                writer.produce({k: f.batches for k, f in got.items()})
+                rounds += 1
+                if rounds == 3:  # a transaction open, its coordinator goes
+                    killed = sink.transaction_coordinator(writer.tid or "") - 1  # node.id = index + 1
+                    target.kill(killed)
+                    time.sleep(12)  # its partitions' leadership moved
+                    # as the writer does when a leader moved: fresh metadata, without the broker that is away, so a
+                    # request to its node id is refused as an unknown broker, not as a lost connection
+                    sink.leaders([topic])
+                    writer.commit()  # through the coordinator that took over
+                    target.start_node(killed)  # and the broker comes back
+                elif rounds % 4 == 0:
+                    writer.commit()
+            writer.commit()
+            coordinator_after = writer._coordinator
+        finally:
+            source.close()
+            sink.close()
+        assert killed is not None and coordinator_after != killed + 1, "the coordinator never moved"
+        assert open_transactions(target.bootstrap, topic, PARTS) == {}
+        got = read_topic(target.bootstrap, topic)
+        for part in range(PARTS):
+            seqs = [int(r.value.split(b":")[1]) for r in got[part]]
+            assert seqs == list(range(per_part)), f"partition {part}: {len(seqs)} records, not 0..{per_part - 1}"
     finally:
         target.stop()

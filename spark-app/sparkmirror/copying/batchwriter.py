@@ -110,6 +110,11 @@ class BatchWriter:
                     self._raise(e)
                 if not e.retriable or time.monotonic() > deadline:
                     raise
+                if e.error is kerrors.NodeNotReadyError:  # the coordinator's broker is away or just back
+                    try:
+                        self.wire.refresh_brokers()
+                    except WireError:
+                        pass
                 time.sleep(0.1)
         self._stale = False
         self.producer_id, self.epoch = resp.producer_id, resp.producer_epoch
@@ -318,7 +323,8 @@ class BatchWriter:
                     self._raise(e)
                 if e.error.__name__ in ("NotCoordinatorError", "CoordinatorNotAvailableError",
                                         "KafkaConnectionError", "NodeNotReadyError", "RequestTimedOutError"):
-                    try:
+                    try:  # where it is now, and the brokers again: a coordinator back from a restart included
+                        self.wire.refresh_brokers()
                         self._coordinator = self.wire.transaction_coordinator(self.tid or "")
                     except WireError:
                         pass

@@ -131,8 +131,16 @@ class Wire:
 
         try:
             return self._manager.run(send_all)
+        except kerrors.UnknownBrokerIdError as e:
+            # the node left the metadata while it is down (a broker killed or restarting): kafka-python calls that
+            # permanent, but it is the cluster's moment, as a node not ready is; the caller asks again
+            raise WireError(kerrors.NodeNotReadyError, f"{type(requests[0][0]).__name__}: {e}") from e
         except kerrors.KafkaError as e:  # a connection refused or lost, a timeout: one error type for callers
             raise WireError(type(e), f"{type(requests[0][0]).__name__}: {e}") from e
+
+    def refresh_brokers(self) -> None:
+        """Learn the cluster's brokers again (a restarted broker back in the metadata, so requests reach it)."""
+        self._manager.cluster.update_metadata(self.call(MetadataRequest(topics=[], allow_auto_topic_creation=False)))
 
     def leaders(self, topics: Iterable[str]) -> dict[tuple[str, int], Leader]:
         """Each partition's leader and leader epoch, from a fresh Metadata request."""
