@@ -36,6 +36,7 @@ from sparkmirror.resource.names import (LEASE_HOLDER, LEASE_REVOKED, PERMANENT_E
                                         lease_took_over_key)
 from sparkmirror.resource.rollout import HandoffUnit, handoff_units, next_generation, predecessors
 from .handback import move_back_why, revoked_generation, revoked_record, successor_failures
+from .renewal import held_since_ms, silence
 from .restarts import (ANNOTATION_REFUSED, RESTART_SUFFIX, RESUBMIT_AFTER_SECONDS,  # noqa: F401 (the operator's
                        restart_of, restart_request, restart_token)  # names in one place)
 
@@ -165,6 +166,7 @@ def _finish(out: Plan, observed: Observed, now_ms: int = 0) -> Plan:
     them up."""
     if now_ms:
         exit_contract(out, observed, now_ms)
+        silent_holders(out, observed, now_ms)
     kept = {c.worker.generation for c in out.workers}
     out.last_generation = max([observed.max_generation(), *kept])
     for group, holder in out.holders.items():  # what a moved-back Lease revoked stays until a later one holds it
@@ -339,8 +341,11 @@ def _advance(unit: HandoffUnit, want: dict[str, FlowGroupConfig], observed: Obse
         # (a successor whose ConfigMap went missing is rendered again: nothing known of its application)
         states = {g: w.state() if w.app is not None else None for g in unit.new
                   if g not in took and (w := observed.workers.get(g, {}).get(gen)) is not None}
+        silent = [f"{g}: {quiet}" for g in unit.new if g not in took and (quiet := silence(
+            observed.leases.get(g), held_since_ms(observed.leases.get(g), observed.annotation(g, ANNOTATION_MOVED_AT)),
+            now_ms))]
         why = move_back_why(gen, list(unit.new), successor_failures(states), (now_ms - moved_at) / 1000,
-                            upgrade.handoffTimeoutSeconds, took)
+                            upgrade.handoffTimeoutSeconds, took, silent)
         if why is not None:  # the old generation, a hot spare, copies again (handback.py)
             _move_back(unit, gen, new, running, observed, out, why, wanted_hash)
             return
@@ -438,6 +443,22 @@ def _completed(observed: Observed, running: dict[str, FlowGroupConfig]) -> list[
                 .isoformat().replace("+00:00", "Z")
         out.append(rec)
     return out
+
+
+def silent_holders(out: Plan, observed: Observed, now_ms: int) -> None:
+    """A generation that copies and holds its Lease but stopped renewing it (renewal.py), outside a handoff:
+    nobody could take its place, so it is a problem on the status (a frozen driver copies nothing either)."""
+    for group, cfg in sorted(out.running.items()):
+        gen = cfg.worker.generation
+        lease = observed.leases.get(group)
+        worker = observed.workers.get(group, {}).get(gen)
+        if lease is None or observed.holder(group) != gen or out.holders.get(group) != gen or worker is None or \
+                worker.state().get("state") != "RUNNING":  # (a driver not running: its application says why)
+            continue
+        quiet = silence(lease, held_since_ms(lease, observed.annotation(group, ANNOTATION_MOVED_AT)), now_ms)
+        if quiet:
+            out.app_problems.append(("LeaseNotRenewed", f"flow group {group}: generation {gen} holds the Lease but "
+                                     f"{quiet}: its driver is not running, cannot reach the API server, or is stalled"))
 
 
 def exit_contract(out: Plan, observed: Observed, now_ms: int) -> None:

@@ -4,6 +4,7 @@ admission policies refuse that RBAC cannot (real writes as the driver and as the
 charts/sparkmirror/README.md."""
 from __future__ import annotations
 
+import datetime as dt
 import json
 import subprocess
 import time
@@ -148,6 +149,8 @@ def test_the_admission_policy_keeps_drivers_off_the_operators_state(kube, releas
     assert "may change only its reports" in msg
     assert "may change only its reports" in refused(kube, driver, *patch(flow_lease, {"spec": {"holderIdentity": "x"}}))
     assert "may change only its reports" in refused(
+        kube, driver, *patch(flow_lease, {"spec": {"leaseDurationSeconds": 3600}}))  # never stalled
+    assert "may change only its reports" in refused(
         kube, driver, *patch(flow_lease, {"metadata": {"labels": {"sparkmirror.io/resource": "other"}}}))
     # another Lease of the namespace (the operators' leader election): refused whatever the change
     assert "only its flow groups' Leases" in refused(
@@ -165,12 +168,15 @@ def test_the_admission_policy_keeps_drivers_off_the_operators_state(kube, releas
     # what stays allowed: the handoff's reports, Spark's executor pod and ConfigMap
     kube.kubectl("patch", "lease", flow_lease, f"--namespace={ns}", "--type=merge", f"--as={driver}",
                  "-p", json.dumps({"metadata": {"annotations": {lease_ready_key(2): "123"}}}))
+    kube.kubectl("patch", "lease", flow_lease, f"--namespace={ns}", "--type=merge", f"--as={driver}",
+                 "-p", json.dumps({"spec": {"renewTime": "2026-01-02T03:04:05.000006Z"}}))  # the holder renews
     kube.kubectl("create", "-f", "-", f"--as={driver}", input=_pod(ns, "exec-1", release["driver_sa"]))
     kube.kubectl("create", "configmap", "spark-exec-1-conf-map", f"--namespace={ns}", f"--as={driver}")
     kube.kubectl("delete", "configmap", "spark-exec-1-conf-map", f"--namespace={ns}", f"--as={driver}")
     after = json.loads(kube.kubectl("get", "lease", flow_lease, f"--namespace={ns}", "-o", "json").stdout)
     assert after["metadata"]["annotations"] == {LEASE_HOLDER: "1", lease_ready_key(2): "123"}
-    assert after["spec"]["holderIdentity"] == "m-a"
+    assert after["spec"]["holderIdentity"] == "m-a" and after["spec"]["leaseDurationSeconds"] == 15
+    assert after["spec"]["renewTime"] == "2026-01-02T03:04:05.000006Z"
 
 
 def test_the_admission_policy_keeps_the_operator_to_its_own_objects(kube, release) -> None:
@@ -195,7 +201,10 @@ def test_the_operator_reconciles_and_a_driver_reports_with_the_installed_rights(
     through the job's own client (handoff/lease.py), and cannot move it."""
     from kubernetes import client
 
+    import threading
+
     from sparkmirror.handoff.lease import LeaseGate, LeaseRef
+    from sparkmirror.handoff.renewal import Renewal
     from sparkmirror.handoff.takeover import Takeover
     from sparkmirror.resource.names import lease_took_over_key
     from sparkmirror_operator.kubeapi import KubeApi
@@ -226,6 +235,9 @@ def test_the_operator_reconciles_and_a_driver_reports_with_the_installed_rights(
         assert gate.holders() == {LeaseRef(ns, "m-a", 1): 1}
         gate.report_ready()
         gate.report_took_over(Takeover(1, ["a"], at_ms=5, took_ms=7))
+        renewal = Renewal(client.CoordinationV1Api(api), [(ns, "m-a", 1), (ns, "m-a", 2)], threading.Event())
+        renewal.round()  # generation 1 holds the Lease and renews it; generation 2 (not the holder) leaves it
+        assert renewal.renewals == 1
         with pytest.raises(client.ApiException) as e:
             client.CoordinationV1Api(api).patch_namespaced_lease(
                 "m-a", ns, {"metadata": {"annotations": {LEASE_HOLDER: "7"}}})
@@ -235,6 +247,9 @@ def test_the_operator_reconciles_and_a_driver_reports_with_the_installed_rights(
     annotations = lease["metadata"]["annotations"]
     assert annotations[LEASE_HOLDER] == "1" and lease_ready_key(1) in annotations
     assert json.loads(annotations[lease_took_over_key(1)]) == {"atMs": 5, "tookMs": 7, "fenced": 0}
+    renewed = dt.datetime.fromisoformat(lease["spec"]["renewTime"].replace("Z", "+00:00"))
+    assert abs((dt.datetime.now(dt.timezone.utc) - renewed).total_seconds()) < 60, lease["spec"]
+    assert lease["spec"]["holderIdentity"] == "m-a"  # the operator's, untouched
 
 
 def test_watch_all_namespaces_is_cluster_wide_only_where_needed(kube, kmm2_crd) -> None:

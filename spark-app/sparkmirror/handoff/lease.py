@@ -1,7 +1,8 @@
 """The operator's Lease, seen from a worker generation's driver: wait for it, report on it, notice it move on.
 
-The operator alone moves the Lease (annotation `sparkmirror.io/holder-generation`); a driver only reads it and
-writes its own reports (ready, took over) as annotations, so two generations never race for it. Correctness
+The operator alone moves the Lease (annotation `sparkmirror.io/holder-generation`); a driver only reads it,
+writes its own reports (ready, took over) as annotations and, while it holds it, renews it (renewal.py), so two
+generations never race for it. Correctness
 does not hang on the Lease (the generation marks and fencing of takeover.py do that); it decides *when*.
 The one place in the job that talks to Kubernetes: in a pod through its service account, elsewhere through
 $KUBECONFIG (the tests' stand-in for the Spark operator).
@@ -199,6 +200,12 @@ class LeaseGate:
 
         self._thread = threading.Thread(target=loop, name="sparkmirror-lease", daemon=True)
         self._thread.start()
+
+    def keep_renewed(self) -> None:
+        """Renew each Lease while it names this generation (renewal.py), until `close`."""
+        from .renewal import Renewal
+
+        Renewal(self.api, [(r.namespace, r.name, r.generation) for r in self.leases], self._stop).start()
 
     def close(self) -> None:
         self._stop.set()
