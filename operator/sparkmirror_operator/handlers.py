@@ -143,12 +143,28 @@ def resource_event(body: kopf.Body, event: dict[str, Any], **_: Any) -> None:
         metrics.expect(meta.get("namespace", ""), meta.get("name", ""), None)
 
 
+def lease_news(body: Any) -> str:
+    """What of a Lease the handoff acts on: its annotations (the holder, the drivers' reports) and the operator's
+    spec fields. Not `spec.renewTime`: a holder renews every few seconds, which moves no handoff on (a holder that
+    stopped renewing sends no event at all: the status timer finds it)."""
+    import json
+
+    spec = {k: v for k, v in (body.get("spec") or {}).items() if k != "renewTime"}
+    return json.dumps([(body.get("metadata") or {}).get("annotations") or {}, spec], sort_keys=True)
+
+
 @kopf.on.event("coordination.k8s.io", "v1", "leases", labels={LABEL_MANAGED_BY: FIELD_MANAGER})
 def lease_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    """A worker generation reported on its flow group's Lease (ready, took over): the handoff moves on now."""
+    """A worker generation reported on its flow group's Lease (ready, took over): the handoff moves on now. A
+    renewal alone is no news (`lease_news`)."""
     found = _owner(body, memo)
     if found is None:
         return
+    seen = memo.setdefault("lease_news", {})
+    key, news = (body["metadata"].get("namespace"), body["metadata"].get("name")), lease_news(body)
+    if seen.get(key) == news:
+        return
+    seen[key] = news
     api, namespace, owner = found
     for _attempt in range(3):
         kmm2 = api.get(KIND, namespace, owner)
