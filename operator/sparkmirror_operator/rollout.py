@@ -35,7 +35,7 @@ from sparkmirror.resource.model import UpgradeSpec
 from sparkmirror.resource.names import (LEASE_HOLDER, LEASE_REVOKED, PERMANENT_EXIT_CODES, lease_ready_key,
                                         lease_took_over_key)
 from sparkmirror.resource.rollout import HandoffUnit, handoff_units, next_generation, predecessors
-from .handback import move_back_why, revoked_generation, revoked_record, successor_failures
+from .handback import GONE_STATES, move_back_why, revoked_generation, revoked_record, successor_failures
 from .renewal import held_since_ms, silence
 from .restarts import (ANNOTATION_REFUSED, RESTART_SUFFIX, RESUBMIT_AFTER_SECONDS,  # noqa: F401 (the operator's
                        restart_of, restart_request, restart_token)  # names in one place)
@@ -173,8 +173,9 @@ def _finish(out: Plan, observed: Observed, now_ms: int = 0) -> Plan:
         record = observed.annotation(group, LEASE_REVOKED)
         if group not in out.revoked and record and revoked_generation(record) > (holder or 0):
             out.revoked[group] = record
-    for group in observed.leases:
-        stale = sorted(k for k, gen in observed.marks(group).items() if gen not in kept)
+    for group in observed.leases:  # (a standby whose driver ended: its warm-up died with it, it reports again)
+        stale = sorted(k for k, gen in observed.marks(group).items() if gen not in kept or (
+            k == lease_ready_key(gen) and observed.holder(group) != gen and not _up(observed, group, gen)))
         if stale:
             out.stale_marks[group] = stale
     return out
@@ -281,6 +282,14 @@ def _running(observed: Observed) -> dict[str, FlowGroupConfig]:
     return out
 
 
+def _up(observed: Observed, group: str, gen: int) -> bool:
+    """Whether the driver of a generation may be up: its application is there and not in a state where its driver
+    ended (handback.GONE_STATES). A `ready.g<N>` report counts only while it is: a standby restarted after a
+    failure is cold again until it reports anew."""
+    worker = observed.workers.get(group, {}).get(gen)
+    return worker is not None and worker.app is not None and worker.state().get("state") not in GONE_STATES
+
+
 def _standby_of(unit: HandoffUnit, want: dict[str, FlowGroupConfig], observed: Observed,
                 running: dict[str, FlowGroupConfig]) -> int | None:
     """The newest generation already created for this unit that runs what is wanted, if any."""
@@ -358,8 +367,8 @@ def _advance(unit: HandoffUnit, want: dict[str, FlowGroupConfig], observed: Obse
         out.upgrading.append(f"handing {', '.join(unit.old) or '-'} over to generation {gen} ({new_names}): "
                              f"{len(took)}/{len(unit.new)} took over")
         return
-    ready = [g for g in unit.new if observed.annotation(g, lease_ready_key(gen))]
-    if len(ready) == len(unit.new):  # every new group is warm: the Leases move now
+    ready = [g for g in unit.new if observed.annotation(g, lease_ready_key(gen)) and _up(observed, g, gen)]
+    if len(ready) == len(unit.new):  # every new group is warm now: the Leases move
         for g in (*unit.new, *unit.old):
             out.holders[g] = gen
             out.moved.add(g)

@@ -95,6 +95,23 @@ def test_a_version_change_walks_standby_move_takeover():
                            "leaseToTakeoverMs": 800, "time": "2027-01-15T08:00:00Z"}]
 
 
+def test_a_ready_report_counts_only_while_the_standby_s_driver_is_up():
+    """A standby that reported ready, then failed (restarting: its warm-up died with its driver): the Lease does
+    not move to it, and its report is dropped so that the restarted driver must report again."""
+    want = [cfg(version="2")]
+    new = next_generation(want[0], 2, [Predecessor(flowGroup="g", generation=1)])
+    ready = {lease_ready_key(2): str(NOW - 2_000)}
+    for state in ("FAILING", "PENDING_RERUN", "FAILED"):
+        p = plan_rollout(want, observed([(cfg(), app()), (new, app(state=state))], {"g": lease(1, **ready)}),
+                         UPGRADE, now_ms=NOW)
+        assert p.holders == {"g": 1} and not p.moved and "0/1 ready" in p.upgrading[0], state
+        assert p.stale_marks == {"g": [lease_ready_key(2)]}, state
+    p = plan_rollout(want, observed([(cfg(), app()), (new, None)], {"g": lease(1, **ready)}), UPGRADE, now_ms=NOW)
+    assert p.holders == {"g": 1} and not p.moved  # its application not there (yet, or any more)
+    p = plan_rollout(want, observed([(cfg(), app()), (new, app())], {"g": lease(1, **ready)}), UPGRADE, now_ms=NOW)
+    assert p.holders == {"g": 2} and p.moved == {"g"} and not p.stale_marks  # up: the Lease moves
+
+
 def test_a_standby_that_never_gets_ready_is_rolled_back_and_not_retried():
     want = [cfg(version="2")]
     new = cfg(version="2", generation=2)
