@@ -216,8 +216,8 @@ def test_a_driver_reports_its_takeover_once_its_first_epoch_committed(kube, kapi
 
 
 def test_a_hot_spare_sees_its_lease_move_back_or_its_successor_take_over(kube, kapi, namespace) -> None:
-    """handoff.lease.LeaseGate on the real API server, as generation 1 that handed over to 2: the watch notices the
-    Lease move on; as a spare it waits ("") until 2 took over ("over") or the Lease names 1 again with what the
+    """handoff.lease.LeaseGate on the real API server, as generation 1 that handed over to 2, following the Lease
+    through a watch: it notices the Lease move on; as a spare it waits ("") until 2 took over ("over") or the Lease names 1 again with what the
     operator revoked ("back"); a Lease that moved on and back between two looks is noticed as a take-back due."""
     import threading
 
@@ -243,10 +243,15 @@ def test_a_hot_spare_sees_its_lease_move_back_or_its_successor_take_over(kube, k
             _report(kapi, namespace, "hs-a", {LEASE_HOLDER: "2"})
             assert lost.wait(10) and gate.successor == 2 and stopped == [True]
             assert gate.spare_verdict(2) == ("", [])
+            assert gate._watch.annotations(namespace, "hs-a")[0]  # seen through the watch (leasewatch.py)
             _report(kapi, namespace, "hs-a", {lease_took_over_key(2): "{}"})
-            assert gate.spare_verdict(2) == ("over", [])
+            wait_for("the report through the watch", lambda: gate.spare_verdict(2) == ("over", []), timeout=10,
+                     interval=0.05)
             _report(kapi, namespace, "hs-a", {LEASE_HOLDER: "1", LEASE_REVOKED: revoked,
                                               lease_took_over_key(2): None})
+            # (what the test wrote is seen once the watch delivers it: a driver never reads its own writes back)
+            wait_for("the move back through the watch", lambda: list(gate.holders().values()) == [1], timeout=10,
+                     interval=0.05)
             assert gate.wait_as_spare(2, threading.Event()) == ("back", [Revoked(2, ("a",), {"b": ["x.lane-0"]})])
             # moved on and back between two looks (or before this driver started): a take-back is due, once
             lost = threading.Event()

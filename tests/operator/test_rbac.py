@@ -12,6 +12,7 @@ import time
 import pytest
 
 from sparkmirror.resource.names import LEASE_HOLDER, lease_ready_key
+from .conftest import wait_for
 from .test_chart import CHART, helm
 
 pytestmark = [pytest.mark.k8s, pytest.mark.skipif(helm() is None, reason="no helm binary")]
@@ -33,13 +34,14 @@ OPERATOR_MAY_NOT = [("create", "pods"), ("delete", "pods"), ("create", "pods", "
 # Spark on Kubernetes: executors and what they need, plus the handoff's read and report
 DRIVER_MAY = [("create", "pods"), ("delete", "pods"), ("watch", "pods"), ("create", "configmaps"),
               ("create", "services"), ("create", "persistentvolumeclaims"), ("get", "leases.coordination.k8s.io"),
-              ("patch", "leases.coordination.k8s.io")]
+              ("patch", "leases.coordination.k8s.io"), ("list", "leases.coordination.k8s.io"),
+              ("watch", "leases.coordination.k8s.io")]
 # nothing of the operator's state: its resource and status, applications, Lease moves; no Secrets, no RBAC
 DRIVER_MAY_NOT = [("get", "kafkamirrormaker2s.sparkmirror.io"), ("patch", "kafkamirrormaker2s.sparkmirror.io", "status"),
                   ("update", "kafkamirrormaker2s.sparkmirror.io", "status"), ("create", "sparkapplications.sparkoperator.k8s.io"),
                   ("patch", "sparkapplications.sparkoperator.k8s.io"), ("update", "leases.coordination.k8s.io"),
                   ("create", "leases.coordination.k8s.io"), ("delete", "leases.coordination.k8s.io"),
-                  ("list", "leases.coordination.k8s.io"), ("update", "configmaps"), ("patch", "configmaps"),
+                  ("update", "configmaps"), ("patch", "configmaps"),
                   ("get", "secrets"), ("list", "secrets"), ("create", "serviceaccounts"),
                   ("create", "serviceaccounts", "token"), ("create", "roles.rbac.authorization.k8s.io"),
                   ("create", "rolebindings.rbac.authorization.k8s.io"), ("create", "pods", "exec")]
@@ -233,6 +235,8 @@ def test_the_operator_reconciles_and_a_driver_reports_with_the_installed_rights(
         api.set_default_header("Impersonate-User", f"system:serviceaccount:{ns}:{release['driver_sa']}")
         gate = LeaseGate([LeaseRef(ns, "m-a", 1)], api=client.CoordinationV1Api(api))
         assert gate.holders() == {LeaseRef(ns, "m-a", 1): 1}
+        # followed through a watch with the installed rights (leasewatch.py), no read per look
+        wait_for("the Lease's watch", lambda: gate._watch.annotations(ns, "m-a")[0], timeout=20)
         gate.report_ready()
         gate.report_took_over(Takeover(1, ["a"], at_ms=5, took_ms=7))
         renewal = Renewal(client.CoordinationV1Api(api), [(ns, "m-a", 1), (ns, "m-a", 2)], threading.Event())
