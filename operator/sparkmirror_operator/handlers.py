@@ -1,7 +1,8 @@
 """kopf handlers: thin. Each reads the resource, calls the Reconciler (pure rendering + apply), writes the status
 and posts Events. Errors for one resource land on its status; the operator keeps serving the others.
 
-Tunables (environment): SPARKMIRROR_STATUS_INTERVAL (seconds between status/lag refreshes, default 30).
+Tunables (environment): SPARKMIRROR_STATUS_INTERVAL (seconds between status/lag refreshes, default 30),
+SPARKMIRROR_HANDOFF_INTERVAL (seconds between looks at a handoff's deadlines while one is under way, default 2).
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from .render import FIELD_MANAGER, LABEL_MANAGED_BY, LABEL_RESOURCE, Settings
 
 EXIT_STATES = frozenset({"FAILING", "FAILED", "COMPLETED"})  # a SparkApplication whose driver ended
 STATUS_INTERVAL = float(os.environ.get("SPARKMIRROR_STATUS_INTERVAL", "30"))
+HANDOFF_INTERVAL = float(os.environ.get("SPARKMIRROR_HANDOFF_INTERVAL", "2"))
 log = logging.getLogger(__name__)
 
 
@@ -120,6 +122,20 @@ def refresh_status(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
         if upgrading:
             for ev in result.events:
                 kopf.event(body, type=ev.type, reason=ev.reason, message=ev.message[:1000])
+        _announce(body, body.get("status"), result.status)
+
+
+@kopf.timer(GROUP, VERSION, PLURAL, interval=HANDOFF_INTERVAL, initial_delay=1.0, sharp=False)
+def handoff_deadlines(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    """While a handoff is under way, its deadlines are looked at every few seconds: a frozen successor sends no
+    event, and a successor silent for `leaseDurationSeconds` (renewal.py) is to be moved back from then, not at
+    the next status refresh. Without lag (the status timer reads it); nothing at all outside a handoff."""
+    if not _upgrading(body.get("status")):
+        return
+    result = metrics.timed("handoff", lambda: memo.reconciler.reconcile(dict(body), apply=True))
+    if _write_status(memo.reconciler.api, body, result.status):
+        for ev in result.events:
+            kopf.event(body, type=ev.type, reason=ev.reason, message=ev.message[:1000])
         _announce(body, body.get("status"), result.status)
 
 
