@@ -331,7 +331,7 @@ def test_a_stalled_successor_is_rolled_back_before_ready_and_after_the_lease_mov
         f"ms). Stalled holding the Lease: generation 3 stopped {t_stall3 - t_moved:.1f} s after the Lease moved to "
         f"it, right after its takeover, having committed {by_gen3} records (its first epoch not ended); "
         f"the Lease moved back {back_ms - stall3_ms} ms after the stall ({back_ms - moved_ms} ms after the move; "
-        f"its renewals stopped: leaseDurationSeconds 5, handoffTimeoutSeconds 120, the operator's 2 s status timer, "
+        f"its renewals stopped: leaseDurationSeconds 5, handoffTimeoutSeconds 120, the operator's 2 s handoff timer, "
         f"the test's 0.1 s poll), generation 1's first commit {resumed[0] - stall3_ms} ms "
         f"after the stall ({resumed[0] - back_ms} ms after the move back); no commit for {resumed[0] - before[-1]} "
         f"ms (the last before the move -> the spare's first after the stall); woken after that, generations 2 and 3 "
