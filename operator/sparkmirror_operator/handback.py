@@ -2,7 +2,8 @@
 
 Pure. After the Leases moved to generation N+1, generation N stays a hot spare (copying nothing, planning
 nothing) until N+1 reported `took-over` (its first epoch committed) for every flow group it runs. Before that,
-N+1 failing is no reason for the flow group to stop copying: when one of its applications failed or is gone, or
+N+1 failing is no reason for the flow group to stop copying: when one of its applications failed or is gone, its
+driver stopped renewing the Lease (renewal.py: a frozen pod reports no failure), or
 `spec.upgrade.handoffTimeoutSeconds` passed since the move, the operator moves the Leases back to N, removes
 N+1, and records on the Leases what it revoked (`names.LEASE_REVOKED`: N+1's groups and lanes' ids), which N
 fences before it copies again (`sparkmirror.handoff.takeback`).
@@ -10,6 +11,7 @@ fences before it copies again (`sparkmirror.handoff.takeback`).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from sparkmirror.resource.flowgroup import FlowGroupConfig
@@ -34,12 +36,14 @@ def successor_failures(states: dict[str, dict[str, Any] | None]) -> list[str]:
 
 
 def move_back_why(generation: int, groups: list[str], failures: list[str], waited: float, timeout: int,
-                  took: list[str]) -> str | None:
-    """Why the Leases move back from generation `generation` (None: they stay): a successor failed, or none took
-    over within the timeout. `took`: the groups that did (a split is undone as a whole: its successors share
+                  took: list[str], silent: Sequence[str] = ()) -> str | None:
+    """Why the Leases move back from generation `generation` (None: they stay): a successor failed, stopped
+    renewing its Lease (`silent`, renewal.silence), or none took over within the timeout. `took`: the groups that did (a split is undone as a whole: its successors share
     the old groups' partitions)."""
     if failures:
         why = f"its driver stopped before its first commit ({'; '.join(failures)})"
+    elif silent:
+        why = f"its driver stalled before its first commit ({'; '.join(silent)})"
     elif waited > timeout:
         left = sorted(set(groups) - set(took))
         why = (f"it did not commit its first epoch within spec.upgrade.handoffTimeoutSeconds ({timeout} s; "

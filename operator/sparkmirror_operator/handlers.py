@@ -1,7 +1,8 @@
 """kopf handlers: thin. Each reads the resource, calls the Reconciler (pure rendering + apply), writes the status
 and posts Events. Errors for one resource land on its status; the operator keeps serving the others.
 
-Tunables (environment): SPARKMIRROR_STATUS_INTERVAL (seconds between status/lag refreshes, default 30).
+Tunables (environment): SPARKMIRROR_STATUS_INTERVAL (seconds between status/lag refreshes, default 30),
+SPARKMIRROR_HANDOFF_INTERVAL (seconds between looks at a handoff's deadlines while one is under way, default 2).
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from .render import FIELD_MANAGER, LABEL_MANAGED_BY, LABEL_RESOURCE, Settings
 
 EXIT_STATES = frozenset({"FAILING", "FAILED", "COMPLETED"})  # a SparkApplication whose driver ended
 STATUS_INTERVAL = float(os.environ.get("SPARKMIRROR_STATUS_INTERVAL", "30"))
+HANDOFF_INTERVAL = float(os.environ.get("SPARKMIRROR_HANDOFF_INTERVAL", "2"))
 log = logging.getLogger(__name__)
 
 
@@ -123,6 +125,20 @@ def refresh_status(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
         _announce(body, body.get("status"), result.status)
 
 
+@kopf.timer(GROUP, VERSION, PLURAL, interval=HANDOFF_INTERVAL, initial_delay=1.0, sharp=False)
+def handoff_deadlines(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    """While a handoff is under way, its deadlines are looked at every few seconds: a frozen successor sends no
+    event, and a successor silent for `leaseDurationSeconds` (renewal.py) is to be moved back from then, not at
+    the next status refresh. Without lag (the status timer reads it); nothing at all outside a handoff."""
+    if not _upgrading(body.get("status")):
+        return
+    result = metrics.timed("handoff", lambda: memo.reconciler.reconcile(dict(body), apply=True))
+    if _write_status(memo.reconciler.api, body, result.status):
+        for ev in result.events:
+            kopf.event(body, type=ev.type, reason=ev.reason, message=ev.message[:1000])
+        _announce(body, body.get("status"), result.status)
+
+
 def _owner(body: kopf.Body, memo: kopf.Memo) -> tuple[KubeApi, str, str] | None:
     """(api, namespace, name) of the KafkaMirrorMaker2 an object of ours belongs to (None: not ours, or the
     operator is not started yet)."""
@@ -143,12 +159,28 @@ def resource_event(body: kopf.Body, event: dict[str, Any], **_: Any) -> None:
         metrics.expect(meta.get("namespace", ""), meta.get("name", ""), None)
 
 
+def lease_news(body: Any) -> str:
+    """What of a Lease the handoff acts on: its annotations (the holder, the drivers' reports) and the operator's
+    spec fields. Not `spec.renewTime`: a holder renews every few seconds, which moves no handoff on (a holder that
+    stopped renewing sends no event at all: the status timer finds it)."""
+    import json
+
+    spec = {k: v for k, v in (body.get("spec") or {}).items() if k != "renewTime"}
+    return json.dumps([(body.get("metadata") or {}).get("annotations") or {}, spec], sort_keys=True)
+
+
 @kopf.on.event("coordination.k8s.io", "v1", "leases", labels={LABEL_MANAGED_BY: FIELD_MANAGER})
 def lease_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    """A worker generation reported on its flow group's Lease (ready, took over): the handoff moves on now."""
+    """A worker generation reported on its flow group's Lease (ready, took over): the handoff moves on now. A
+    renewal alone is no news (`lease_news`)."""
     found = _owner(body, memo)
     if found is None:
         return
+    seen = memo.setdefault("lease_news", {})
+    key, news = (body["metadata"].get("namespace"), body["metadata"].get("name")), lease_news(body)
+    if seen.get(key) == news:
+        return
+    seen[key] = news
     api, namespace, owner = found
     for _attempt in range(3):
         kmm2 = api.get(KIND, namespace, owner)

@@ -75,7 +75,6 @@ class Settings:
     metrics_port: int = 9090
     metrics_bind: str | None = None  # the drivers' default (0.0.0.0) unless set
     metrics_per_partition: bool = True  # the drivers serve per-partition families (the chart's metrics.perPartition)
-    lease_duration_seconds: int = 15
     image_pull_secrets: tuple[str, ...] = ()
     # the drivers' and executors' ServiceAccount: provisioned by the chart per namespace, never by the operator
     driver_service_account: str = "sparkmirror-driver"
@@ -296,7 +295,7 @@ def render_lease(kmm2: KafkaMirrorMaker2, group: str, holder: FlowGroupConfig | 
         annotations[ANNOTATION_REFUSED] = json.dumps(refused, separators=(",", ":"), sort_keys=True)
     if rollback:
         annotations[ANNOTATION_ROLLED_BACK] = json.dumps(rollback, separators=(",", ":"), sort_keys=True)
-    spec: dict[str, Any] = {"leaseDurationSeconds": settings.lease_duration_seconds}
+    spec: dict[str, Any] = {"leaseDurationSeconds": kmm2.spec.upgrade.leaseDurationSeconds}
     if holder is not None:
         gen = holder.worker.generation
         annotations[LEASE_HOLDER] = str(gen)

@@ -35,7 +35,8 @@ from sparkmirror.resource.model import UpgradeSpec
 from sparkmirror.resource.names import (LEASE_HOLDER, LEASE_REVOKED, PERMANENT_EXIT_CODES, lease_ready_key,
                                         lease_took_over_key)
 from sparkmirror.resource.rollout import HandoffUnit, handoff_units, next_generation, predecessors
-from .handback import move_back_why, revoked_generation, revoked_record, successor_failures
+from .handback import GONE_STATES, move_back_why, revoked_generation, revoked_record, successor_failures
+from .renewal import held_since_ms, silence
 from .restarts import (ANNOTATION_REFUSED, RESTART_SUFFIX, RESUBMIT_AFTER_SECONDS,  # noqa: F401 (the operator's
                        restart_of, restart_request, restart_token)  # names in one place)
 
@@ -165,14 +166,16 @@ def _finish(out: Plan, observed: Observed, now_ms: int = 0) -> Plan:
     them up."""
     if now_ms:
         exit_contract(out, observed, now_ms)
+        silent_holders(out, observed, now_ms)
     kept = {c.worker.generation for c in out.workers}
     out.last_generation = max([observed.max_generation(), *kept])
     for group, holder in out.holders.items():  # what a moved-back Lease revoked stays until a later one holds it
         record = observed.annotation(group, LEASE_REVOKED)
         if group not in out.revoked and record and revoked_generation(record) > (holder or 0):
             out.revoked[group] = record
-    for group in observed.leases:
-        stale = sorted(k for k, gen in observed.marks(group).items() if gen not in kept)
+    for group in observed.leases:  # (a standby whose driver ended: its warm-up died with it, it reports again)
+        stale = sorted(k for k, gen in observed.marks(group).items() if gen not in kept or (
+            k == lease_ready_key(gen) and observed.holder(group) != gen and not _up(observed, group, gen)))
         if stale:
             out.stale_marks[group] = stale
     return out
@@ -279,6 +282,14 @@ def _running(observed: Observed) -> dict[str, FlowGroupConfig]:
     return out
 
 
+def _up(observed: Observed, group: str, gen: int) -> bool:
+    """Whether the driver of a generation may be up: its application is there and not in a state where its driver
+    ended (handback.GONE_STATES). A `ready.g<N>` report counts only while it is: a standby restarted after a
+    failure is cold again until it reports anew."""
+    worker = observed.workers.get(group, {}).get(gen)
+    return worker is not None and worker.app is not None and worker.state().get("state") not in GONE_STATES
+
+
 def _standby_of(unit: HandoffUnit, want: dict[str, FlowGroupConfig], observed: Observed,
                 running: dict[str, FlowGroupConfig]) -> int | None:
     """The newest generation already created for this unit that runs what is wanted, if any."""
@@ -339,8 +350,11 @@ def _advance(unit: HandoffUnit, want: dict[str, FlowGroupConfig], observed: Obse
         # (a successor whose ConfigMap went missing is rendered again: nothing known of its application)
         states = {g: w.state() if w.app is not None else None for g in unit.new
                   if g not in took and (w := observed.workers.get(g, {}).get(gen)) is not None}
+        silent = [f"{g}: {quiet}" for g in unit.new if g not in took and (quiet := silence(
+            observed.leases.get(g), held_since_ms(observed.leases.get(g), observed.annotation(g, ANNOTATION_MOVED_AT)),
+            now_ms))]
         why = move_back_why(gen, list(unit.new), successor_failures(states), (now_ms - moved_at) / 1000,
-                            upgrade.handoffTimeoutSeconds, took)
+                            upgrade.handoffTimeoutSeconds, took, silent)
         if why is not None:  # the old generation, a hot spare, copies again (handback.py)
             _move_back(unit, gen, new, running, observed, out, why, wanted_hash)
             return
@@ -353,8 +367,8 @@ def _advance(unit: HandoffUnit, want: dict[str, FlowGroupConfig], observed: Obse
         out.upgrading.append(f"handing {', '.join(unit.old) or '-'} over to generation {gen} ({new_names}): "
                              f"{len(took)}/{len(unit.new)} took over")
         return
-    ready = [g for g in unit.new if observed.annotation(g, lease_ready_key(gen))]
-    if len(ready) == len(unit.new):  # every new group is warm: the Leases move now
+    ready = [g for g in unit.new if observed.annotation(g, lease_ready_key(gen)) and _up(observed, g, gen)]
+    if len(ready) == len(unit.new):  # every new group is warm now: the Leases move
         for g in (*unit.new, *unit.old):
             out.holders[g] = gen
             out.moved.add(g)
@@ -438,6 +452,22 @@ def _completed(observed: Observed, running: dict[str, FlowGroupConfig]) -> list[
                 .isoformat().replace("+00:00", "Z")
         out.append(rec)
     return out
+
+
+def silent_holders(out: Plan, observed: Observed, now_ms: int) -> None:
+    """A generation that copies and holds its Lease but stopped renewing it (renewal.py), outside a handoff:
+    nobody could take its place, so it is a problem on the status (a frozen driver copies nothing either)."""
+    for group, cfg in sorted(out.running.items()):
+        gen = cfg.worker.generation
+        lease = observed.leases.get(group)
+        worker = observed.workers.get(group, {}).get(gen)
+        if lease is None or observed.holder(group) != gen or out.holders.get(group) != gen or worker is None or \
+                worker.state().get("state") != "RUNNING":  # (a driver not running: its application says why)
+            continue
+        quiet = silence(lease, held_since_ms(lease, observed.annotation(group, ANNOTATION_MOVED_AT)), now_ms)
+        if quiet:
+            out.app_problems.append(("LeaseNotRenewed", f"flow group {group}: generation {gen} holds the Lease but "
+                                     f"{quiet}: its driver is not running, cannot reach the API server, or is stalled"))
 
 
 def exit_contract(out: Plan, observed: Observed, now_ms: int) -> None:

@@ -137,6 +137,7 @@ class Driver:
             from .handoff.lease import LeaseGate
 
             self.lease = LeaseGate.for_configs(leased)
+            self.lease.keep_renewed()  # whenever the Lease names this generation, from now until the driver stops
             # a restart after a take-back: done, not to be done again when the watch sees the Lease's record
             self.lease.taken_back.update({run.taken_back for run in self.groups.values() if run.taken_back})
             self._standby()

@@ -116,6 +116,51 @@ def test_a_successor_failing_after_the_lease_moved_moves_it_back(kube, kmm2_crd,
     assert json.loads(_annotations(kapi, namespace, "back-a")[LEASE_REVOKED]) == revoked
 
 
+def test_a_successor_that_never_renews_the_lease_is_moved_back_by_the_handoff_timer(kube, kmm2_crd, kapi,
+                                                                                     namespace, monkeypatch) -> None:
+    """The Lease moved to generation 2, whose driver never renews it (frozen: no event comes): the handoff timer
+    (handlers.handoff_deadlines, every few seconds while a handoff is under way) moves the Lease back once 2 has
+    been silent for leaseDurationSeconds (3 s), not after handoffTimeoutSeconds (300 s); outside a handoff the
+    timer does nothing."""
+    import kopf
+
+    from sparkmirror.resource.names import LEASE_HOLDER
+    from sparkmirror_operator import handlers
+
+    kapi.create(secret(namespace, "mirror-user", {"password": "pw"}))
+    kapi.create(resource("frozen", namespace, flowGroups=[{"name": "a", "mirrors": ["a", "c"]}],
+                         upgrade={"handoffTimeoutSeconds": 300, "leaseDurationSeconds": 3}))
+    rec = Reconciler(KubeApi(kapi.api), lag_timeout=1.0)
+    memo = kopf.Memo()
+    memo.reconciler = rec
+    posted: list[tuple[str, str]] = []  # kopf posts Events only inside a running operator: kept here instead
+    monkeypatch.setattr(handlers.kopf, "event", lambda _body, type, reason, message: posted.append((type, reason)))
+    _reconcile(rec, kapi, namespace, "frozen")
+    before = kapi.get(KMM2, namespace, "frozen")
+    handlers.handoff_deadlines(body=before, memo=memo)  # no handoff: nothing reconciled, nothing written
+    assert kapi.get(KMM2, namespace, "frozen")["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    _patch(kapi, namespace, "frozen", {"spec": {"version": "2.0"}})
+    _reconcile(rec, kapi, namespace, "frozen")
+    _report(kapi, namespace, "frozen-a", {lease_ready_key(2): str(int(time.time() * 1000))})
+    _reconcile(rec, kapi, namespace, "frozen")
+    assert _annotations(kapi, namespace, "frozen-a")[LEASE_HOLDER] == "2"
+    moved = time.monotonic()
+    handlers.handoff_deadlines(body=kapi.get(KMM2, namespace, "frozen"), memo=memo)
+    assert _annotations(kapi, namespace, "frozen-a")[LEASE_HOLDER] == "2"  # within 3 s of the move: it waits
+    while _annotations(kapi, namespace, "frozen-a")[LEASE_HOLDER] == "2":
+        assert time.monotonic() - moved < 30, "the Lease did not move back"
+        time.sleep(0.5)  # the timer's interval in this test
+        handlers.handoff_deadlines(body=kapi.get(KMM2, namespace, "frozen"), memo=memo)
+    back = time.monotonic() - moved
+    assert 3 < back < 10, back
+    st = kapi.get(KMM2, namespace, "frozen")["status"]
+    assert st["rollback"]["leaseMovedBack"] is True and _cond(st, "Upgrading")["reason"] == "HandoffRolledBack"
+    assert "its driver stalled before its first commit (a: it has not renewed its Lease since the Lease moved " \
+        "to it" in st["rollback"]["reason"], st["rollback"]
+    assert names(kapi, "SparkApplication", namespace, "frozen") == ["frozen-a"]
+    assert ("Warning", "HandoffRolledBack") in posted, posted
+
+
 def test_a_rolled_back_generation_number_is_never_given_out_again(kube, kmm2_crd, kapi, namespace) -> None:
     kapi.create(secret(namespace, "mirror-user", {"password": "pw"}))
     kapi.create(resource("numbers", namespace, upgrade={"readyTimeoutSeconds": 10}, flowGroups=[
@@ -216,8 +261,8 @@ def test_a_driver_reports_its_takeover_once_its_first_epoch_committed(kube, kapi
 
 
 def test_a_hot_spare_sees_its_lease_move_back_or_its_successor_take_over(kube, kapi, namespace) -> None:
-    """handoff.lease.LeaseGate on the real API server, as generation 1 that handed over to 2: the watch notices the
-    Lease move on; as a spare it waits ("") until 2 took over ("over") or the Lease names 1 again with what the
+    """handoff.lease.LeaseGate on the real API server, as generation 1 that handed over to 2, following the Lease
+    through a watch: it notices the Lease move on; as a spare it waits ("") until 2 took over ("over") or the Lease names 1 again with what the
     operator revoked ("back"); a Lease that moved on and back between two looks is noticed as a take-back due."""
     import threading
 
@@ -243,10 +288,15 @@ def test_a_hot_spare_sees_its_lease_move_back_or_its_successor_take_over(kube, k
             _report(kapi, namespace, "hs-a", {LEASE_HOLDER: "2"})
             assert lost.wait(10) and gate.successor == 2 and stopped == [True]
             assert gate.spare_verdict(2) == ("", [])
+            assert gate._watch.annotations(namespace, "hs-a")[0]  # seen through the watch (leasewatch.py)
             _report(kapi, namespace, "hs-a", {lease_took_over_key(2): "{}"})
-            assert gate.spare_verdict(2) == ("over", [])
+            wait_for("the report through the watch", lambda: gate.spare_verdict(2) == ("over", []), timeout=10,
+                     interval=0.05)
             _report(kapi, namespace, "hs-a", {LEASE_HOLDER: "1", LEASE_REVOKED: revoked,
                                               lease_took_over_key(2): None})
+            # (what the test wrote is seen once the watch delivers it: a driver never reads its own writes back)
+            wait_for("the move back through the watch", lambda: list(gate.holders().values()) == [1], timeout=10,
+                     interval=0.05)
             assert gate.wait_as_spare(2, threading.Event()) == ("back", [Revoked(2, ("a",), {"b": ["x.lane-0"]})])
             # moved on and back between two looks (or before this driver started): a take-back is due, once
             lost = threading.Event()

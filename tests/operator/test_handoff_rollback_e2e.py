@@ -6,8 +6,9 @@ a hot spare; generation 2's driver is killed (SIGKILL, its whole process group) 
 its first epoch could end. The operator moves the Lease back, generation 1 (the same driver process, never
 restarted) takes the flow group back and copies on.
 
-Stalled: a successor that is alive but stopped (SIGSTOP of every process of its job) reports no failure; only the
-timeouts catch it: `readyTimeoutSeconds` before the Lease moved (it never does), `handoffTimeoutSeconds` after.
+Stalled: a successor that is alive but stopped (SIGSTOP of every process of its job) reports no failure: before the
+Lease moved `readyTimeoutSeconds` catches it (it never gets ready); after, it stops renewing the Lease, and the
+operator moves the Lease back after `leaseDurationSeconds`, long before `handoffTimeoutSeconds`.
 
 Every record is counted on the target by sequence numbers per partition: none missing, none twice; the pauses are
 read from the commits on the progress topic.
@@ -22,6 +23,7 @@ import time
 import pytest
 
 from sparkmirror.resource.names import LEASE_HOLDER, LEASE_REVOKED, application_name, lease_name
+from sparkmirror_operator.renewal import renewed_ms
 from sparkmirror_dev.testing import NumberedProducer, check_numbered, count_records, read_topic
 
 from .conftest import KMM2, condition, kmm2_status, merge_patch, wait_for
@@ -191,13 +193,14 @@ def _log_has(runner, app: str, text: str) -> bool:
 def test_a_stalled_successor_is_rolled_back_before_ready_and_after_the_lease_moved(
         operator, kapi, namespace, kafka_a, kafka_b, topic, tmp_path, figure) -> None:
     """A successor that is alive but stalled (SIGSTOP of every process of its job, as a frozen pod: the application
-    stays RUNNING, nothing reports a failure) is caught by the timeouts alone, while records flow:
+    stays RUNNING, nothing reports a failure) is caught while records flow:
 
     1. generation 2 stalls before it is ready: the Lease never moves, `readyTimeoutSeconds` removes it, the
        resource says so (`RolledBack`), generation 1 copies throughout;
     2. generation 3 (a later spec, its number never reused) warms up, the Lease moves, it takes over, then stalls
-       holding the Lease with its first epoch's transactions open: `handoffTimeoutSeconds` moves the Lease back,
-       generation 1 (the hot spare, the same process) fences generation 3's lanes and copies on.
+       holding the Lease with its first epoch's transactions open: it stops renewing the Lease, which moves back
+       once it has been silent for `leaseDurationSeconds` (5 s; `handoffTimeoutSeconds` is 120 s), generation 1
+       (the hot spare, the same process) fences generation 3's lanes and copies on.
 
     Each stalled process is woken (SIGCONT) after its rollback, as a paused VM or a GC pause ends: fenced and
     removed by then, it must add nothing. Every record is counted by sequence numbers per partition."""
@@ -205,12 +208,16 @@ def test_a_stalled_successor_is_rolled_back_before_ready_and_after_the_lease_mov
 
     t = topic(kafka_a, partitions=3)
     name = "stalled"
-    body = _resource(namespace, name, kafka_a, kafka_b, t, {"readyTimeoutSeconds": 45, "handoffTimeoutSeconds": 10})
+    body = _resource(namespace, name, kafka_a, kafka_b, t,
+                     {"readyTimeoutSeconds": 45, "handoffTimeoutSeconds": 120, "leaseDurationSeconds": 5})
     old_app, lease = application_name(name, "a", 1), lease_name(name, "a")
     resource = f"{namespace}/{name}"
 
     def lease_annotations() -> dict[str, str]:
         return ((kapi.get("Lease", namespace, lease) or {}).get("metadata") or {}).get("annotations") or {}
+
+    def renewed_after(ms: int) -> bool:
+        return (renewed_ms(kapi.get("Lease", namespace, lease)) or 0) > ms
 
     def new_job(runner):
         return next((j for n, j in list(runner.jobs.items()) if n != old_app), None)
@@ -261,17 +268,20 @@ def test_a_stalled_successor_is_rolled_back_before_ready_and_after_the_lease_mov
                 # its first epoch ends 6 s after its go mark: stalled right after the takeover, it committed none
                 wait_for("generation 3 to take over", lambda: _log_has(runner, job3.name, "generation 3 took over"),
                          timeout=60, interval=0.05)
+                # the holder renews the Lease (every leaseDurationSeconds / 3): generation 3 has, since the move
+                wait_for("generation 3 to renew the Lease", lambda: renewed_after(int(t_moved * 1000)), timeout=5,
+                         interval=0.05)
                 stalled.append((job3.proc, _stall(job3.proc.pid)))
                 t_stall3 = time.time()
                 assert "sparkmirror.io/took-over.g3" not in lease_annotations()
                 wait_for("the Lease to move back to generation 1", lambda: lease_annotations().get(LEASE_HOLDER) == "1",
-                         timeout=120, interval=0.1)
+                         timeout=100, interval=0.1)  # within handoffTimeoutSeconds (120 s): the renewals said it
                 t_back = time.time()
                 st = wait_for("the rollback on the status", lambda: (s := kmm2_status(kapi, namespace, name)).get(
                     "rollback") and condition(s, "Upgrading").get("reason") == "HandoffRolledBack" and s, timeout=60)
                 assert st["rollback"]["generation"] == 3 and st["rollback"]["leaseMovedBack"] is True
-                assert "did not commit its first epoch within spec.upgrade.handoffTimeoutSeconds (10 s" in \
-                    st["rollback"]["reason"], st["rollback"]
+                assert "its driver stalled before its first commit (a: it has not renewed its Lease" in \
+                    st["rollback"]["reason"] and "(leaseDurationSeconds 5)" in st["rollback"]["reason"], st["rollback"]
                 assert json.loads(lease_annotations()[LEASE_REVOKED])["generation"] == 3
                 wait_for("the spare's first commit after the stall", lambda: any(
                     gen == 1 and ms > t_back * 1000 for ms, gen, _p, _n in _commits(kafka_b.bootstrap, resource)),
@@ -312,6 +322,7 @@ def test_a_stalled_successor_is_rolled_back_before_ready_and_after_the_lease_mov
     before = [ms for ms, _gen, _p, _n in commits if ms < moved_ms]
     resumed = [ms for ms, gen, _p, _n in commits if gen == 1 and ms > stall3_ms]
     assert before and resumed, commits[-10:]
+    assert back_ms - stall3_ms < 30_000, (back_ms - stall3_ms)  # leaseDurationSeconds 5, not handoffTimeoutSeconds 120
     figure("handoff_stalled", (
         f"{3 * sent} records, 0 missing, 0 duplicated. Stalled before ready (SIGSTOP {stage2}): generation 2 "
         f"rolled back {t_rolled2 - t_stall2:.1f} s after the stall (readyTimeoutSeconds 45, from its creation), the "
@@ -319,7 +330,8 @@ def test_a_stalled_successor_is_rolled_back_before_ready_and_after_the_lease_mov
         f"ms). Stalled holding the Lease: generation 3 stopped {t_stall3 - t_moved:.1f} s after the Lease moved to "
         f"it, right after its takeover, having committed {by_gen3} records (its first epoch not ended); "
         f"the Lease moved back {back_ms - stall3_ms} ms after the stall ({back_ms - moved_ms} ms after the move; "
-        f"handoffTimeoutSeconds 10, the test's 0.1 s poll), generation 1's first commit {resumed[0] - stall3_ms} ms "
+        f"its renewals stopped: leaseDurationSeconds 5, handoffTimeoutSeconds 120, the operator's 2 s handoff timer, "
+        f"the test's 0.1 s poll), generation 1's first commit {resumed[0] - stall3_ms} ms "
         f"after the stall ({resumed[0] - back_ms} ms after the move back); no commit for {resumed[0] - before[-1]} "
         f"ms (the last before the move -> the spare's first after the stall); woken after that, generations 2 and 3 "
         f"added nothing"))

@@ -4,6 +4,7 @@ admission policies refuse that RBAC cannot (real writes as the driver and as the
 charts/sparkmirror/README.md."""
 from __future__ import annotations
 
+import datetime as dt
 import json
 import subprocess
 import time
@@ -11,6 +12,7 @@ import time
 import pytest
 
 from sparkmirror.resource.names import LEASE_HOLDER, lease_ready_key
+from .conftest import wait_for
 from .test_chart import CHART, helm
 
 pytestmark = [pytest.mark.k8s, pytest.mark.skipif(helm() is None, reason="no helm binary")]
@@ -32,13 +34,14 @@ OPERATOR_MAY_NOT = [("create", "pods"), ("delete", "pods"), ("create", "pods", "
 # Spark on Kubernetes: executors and what they need, plus the handoff's read and report
 DRIVER_MAY = [("create", "pods"), ("delete", "pods"), ("watch", "pods"), ("create", "configmaps"),
               ("create", "services"), ("create", "persistentvolumeclaims"), ("get", "leases.coordination.k8s.io"),
-              ("patch", "leases.coordination.k8s.io")]
+              ("patch", "leases.coordination.k8s.io"), ("list", "leases.coordination.k8s.io"),
+              ("watch", "leases.coordination.k8s.io")]
 # nothing of the operator's state: its resource and status, applications, Lease moves; no Secrets, no RBAC
 DRIVER_MAY_NOT = [("get", "kafkamirrormaker2s.sparkmirror.io"), ("patch", "kafkamirrormaker2s.sparkmirror.io", "status"),
                   ("update", "kafkamirrormaker2s.sparkmirror.io", "status"), ("create", "sparkapplications.sparkoperator.k8s.io"),
                   ("patch", "sparkapplications.sparkoperator.k8s.io"), ("update", "leases.coordination.k8s.io"),
                   ("create", "leases.coordination.k8s.io"), ("delete", "leases.coordination.k8s.io"),
-                  ("list", "leases.coordination.k8s.io"), ("update", "configmaps"), ("patch", "configmaps"),
+                  ("update", "configmaps"), ("patch", "configmaps"),
                   ("get", "secrets"), ("list", "secrets"), ("create", "serviceaccounts"),
                   ("create", "serviceaccounts", "token"), ("create", "roles.rbac.authorization.k8s.io"),
                   ("create", "rolebindings.rbac.authorization.k8s.io"), ("create", "pods", "exec")]
@@ -148,6 +151,8 @@ def test_the_admission_policy_keeps_drivers_off_the_operators_state(kube, releas
     assert "may change only its reports" in msg
     assert "may change only its reports" in refused(kube, driver, *patch(flow_lease, {"spec": {"holderIdentity": "x"}}))
     assert "may change only its reports" in refused(
+        kube, driver, *patch(flow_lease, {"spec": {"leaseDurationSeconds": 3600}}))  # never stalled
+    assert "may change only its reports" in refused(
         kube, driver, *patch(flow_lease, {"metadata": {"labels": {"sparkmirror.io/resource": "other"}}}))
     # another Lease of the namespace (the operators' leader election): refused whatever the change
     assert "only its flow groups' Leases" in refused(
@@ -165,12 +170,15 @@ def test_the_admission_policy_keeps_drivers_off_the_operators_state(kube, releas
     # what stays allowed: the handoff's reports, Spark's executor pod and ConfigMap
     kube.kubectl("patch", "lease", flow_lease, f"--namespace={ns}", "--type=merge", f"--as={driver}",
                  "-p", json.dumps({"metadata": {"annotations": {lease_ready_key(2): "123"}}}))
+    kube.kubectl("patch", "lease", flow_lease, f"--namespace={ns}", "--type=merge", f"--as={driver}",
+                 "-p", json.dumps({"spec": {"renewTime": "2026-01-02T03:04:05.000006Z"}}))  # the holder renews
     kube.kubectl("create", "-f", "-", f"--as={driver}", input=_pod(ns, "exec-1", release["driver_sa"]))
     kube.kubectl("create", "configmap", "spark-exec-1-conf-map", f"--namespace={ns}", f"--as={driver}")
     kube.kubectl("delete", "configmap", "spark-exec-1-conf-map", f"--namespace={ns}", f"--as={driver}")
     after = json.loads(kube.kubectl("get", "lease", flow_lease, f"--namespace={ns}", "-o", "json").stdout)
     assert after["metadata"]["annotations"] == {LEASE_HOLDER: "1", lease_ready_key(2): "123"}
-    assert after["spec"]["holderIdentity"] == "m-a"
+    assert after["spec"]["holderIdentity"] == "m-a" and after["spec"]["leaseDurationSeconds"] == 15
+    assert after["spec"]["renewTime"] == "2026-01-02T03:04:05.000006Z"
 
 
 def test_the_admission_policy_keeps_the_operator_to_its_own_objects(kube, release) -> None:
@@ -195,7 +203,10 @@ def test_the_operator_reconciles_and_a_driver_reports_with_the_installed_rights(
     through the job's own client (handoff/lease.py), and cannot move it."""
     from kubernetes import client
 
+    import threading
+
     from sparkmirror.handoff.lease import LeaseGate, LeaseRef
+    from sparkmirror.handoff.renewal import Renewal
     from sparkmirror.handoff.takeover import Takeover
     from sparkmirror.resource.names import lease_took_over_key
     from sparkmirror_operator.kubeapi import KubeApi
@@ -224,8 +235,13 @@ def test_the_operator_reconciles_and_a_driver_reports_with_the_installed_rights(
         api.set_default_header("Impersonate-User", f"system:serviceaccount:{ns}:{release['driver_sa']}")
         gate = LeaseGate([LeaseRef(ns, "m-a", 1)], api=client.CoordinationV1Api(api))
         assert gate.holders() == {LeaseRef(ns, "m-a", 1): 1}
+        # followed through a watch with the installed rights (leasewatch.py), no read per look
+        wait_for("the Lease's watch", lambda: gate._watch.annotations(ns, "m-a")[0], timeout=20)
         gate.report_ready()
         gate.report_took_over(Takeover(1, ["a"], at_ms=5, took_ms=7))
+        renewal = Renewal(client.CoordinationV1Api(api), [(ns, "m-a", 1), (ns, "m-a", 2)], threading.Event())
+        renewal.round()  # generation 1 holds the Lease and renews it; generation 2 (not the holder) leaves it
+        assert renewal.renewals == 1
         with pytest.raises(client.ApiException) as e:
             client.CoordinationV1Api(api).patch_namespaced_lease(
                 "m-a", ns, {"metadata": {"annotations": {LEASE_HOLDER: "7"}}})
@@ -235,6 +251,9 @@ def test_the_operator_reconciles_and_a_driver_reports_with_the_installed_rights(
     annotations = lease["metadata"]["annotations"]
     assert annotations[LEASE_HOLDER] == "1" and lease_ready_key(1) in annotations
     assert json.loads(annotations[lease_took_over_key(1)]) == {"atMs": 5, "tookMs": 7, "fenced": 0}
+    renewed = dt.datetime.fromisoformat(lease["spec"]["renewTime"].replace("Z", "+00:00"))
+    assert abs((dt.datetime.now(dt.timezone.utc) - renewed).total_seconds()) < 60, lease["spec"]
+    assert lease["spec"]["holderIdentity"] == "m-a"  # the operator's, untouched
 
 
 def test_watch_all_namespaces_is_cluster_wide_only_where_needed(kube, kmm2_crd) -> None:

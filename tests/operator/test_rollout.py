@@ -31,11 +31,18 @@ def app(created_ms: int = NOW - 5_000, state: str = "RUNNING", error: str | None
             "status": {"applicationState": {"state": state, **({"errorMessage": error} if error else {})}}}
 
 
-def lease(holder: int | None, **annotations: str) -> dict:
+def lease(holder: int | None, *, renewed_ms: int | None = None, **annotations: str) -> dict:
+    """A flow group's Lease naming `holder`; `renewed_ms`: its holder's last renewal (spec.renewTime)."""
+    import datetime as dt
+
     ann = dict(annotations)
     if holder is not None:
         ann[LEASE_HOLDER] = str(holder)
-    return {"metadata": {"annotations": ann}}
+    spec: dict = {"leaseDurationSeconds": 15}
+    if renewed_ms is not None:
+        spec["renewTime"] = dt.datetime.fromtimestamp(renewed_ms / 1000, dt.timezone.utc).isoformat() \
+            .replace("+00:00", "Z")
+    return {"metadata": {"annotations": ann}, "spec": spec}
 
 
 def observed(workers: list[tuple[FlowGroupConfig, dict | None]], leases: dict[str, dict]) -> Observed:
@@ -86,6 +93,23 @@ def test_a_version_change_walks_standby_move_takeover():
     assert p.handoffs == [{"fromGeneration": 1, "toGeneration": 2, "fromFlowGroups": ["g"], "toFlowGroups": ["g"],
                            "version": "2", "takeoverMs": 300, "fencedTransactionalIds": 2,
                            "leaseToTakeoverMs": 800, "time": "2027-01-15T08:00:00Z"}]
+
+
+def test_a_ready_report_counts_only_while_the_standby_s_driver_is_up():
+    """A standby that reported ready, then failed (restarting: its warm-up died with its driver): the Lease does
+    not move to it, and its report is dropped so that the restarted driver must report again."""
+    want = [cfg(version="2")]
+    new = next_generation(want[0], 2, [Predecessor(flowGroup="g", generation=1)])
+    ready = {lease_ready_key(2): str(NOW - 2_000)}
+    for state in ("FAILING", "PENDING_RERUN", "FAILED"):
+        p = plan_rollout(want, observed([(cfg(), app()), (new, app(state=state))], {"g": lease(1, **ready)}),
+                         UPGRADE, now_ms=NOW)
+        assert p.holders == {"g": 1} and not p.moved and "0/1 ready" in p.upgrading[0], state
+        assert p.stale_marks == {"g": [lease_ready_key(2)]}, state
+    p = plan_rollout(want, observed([(cfg(), app()), (new, None)], {"g": lease(1, **ready)}), UPGRADE, now_ms=NOW)
+    assert p.holders == {"g": 1} and not p.moved  # its application not there (yet, or any more)
+    p = plan_rollout(want, observed([(cfg(), app()), (new, app())], {"g": lease(1, **ready)}), UPGRADE, now_ms=NOW)
+    assert p.holders == {"g": 2} and p.moved == {"g"} and not p.stale_marks  # up: the Lease moves
 
 
 def test_a_standby_that_never_gets_ready_is_rolled_back_and_not_retried():
@@ -340,12 +364,13 @@ def test_the_handoff_record_carries_the_pause_the_new_generation_measured():
     assert p.handoffs[0]["leaseToTakeoverMs"] == 300
 
 
-def _moved(state: str | None, moved_ms: int = NOW - 5_000):
-    """Generation 2 (version 2, 3 lanes) of `g`: the Lease moved to it at `moved_ms`, no took-over yet; its
-    application in `state` (None: gone)."""
+def _moved(state: str | None, moved_ms: int = NOW - 5_000, renewed_ms: int | None = NOW - 1_000):
+    """Generation 2 (version 2, 3 lanes) of `g`: the Lease moved to it at `moved_ms`, no took-over yet, renewed by
+    it at `renewed_ms`; its application in `state` (None: gone)."""
     want = [cfg(version="2", lanes=3)]
     new = next_generation(want[0], 2, [Predecessor(flowGroup="g", generation=1)])
-    leases = {"g": lease(2, **{lease_ready_key(2): str(NOW - 9_000), ANNOTATION_MOVED_AT: str(moved_ms)})}
+    leases = {"g": lease(2, renewed_ms=renewed_ms, **{lease_ready_key(2): str(NOW - 9_000),
+                                                      ANNOTATION_MOVED_AT: str(moved_ms)})}
     return want, observed([(cfg(), app()), (new, None if state is None else app(NOW - 20_000, state))], leases)
 
 
@@ -399,6 +424,41 @@ def test_a_successor_that_does_not_commit_within_the_handoff_timeout_is_rolled_b
     for state in ("SUBMITTED", ""):
         assert not plan_rollout(*_moved(state), UPGRADE, now_ms=NOW).rollback
     assert plan_rollout(*_moved("PENDING_RERUN"), UPGRADE, now_ms=NOW).rollback
+
+
+def test_a_successor_that_stops_renewing_the_lease_is_rolled_back_before_the_handoff_timeout():
+    """A frozen successor (its application RUNNING, nothing failed) is caught by its renewals alone: silent for
+    longer than leaseDurationSeconds (15 s), well within handoffTimeoutSeconds (30 s)."""
+    want, obs = _moved("RUNNING", moved_ms=NOW - 20_000, renewed_ms=NOW - 14_000)
+    assert not plan_rollout(want, obs, UPGRADE, now_ms=NOW).rollback  # 14 s: within the duration
+    p = plan_rollout(want, obs, UPGRADE, now_ms=NOW + 2_000)  # 16 s silent, 22 s after the move
+    assert gens(p) == [("g", 1)] and p.holders == {"g": 1} and p.moved == {"g"} and p.rollback["leaseMovedBack"]
+    assert "its driver stalled before its first commit (g: it has not renewed its Lease for 16 s " \
+        "(leaseDurationSeconds 15))" in p.rollback["reason"], p.rollback
+    assert json.loads(p.revoked["g"])["generation"] == 2
+    # never renewed since the move: the move is its last sign of life (the renewal before it was generation 1's)
+    want, obs = _moved("RUNNING", moved_ms=NOW - 16_000, renewed_ms=NOW - 17_000)
+    p = plan_rollout(want, obs, UPGRADE, now_ms=NOW)
+    assert "it has not renewed its Lease since the Lease moved to it 16 s" in p.rollback["reason"], p.rollback
+    want, obs = _moved("RUNNING", moved_ms=NOW - 10_000, renewed_ms=None)
+    assert not plan_rollout(want, obs, UPGRADE, now_ms=NOW).rollback  # 10 s: it may not have renewed yet
+
+
+def test_a_holder_that_stops_renewing_outside_a_handoff_is_a_problem_not_a_move():
+    """Nobody could take its place: the Lease stays, the status says why (Degraded, LeaseNotRenewed)."""
+    def plan(renewed_ms: int | None, state: str = "RUNNING", moved_ms: int = NOW - 600_000):
+        leases = {"g": lease(1, renewed_ms=renewed_ms, **{ANNOTATION_MOVED_AT: str(moved_ms)})}
+        return plan_rollout([cfg()], observed([(cfg(), app(state=state))], leases), UPGRADE, now_ms=NOW)
+
+    p = plan(NOW - 16_000)
+    assert p.holders == {"g": 1} and not p.moved and gens(p) == [("g", 1)]
+    assert p.app_problems == [("LeaseNotRenewed", "flow group g: generation 1 holds the Lease but it has not "
+                               "renewed its Lease for 16 s (leaseDurationSeconds 15): its driver is not running, "
+                               "cannot reach the API server, or is stalled")]
+    assert not plan(NOW - 3_000).app_problems  # renewing
+    assert not plan(None, "SUBMITTED").app_problems  # not running yet: its application says so
+    assert not plan(None, "FAILING").app_problems
+    assert plan(None).app_problems[0][0] == "LeaseNotRenewed"  # running for 10 min, never renewed
 
 
 def test_a_split_is_rolled_back_as_a_whole_when_one_successor_fails():

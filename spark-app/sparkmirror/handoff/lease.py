@@ -1,7 +1,8 @@
 """The operator's Lease, seen from a worker generation's driver: wait for it, report on it, notice it move on.
 
-The operator alone moves the Lease (annotation `sparkmirror.io/holder-generation`); a driver only reads it and
-writes its own reports (ready, took over) as annotations, so two generations never race for it. Correctness
+The operator alone moves the Lease (annotation `sparkmirror.io/holder-generation`); a driver only reads it,
+writes its own reports (ready, took over) as annotations and, while it holds it, renews it (renewal.py), so two
+generations never race for it. Correctness
 does not hang on the Lease (the generation marks and fencing of takeover.py do that); it decides *when*.
 The one place in the job that talks to Kubernetes: in a pod through its service account, elsewhere through
 $KUBECONFIG (the tests' stand-in for the Spark operator).
@@ -42,7 +43,8 @@ def _coordination_api():
 
 
 class LeaseGate:
-    """Whether this driver's generation holds its flow groups' Leases, polled every `poll` seconds."""
+    """Whether this driver's generation holds its flow groups' Leases, looked at every `poll` seconds (a look at
+    what the Leases' watch delivered: no request while it is live)."""
 
     def __init__(self, leases: list[LeaseRef], api=None, poll: float = 0.5) -> None:
         self.leases, self.poll = leases, poll
@@ -55,6 +57,7 @@ class LeaseGate:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._trouble = ""
+        self._watch = None  # leasewatch.LeaseWatch, started on the first look
 
     @classmethod
     def for_configs(cls, configs: list[FlowGroupConfig], **kw) -> "LeaseGate":
@@ -62,9 +65,22 @@ class LeaseGate:
                     for c in configs], **kw)
 
     def annotations(self) -> dict[LeaseRef, dict[str, str] | None]:
-        """Each Lease's annotations (None: the Lease cannot be read now)."""
+        """Each Lease's annotations (None: the Lease cannot be read now): as its watch last delivered them
+        (leasewatch.py), read from the API server while the watch is not live."""
+        from kubernetes.watch import Watch
+
+        from .leasewatch import LeaseWatch
+
+        if self._watch is None:
+            self._watch = LeaseWatch(self.api, list(dict.fromkeys((r.namespace, r.name) for r in self.leases)),
+                                     self._stop, Watch)
+            self._watch.start()
         out: dict[LeaseRef, dict[str, str] | None] = {}
         for ref in self.leases:
+            live, seen = self._watch.annotations(ref.namespace, ref.name)
+            if live and seen is not None:
+                out[ref] = seen
+                continue
             try:
                 out[ref] = dict(self.api.read_namespaced_lease(ref.name, ref.namespace).metadata.annotations or {})
                 self._ok()
@@ -174,7 +190,7 @@ class LeaseGate:
             stop.wait(min(self.poll, 0.2))
         return "", []
 
-    def watch(self, lost: threading.Event, every: float = 1.0,
+    def watch(self, lost: threading.Event, every: float = 0.25,
               on_lost: Callable[[], None] = lambda: None) -> None:
         """In a daemon thread: once any Lease names a later generation, call `on_lost` (at once, in this thread:
         the driver stops planning epochs, whose new lanes would fence the later generation's) and set `lost`. The
@@ -199,6 +215,12 @@ class LeaseGate:
 
         self._thread = threading.Thread(target=loop, name="sparkmirror-lease", daemon=True)
         self._thread.start()
+
+    def keep_renewed(self) -> None:
+        """Renew each Lease while it names this generation (renewal.py), until `close`."""
+        from .renewal import Renewal
+
+        Renewal(self.api, [(r.namespace, r.name, r.generation) for r in self.leases], self._stop).start()
 
     def close(self) -> None:
         self._stop.set()

@@ -301,6 +301,11 @@ class UpgradeSpec(_Model):
                                                         "spark.epochSeconds); then the Lease moves back and the "
                                                         "old generation, a hot spare, copies again.", ge=5, le=3600)
     maxConcurrentGroups: int = Field(1, description="Flow groups upgraded at the same time.", ge=1, le=64)
+    leaseDurationSeconds: int = Field(15, description="The flow groups' Leases: their holder (the worker "
+                                                     "generation that copies) renews its Lease within this; a new "
+                                                     "generation that stops renewing after the Lease moved to it is "
+                                                     "rolled back then, without waiting for handoffTimeoutSeconds.",
+                                      ge=3, le=300)
 
 
 class FailoverSpec(_Model):

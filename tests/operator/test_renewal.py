@@ -1,0 +1,60 @@
+"""The Lease's renewals, pure: when a holder counts as silent (the operator), what a renewal writes (the driver),
+and that a renewal alone wakes no handoff reconcile."""
+from __future__ import annotations
+
+import datetime as dt
+
+from sparkmirror.handoff.renewal import renew_every, renewal_patch
+from sparkmirror_operator.handlers import lease_news
+from sparkmirror_operator.renewal import duration, held_since_ms, renewed_ms, silence, silent_for
+
+T0 = dt.datetime(2026, 11, 28, 12, 0, 0, 250_000, tzinfo=dt.timezone.utc)
+T0_MS = int(T0.timestamp() * 1000)
+
+
+def lease(renewed: dt.datetime | None = None, seconds: int | None = 15, created: str | None = None) -> dict:
+    spec: dict = {"holderIdentity": "m-a-g2"}
+    if seconds is not None:
+        spec["leaseDurationSeconds"] = seconds
+    if renewed is not None:
+        spec["renewTime"] = renewal_patch("1", renewed)["spec"]["renewTime"]
+    return {"metadata": {"creationTimestamp": created} if created else {}, "spec": spec}
+
+
+def test_a_renewal_is_a_microtime_conditional_on_what_was_read():
+    patch = renewal_patch("4711", T0)
+    assert patch == {"metadata": {"resourceVersion": "4711"}, "spec": {"renewTime": "2026-11-28T12:00:00.250000Z"}}
+    assert renewed_ms(lease(T0)) == T0_MS  # read back to the millisecond by the operator
+    assert [renew_every(s) for s in (15, 6, 1, 300)] == [5.0, 2.0, 0.5, 5.0]
+
+
+def test_silence_counts_from_the_last_renewal_or_the_move_whichever_is_later():
+    renewed = lease(T0)
+    assert silent_for(renewed, T0_MS - 60_000, T0_MS + 7_000) == 7.0
+    # a renewal from before the move is the previous holder's: the move is the new holder's last sign of life
+    assert silent_for(renewed, T0_MS + 2_000, T0_MS + 7_000) == 5.0
+    assert silence(renewed, 0, T0_MS + 15_000) is None  # exactly the duration: not yet
+    assert silence(renewed, 0, T0_MS + 15_600) == "it has not renewed its Lease for 16 s (leaseDurationSeconds 15)"
+    assert silence(renewed, T0_MS + 1_000, T0_MS + 17_000) == \
+        "it has not renewed its Lease since the Lease moved to it 16 s (leaseDurationSeconds 15)"
+    assert silence(lease(None), T0_MS, T0_MS + 20_000) is not None  # never renewed since it got the Lease
+    assert silence(lease(None), 0, T0_MS) is None  # nothing says since when: no verdict
+    assert silence(lease(T0, seconds=60), 0, T0_MS + 30_000) is None  # the Lease's own duration counts
+    assert duration(lease(seconds=None)) == 15 and duration({"spec": {"leaseDurationSeconds": "x"}}) == 15
+
+
+def test_held_since_is_the_move_else_the_lease_s_creation():
+    created = lease(created="2026-11-28T12:00:00Z")
+    assert held_since_ms(created, str(T0_MS + 5)) == T0_MS + 5
+    assert held_since_ms(created, None) == held_since_ms(created, "not a number") == T0_MS - 250
+    assert held_since_ms(lease(), None) == 0
+
+
+def test_a_renewal_alone_is_no_news_for_the_handoff():
+    before = {**lease(T0), "metadata": {"annotations": {"sparkmirror.io/holder-generation": "2"}}}
+    renewed = {**before, "spec": {**before["spec"], "renewTime": "2026-11-28T12:00:05.000000Z"}}
+    reported = {**renewed, "metadata": {"annotations": {**before["metadata"]["annotations"],
+                                                        "sparkmirror.io/took-over.g2": "{}"}}}
+    moved = {**before, "spec": {**before["spec"], "holderIdentity": "m-a-g3"}}
+    assert lease_news(renewed) == lease_news(before)
+    assert lease_news(reported) != lease_news(before) and lease_news(moved) != lease_news(before)
