@@ -49,6 +49,14 @@ ANNOTATION_LAST_GENERATION = "sparkmirror.io/last-generation"
 """On every Lease of a resource: the highest worker generation number ever given out. A rolled-back standby's
 number is never given out again, so a leftover `ready.g<N>` of it can never move a Lease to a later, cold one."""
 _EXIT_CODE = re.compile(r"ExitCode: (\d+)")  # the Kubeflow Spark operator's errorMessage of a failed driver
+
+
+def exit_code(error_message: str | None) -> int | None:
+    """The driver's exit code in the Kubeflow Spark operator's errorMessage of a failed driver, if it says one."""
+    match = _EXIT_CODE.search(error_message or "")
+    return int(match.group(1)) if match else None
+
+
 MARK_PREFIXES = ("sparkmirror.io/ready.g", "sparkmirror.io/took-over.g")  # the drivers' reports on a Lease
 MAX_HANDOFFS = 10
 
@@ -79,8 +87,7 @@ class Worker:
 
     def exit_code(self) -> int | None:
         """The driver's exit code of a failed run, from the Spark operator's message (it restarts by state only)."""
-        match = _EXIT_CODE.search(self.state().get("errorMessage") or "") if self.error() else None
-        return int(match.group(1)) if match else None
+        return exit_code(self.state().get("errorMessage")) if self.error() else None
 
     def refused(self) -> dict[str, Any] | None:
         """The refusal record when the job exited with a permanent code (names.PERMANENT_EXIT_CODES)."""

@@ -18,10 +18,10 @@ from typing import Any
 from sparkmirror.consumerlag import STATUS_GROUPS
 from sparkmirror.resource.plan import Plan
 from .lag import GroupLag
-from .rollout import MAX_HANDOFFS, Plan as Rollout
+from .rollout import MAX_HANDOFFS, Plan as Rollout, exit_code
 from sparkmirror.faultkind import Kind
 from sparkmirror.resource.model import KafkaMirrorMaker2Status
-from sparkmirror.resource.names import application_name
+from sparkmirror.resource.names import EXIT_UNAUTHORIZED, application_name
 
 RUNNING = {"RUNNING"}
 SUSPENDED = {"SUSPENDED", "SUSPENDING"}
@@ -80,6 +80,7 @@ def build_status(*, name: str, generation: int | None, plan: Plan, apps: dict[st
 
     failed_over = failed_over or {}
     groups, running, failed, starting = [], [], [], []
+    failed_reasons: dict[str, str] = {}  # flow group -> its reason when not ApplicationFailed
     for cfg in plan.groups:
         app = apps.get(cfg.name)
         state = spark_state(app)
@@ -127,6 +128,10 @@ def build_status(*, name: str, generation: int | None, plan: Plan, apps: dict[st
         elif state in FAILED:
             err = ((app or {}).get("status") or {}).get("applicationState", {}).get("errorMessage")
             g["message"] = f"SparkApplication {g.get('application')} is {state}" + (f": {err}" if err else "")
+            if exit_code(err) == EXIT_UNAUTHORIZED:  # the job's exit contract: a cluster's ACLs refuse the mirror
+                g["message"] = (f"not copying: a cluster's ACLs refuse the mirror ({g['message']}); its driver log "
+                                "names the cluster, topic and operation to grant; restarted with backoff")
+                failed_reasons[g["name"]] = Kind.AUTHORIZATION.value
             failed.append(g)
         elif state in RUNNING:
             running.append(g)
@@ -164,7 +169,8 @@ def build_status(*, name: str, generation: int | None, plan: Plan, apps: dict[st
                   _condition(old_conds, "Degraded", True, "InvalidSpec", msg, generation, now)]
         status["flowGroupsReady"] = None
     else:
-        all_problems = list(problems) + [Problem("ApplicationFailed", g["message"]) for g in failed]
+        all_problems = list(problems) + [Problem(failed_reasons.get(g["name"], "ApplicationFailed"), g["message"])
+                                         for g in failed]
         if rollout is not None:
             all_problems += [Problem(reason, m) for reason, m in rollout.app_problems]
         if all_problems:
@@ -205,7 +211,7 @@ def build_status(*, name: str, generation: int | None, plan: Plan, apps: dict[st
         if failover_condition is not None:
             conds.append(_condition(old_conds, "FailedOver", *failover_condition, generation, now))
     reasons = (["InvalidSpec"] if plan.errors else []) + [p.reason for p in problems] + \
-        (["ApplicationFailed"] if failed else []) + [r for r, _m in (rollout.app_problems if rollout else [])]
+        [failed_reasons.get(g["name"], "ApplicationFailed") for g in failed] + [r for r, _m in (rollout.app_problems if rollout else [])]
     status["conditions"] = conds + gitops_conditions(old_conds, conds, reasons, generation, now)
     # the status model is the schema: validate what we write
     KafkaMirrorMaker2Status.model_validate({k: v for k, v in status.items() if v is not None})

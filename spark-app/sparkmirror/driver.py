@@ -15,9 +15,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .faultkind import Kind, refusal_in
 from .queries import (RESTARTABLE, RESTARTS, checkpoint_root_of, drain, mirror_of, stop_query,
                       root_message, spark_session, start_queries, start_query)
 from .resource.flowgroup import FlowGroupConfig
+from .resource.names import EXIT_FAILED, EXIT_UNAUTHORIZED
 from .stats import MirrorStats
 
 log = logging.getLogger("sparkmirror.driver")
@@ -386,12 +388,18 @@ class Driver:
                         self.stats[name].error = self.stats[name].error or error
                         log.error("mirror %s failed: %s", name, error)
                         print(f"sparkmirror: mirror {name!r} failed: {error}", file=sys.stderr, flush=True)
-                        rc = 1
+                        rc = max(rc, exit_code_of(error))
                     stopping.set()
                 stopping.wait(1.0)
         finally:
             self.stop()
         return rc
+
+
+def exit_code_of(error: str) -> int:
+    """The exit code of a mirror's failure (names.EXIT_*): a cluster's ACLs refusing it has its own, so the
+    operator's status names the refusal rather than a failed application."""
+    return EXIT_UNAUTHORIZED if refusal_in(error) == Kind.AUTHORIZATION else EXIT_FAILED
 
 
 PIDFILE_ENV = "SPARKMIRROR_DRIVER_PIDFILE"

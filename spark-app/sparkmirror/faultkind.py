@@ -18,6 +18,7 @@ could cure (authentication, TLS: a Secret being rotated) is waited on for the cr
 """
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 
 
@@ -89,3 +90,13 @@ def of_tls_reason(reason: int | str | None) -> Kind:
 def refusal_text(side: str, cluster: str, kind: Kind, detail: str) -> str:
     """How a refusal is said: the cluster, the kind (its condition reason too) and the client's own words."""
     return f"{side} cluster {cluster!r} refuses the mirror: {kind.words} ({kind.value}): {detail}"
+
+
+_REFUSAL = re.compile(r"refuses the mirror: [^()]+ \((" + "|".join(k.value for k in Kind if k.refused) + r")\): ")
+
+
+def refusal_in(text: str) -> Kind | None:
+    """The kind of a refusal `refusal_text` said, found in `text` (an error that crossed Spark as text: a lane's
+    `Refused` reaches the driver as its query's exception message); None when it says none."""
+    match = _REFUSAL.search(text)
+    return Kind(match.group(1)) if match else None

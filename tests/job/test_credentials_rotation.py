@@ -17,9 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import IsolationLevel, TopicPartition
-from confluent_kafka.admin import (AdminClient, OffsetSpec, ScramCredentialInfo, ScramMechanism,
-                                   UserScramCredentialUpsertion)
+from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 
 from sparkmirror.resource.flowgroup import FlowGroupConfig
 from sparkmirror_dev.certs import CertificateAuthority
@@ -31,6 +29,7 @@ from sparkmirror.lanes import plan_lanes
 from sparkmirror.mm2formats import Heartbeat
 from sparkmirror.progress import ensure_progress_topic
 
+from .committed import Progress, committed_end
 from .conftest import close_kept_lanes, numbered_sequences, produce_numbered, read_topic, wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.minutes(10)]
@@ -70,49 +69,6 @@ def _write_secret_file(path: Path, password: str) -> None:
     tmp = path.with_name(path.name + ".new")
     tmp.write_text(password)
     os.replace(tmp, path)
-
-
-def _committed_end(bootstrap: str, topic: str, partitions: int = PARTS) -> int:
-    """The remote topic's read_committed end offsets, summed: grows exactly when a lane commits."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    try:
-        res = admin.list_offsets({TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)},
-                                 isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=10)
-        return sum(f.result(10).offset for f in res.values())
-    except Exception:  # noqa: BLE001 - not created yet
-        return 0
-
-
-class Progress:
-    """Samples the committed end every second; says when copying moved after a moment and the longest still."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        self.bootstrap, self.topic = bootstrap, topic
-        self.samples: list[tuple[float, int]] = []
-
-    def sample_for(self, seconds: float, alive) -> None:
-        until = time.monotonic() + seconds
-        while time.monotonic() < until:
-            assert alive(), "the job ended"
-            self.samples.append((time.monotonic(), _committed_end(self.bootstrap, self.topic)))
-            time.sleep(1.0)
-
-    def moved_after(self, t: float) -> float | None:
-        """Seconds from `t` until the committed end first grew past what it was at `t`."""
-        at = [n for s, n in self.samples if s <= t]
-        base = at[-1] if at else 0
-        return next((s - t for s, n in self.samples if s > t and n > base), None)
-
-    def longest_still(self, since: float) -> float:
-        """The longest time the committed end did not grow, from `since` on."""
-        pts = [(s, n) for s, n in self.samples if s >= since]
-        longest, last_change = 0.0, pts[0][0] if pts else since
-        for (s0, n0), (s1, n1) in zip(pts, pts[1:]):
-            if n1 > n0:
-                longest, last_change = max(longest, s1 - last_change), s1
-        if pts:
-            longest = max(longest, pts[-1][0] - last_change)
-        return longest
 
 
 def _target_entry(cluster: KafkaCluster, d: Path, user: str, password: str) -> tuple[dict, Path]:
@@ -179,7 +135,7 @@ def test_password_rotated_while_mirroring(kafka_a, reauth_kafka, topic, job, tmp
     producer.start()
     jp = job(cfg)
     alive = lambda: jp.proc.poll() is None  # noqa: E731
-    wait_for(lambda: _committed_end(target.bootstrap, remote) > 0 or not alive(), 300, "copying")
+    wait_for(lambda: committed_end(target.bootstrap, remote) > 0 or not alive(), 300, "copying")
     assert alive(), jp.log()[-3000:]
     progress = Progress(target.bootstrap, remote)
     progress.sample_for(10, alive)
@@ -205,10 +161,10 @@ def test_password_rotated_while_mirroring(kafka_a, reauth_kafka, topic, job, tmp
     produce_numbered(kafka_a.bootstrap, later, 1, 0, 100)
     wait_for(lambda: _newest_heartbeat(target.bootstrap) > rotated * 1000 or not alive(), 120,
              "a heartbeat written after the last rotation")
-    wait_for(lambda: _committed_end(target.bootstrap, f"a.{later}", 1) >= 100 or not alive(), 180,
+    wait_for(lambda: committed_end(target.bootstrap, f"a.{later}", 1) >= 100 or not alive(), 180,
              "a topic created after the rotations mirrored")
     sent = producer.stop()
-    wait_for(lambda: _committed_end(target.bootstrap, remote) >= sent * PARTS or not alive(), 180, "catch-up")
+    wait_for(lambda: committed_end(target.bootstrap, remote) >= sent * PARTS or not alive(), 180, "catch-up")
     time.sleep(5)  # a duplicate would show up after the count was reached
     log = jp.log()
     print("what the job said of the rotations:\n" + "\n".join(

@@ -19,6 +19,7 @@ from sparkmirror.credentials import GRACE_ENV
 from sparkmirror.heartbeats import HeartbeatEmitter
 from sparkmirror.mm2formats import Checkpoint, Heartbeat
 from sparkmirror.resource.flowgroup import FlowGroupConfig
+from sparkmirror.resource.names import EXIT_UNAUTHORIZED
 from sparkmirror_dev.certs import CertificateAuthority
 from sparkmirror_dev.kafka import KafkaCluster
 from sparkmirror_dev.testing import check_numbered, commit_group, create_topic, numbered_counts
@@ -228,7 +229,7 @@ def test_a_user_without_write_on_the_target_topic_stops_the_job(kafka_a, secured
         figure("acl_refusal_end", f"ACL refusal: job ended after {time.monotonic() - started:.1f}s, "
                f"exit {jp.proc.returncode}")
         print("its log's last lines:\n" + "\n".join(log.splitlines()[-25:]))
-    assert jp.proc.returncode != 0
+    assert jp.proc.returncode == EXIT_UNAUTHORIZED, log[-3000:]  # the status' AuthorizationFailed
     assert "TOPIC_AUTHORIZATION_FAILED" in log, log[-3000:]
     assert "target cluster 's' refuses the mirror: authorization refused (AuthorizationFailed)" in log, log[-3000:]
     assert f"a.{src}" in log, log[-3000:]

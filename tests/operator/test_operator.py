@@ -162,6 +162,32 @@ def test_spark_states_show_in_status(operator, kube, kapi, namespace) -> None:
     assert reasons
 
 
+def test_an_acl_refusal_is_its_own_reason(operator, kapi, namespace) -> None:
+    """A driver that ended because a cluster's ACLs refuse the mirror exits EXIT_UNAUTHORIZED (the job's test:
+    tests/job/test_security.py); read back from the Spark operator's message, the status says
+    AuthorizationFailed, not ApplicationFailed, and its application stays for the Spark operator's back-off."""
+    from sparkmirror.resource.names import EXIT_UNAUTHORIZED
+
+    kapi.create(secret(namespace, "mirror-user", {"password": "pw"}))
+    kapi.create(resource("acl", namespace))
+    wait_for("apps", lambda: names(kapi, "SparkApplication", namespace, "acl") == ["acl-a", "acl-c"])
+    set_spark_state(kapi, namespace, "acl-c", "RUNNING")
+    set_spark_state(kapi, namespace, "acl-a", "FAILING",
+                    f"driver container failed with ExitCode: {EXIT_UNAUTHORIZED}, Reason: Error")
+    deg = wait_for("Degraded", lambda: (c := condition(kapi, namespace, "acl", "Degraded"))["status"] == "True"
+                   and c["reason"] != "AsExpected" and c)
+    assert deg["reason"] == "AuthorizationFailed", deg
+    assert "a cluster's ACLs refuse the mirror" in deg["message"] and "acl-a is FAILING" in deg["message"], deg
+    stalled = condition(kapi, namespace, "acl", "Stalled")
+    assert stalled["status"] == "True" and stalled["reason"] == "AuthorizationFailed", stalled
+    group = next(g for g in kapi.get(KMM2, namespace, "acl")["status"]["flowGroups"] if g["name"] == "a")
+    assert group["message"].startswith("not copying: a cluster's ACLs refuse the mirror"), group
+    assert names(kapi, "SparkApplication", namespace, "acl") == ["acl-a", "acl-c"]  # restarted with backoff
+    set_spark_state(kapi, namespace, "acl-a", "FAILING", "driver container failed with ExitCode: 1, Reason: Error")
+    wait_for("ApplicationFailed for any other exit",
+             lambda: condition(kapi, namespace, "acl", "Degraded")["reason"] == "ApplicationFailed")
+
+
 def test_deleted_application_is_applied_again(operator, kapi, namespace) -> None:
     kapi.create(secret(namespace, "mirror-user", {"password": "pw"}))
     kapi.create(resource("d", namespace))

@@ -13,7 +13,7 @@ from sparkmirror.copying import errors
 from sparkmirror.copying.connection import WireError, tls_kind
 from sparkmirror.copying.errors import Fault, Refused, Unreachable, classify, talking_to, transient_reason
 from sparkmirror.credentials import RefusalGrace
-from sparkmirror.faultkind import BROKER_CODES, TLS_REFUSING, Kind, of_tls_reason
+from sparkmirror.faultkind import BROKER_CODES, TLS_REFUSING, Kind, of_tls_reason, refusal_in, refusal_text
 from sparkmirror.refusal import kind_of, openssl_reason
 
 E = KafkaError
@@ -133,3 +133,19 @@ def test_topic_management_waits_a_curable_refusal_out_for_its_own_grace() -> Non
     refusal checks keep the grace), an authorization refusal is not."""
     assert "AuthenticationFailed" in (transient_reason(KafkaException(E(E.SASL_AUTHENTICATION_FAILED))) or "")
     assert transient_reason(KafkaException(E(E.CLUSTER_AUTHORIZATION_FAILED))) is None
+
+
+def test_a_refusal_is_found_again_in_the_text_it_crossed_spark_as() -> None:
+    """A lane's `Refused` reaches the driver as its query's exception text: the kind is read back from the
+    text `refusal_text` made (our own words, the kind's code), and the driver's exit code follows it."""
+    from sparkmirror.driver import exit_code_of
+    from sparkmirror.resource.names import EXIT_FAILED, EXIT_UNAUTHORIZED
+
+    for kind in (Kind.AUTHENTICATION, Kind.AUTHORIZATION, Kind.TLS):
+        said = refusal_text("target", "s", kind, "producing to a.t: TOPIC_AUTHORIZATION_FAILED (x) (y)")
+        text = f"org.apache.spark.SparkException: Job aborted.\nPythonException: sparkmirror.copying.errors." \
+               f"Refused: {said}\n\tat org.apache..."
+        assert refusal_in(text) is kind
+        assert exit_code_of(text) == (EXIT_UNAUTHORIZED if kind is Kind.AUTHORIZATION else EXIT_FAILED)
+    for other in ("target cluster 's' unreachable: timed out", "AuthorizationFailed", "TOPIC_AUTHORIZATION_FAILED"):
+        assert refusal_in(other) is None and exit_code_of(other) == EXIT_FAILED

@@ -25,8 +25,10 @@ from .record import PROGRESS_TOPIC_CONFIG, ProgressRecord, decode_key, decode_ma
 from .state import MAX_HISTORY, OffsetMap, ProgressState
 
 _NO_LEADER_YET = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
-                  KafkaError.UNKNOWN_TOPIC_OR_PART}
-"""What asking a just-created topic's partition for its offsets answers until a leader is elected."""
+                  KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION}
+"""What asking a just-created topic's partition for its offsets answers until a leader is elected; and, from
+the consumer's own metadata, `_UNKNOWN_PARTITION` until it learnt the partitions `list_topics` just listed (seen
+with the broker's controller 11 s behind on a loaded machine: it ended a mirror at its first progress read)."""
 METADATA_EVERY = 5.0     # ProgressReader.poll: seconds between lookups of the topic's partitions
 METADATA_TIMEOUT = 10.0  # and the least time one may take
 READ_SLICE_S = 0.02      # read_to_end: the longest one consume() waits before the positions are looked at again

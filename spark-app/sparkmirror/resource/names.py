@@ -82,4 +82,6 @@ def lease_took_over_key(generation: int) -> str:
 EXIT_STOPPED = 0   # stopped by design (handed over and drained, superseded, asked to stop): never restarted
 EXIT_FAILED = 1    # anything else: restarted with backoff
 EXIT_REFUSED = 2   # the job refuses its configuration (sparkmirror.inputs.USAGE_EXIT): restarting cannot help
+EXIT_UNAUTHORIZED = 3  # a cluster's ACLs refuse the mirror: restarted with backoff (a grant cures it), and the
+#                        resource's status says so by its own reason (`faultkind.Kind.AUTHORIZATION`'s value)
 PERMANENT_EXIT_CODES = frozenset({EXIT_REFUSED})
