@@ -32,17 +32,22 @@ def _restart(cluster: KafkaCluster, away_s: float) -> None:
     cluster.start()
 
 
+def _preload(bootstrap: str, topic: str, per_part: int) -> None:
+    """`<partition>:<seq>:` and 1,000 bytes, sequences 0..per_part-1 on every partition."""
+    p = Producer({"bootstrap.servers": bootstrap, "batch.size": 16384, "linger.ms": 5,
+                  "enable.idempotence": True})  # in order even when a first request meets a new topic's leader late
+    for seq in range(per_part):
+        for part in range(PARTS):
+            produce_waiting(p, topic, value=f"{part}:{seq}:".encode() + b"x" * 1000, partition=part)
+    assert p.flush(60) == 0
+
+
 def test_a_target_broker_killed_mid_write_loses_and_duplicates_nothing(kafka_a, tmp_path) -> None:
     target = KafkaCluster(unique_name("restarted"), tmp_path / "target").start()
     try:
         topic = create_topic(kafka_a.bootstrap, unique_name("retries"), PARTS)
         create_topic(target.bootstrap, topic, PARTS)
-        p = Producer({"bootstrap.servers": kafka_a.bootstrap, "batch.size": 16384, "linger.ms": 5,
-                      "enable.idempotence": True})  # in order even when a first request meets a new topic's leader late
-        for seq in range(PER_PART):
-            for part in range(PARTS):
-                produce_waiting(p, topic, value=f"{part}:{seq}:".encode() + b"x" * 1000, partition=part)
-        assert p.flush(60) == 0
+        _preload(kafka_a.bootstrap, topic, PER_PART)
         ends = end_offsets(kafka_a.bootstrap, topic)
 
         source, sink = Wire({"bootstrap.servers": kafka_a.bootstrap}), Wire({"bootstrap.servers": target.bootstrap})
@@ -101,12 +106,8 @@ def test_the_transaction_coordinators_broker_killed_mid_transaction(kafka_a, tmp
     try:
         topic = create_topic(kafka_a.bootstrap, unique_name("coord"), PARTS)
         create_topic(target.bootstrap, topic, PARTS, replication_factor=3)
-        p = Producer({"bootstrap.servers": kafka_a.bootstrap, "linger.ms": 5, "enable.idempotence": True})
         per_part = 1000
-        for seq in range(per_part):
-            for part in range(PARTS):
-                produce_waiting(p, topic, value=f"{part}:{seq}:".encode() + b"x" * 1000, partition=part)
-        assert p.flush(60) == 0
+        _preload(kafka_a.bootstrap, topic, per_part)
         ends = end_offsets(kafka_a.bootstrap, topic)
         source, sink = Wire({"bootstrap.servers": kafka_a.bootstrap}), Wire({"bootstrap.servers": target.bootstrap})
         try:
