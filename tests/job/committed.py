@@ -12,6 +12,17 @@ from confluent_kafka import IsolationLevel, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 
+def wait_committed(bootstrap: str, topic: str, at_least: int, alive: Callable[[], bool], timeout: float, what: str,
+                   partitions: int = 3) -> None:
+    """Wait until the remote topic's committed end reaches `at_least`, or the job ends (the caller then asserts it
+    is alive with its log), or `timeout` passes (an AssertionError naming `what`)."""
+    deadline = time.monotonic() + timeout
+    while committed_end(bootstrap, topic, partitions) < at_least and alive():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.5)
+
+
 def committed_end(bootstrap: str, topic: str, partitions: int = 3) -> int:
     """The remote topic's read_committed end offsets, summed: grows exactly when a lane commits."""
     admin = AdminClient({"bootstrap.servers": bootstrap})

@@ -28,7 +28,7 @@ from sparkmirror_dev.certs import CertificateAuthority, Issued
 from sparkmirror_dev.kafka import KafkaCluster, Security
 from sparkmirror_dev.testing import NumberedProducer, check_numbered, create_topic, unique_name
 
-from .committed import Progress, committed_end
+from .committed import Progress, wait_committed
 from .conftest import wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.minutes(9)]
@@ -127,7 +127,7 @@ def test_certificates_rotated_while_mirroring(tls_kafka, job, tmp_path, figure, 
     producer.start()
     jp = job(cfg)
     alive = lambda: jp.proc.poll() is None  # noqa: E731
-    wait_for(lambda: committed_end(k.bootstrap, remote) > 0 or not alive(), 300, "copying")
+    wait_committed(k.bootstrap, remote, 1, alive, 300, "copying")
     assert alive(), jp.log()[-3000:]
     progress = Progress(k.bootstrap, remote)
 
@@ -175,7 +175,7 @@ def test_certificates_rotated_while_mirroring(tls_kafka, job, tmp_path, figure, 
         watch(20)
 
     sent = producer.stop()
-    wait_for(lambda: committed_end(k.bootstrap, remote) >= sent * PARTS or not alive(), 180, "catch-up")
+    wait_committed(k.bootstrap, remote, sent * PARTS, alive, 180, "catch-up")
     time.sleep(5)  # a duplicate would show up after the count was reached
     log = jp.log()
     assert alive(), log[-4000:]

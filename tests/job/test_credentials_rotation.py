@@ -29,7 +29,7 @@ from sparkmirror.lanes import plan_lanes
 from sparkmirror.mm2formats import Heartbeat
 from sparkmirror.progress import ensure_progress_topic
 
-from .committed import Progress, committed_end
+from .committed import Progress, wait_committed
 from .conftest import close_kept_lanes, numbered_sequences, produce_numbered, read_topic, wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.minutes(10)]
@@ -135,7 +135,7 @@ def test_password_rotated_while_mirroring(kafka_a, reauth_kafka, topic, job, tmp
     producer.start()
     jp = job(cfg)
     alive = lambda: jp.proc.poll() is None  # noqa: E731
-    wait_for(lambda: committed_end(target.bootstrap, remote) > 0 or not alive(), 300, "copying")
+    wait_committed(target.bootstrap, remote, 1, alive, 300, "copying")
     assert alive(), jp.log()[-3000:]
     progress = Progress(target.bootstrap, remote)
     progress.sample_for(10, alive)
@@ -161,10 +161,10 @@ def test_password_rotated_while_mirroring(kafka_a, reauth_kafka, topic, job, tmp
     produce_numbered(kafka_a.bootstrap, later, 1, 0, 100)
     wait_for(lambda: _newest_heartbeat(target.bootstrap) > rotated * 1000 or not alive(), 120,
              "a heartbeat written after the last rotation")
-    wait_for(lambda: committed_end(target.bootstrap, f"a.{later}", 1) >= 100 or not alive(), 180,
-             "a topic created after the rotations mirrored")
+    wait_committed(target.bootstrap, f"a.{later}", 100, alive, 180, "a topic created after the rotations mirrored",
+                   partitions=1)
     sent = producer.stop()
-    wait_for(lambda: committed_end(target.bootstrap, remote) >= sent * PARTS or not alive(), 180, "catch-up")
+    wait_committed(target.bootstrap, remote, sent * PARTS, alive, 180, "catch-up")
     time.sleep(5)  # a duplicate would show up after the count was reached
     log = jp.log()
     print("what the job said of the rotations:\n" + "\n".join(
