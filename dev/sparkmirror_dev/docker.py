@@ -5,12 +5,15 @@ is started as root with its data under the cache (outside git), and stopped agai
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import psutil
 
 from . import paths
 from .procs import DevEnvError, log_tail, spawn, stop_pid
@@ -33,6 +36,22 @@ def engine_problem() -> str | None:
     if res.returncode != 0:
         return (res.stderr.strip().splitlines() or ["no answer"])[-1]
     return None
+
+
+def stale_engine() -> int | None:
+    """The pid of an engine that answers but was started by this ground from a checkout that is gone (its runc shim
+    path no longer exists, as when a git worktree was removed under a running engine): it would take every new
+    container to a missing runtime. None for any other engine, ours or the machine's."""
+    try:
+        res = _docker("info", "--format", "{{json .Runtimes}}")
+        runtimes = json.loads(res.stdout or "{}") if res.returncode == 0 else {}
+    except (subprocess.TimeoutExpired, ValueError):
+        return None
+    shim = (runtimes.get("sparkmirror-runc") or {}).get("path")
+    if not shim or Path(shim).exists():
+        return None
+    return next((p.pid for p in psutil.process_iter(["name", "cmdline"])
+                 if p.info["name"] == "dockerd" and "sparkmirror-runc" in " ".join(p.info["cmdline"] or ())), None)
 
 
 def apt_install(*packages: str) -> None:
@@ -62,7 +81,10 @@ class DockerEngine:
 
 
 def ensure_engine(timeout: float = 60) -> DockerEngine:
-    """Use the engine that answers, else install and start one."""
+    """Use the engine that answers, else install and start one. An engine of ours whose runtime shim is gone is
+    stopped and started afresh."""
+    if (stale := stale_engine()) is not None:
+        stop_pid(stale, timeout=30)
     if engine_problem() is None:
         return DockerEngine(started_here=False)
     if shutil.which("dockerd") is None or shutil.which("docker") is None:
