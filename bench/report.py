@@ -174,8 +174,8 @@ def _data_text(cfg: dict) -> str:
                f"*visible*: when a read_committed consumer of the target received it − source record timestamp "
                f"(what a reader on the target sees: includes the commit)." if cfg.get("latency_seconds") else "")
     return (
-        f"Data: the source is preloaded once with {cfg['records_per_size']:,} records of 1 KiB and as many of "
-        f"100 B ({cfg['total_records']:,} records, {cfg['payload_mib']:,.0f} MiB incl. keys and headers, "
+        f"Data: the source is preloaded once with {cfg['records_per_size']:,} records of 1 KiB (and of 1 KiB lz4) "
+        f"and {cfg.get('records_100b', cfg['records_per_size']):,} of 100 B ({cfg['total_records']:,} records, {cfg['payload_mib']:,.0f} MiB incl. keys and headers, "
         f"{cfg['topics']} topics × {cfg['partitions_per_topic']} partitions). **Each record size is mirrored in "
         f"its own runs** ({per_size}): a run is given only that size's topics and is checked against them, so "
         f"each table below is one size. Parallelism {cfg['parallelism']} (MM2 `tasks.max` = sparkmirror lanes); "
