@@ -277,6 +277,9 @@ class ReplicatedKafkaCluster:
     size: int = 3
     heap: str = "384m"
     extra: dict[str, str] = field(default_factory=dict)
+    security: Security | None = None
+    """Secured listeners on every node (their certificates from one CA, the same SCRAM users and authorizer);
+    PLAINTEXT stays the nodes' admin door and the inter-broker listener."""
     nodes: list[KafkaCluster] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -285,7 +288,7 @@ class ReplicatedKafkaCluster:
             voters = ",".join(f"{i + 1}@127.0.0.1:{c}" for i, (_, c) in enumerate(ports))
             cid = uuid.uuid4().hex[:22]
             self.nodes = [KafkaCluster(f"{self.name}-{i}", self.home / f"node{i}", port=p, controller_port=c,
-                                       heap=self.heap, cluster_id=cid, brokers=self.size,
+                                       heap=self.heap, cluster_id=cid, brokers=self.size, security=self.security,
                                        extra={"node.id": str(i + 1), "controller.quorum.voters": voters,
                                               **_REPLICATED, **self.extra})
                           for i, (p, c) in enumerate(ports)]
@@ -293,6 +296,10 @@ class ReplicatedKafkaCluster:
     @property
     def bootstrap(self) -> str:
         return ",".join(n.bootstrap for n in self.nodes)
+
+    def bootstrap_of(self, listener: str) -> str:
+        """Every node's address on a secured listener (after `start`)."""
+        return ",".join(n.bootstrap_of(listener) for n in self.nodes)
 
     @property
     def pids(self) -> list[int]:

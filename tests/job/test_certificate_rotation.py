@@ -14,7 +14,6 @@ partition: 0 missing, 0 duplicated, in order; the longest stall of the committed
 """
 from __future__ import annotations
 
-import os
 import socket
 import ssl
 import time
@@ -26,6 +25,7 @@ import pytest
 from sparkmirror.resource.flowgroup import FlowGroupConfig
 from sparkmirror_dev.certs import CertificateAuthority, Issued
 from sparkmirror_dev.kafka import KafkaCluster, Security
+from sparkmirror_dev.mountedsecret import MountedSecret
 from sparkmirror_dev.testing import NumberedProducer, check_numbered, create_topic, unique_name
 
 from .committed import Progress, wait_committed
@@ -49,31 +49,6 @@ def tls_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster
         yield cluster
     finally:
         cluster.stop()
-
-
-class MountedSecret:
-    """A Secret's keys as the kubelet mounts them: `name -> ..data/name`, `..data` a symlink to a directory of the
-    current contents, swapped in one rename, so a reader never sees a new certificate beside an old key."""
-
-    def __init__(self, d: Path, files: dict[str, bytes]) -> None:
-        self.dir, self.version = d, 0
-        d.mkdir()
-        self.update(files)
-        for name in files:
-            os.symlink(f"..data/{name}", d / name)
-
-    def update(self, files: dict[str, bytes]) -> None:
-        self.version += 1
-        data = self.dir / f"..v{self.version}"
-        data.mkdir()
-        for name, content in files.items():
-            (data / name).write_bytes(content)
-        tmp = self.dir / "..data_tmp"
-        os.symlink(data.name, tmp)
-        os.replace(tmp, self.dir / "..data")
-
-    def path(self, name: str) -> str:
-        return str(self.dir / name)
 
 
 def served_certificate(host_port: str) -> bytes:
