@@ -28,13 +28,14 @@ from sparkmirror_dev.env import start_all
 from sparkmirror_dev.kafka import ReplicatedKafkaCluster
 from sparkmirror_dev.procs import DevEnvError
 from sparkmirror_dev.standalone import StandaloneCluster
-from sparkmirror_dev.testing import NumberedProducer, create_topic, numbered_counts, unique_name
+from sparkmirror_dev.testing import NumberedProducer, create_topic, numbered_audit, numbered_counts, unique_name
 from sparkmirror.resource.flowgroup import FlowGroupConfig
 
 from . import report
 from .chaosground import Mirror, Progress, executors, python_workers, wait_until
-from .chaosmodel import CLIENT_TIMEOUTS_S, KINDS, OUTAGES, PARTS, TX_TIMEOUT_MS, Campaign, Fault
+from .chaosmodel import CLIENT_TIMEOUTS_S, KINDS, OUTAGES, PARTS, ROTATION, TX_TIMEOUT_MS, Campaign, Fault
 from .chaosreport import render, summary
+from .chaossecurity import LISTENERS, SecuredGround
 
 HERE = Path(__file__).resolve().parent
 
@@ -43,8 +44,10 @@ class Chaos:
     def __init__(self, camp: Campaign, workdir: Path, log: Callable[[str], None] = print) -> None:
         self.camp, self.workdir, self.say = camp, workdir, log
         self.rng = random.Random(11)
-        self.source = ReplicatedKafkaCluster("chaos-src", workdir / "src")
-        self.target = ReplicatedKafkaCluster("chaos-tgt", workdir / "tgt")
+        self.secured = SecuredGround(camp.security, workdir) if camp.security != "none" else None
+        security = self.secured.security() if self.secured else None
+        self.source = ReplicatedKafkaCluster("chaos-src", workdir / "src", security=security)
+        self.target = ReplicatedKafkaCluster("chaos-tgt", workdir / "tgt", security=security)
         self.spark = StandaloneCluster(workdir / "spark", workers=1, cores=2, memory="900m")
         self.mirror: Mirror | None = None
         self.producer: NumberedProducer | None = None
@@ -88,6 +91,10 @@ class Chaos:
         self._restart(f, lambda timeout: cluster.start(timeout))
         f.repaired = time.monotonic()
 
+    def _rotate(self, f: Fault) -> None:
+        f.detail = self.secured.rotate([self.source, self.target])
+        f.repaired = time.monotonic()
+
     def _restart(self, f: Fault, start: Callable[[float], None]) -> None:
         """Bring the brokers back, however long the controller quorum takes to settle on a loaded machine (a
         restarted node once needed over 120 s while leadership moved among the others, and the campaign ended
@@ -121,7 +128,7 @@ class Chaos:
                "executor": lambda x: self._kill_one(x, executors, "executor"), "source-broker": lambda x: self._broker(self.source, x),
                "target-broker": lambda x: self._broker(self.target, x),
                "source-outage": lambda x: self._outage(self.source, x),
-               "target-outage": lambda x: self._outage(self.target, x)}[kind]
+               "target-outage": lambda x: self._outage(self.target, x), ROTATION: self._rotate}[kind]
         act(f)
         if not f.repaired:
             f.repaired = f.at
@@ -139,28 +146,30 @@ class Chaos:
 
     # --- the campaign -----------------------------------------------------------------------------------------
     def schedule(self) -> list[str]:
-        """Rounds of one fault of each kind (in a shuffled order); the outages in the first rounds."""
+        """Rounds of one fault of each kind (in a shuffled order); the outages and rotations in the first rounds."""
         out = []
-        for r in range(self.camp.kills):
-            kinds = list(self.camp.kinds)
-            self.rng.shuffle(kinds)
-            out += kinds
+        for r in range(max(self.camp.kills, self.camp.outages, self.camp.rotations)):
+            if r < self.camp.kills:
+                kinds = list(self.camp.kinds)
+                self.rng.shuffle(kinds)
+                out += kinds
             if r < self.camp.outages:
                 out += list(OUTAGES)
-        for r in range(self.camp.kills, self.camp.outages):
-            out += list(OUTAGES)
+            if r < self.camp.rotations:
+                out.append(ROTATION)
         return out
 
     def run(self) -> Campaign:
         camp, t_start = self.camp, time.monotonic()
         self.say(f"starting two clusters of 3 brokers and a Spark standalone cluster under {self.workdir}")
         start_all([self.source, self.target])
+        if self.secured:
+            self.secured.start([self.source, self.target])
         self.spark.start()
         src = create_topic(self.source.bootstrap, unique_name("chaos"), PARTS, replication_factor=3)
         self.remote = f"src.{src}"
         cfg = FlowGroupConfig.model_validate({
-            "name": unique_name("chaos"), "clusters": [{"alias": "src", "bootstrapServers": self.source.bootstrap},
-                                                       {"alias": "tgt", "bootstrapServers": self.target.bootstrap}],
+            "name": unique_name("chaos"), "clusters": [self._entry("src", self.source), self._entry("tgt", self.target)],
             "mirrors": [{"name": "src-to-tgt", "source": "src", "target": "tgt", "topics": src,
                          "emitCheckpoints": False}],
             "lanes": 2, "epochSeconds": 10, "commitIntervalMs": 100, "transactionTimeoutMs": TX_TIMEOUT_MS,
@@ -189,13 +198,23 @@ class Chaos:
               or not self.mirror.alive(), 600, 3.0)
         camp.catch_up_s = time.monotonic() - t0
         time.sleep(5)  # a duplicate would show up after the count was reached
-        camp.missing, camp.duplicated = numbered_counts(self.target.bootstrap, self.remote, PARTS, camp.sent)
+        camp.missing, camp.duplicated, camp.reordered = numbered_audit(self.target.bootstrap, self.remote, PARTS,
+                                                                       camp.sent)
         camp.records = want - camp.missing + camp.duplicated
+        self.say(f"counted: missing {camp.missing}, duplicated {camp.duplicated}, reordered {camp.reordered}; "
+                 f"again in {camp.recount_after_s:.0f} s")
+        time.sleep(camp.recount_after_s)  # the mirror still runs: what it writes late shows here
+        camp.recount = dict(zip(("missing", "duplicated", "reordered"),
+                                numbered_audit(self.target.bootstrap, self.remote, PARTS, camp.sent)))
         rc = self.mirror.stop()
         if rc != 0:
             camp.mirror_ended.append(f"clean stop returned {rc}: " + self.mirror.tail(600).replace("\n", " | "))
         camp.wall_s = time.monotonic() - t_start
         return camp
+
+    def _entry(self, alias: str, cluster: ReplicatedKafkaCluster) -> dict:
+        return self.secured.entry(alias, cluster) if self.secured else {"alias": alias,
+                                                                        "bootstrapServers": cluster.bootstrap}
 
     def close(self) -> None:
         for part in (self.progress, self.mirror):
@@ -221,6 +240,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                    help="comma-separated kinds of SIGKILL to inject; default %(default)s")
     p.add_argument("--copy", choices=("records", "batches"), default="records",
                    help="the lanes' copy path; results of `batches` go to chaos-batches.*; default %(default)s")
+    p.add_argument("--security", choices=("none", *LISTENERS), default="none",
+                   help="the listener the mirror uses on both clusters (authorizer on, the mirror's principal granted "
+                        "what it needs): none = PLAINTEXT, sasl_ssl = SCRAM-SHA-512 over TLS, mtls = client "
+                        "certificates; results go to chaos[-batches]-<security>.*; default %(default)s")
+    p.add_argument("--rotations", type=int, default=None,
+                   help="rotations of the mirror's credentials while it runs (secured only); default 1 when secured")
+    p.add_argument("--recount-after", type=float, default=60.0,
+                   help="seconds after catch-up before the records are counted again; default %(default)s")
     p.add_argument("--workdir", type=Path, default=None, help="kept after the run (default: a temporary one)")
     p.add_argument("--results", type=Path, default=HERE / "results",
                    help="where chaos.json and chaos.md go; default %(default)s")
@@ -229,8 +256,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def run_campaign(kills: int, outages: int, outage_s: float, pause_s: float, rate: float, workdir: Path,
                  log: Callable[[str], None] = print, kinds: tuple[str, ...] = KINDS,
-                 copy: str = "records") -> tuple[Campaign, list[dict]]:
-    chaos = Chaos(Campaign(kills, outages, outage_s, pause_s, rate, kinds, copy), workdir, log)
+                 copy: str = "records", security: str = "none", rotations: int = 0,
+                 recount_after_s: float = 60.0) -> tuple[Campaign, list[dict]]:
+    chaos = Chaos(Campaign(kills, outages, outage_s, pause_s, rate, kinds, copy, security, rotations, recount_after_s),
+                  workdir, log)
     try:
         camp = chaos.run()
     finally:
@@ -249,7 +278,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"--kinds: unknown {', '.join(unknown)} (known: {', '.join(KINDS)})", file=sys.stderr)
         return 2
     camp, rows = run_campaign(args.kills, args.outages, args.outage_seconds, args.pause, args.rate, workdir,
-                              lambda s: print(s, flush=True), kinds, args.copy)
+                              lambda s: print(s, flush=True), kinds, args.copy, args.security,
+                              args.rotations if args.rotations is not None else int(args.security != "none"),
+                              args.recount_after)
     machine: dict = {"cores": os.cpu_count()}
     try:
         machine.update(report.machine())
@@ -262,10 +293,14 @@ def main(argv: list[str] | None = None) -> int:
     doc = {"campaign": {k: v for k, v in asdict(camp).items() if k != "faults"}, "summary": rows,
            "faults": [{**asdict(f), "recovery_s": f.recovery_s if f.resumed else None} for f in camp.faults], "machine": machine,
            "client_timeouts_s": CLIENT_TIMEOUTS_S}
-    stem = "chaos" if args.copy == "records" else f"chaos-{args.copy}"  # one latest run per path
+    # one latest run per path and listener
+    stem = "-".join(["chaos", *([args.copy] if args.copy != "records" else []),
+                     *([args.security] if args.security != "none" else [])])
     (args.results / f"{stem}.json").write_text(json.dumps(doc, indent=1, default=str))
     (args.results / f"{stem}.md").write_text(text)
-    return 0 if camp.missing == 0 and camp.duplicated == 0 and not camp.mirror_ended else 1
+    clean = (camp.missing == camp.duplicated == camp.reordered == 0 and not any(camp.recount.values())
+             and not camp.mirror_ended)
+    return 0 if clean else 1
 
 
 if __name__ == "__main__":

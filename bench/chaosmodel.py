@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 PARTS = 3
 KINDS = ("driver", "python-worker", "executor", "source-broker", "target-broker")
 OUTAGES = ("source-outage", "target-outage")
+ROTATION = "rotation"  # the mirror's credentials replaced while it runs (secured campaigns only)
 TX_TIMEOUT_MS = 15000  # lanes' transaction.timeout.ms; message.timeout.ms follows it (copying/start.py)
 # every client timeout of the mirror an outage must outlast: lanes' transaction and message timeouts, the 30 s
 # offset reads, the 60 s init_transactions and librdkafka's 60 s socket.timeout.ms, 45 s session.timeout.ms
@@ -37,11 +38,16 @@ class Campaign:
     rate: float
     kinds: tuple[str, ...] = KINDS  # which kills each round makes
     copy: str = "records"    # the lanes' copy path (records | batches)
+    security: str = "none"   # the listener the mirror uses on both clusters: none (PLAINTEXT), sasl_ssl, mtls
+    rotations: int = 0       # credential rotations (secured campaigns)
+    recount_after_s: float = 60.0  # the count again this long after catch-up: a late duplicate shows there
     faults: list[Fault] = field(default_factory=list)
     sent: int = 0
     records: int = 0
     missing: int = -1
     duplicated: int = -1
+    reordered: int = -1      # a sequence number first seen after a higher one in its partition
+    recount: dict[str, int] = field(default_factory=dict)  # missing, duplicated, reordered after recount_after_s
     mirror_ended: list[str] = field(default_factory=list)   # unexpected ends of the job (restarted)
     catch_up_s: float = 0.0
     wall_s: float = 0.0

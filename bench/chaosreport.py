@@ -1,12 +1,12 @@
 """The fault campaign's report: a row per kind of fault, and the Markdown page of `bench/results/chaos*.md`."""
 from __future__ import annotations
 
-from .chaosmodel import CLIENT_TIMEOUTS_S, KINDS, OUTAGES, PARTS, TX_TIMEOUT_MS, Campaign
+from .chaosmodel import CLIENT_TIMEOUTS_S, KINDS, OUTAGES, PARTS, ROTATION, TX_TIMEOUT_MS, Campaign
 
 
 def summary(camp: Campaign) -> list[dict]:
     rows = []
-    for kind in (*KINDS, *OUTAGES):
+    for kind in (*KINDS, *OUTAGES, ROTATION):
         fs = [f for f in camp.faults if f.kind == kind]
         if not fs:
             continue
@@ -23,7 +23,7 @@ def render(camp: Campaign, rows: list[dict], machine: dict) -> str:
                                                if machine.get("spark_app_uncommitted") else "")
     lines = ["# sparkmirror fault campaign (`make chaos`)", "",
              f"Source and target: 3 KRaft brokers each (combined broker+controller), replication factor 3, "
-             f"min.insync.replicas 2. Mirror: spark-submit to a Spark standalone cluster (1 worker, 2 cores, one "
+             f"min.insync.replicas 2. The mirror's listener on both: {_listener(camp.security)}. Mirror: spark-submit to a Spark standalone cluster (1 worker, 2 cores, one "
              f"executor JVM), 2 lanes, exactly-once copying {camp.copy}, transaction.timeout.ms {TX_TIMEOUT_MS}. Load: {camp.rate:.0f} "
              f"sequences/s on each of {PARTS} partitions. Pause between faults ~{camp.pause_s:.0f} s; broker kills "
              f"restart after {camp.pause_s:.0f} s; outages {camp.outage_s:.0f} s (longest client timeout "
@@ -34,7 +34,8 @@ def render(camp: Campaign, rows: list[dict], machine: dict) -> str:
         lines.append(f"| {r['fault']} | {r['count']} | {r['recovered']} | {r['longest_stall_s']} | "
                      f"{r['recovery_median_s']} | {r['recovery_max_s']} |")
     lines += ["", f"**Records**: {camp.sent * PARTS:,} produced, {camp.records:,} on the target (read_committed); "
-              f"**missing {camp.missing}, duplicated {camp.duplicated}**. Catch-up after the load stopped: "
+              f"**missing {camp.missing}, duplicated {camp.duplicated}, out of order {camp.reordered}**; counted "
+              f"again {camp.recount_after_s:.0f} s later: {_recount(camp.recount)}. Catch-up after the load stopped: "
               f"{camp.catch_up_s:.0f} s. Mirror ended unexpectedly: {len(camp.mirror_ended)}. "
               f"Campaign wall time: {camp.wall_s / 60:.1f} min.", "",
               "Stall: longest time without target growth from the fault until copying resumed after the repair. "
@@ -45,3 +46,12 @@ def render(camp: Campaign, rows: list[dict], machine: dict) -> str:
     for e in camp.mirror_ended:
         lines += ["", f"- mirror ended: {e[:500]}"]
     return "\n".join(lines) + "\n"
+
+
+def _listener(security: str) -> str:
+    return {"none": "PLAINTEXT", "sasl_ssl": "SASL_SSL with SCRAM-SHA-512, authorizer on",
+            "mtls": "SSL with client certificates (mTLS), authorizer on"}.get(security, security)
+
+
+def _recount(recount: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in recount.items()) if recount else "not done"

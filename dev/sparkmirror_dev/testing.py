@@ -221,13 +221,23 @@ class NumberedProducer(threading.Thread):
 
 def numbered_counts(bootstrap: str, topic: str, partitions: int, sent: int) -> tuple[int, int]:
     """(missing, duplicated) sequence numbers over every partition of a topic written by NumberedProducer."""
+    missing, dup, _ = numbered_audit(bootstrap, topic, partitions, sent)
+    return missing, dup
+
+
+def numbered_audit(bootstrap: str, topic: str, partitions: int, sent: int) -> tuple[int, int, int]:
+    """(missing, duplicated, reordered) over every partition of a topic written by NumberedProducer (read_committed).
+    Reordered counts the places where a sequence number, first seen, follows a higher one in its partition: the
+    order the source wrote is the order a reader of the target must meet."""
     got = read_topic(bootstrap, topic)
-    missing = dup = 0
+    missing = dup = reordered = 0
     for part in range(partitions):
         seqs = [int(r.value.decode().split(":")[1]) for r in got.get(part, [])]
         missing += len(set(range(sent)) - set(seqs))
         dup += len(seqs) - len(set(seqs))
-    return missing, dup
+        first_seen = list(dict.fromkeys(seqs))
+        reordered += sum(1 for a, b in zip(first_seen, first_seen[1:]) if b < a)
+    return missing, dup, reordered
 
 
 def check_numbered(bootstrap: str, topic: str, partitions: int, sent: int, exactly_once: bool = True) -> None:
