@@ -25,7 +25,8 @@ def test_bench_runs_end_to_end_and_writes_its_report(tmp_path: Path) -> None:
         contenders.insert(0, "sparkmirror-eos")
         latency = "sparkmirror-eos"
     results = tmp_path / "results"
-    rc = main(["-n", "1000", "--reps", "1", "--contenders", ",".join(contenders), "--sizes", "b1k,b100",
+    rc = main(["-n", "1000", "--records-100b", "1000", "--reps", "1", "--contenders", ",".join(contenders),
+               "--sizes", "b1k,b100",
                "--latency-contenders", latency, "--latency-seconds", "2", "--latency-warmup", "1",
                "--latency-rate", "500", "--partitions-per-topic", "4", "--settle", "1",
                "--work", str(tmp_path / "work"), "--results", str(results), "--timeout", "180"])
