@@ -3,7 +3,7 @@ same machine, same run, same source data:
 
     python -m bench.batchcost [-n 200000] [--size 1024] [--partitions 4] [--out bench/results/batchcost.json]
 
-Starts a source and a target KRaft cluster (Kafka 4.1.2 from the cached jars) under bench/work/batchcost,
+Starts a source and a target KRaft cluster (the ground's Kafka release from the cached jars) under bench/work/batchcost,
 preloads N records as a stock Java producer batches them (batch.size 16 KiB, linger 5 ms, no compression,
 idempotent), then copies them once per contender, each into its own target topic, each in a fresh process of
 its own (a fresh interpreter, so no contender inherits another's clients or warm caches):

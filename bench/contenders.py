@@ -170,7 +170,7 @@ class MirrorMaker2(Contender):
         path = setup.workdir / f"{self.name}.properties"
         path.write_text("".join(f"{k} = {v}\n" for k, v in self.properties(setup).items()))
         # connect-mirror-maker.sh's heap: -Xms256M -Xmx2G
-        cmd = java_cmd(install.kafka(), "org.apache.kafka.connect.mirror.MirrorMaker", str(path), heap="2G")
+        cmd = java_cmd(install.mirrormaker2(), "org.apache.kafka.connect.mirror.MirrorMaker", str(path), heap="2G")
         cmd = ["-Xms256M" if a == "-Xms2G" else a for a in cmd]
         return cmd, {}
 

@@ -61,7 +61,7 @@ def machine() -> dict:
         "kernel": platform.release(),
         "os": platform.platform(),
         "java": _cmd(["java", "-version"]).splitlines()[0] if _cmd(["java", "-version"]) else "",
-        "kafka": paths.KAFKA_VERSION,
+        "kafka": paths.KAFKA_VERSION, "mirrormaker2": paths.MM2_VERSION,
         "python": sys.version.split()[0],
         "pyspark": pyspark_version,
         "confluent_kafka": getattr(confluent_kafka, "__version__", None) or str(confluent_kafka.version()),

@@ -1,11 +1,13 @@
 """Fetches and builds what the local environment runs, each step skipped when its result is already cached."""
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
 import tempfile
 import time
+import zipfile
 from pathlib import Path
 
 from . import paths
@@ -24,7 +26,7 @@ def _run(cmd: list[str], what: str, log: Path, env: dict[str, str] | None = None
 
 def kafka(version: str = paths.KAFKA_VERSION) -> Path:
     """Apache Kafka's jars (broker, tools, log4j2; for 3.x also ZooKeeper, a dependency of its broker) from Maven
-    Central, via Maven; MirrorMaker 2's too for the default version only (bench, tests/job/mm2java.py: Central
+    Central, via Maven; MirrorMaker 2's too for `paths.MM2_VERSION` only (bench, tests/job/mm2java.py: Central
     does not serve connect-mirror for every release). Fetched into a directory of its own and renamed into place when
     complete, so two processes fetching at once, or one interrupted, never leave a half-filled cache."""
     libs = paths.kafka_libs(version)
@@ -35,7 +37,7 @@ def kafka(version: str = paths.KAFKA_VERSION) -> Path:
     print(f"fetching Apache Kafka {version} jars from Maven Central into {libs} ...", flush=True)
     libs.parent.mkdir(parents=True, exist_ok=True)
     partial = Path(tempfile.mkdtemp(prefix=f"{libs.name}.partial-", dir=libs.parent))
-    only = [] if version == paths.KAFKA_VERSION else ["-DbrokerOnly"]
+    only = [] if version == paths.MM2_VERSION else ["-DbrokerOnly"]
     try:
         _run(["mvn", "-q", "-B", "-f", str(paths.HERE / "kafka-pom.xml"), f"-Dkafka.version={version}", *only,
               "dependency:copy-dependencies", f"-DoutputDirectory={partial}", "-DincludeScope=runtime"],
@@ -53,9 +55,31 @@ def kafka(version: str = paths.KAFKA_VERSION) -> Path:
     return libs
 
 
+_LEGACY_TOOLS = {"ConfigCommand": "kafka.admin.ConfigCommand", "DumpLogSegments": "kafka.tools.DumpLogSegments"}
+
+
+@functools.lru_cache(maxsize=None)
+def tool_class(version: str, name: str) -> str:
+    """The main class of one of Kafka's own tools in a release: newer releases moved the Scala ones (`kafka-configs`,
+    `kafka-dump-log`) into the tools module (`org.apache.kafka.tools`), older ones keep them where they were."""
+    moved = f"org/apache/kafka/tools/{name}.class"
+    for jar in kafka(version).glob("kafka-tools-*.jar"):
+        with zipfile.ZipFile(jar) as z:
+            if moved in z.namelist():
+                return f"org.apache.kafka.tools.{name}"
+    return _LEGACY_TOOLS[name]
+
+
 def kafka_matrix() -> list[Path]:
-    """Every version of the broker matrix besides the default one (`make setup`: CI never fetches mid-test)."""
-    return [kafka(v) for v in paths.KAFKA_MATRIX_VERSIONS]
+    """Every version of the broker matrix besides the default one, and MirrorMaker 2's (`make setup`: CI never
+    fetches mid-test)."""
+    return [kafka(v) for v in paths.KAFKA_MATRIX_VERSIONS] + [mirrormaker2()]
+
+
+def mirrormaker2() -> Path:
+    """MirrorMaker 2's release (`paths.MM2_VERSION`) with its Connect runtime: what the bench and the tests run beside
+    sparkmirror, against brokers of any release."""
+    return kafka(paths.MM2_VERSION)
 
 
 def kubernetes() -> Path:

@@ -121,13 +121,13 @@ class KafkaCluster:
             fut.result(timeout)
 
     def alter_broker_config(self, props: dict[str, str], timeout: float = 120.0) -> str:
-        """Set dynamic broker configs with Kafka's own `kafka-configs` (its main class, `kafka.admin.ConfigCommand`,
-        from this release's jars) through the PLAINTEXT admin door, as an operator of the cluster would: e.g. a
+        """Set dynamic broker configs with Kafka's own `kafka-configs` (its main class from this release's jars) through the PLAINTEXT admin door, as an operator of the cluster would: e.g. a
         listener's new keystore (`listener.name.mtls.ssl.keystore.location`), which the broker loads in place."""
         node = "1"  # KafkaCluster's node.id / broker.id
         args = ["--bootstrap-server", self.bootstrap, "--alter", "--entity-type", "brokers", "--entity-name", node,
                 "--add-config", ",".join(f"{k}={v}" for k, v in props.items())]
-        res = subprocess.run(java_cmd(install.kafka(self.version), "kafka.admin.ConfigCommand", *args, heap="256m"),
+        res = subprocess.run(java_cmd(install.kafka(self.version), install.tool_class(self.version, "ConfigCommand"), *args,
+                                      heap="256m"),
                              capture_output=True, text=True, timeout=timeout)
         if res.returncode != 0:
             raise DevEnvError(f"Kafka cluster {self.name!r}: kafka-configs {' '.join(args)} failed:\n"

@@ -4,9 +4,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-KAFKA_VERSION = "4.1.2"  # the default test ground, the demo, MirrorMaker 2 beside sparkmirror (bench, tests)
-KAFKA_MATRIX_VERSIONS = ("3.9.2", "4.4.0")
-"""The broker matrix (tests/job/test_broker_matrix.py): the last 3.x (ZooKeeper or KRaft) and the newest 4.x."""
+KAFKA_VERSION = "4.4.0"  # the default test ground (the newest release), the demo, the kind cluster's brokers
+KAFKA_MATRIX_VERSIONS = ("3.9.2", "4.1.2")
+"""The broker matrix's other releases (tests/job/test_broker_matrix.py): the last 3.x (ZooKeeper or KRaft) and the
+4.x before the ground's."""
+MM2_VERSION = "4.3.1"
+"""MirrorMaker 2 beside sparkmirror (bench, tests/job/mm2java.py): the newest release whose `connect-mirror` Maven
+Central serves (4.4.0's is not published there)."""
 K8S_VERSION = "v1.36.3"
 ETCD_VERSION = "v3.6.8"
 SPARK_OPERATOR_VERSION = "v2.4.0"

@@ -21,7 +21,7 @@ def run_java(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., str]:
 
     if shutil.which("javac") is None:
         pytest.skip("javac is not installed")
-    libs = install.kafka()
+    libs = install.mirrormaker2()
     root = tmp_path_factory.mktemp("java")
     compiled: set[str] = set()
 

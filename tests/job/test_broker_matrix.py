@@ -35,9 +35,10 @@ from .conftest import close_kept_lanes, mirror_once
 
 pytestmark = [pytest.mark.kafka, pytest.mark.solo, pytest.mark.minutes(2.5)]
 
-OLD, NEW = KAFKA_MATRIX_VERSIONS  # the last 3.x, the newest 4.x
+OLD, PREV = KAFKA_MATRIX_VERSIONS  # the last 3.x, the 4.x before the ground's
+NEW = KAFKA_VERSION  # the ground's: the newest release
 RELEASES = {"old-zk": (OLD, True), "old-kraft": (OLD, False), "new": (NEW, False), "new2": (NEW, False),
-            "ground": (KAFKA_VERSION, False)}
+            "prev": (PREV, False)}
 """The matrix's clusters (name -> Kafka version, ZooKeeper mode), started together (the session's `a` and `b` would
 start before them, not beside them)."""
 
@@ -50,9 +51,9 @@ def _pair(source: str, target: str):
     return pytest.param(source, target, id=f"{label(source)}-to-{label(target)}")
 
 
-PAIRS = [_pair("old-zk", "new"), _pair("new", "old-kraft"), _pair("new", "new2"), _pair("ground", "old-zk")]
+PAIRS = [_pair("old-zk", "new"), _pair("new", "old-kraft"), _pair("new", "new2"), _pair("prev", "old-zk")]
 """Off an old ZooKeeper cluster; back to an old KRaft one (failback); between two of the newest; and from the
-ground's default release onto a ZooKeeper cluster."""
+4.x before the ground's onto a ZooKeeper cluster."""
 
 FIRST, LATER = 200, 100  # sequences per partition before and after the topic grows from 3 to 4 partitions
 CONFIGS = {"retention.ms": "86400000", "max.message.bytes": "2000000"}

@@ -18,8 +18,8 @@ RECORDS = 300
 def batch_codecs(log_dir) -> list[str]:
     """The compression codec of every data batch (not the transaction markers) in a partition's log segments."""
     files = sorted(str(f) for f in log_dir.glob("*.log"))
-    cmd = java_cmd(install.kafka(paths.KAFKA_VERSION), "kafka.tools.DumpLogSegments", "--files", ",".join(files),
-                   heap="256m", log4j=False)
+    dump_log = install.tool_class(paths.KAFKA_VERSION, "DumpLogSegments")  # kafka-dump-log
+    cmd = java_cmd(install.kafka(paths.KAFKA_VERSION), dump_log, "--files", ",".join(files), heap="256m", log4j=False)
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr[-2000:]
     return [m.group(2) for m in re.finditer(r"isControl: (\w+).*?compresscodec: (\w+)", out.stdout)
