@@ -174,7 +174,10 @@ class Chaos:
                          "emitCheckpoints": False}],
             "lanes": 2, "epochSeconds": 10, "commitIntervalMs": 100, "transactionTimeoutMs": TX_TIMEOUT_MS,
             "progressTopic": unique_name("progress"), "copy": camp.copy})
-        self.producer = NumberedProducer(self.source.bootstrap, src, rate=camp.rate, partitions=PARTS)
+        # the load outlasts any outage (its records wait in the producer, in order, and go when the source is back):
+        # librdkafka's default message.timeout.ms (300 s) and queue (100,000 messages) gave up in a 10-minute one
+        self.producer = NumberedProducer(self.source.bootstrap, src, rate=camp.rate, partitions=PARTS,
+                                         config={"message.timeout.ms": 0, "queue.buffering.max.messages": 10_000_000})
         self.producer.start()
         self.progress = Progress(self.target.bootstrap, self.remote, PARTS)
         self.progress.start()

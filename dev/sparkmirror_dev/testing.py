@@ -190,16 +190,18 @@ class NumberedProducer(threading.Thread):
     """Writes b'<partition>:<seq>' to every partition of `topic` (`partitions` of them), `rate` sequences per
     second, until stopped; `sent` is then the number of sequences every partition got."""
 
-    def __init__(self, bootstrap: str, topic: str, rate: float = 200.0, partitions: int = 3) -> None:
+    def __init__(self, bootstrap: str, topic: str, rate: float = 200.0, partitions: int = 3,
+                 config: dict | None = None) -> None:
         super().__init__(daemon=True)
         self.bootstrap, self.topic, self.rate, self.partitions = bootstrap, topic, rate, partitions
+        self.config = config or {}  # producer settings on top of the defaults (e.g. to outlast a long outage)
         self.sent = 0
         self.errors: list = []
         self._stop_evt = threading.Event()
 
     def run(self) -> None:
         p = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "linger.ms": 5,
-                      "compression.type": "lz4"})
+                      "compression.type": "lz4", **self.config})
         seq = 0
         while not self._stop_evt.is_set():
             for part in range(self.partitions):
