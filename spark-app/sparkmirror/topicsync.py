@@ -20,6 +20,11 @@ Topic ACLs follow MM2's `sync.topic.acls.enabled` (every `syncTopicAclsIntervalS
 stops the copy. What the mirror created is recorded in its progress topic (`aclsync.AclRecord`), so only that
 is ever removed.
 
+Deletion propagation (`deleteRemoteTopics`, opt-in) follows `topicdeletion`: every remote topic `sync()` creates
+is recorded in the progress topic (so only those are ever deleted); with the setting on, `sync()` deletes the
+ones whose source topic has been gone (or recreated) for the grace period, holds the route of a recreated source
+topic until its old remote topic is deleted, and `plan()`'s caller sees the same through `deletion_plan()`.
+
 A topic deleted and recreated at the source (new topic id, or its end offsets going backwards) is never
 handled silently: with the flow group's `sourceGapPolicy: fail` `sync()` raises `TopicRecreated`; with
 `skip` it logs an error, records it in `TopicSync.problems` and goes on (the copier then applies the same
@@ -42,6 +47,7 @@ from .credentials import CredentialWatch, RefusalGrace
 from .replicas import refused, source_factor
 from .resource.flowgroup import Cluster, FlowGroupConfig, Mirror
 from .replication import GroupFilter, policy_for
+from .topicdeletion import DeletionPlan, TopicDeletion, TopicRecords
 from .topicplan import (ConfigValue, CreateTopic, SourceTopic, SyncPlan, TargetTopic, TopicRoute, compile_excludes,
                         metadata_batches, plan_sync, select_topics, topic_filter)
 
@@ -135,6 +141,8 @@ class TopicSync:
         self._configs_synced_at = float("-inf")
         self._acls_synced_at = float("-inf")
         self._acls: AclSync | None = None
+        self._deletion: TopicDeletion | None = None
+        self.deletions: DeletionPlan | None = None  # what deletion propagation planned at the last sync
         self.source_topics: dict[str, int] = {}   # every topic -> partitions, as the last plan() listed them
         self.target_topics: dict[str, int] = {}
         self.source_factors: dict[str, int | None] = {}  # every topic -> replication factor, as last listed
@@ -221,6 +229,67 @@ class TopicSync:
                                  AclRecord(self.config, self.mirror.name, self.timeout))
         return self._acls
 
+    @property
+    def deletion(self) -> TopicDeletion:
+        if self._deletion is None:
+            self._deletion = TopicDeletion(self.mirror, self.mirror.source, self._admin,
+                                           TopicRecords(self.config, self.mirror.name, self.timeout), self.timeout)
+        return self._deletion
+
+    def deletion_plan(self, now_ms: int | None = None) -> DeletionPlan:
+        """What deletion propagation would do now, writing nothing (after `plan()`, whose listings it uses)."""
+        if not self.mirror.deleteRemoteTopics.enabled:
+            return DeletionPlan()
+        owned = list(self.deletion.load(self.target_topics).values())
+        sources = {t.source for t in owned if t.source in self.source_topics and t.deleted_ms is None}
+        remotes = {t.remote for t in owned if t.remote in self.target_topics}
+        sids = topic_ids(self._admin("source"), sources, self.timeout)
+        tids = topic_ids(self._admin("target"), remotes, self.timeout)
+        return self.deletion.observe({s: sids.get(s, "") for s in sources}, {r: tids.get(r, "") for r in remotes},
+                                     self.target_topics, now_ms)
+
+    def _propagate_deletions(self, plan: SyncPlan) -> None:
+        """Deletion propagation's round: records what it saw, deletes what is due, and takes the routes of
+        recreated source topics out of `plan` while their old remote topic is there. A failure is logged and
+        leaves the plan as it is (a recreated topic is then met by the recreated-topic check)."""
+        try:
+            dplan = self.deletion_plan()
+            deleted = self.deletion.apply(dplan, self.target_topics, self.config.resource, self.deletion.records.write)
+        except Exception as e:  # noqa: BLE001 - deletion propagation never stops the copy
+            log.warning("mirror %s: deletion propagation skipped this round: %s: %s", self.mirror.name,
+                        type(e).__name__, e)
+            return
+        self.deletions = dplan
+        held = dplan.held | {t.source for t in deleted}
+        if not held:
+            return
+        for topic in held:  # a new history: no comparison with the old topic's id or offsets
+            self._topic_ids.pop(topic, None)
+            for k in [k for k in self.end_offsets if k[0] == topic]:
+                del self.end_offsets[k]
+        gone = {t.remote for t in deleted}
+        plan.routes = [r for r in plan.routes if r.source_topic not in held]
+        plan.create = [c for c in plan.create if c.name not in gone]
+        held_remotes = {t.topic.remote for t in dplan.delete + dplan.waiting} | gone
+        plan.add_partitions = [a for a in plan.add_partitions if a.name not in held_remotes]
+        plan.alter_configs = [a for a in plan.alter_configs if a.name not in held_remotes]
+
+    def _record_created(self, created: list[CreateTopic], routes: list[TopicRoute]) -> None:
+        """Ownership: the remote topics this sync created, with both topic ids, into the progress topic."""
+        if not created:
+            return
+        source_of = {r.target_topic: r.source_topic for r in routes}
+        try:
+            sids = topic_ids(self._admin("source"), {source_of[c.name] for c in created if c.name in source_of},
+                             self.timeout)
+            tids = topic_ids(self._admin("target"), {c.name for c in created}, self.timeout)
+            self.deletion.created([(c.name, source_of[c.name], sids.get(source_of[c.name], ""), tids.get(c.name, ""))
+                                   for c in created if c.name in source_of], list(self.target_topics) +
+                                  [c.name for c in created])
+        except Exception as e:  # noqa: BLE001 - unrecorded: never deleted by the mirror, which is safe
+            log.warning("mirror %s: the remote topics it created could not be recorded as its own (%s: %s); they "
+                        "will never be deleted by deletion propagation", self.mirror.name, type(e).__name__, e)
+
     def acl_state(self, routes: list[TopicRoute] | None = None) -> AclState:
         """What ACL sync would do now, writing nothing (after `plan()`, whose routes and target topics it uses)."""
         if not self.mirror.syncTopicAcls:
@@ -279,7 +348,10 @@ class TopicSync:
         for topic, why in plan.conflicts:
             if not any(p.kind == "conflict" and p.topic == topic for p in self.problems):
                 self._problem("conflict", topic, why, fail=False)
-        self._apply(plan)
+        if self.mirror.deleteRemoteTopics.enabled:
+            self._propagate_deletions(plan)
+        created = self._apply(plan)
+        self._record_created(created, plan.routes)
         if plan.create or plan.add_partitions:
             plan.routes = self._visible(plan)
         if with_configs:
@@ -317,8 +389,10 @@ class TopicSync:
                 out.append(TopicRoute(r.source_topic, r.target_topic, have))
         return out
 
-    def _apply(self, plan: SyncPlan) -> None:
+    def _apply(self, plan: SyncPlan) -> list[CreateTopic]:
+        """Apply the plan; returns the remote topics it created (not those another worker was first to)."""
         admin = self._admin("target")
+        created: list[CreateTopic] = []
         pending = list(plan.create)
         while pending:  # again without a config the target refused as unknown (at most once per config name)
             futs: dict = {}
@@ -331,6 +405,7 @@ class TopicSync:
             for name, fut in futs.items():
                 try:
                     fut.result(timeout=self.timeout)
+                    created.append(next(c for c in pending if c.name == name))
                     log.info("mirror %s: created remote topic %s", self.mirror.name, name)
                 except KafkaException as e:
                     if e.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:  # another worker was first
@@ -377,6 +452,7 @@ class TopicSync:
                     raise TopicSyncError(f"{self._where('target')}: altering configs of {res.name!r} failed: "
                                          f"{e.args[0].str()}") from e
             pending_alters = [a for a in pending_alters if a.name in again and (self._known(a.set) or a.delete)]
+        return created
 
     def _too_few_brokers(self, e: KafkaException, c: CreateTopic) -> None:
         """Raises the refusal naming the key to set when the target has fewer brokers than the factor."""
