@@ -76,7 +76,7 @@ def observe(configs: Iterable[FlowGroupConfig], timeout: float = 15.0) -> list[M
                 plan = sync.plan()
                 acls = sync.acl_state(plan.routes)
                 now_ms = int(time.time() * 1000)
-                deletions = sync.deletion_plan(now_ms) if m.deleteRemoteTopics.enabled else None
+                deletions = sync.deletion_plan(now_ms) if m.deletion.enabled else None
                 if deletions is not None:
                     plan.routes = [r for r in plan.routes if r.source_topic not in deletions.held]
                 progress = None
@@ -174,12 +174,12 @@ def _internal_rows(obs: MirrorObservation) -> list[dict[str, Any]]:
 def _deletion_view(obs: MirrorObservation) -> dict[str, Any]:
     m = obs.mirror
     if obs.deletions is None:
-        return {"enabled": False, "graceSeconds": m.deleteRemoteTopics.graceSeconds, "delete": [], "held": []}
+        return {"enabled": False, "graceSeconds": m.deletion.graceSeconds, "delete": [], "held": []}
     rows = [{"topic": p.topic.remote, "source": p.topic.source, "reason": p.why,
              "goneSinceMs": p.topic.gone_ms if p.topic.gone_ms is not None else obs.now_ms, "dueMs": p.due_ms,
              "inSeconds": max(0.0, round((p.due_ms - obs.now_ms) / 1000, 1))}
             for p in obs.deletions.delete + obs.deletions.waiting]
-    return {"enabled": True, "graceSeconds": m.deleteRemoteTopics.graceSeconds,
+    return {"enabled": True, "graceSeconds": m.deletion.graceSeconds,
             "delete": sorted(rows, key=lambda r: r["dueMs"]), "held": sorted(obs.deletions.held)}
 
 

@@ -155,10 +155,10 @@ class TopicDeletion:
     deletions. The records are read once, then kept in memory (the mirror writes them); writes that fail are
     kept and tried again at the next round."""
 
-    def __init__(self, mirror, source_alias: str, admin: Callable[[str], AdminClient], records: TopicRecords,
-                 timeout: float = 15.0) -> None:  # mirror: resource.flowgroup.Mirror
-        self.mirror, self.source_alias, self.admin, self.records, self.timeout = (
-            mirror, source_alias, admin, records, timeout)
+    def __init__(self, mirror, admin: Callable[[str], AdminClient], ids: Callable[[str, set[str]], dict[str, str]],
+                 records: TopicRecords, timeout: float = 15.0) -> None:  # mirror: resource.flowgroup.Mirror
+        self.mirror, self.admin, self.ids, self.records, self.timeout = mirror, admin, ids, records, timeout
+        self.last: DeletionPlan | None = None  # what the last round planned
         self.owned: dict[str, OwnedTopic] | None = None
         self.unsaved: dict[str, OwnedTopic | None] = {}  # remote -> record (None: forget) not written yet
         self.deleted: list[OwnedTopic] = []  # deleted by this process, for the metrics and the log
@@ -169,8 +169,9 @@ class TopicDeletion:
         return self.owned
 
     def _save(self, changes: Mapping[str, OwnedTopic | None], what: str) -> None:
-        assert self.owned is not None
-        for remote, t in changes.items():
+        for remote, t in changes.items():  # (not read yet: read with these when first needed)
+            if self.owned is None:
+                break
             if t is None:
                 self.owned.pop(remote, None)
             else:
@@ -186,24 +187,64 @@ class TopicDeletion:
             log.warning("mirror %s: cannot write the %s to the progress topic: %s; tried again at the next sync",
                         self.mirror.name, what, e)
 
-    def created(self, created: Iterable[tuple[str, str, str, str]], target_topics: Iterable[str]) -> None:
+    def created(self, created: Iterable[tuple[str, str, str, str]]) -> None:
         """Record remote topics just created: (remote, source topic, source id, remote id)."""
         now = int(time.time() * 1000)
-        self.load(target_topics)
         rows = {r: OwnedTopic(r, s, sid, rid, now) for r, s, sid, rid in created}
         if rows:
             self._save(rows, f"records of {len(rows)} created remote topic(s)")
 
-    def observe(self, source_ids: Mapping[str, str], target_ids: Mapping[str, str],
-                target_topics: Iterable[str], now_ms: int | None = None) -> DeletionPlan:
-        """The plan now, writing nothing (what `sparkmirror plan` shows)."""
-        owned = self.load(target_topics)
+    def observe(self, source_topics: Iterable[str], target_topics: Iterable[str],
+                now_ms: int | None = None) -> DeletionPlan:
+        """The plan now, writing nothing (what `sparkmirror plan` shows). `source_topics`, `target_topics`: what the
+        clusters list; a listed topic whose id cannot be described counts as its recorded one (never as gone)."""
+        source_topics, target_topics = set(source_topics), set(target_topics)
+        owned = list(self.load(target_topics).values())
+        sources = {t.source for t in owned if t.source in source_topics and t.deleted_ms is None}
+        remotes = {t.remote for t in owned if t.remote in target_topics}
+        sids, tids = self.ids("source", sources), self.ids("target", remotes)
         now = int(time.time() * 1000) if now_ms is None else now_ms
-        return plan_deletions(owned.values(), source_ids, target_ids, now, self.mirror.deleteRemoteTopics.graceSeconds,
-                              self.mirror.deleteRemoteTopics.enabled)
+        return plan_deletions(owned, {s: sids.get(s, "") for s in sources}, {r: tids.get(r, "") for r in remotes},
+                              now, self.mirror.deletion.graceSeconds, self.mirror.deletion.enabled)
 
-    def apply(self, plan: DeletionPlan, target_partitions: Mapping[str, int], resource: str | None,
-              progress_write: Callable[[list[tuple[bytes, bytes | None]], str], None]) -> list[OwnedTopic]:
+    def round(self, plan, source_topics: Iterable[str], target_partitions: Mapping[str, int]) -> set[str]:
+        """One round beside a sync: record what was seen, delete what is due, and take the routes of recreated
+        source topics out of `plan` (a `topicplan.SyncPlan`) while their old remote topic is there. Returns the
+        source topics starting a new history. A failure is logged and leaves the plan as it is (a recreated
+        topic is then met by the recreated-topic check)."""
+        try:
+            dplan = self.observe(source_topics, target_partitions)
+            deleted = self.apply(dplan, target_partitions)
+        except Exception as e:  # noqa: BLE001 - deletion propagation never stops the copy
+            log.warning("mirror %s: deletion propagation skipped this round: %s: %s", self.mirror.name,
+                        type(e).__name__, e)
+            return set()
+        self.last = dplan
+        held = dplan.held | {t.source for t in deleted}
+        busy = {p.topic.remote for p in dplan.delete + dplan.waiting} | {t.remote for t in deleted}
+        plan.routes = [r for r in plan.routes if r.source_topic not in held]
+        plan.create = [c for c in plan.create if c.name not in busy]
+        plan.add_partitions = [a for a in plan.add_partitions if a.name not in busy]
+        plan.alter_configs = [a for a in plan.alter_configs if a.name not in busy]
+        return held
+
+    def record_created(self, created, routes) -> None:
+        """Ownership: the remote topics a sync created (`topicplan.CreateTopic`s; `routes` say their sources), with
+        both topic ids, into the progress topic. Unrecorded, a topic is never deleted: safe, and said."""
+        source_of = {r.target_topic: r.source_topic for r in routes}
+        created = [c for c in created if c.name in source_of]
+        if not created:
+            return
+        try:
+            sids = self.ids("source", {source_of[c.name] for c in created})
+            tids = self.ids("target", {c.name for c in created})
+            self.created([(c.name, source_of[c.name], sids.get(source_of[c.name], ""), tids.get(c.name, ""))
+                          for c in created])
+        except Exception as e:  # noqa: BLE001
+            log.warning("mirror %s: the remote topics it created could not be recorded as its own (%s: %s); they "
+                        "will never be deleted by deletion propagation", self.mirror.name, type(e).__name__, e)
+
+    def apply(self, plan: DeletionPlan, target_partitions: Mapping[str, int]) -> list[OwnedTopic]:
         """Record what was seen, delete what is due; returns the topics deleted."""
         changes: dict[str, OwnedTopic | None] = {t.remote: t for t in plan.record}
         changes.update({r: None for r in plan.forget})
@@ -226,8 +267,8 @@ class TopicDeletion:
             t = p.topic
             parts = target_partitions.get(t.remote, 0)
             try:  # the progress of the old history first: a crash after the deletion leaves nothing to resume
-                progress_write([(progress_key(self.source_alias, t.source, i, resource), None) for i in range(parts)],
-                               f"progress reset of source topic {t.source!r}")
+                self.records.write([(progress_key(self.mirror.source, t.source, i, self.records.config.resource), None)
+                                    for i in range(parts)], f"progress reset of source topic {t.source!r}")
             except Exception as e:  # noqa: BLE001 - not deleted this round; tried again at the next
                 log.warning("mirror %s: remote topic %s not deleted: resetting its progress failed: %s",
                             self.mirror.name, t.remote, e)
@@ -245,7 +286,7 @@ class TopicDeletion:
             deleted.append(done)
             log.warning("mirror %s: deleted remote topic %s (%d partitions): %s for %.0f s (grace %d s)",
                         self.mirror.name, t.remote, parts, p.why, (done.deleted_ms - (t.gone_ms or 0)) / 1000,
-                        self.mirror.deleteRemoteTopics.graceSeconds)
+                        self.mirror.deletion.graceSeconds)
         if deleted:
             self._save({t.remote: t for t in deleted}, "records of deleted remote topics")
             self.deleted += deleted

@@ -142,7 +142,6 @@ class TopicSync:
         self._acls_synced_at = float("-inf")
         self._acls: AclSync | None = None
         self._deletion: TopicDeletion | None = None
-        self.deletions: DeletionPlan | None = None  # what deletion propagation planned at the last sync
         self.source_topics: dict[str, int] = {}   # every topic -> partitions, as the last plan() listed them
         self.target_topics: dict[str, int] = {}
         self.source_factors: dict[str, int | None] = {}  # every topic -> replication factor, as last listed
@@ -232,63 +231,18 @@ class TopicSync:
     @property
     def deletion(self) -> TopicDeletion:
         if self._deletion is None:
-            self._deletion = TopicDeletion(self.mirror, self.mirror.source, self._admin,
+            self._deletion = TopicDeletion(self.mirror, self._admin, self._ids_of,
                                            TopicRecords(self.config, self.mirror.name, self.timeout), self.timeout)
         return self._deletion
 
     def deletion_plan(self, now_ms: int | None = None) -> DeletionPlan:
         """What deletion propagation would do now, writing nothing (after `plan()`, whose listings it uses)."""
-        if not self.mirror.deleteRemoteTopics.enabled:
+        if not self.mirror.deletion.enabled:
             return DeletionPlan()
-        owned = list(self.deletion.load(self.target_topics).values())
-        sources = {t.source for t in owned if t.source in self.source_topics and t.deleted_ms is None}
-        remotes = {t.remote for t in owned if t.remote in self.target_topics}
-        sids = topic_ids(self._admin("source"), sources, self.timeout)
-        tids = topic_ids(self._admin("target"), remotes, self.timeout)
-        return self.deletion.observe({s: sids.get(s, "") for s in sources}, {r: tids.get(r, "") for r in remotes},
-                                     self.target_topics, now_ms)
+        return self.deletion.observe(self.source_topics, self.target_topics, now_ms)
 
-    def _propagate_deletions(self, plan: SyncPlan) -> None:
-        """Deletion propagation's round: records what it saw, deletes what is due, and takes the routes of
-        recreated source topics out of `plan` while their old remote topic is there. A failure is logged and
-        leaves the plan as it is (a recreated topic is then met by the recreated-topic check)."""
-        try:
-            dplan = self.deletion_plan()
-            deleted = self.deletion.apply(dplan, self.target_topics, self.config.resource, self.deletion.records.write)
-        except Exception as e:  # noqa: BLE001 - deletion propagation never stops the copy
-            log.warning("mirror %s: deletion propagation skipped this round: %s: %s", self.mirror.name,
-                        type(e).__name__, e)
-            return
-        self.deletions = dplan
-        held = dplan.held | {t.source for t in deleted}
-        if not held:
-            return
-        for topic in held:  # a new history: no comparison with the old topic's id or offsets
-            self._topic_ids.pop(topic, None)
-            for k in [k for k in self.end_offsets if k[0] == topic]:
-                del self.end_offsets[k]
-        gone = {t.remote for t in deleted}
-        plan.routes = [r for r in plan.routes if r.source_topic not in held]
-        plan.create = [c for c in plan.create if c.name not in gone]
-        held_remotes = {t.topic.remote for t in dplan.delete + dplan.waiting} | gone
-        plan.add_partitions = [a for a in plan.add_partitions if a.name not in held_remotes]
-        plan.alter_configs = [a for a in plan.alter_configs if a.name not in held_remotes]
-
-    def _record_created(self, created: list[CreateTopic], routes: list[TopicRoute]) -> None:
-        """Ownership: the remote topics this sync created, with both topic ids, into the progress topic."""
-        if not created:
-            return
-        source_of = {r.target_topic: r.source_topic for r in routes}
-        try:
-            sids = topic_ids(self._admin("source"), {source_of[c.name] for c in created if c.name in source_of},
-                             self.timeout)
-            tids = topic_ids(self._admin("target"), {c.name for c in created}, self.timeout)
-            self.deletion.created([(c.name, source_of[c.name], sids.get(source_of[c.name], ""), tids.get(c.name, ""))
-                                   for c in created if c.name in source_of], list(self.target_topics) +
-                                  [c.name for c in created])
-        except Exception as e:  # noqa: BLE001 - unrecorded: never deleted by the mirror, which is safe
-            log.warning("mirror %s: the remote topics it created could not be recorded as its own (%s: %s); they "
-                        "will never be deleted by deletion propagation", self.mirror.name, type(e).__name__, e)
+    def _ids_of(self, which: str, names: set[str]) -> dict[str, str]:
+        return topic_ids(self._admin(which), names, self.timeout)
 
     def acl_state(self, routes: list[TopicRoute] | None = None) -> AclState:
         """What ACL sync would do now, writing nothing (after `plan()`, whose routes and target topics it uses)."""
@@ -348,10 +302,13 @@ class TopicSync:
         for topic, why in plan.conflicts:
             if not any(p.kind == "conflict" and p.topic == topic for p in self.problems):
                 self._problem("conflict", topic, why, fail=False)
-        if self.mirror.deleteRemoteTopics.enabled:
-            self._propagate_deletions(plan)
+        if self.mirror.deletion.enabled:
+            for topic in self.deletion.round(plan, self.source_topics, self.target_topics):
+                self._topic_ids.pop(topic, None)  # a new history: never compared with the old topic's id or offsets
+                for k in [k for k in self.end_offsets if k[0] == topic]:
+                    del self.end_offsets[k]
         created = self._apply(plan)
-        self._record_created(created, plan.routes)
+        self.deletion.record_created(created, plan.routes)
         if plan.create or plan.add_partitions:
             plan.routes = self._visible(plan)
         if with_configs:

@@ -281,9 +281,10 @@ class Mirror(_Model):
         "(opt-in; a report only, see copying/groupreport.py), so kafka-consumer-groups.sh, Burrow and lag "
         "exporters show its lag per partition. A group of its own: one that consumers ever joined is not "
         "written."))
-    deleteRemoteTopics: DeleteRemoteTopics = Field(default_factory=DeleteRemoteTopics, description=(
+    deleteRemoteTopics: DeleteRemoteTopics | None = Field(None, description=(
         "Deletion propagation: remote topics the mirror created follow their source topic's deletion after a "
-        "grace period (see sparkmirror/topicdeletion.py)."))
+        "grace period (see sparkmirror/topicdeletion.py); none: off (left out, so a config without it keeps its "
+        "hash and no worker generation rolls for it)."))
     emitCheckpoints: bool = True
     emitCheckpointsIntervalSeconds: float = Field(60.0, gt=0)
     syncGroupOffsets: bool = False
@@ -300,6 +301,11 @@ class Mirror(_Model):
     targetProducer: dict[str, str] = Field(default_factory=dict, description="librdkafka properties of this "
                                            "mirror's lane producers (MM2's target.producer.*, "
                                            "producer.override.*), over the cluster's.")
+
+    @property
+    def deletion(self) -> DeleteRemoteTopics:
+        """The deletion propagation settings in effect (off when not given)."""
+        return self.deleteRemoteTopics or DeleteRemoteTopics()
 
     @field_validator("topics", "topicsExclude", "groups", "groupsExclude")
     @classmethod
