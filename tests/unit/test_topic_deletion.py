@@ -73,3 +73,30 @@ def test_the_record_round_trips_through_the_progress_state() -> None:
     assert OwnedTopic.of("a.orders", state.topics[("ns/m", "a", "a.orders")]) == seen
     state.mark_topic(("ns/m", "a", "a.orders"), None)
     assert state.topics == {}
+
+
+def _resource(**mirror) -> dict:
+    return {"apiVersion": "sparkmirror.io/v1alpha1", "kind": "KafkaMirrorMaker2",
+            "metadata": {"name": "m", "namespace": "ns"},
+            "spec": {"target": {"alias": "b", "bootstrapServers": "b:9092"},
+                     "mirrors": [{"source": {"alias": "a", "bootstrapServers": "a:9092"}, **mirror}]}}
+
+
+def test_the_setting_reaches_the_job_and_is_off_by_default() -> None:
+    from sparkmirror.resource.plan import plan
+
+    (on,) = [m for g in plan(_resource(deleteRemoteTopics={"enabled": True, "graceSeconds": 5})).groups
+             for m in g.mirrors]
+    assert (on.deletion.enabled, on.deletion.graceSeconds) == (True, 5)
+    (off,) = [m for g in plan(_resource()).groups for m in g.mirrors]
+    assert off.deleteRemoteTopics is None and (off.deletion.enabled, off.deletion.graceSeconds) == (False, 86400)
+
+
+def test_bad_settings_are_named() -> None:
+    from sparkmirror.resource.plan import plan
+
+    cases = {"graceSeconds": {"enabled": True, "graceSeconds": 0}, "enabled": {"enabled": "sometimes"},
+             "grace": {"grace": 60}}
+    for name, value in cases.items():
+        errors = [str(e) for e in plan(_resource(deleteRemoteTopics=value)).errors]
+        assert len(errors) == 1 and errors[0].startswith(f"spec.mirrors[0].deleteRemoteTopics.{name}:"), errors
