@@ -110,6 +110,10 @@ def families(flow_group: str, snapshot: dict[str, dict], generation: int | None 
               "took them, by reason (old_magic, log_append_time, offset_gaps, starts_before).", [*ml, "reason"])
     m_hb = c("sparkmirror_heartbeats_total", "MM2 heartbeats emitted.", ml)
     m_ck = g("sparkmirror_checkpoints_groups", "Consumer groups checkpointed in the last round.", ml)
+    m_del = g("sparkmirror_mirror_remote_topics_deleted", "Remote topics deletion propagation (deleteRemoteTopics) "
+              "deleted, as the mirror's topic records in the progress topic say.", ml)
+    m_gone = g("sparkmirror_mirror_remote_topics_pending_deletion", "Remote topics the mirror created whose source "
+               "topic is gone or recreated: deleted once the grace has passed (deleteRemoteTopics).", ml)
     gl = [*ml, "group"]
     g_lag = g("sparkmirror_consumer_group_lag_records", "Records a checkpointed consumer group has not read on the "
               "source (end offset minus committed offset, over the mirrored partitions).", gl)
@@ -178,6 +182,8 @@ def families(flow_group: str, snapshot: dict[str, dict], generation: int | None 
             m_reb.add_metric([*mv, why], n)
         m_hb.add_metric(mv, s["heartbeats"])
         m_ck.add_metric(mv, s["checkpoint_groups"])
+        m_del.add_metric(mv, s.get("remote_topics_deleted", 0))
+        m_gone.add_metric(mv, s.get("remote_topics_pending_deletion", 0))
         for cg in s.get("consumer_groups") or []:
             g_lag.add_metric([*mv, cg["group"]], cg["lag"])
             if cg["target_lag"] is not None:
@@ -188,7 +194,7 @@ def families(flow_group: str, snapshot: dict[str, dict], generation: int | None 
         f_mem.add_metric([flow_group, area], n)
     partition = [p_lag, p_lag_s, p_stall, p_end, p_pos, p_tot, p_bytes, p_tx, p_last] if per_partition else []
     return [*partition, m_tot, m_bytes, m_tx, m_lag, m_lag_s, m_stall, m_last, m_lat, m_top, m_par, m_up, m_wait,
-            m_wait_s, m_err, m_bat, m_reb, m_hb, m_ck, g_lag, g_tlag, f_gen, f_mem]
+            m_wait_s, m_err, m_bat, m_reb, m_hb, m_ck, m_del, m_gone, g_lag, g_tlag, f_gen, f_mem]
 
 
 def prometheus_text(flow_group: str, snapshot: dict[str, dict], generation: int | None = None,

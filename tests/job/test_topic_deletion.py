@@ -12,6 +12,8 @@ import time
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from sparkmirror.exposition import families
+from sparkmirror.metrics import MirrorMonitor, _Mirror, deletion_figures
 from sparkmirror.preview import observe, preview
 from sparkmirror.runner.dryrun import lines
 from sparkmirror.topicsync import TopicSync, topic_ids
@@ -43,6 +45,17 @@ def sync_fresh(cfg) -> None:
         sync.close()
 
 
+def figures(monitor: MirrorMonitor) -> dict[str, float]:
+    """The deletion gauges a driver's /metrics would serve, from the monitor's progress tail."""
+    with monitor.tail.lock:
+        monitor.tail.poll(10)
+    snap = {"a-to-b": {"source": "a", "target": "b", "partitions_detail": [], "records_total": 0, "lag": None, "topics": 0, "partitions": 0,
+                       "transactions": 0, "heartbeats": 0, "checkpoint_groups": 0, "errors": {},
+                       **deletion_figures(_Mirror(monitor.mirror, monitor))}}
+    return {s.name: s.value for f in families("fg", snap) for s in f.samples
+            if s.name.startswith("sparkmirror_mirror_remote_topics")}
+
+
 def test_remote_topic_follows_its_source_after_the_grace_only(kafka_a, kafka_b, flowgroup) -> None:
     a, b = kafka_a.bootstrap, kafka_b.bootstrap
     src, theirs = unique_name("gone"), unique_name("gone")
@@ -66,6 +79,9 @@ def test_remote_topic_follows_its_source_after_the_grace_only(kafka_a, kafka_b, 
         sync_fresh(cfg)
         text = "\n".join(lines(preview(observe([cfg])).as_dict()))
         assert f"delete {remote} in " in text and their_remote not in text, text
+        monitor = MirrorMonitor(cfg, cfg.mirrors[0])
+        assert figures(monitor) == {"sparkmirror_mirror_remote_topics_deleted": 0,
+                                    "sparkmirror_mirror_remote_topics_pending_deletion": 1}
         while time.monotonic() - gone_at < GRACE - 1.5:
             sync_fresh(cfg)
             assert exists(b, remote), f"{remote} deleted {time.monotonic() - gone_at:.1f} s after its source"
@@ -110,6 +126,9 @@ def test_remote_topic_follows_its_source_after_the_grace_only(kafka_a, kafka_b, 
         # the target's own topic of the same shape: same id, same records, though its source is long gone
         assert topic_ids(AdminClient({"bootstrap.servers": b}), {their_remote}) == {their_remote: their_id}
         check_numbered(b, their_remote, PARTS, 10)
+        assert figures(monitor) == {"sparkmirror_mirror_remote_topics_deleted": 1,
+                                    "sparkmirror_mirror_remote_topics_pending_deletion": 0}
+        monitor.close()
         print("deletion timeline (s after the source was deleted):", timeline)
     finally:
         close_kept_lanes()
