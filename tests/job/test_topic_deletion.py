@@ -15,6 +15,7 @@ from confluent_kafka.admin import AdminClient
 from sparkmirror.exposition import families
 from sparkmirror.metrics import MirrorMonitor, _Mirror, deletion_figures
 from sparkmirror.preview import observe, preview
+from sparkmirror.routewatch import RouteWatch
 from sparkmirror.runner.dryrun import lines
 from sparkmirror.topicsync import TopicSync, topic_ids
 from sparkmirror_dev.testing import check_numbered, create_topic, produce_numbered, unique_name
@@ -105,6 +106,12 @@ def test_remote_topic_follows_its_source_after_the_grace_only(kafka_a, kafka_b, 
         recreated_at = time.monotonic()
         mirror_once(cfg)  # its sync (the only one since) was within the grace: the route held, nothing copied
         check_numbered(b, remote, PARTS, 30)  # the old history, nothing of the new topic mixed in
+        # a running lane's watch leaves the held topic to the driver's plan (it would take a new topic in place)
+        for config, taken in ((cfg, False), (flowgroup(f"{src}|{theirs}"), True)):
+            watch = RouteWatch(config, config.mirrors[0], (), lane=0)
+            watch.growing = True
+            gained, _ = watch._look({}, {})
+            assert (src in (gained or {})) is taken, (config.mirrors[0].deleteRemoteTopics, gained)
         text = "\n".join(lines(preview(observe([cfg])).as_dict()))
         assert "created again" in text and f"not copied until its old remote topic is deleted: {src}" in text, text
         wait_for(lambda: (sync_fresh(cfg), not exists(b, remote))[1], 30, f"{remote} deleted after the grace")
