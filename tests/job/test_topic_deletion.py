@@ -22,7 +22,7 @@ from sparkmirror_dev.testing import check_numbered, create_topic, produce_number
 
 from .conftest import close_kept_lanes, mirror_once, wait_for
 
-pytestmark = [pytest.mark.kafka, pytest.mark.minutes(2)]
+pytestmark = [pytest.mark.kafka, pytest.mark.minutes(4)]
 GRACE = 6
 PARTS = 2
 
@@ -139,3 +139,44 @@ def test_remote_topic_follows_its_source_after_the_grace_only(kafka_a, kafka_b, 
         print("deletion timeline (s after the source was deleted):", timeline)
     finally:
         close_kept_lanes()
+
+
+def test_running_job_follows_a_deleted_topic_and_its_new_history(kafka_a, kafka_b, flowgroup, job) -> None:
+    """The same rule in the whole job (driver, live routes, lanes keeping their clients, route watch): a source
+    topic deleted while the job runs; its remote topic keeps exactly its records through the grace, then goes;
+    the topic created again is copied whole into a fresh remote topic, and the job never stops."""
+    a, b = kafka_a.bootstrap, kafka_b.bootstrap
+    src = unique_name("gone")
+    remote = f"a.{src}"
+    create_topic(a, src, PARTS)
+    produce_numbered(a, src, PARTS, 0, 100)
+    cfg = flowgroup(src, epochSeconds=3, mirror={"refreshTopicsIntervalSeconds": 1,
+                                                "deleteRemoteTopics": {"enabled": True, "graceSeconds": 10}})
+    jp = job(cfg)
+    try:
+        def copied(n: int) -> bool:
+            try:
+                check_numbered(b, remote, PARTS, n)
+                return True
+            except Exception:  # noqa: BLE001 - not there yet
+                return jp.proc.poll() is not None
+
+        wait_for(lambda: copied(100), 240, "the first history mirrored")
+        delete_topic(a, src)
+        gone_at = time.monotonic()
+        while time.monotonic() - gone_at < 8:  # within the grace: kept as it was
+            assert jp.proc.poll() is None, jp.log()[-3000:]
+            assert exists(b, remote)
+            time.sleep(2)
+        check_numbered(b, remote, PARTS, 100)
+        wait_for(lambda: not exists(b, remote) or jp.proc.poll() is not None, 120, "the remote topic deleted")
+        assert jp.proc.poll() is None, jp.log()[-3000:]
+        assert time.monotonic() - gone_at >= 10
+        create_topic(a, src, PARTS)
+        produce_numbered(a, src, PARTS, 0, 40)
+        wait_for(lambda: copied(40), 120, "the new history mirrored")
+        assert jp.proc.poll() is None, jp.log()[-3000:]
+        check_numbered(b, remote, PARTS, 40)
+        assert f"deleted remote topic {remote}" in jp.log()
+    finally:
+        assert jp.stop() == 0, jp.log()[-3000:]
