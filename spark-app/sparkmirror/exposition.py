@@ -18,6 +18,7 @@ Per mirror (always served, so alerts and the dashboard work with per-partition f
   sparkmirror_mirror_stalled_seconds (waiting for a cluster), sparkmirror_mirror_errors_total (label
   `service`), sparkmirror_mirror_batches_total and sparkmirror_mirror_batches_rebuilt_total (label `reason`; the
   batch path's batches forwarded and rebuilt), sparkmirror_heartbeats_total, sparkmirror_checkpoints_groups,
+  sparkmirror_mirror_remote_topics_deleted and _pending_deletion (deletion propagation, from the topic records),
   sparkmirror_consumer_group_lag_records, sparkmirror_consumer_group_target_lag_records (label `group`);
 per flow group: sparkmirror_flow_group_generation (the worker generation as a value),
   sparkmirror_driver_jvm_memory_bytes;
@@ -47,8 +48,10 @@ EXPORTED = (
     "sparkmirror_mirror_last_commit_timestamp_seconds", "sparkmirror_mirror_replication_latency_seconds",
     "sparkmirror_mirror_topics", "sparkmirror_mirror_partitions", "sparkmirror_mirror_up", "sparkmirror_mirror_stalled",
     "sparkmirror_mirror_stalled_seconds", "sparkmirror_mirror_errors_total", "sparkmirror_mirror_batches_total",
-    "sparkmirror_mirror_batches_rebuilt_total", "sparkmirror_heartbeats_total", "sparkmirror_checkpoints_groups", "sparkmirror_consumer_group_lag_records",
-    "sparkmirror_consumer_group_target_lag_records", "sparkmirror_flow_group_generation",
+    "sparkmirror_mirror_batches_rebuilt_total", "sparkmirror_heartbeats_total", "sparkmirror_checkpoints_groups",
+    "sparkmirror_mirror_remote_topics_deleted", "sparkmirror_mirror_remote_topics_pending_deletion",
+    "sparkmirror_consumer_group_lag_records", "sparkmirror_consumer_group_target_lag_records",
+    "sparkmirror_flow_group_generation",
     "sparkmirror_driver_jvm_memory_bytes",
 )
 """Every metric family the endpoint serves besides prometheus_client's `process_*` (as scraped: counters with
