@@ -18,6 +18,7 @@ Per mirror (always served, so alerts and the dashboard work with per-partition f
   sparkmirror_mirror_stalled_seconds (waiting for a cluster), sparkmirror_mirror_errors_total (label
   `service`), sparkmirror_mirror_batches_total and sparkmirror_mirror_batches_rebuilt_total (label `reason`; the
   batch path's batches forwarded and rebuilt), sparkmirror_heartbeats_total, sparkmirror_checkpoints_groups,
+  sparkmirror_mirror_remote_topics_deleted and _pending_deletion (deletion propagation, from the topic records),
   sparkmirror_consumer_group_lag_records, sparkmirror_consumer_group_target_lag_records (label `group`);
 per flow group: sparkmirror_flow_group_generation (the worker generation as a value),
   sparkmirror_driver_jvm_memory_bytes;
@@ -47,8 +48,10 @@ EXPORTED = (
     "sparkmirror_mirror_last_commit_timestamp_seconds", "sparkmirror_mirror_replication_latency_seconds",
     "sparkmirror_mirror_topics", "sparkmirror_mirror_partitions", "sparkmirror_mirror_up", "sparkmirror_mirror_stalled",
     "sparkmirror_mirror_stalled_seconds", "sparkmirror_mirror_errors_total", "sparkmirror_mirror_batches_total",
-    "sparkmirror_mirror_batches_rebuilt_total", "sparkmirror_heartbeats_total", "sparkmirror_checkpoints_groups", "sparkmirror_consumer_group_lag_records",
-    "sparkmirror_consumer_group_target_lag_records", "sparkmirror_flow_group_generation",
+    "sparkmirror_mirror_batches_rebuilt_total", "sparkmirror_heartbeats_total", "sparkmirror_checkpoints_groups",
+    "sparkmirror_mirror_remote_topics_deleted", "sparkmirror_mirror_remote_topics_pending_deletion",
+    "sparkmirror_consumer_group_lag_records", "sparkmirror_consumer_group_target_lag_records",
+    "sparkmirror_flow_group_generation",
     "sparkmirror_driver_jvm_memory_bytes",
 )
 """Every metric family the endpoint serves besides prometheus_client's `process_*` (as scraped: counters with
@@ -110,6 +113,10 @@ def families(flow_group: str, snapshot: dict[str, dict], generation: int | None 
               "took them, by reason (old_magic, log_append_time, offset_gaps, starts_before).", [*ml, "reason"])
     m_hb = c("sparkmirror_heartbeats_total", "MM2 heartbeats emitted.", ml)
     m_ck = g("sparkmirror_checkpoints_groups", "Consumer groups checkpointed in the last round.", ml)
+    m_del = g("sparkmirror_mirror_remote_topics_deleted", "Remote topics deletion propagation (deleteRemoteTopics) "
+              "deleted, as the mirror's topic records in the progress topic say.", ml)
+    m_gone = g("sparkmirror_mirror_remote_topics_pending_deletion", "Remote topics the mirror created whose source "
+               "topic is gone or recreated: deleted once the grace has passed (deleteRemoteTopics).", ml)
     gl = [*ml, "group"]
     g_lag = g("sparkmirror_consumer_group_lag_records", "Records a checkpointed consumer group has not read on the "
               "source (end offset minus committed offset, over the mirrored partitions).", gl)
@@ -178,6 +185,8 @@ def families(flow_group: str, snapshot: dict[str, dict], generation: int | None 
             m_reb.add_metric([*mv, why], n)
         m_hb.add_metric(mv, s["heartbeats"])
         m_ck.add_metric(mv, s["checkpoint_groups"])
+        m_del.add_metric(mv, s.get("remote_topics_deleted", 0))
+        m_gone.add_metric(mv, s.get("remote_topics_pending_deletion", 0))
         for cg in s.get("consumer_groups") or []:
             g_lag.add_metric([*mv, cg["group"]], cg["lag"])
             if cg["target_lag"] is not None:
@@ -188,7 +197,7 @@ def families(flow_group: str, snapshot: dict[str, dict], generation: int | None 
         f_mem.add_metric([flow_group, area], n)
     partition = [p_lag, p_lag_s, p_stall, p_end, p_pos, p_tot, p_bytes, p_tx, p_last] if per_partition else []
     return [*partition, m_tot, m_bytes, m_tx, m_lag, m_lag_s, m_stall, m_last, m_lat, m_top, m_par, m_up, m_wait,
-            m_wait_s, m_err, m_bat, m_reb, m_hb, m_ck, g_lag, g_tlag, f_gen, f_mem]
+            m_wait_s, m_err, m_bat, m_reb, m_hb, m_ck, m_del, m_gone, g_lag, g_tlag, f_gen, f_mem]
 
 
 def prometheus_text(flow_group: str, snapshot: dict[str, dict], generation: int | None = None,

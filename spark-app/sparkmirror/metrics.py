@@ -486,8 +486,20 @@ class DriverServices:
                 "errors": errors, "partitions_detail": parts, "waiting": waiting, "waiting_since": since,
                 "error_counts": dict(m.error_counts), "latency": js.get("latency"),
                 "batches": js.get("batches", 0), "rebuilt": js.get("rebuilt") or {},
+                **deletion_figures(m),
             }
         return out
+
+
+def deletion_figures(m: _Mirror) -> dict[str, int]:
+    """Deletion propagation's figures from the mirror's topic records (`topicOf`), as its progress tail read them."""
+    if m.monitor is None:
+        return {}
+    with m.monitor.tail.lock:
+        records = [v for (_res, mirror, _remote), v in m.monitor.tail.state.topics.items() if mirror == m.mirror.name]
+    return {"remote_topics_deleted": sum(1 for v in records if v.get("deletedMs") is not None),
+            "remote_topics_pending_deletion": sum(1 for v in records if v.get("goneMs") is not None
+                                                  and v.get("deletedMs") is None)}
 
 
 class _Collector:

@@ -12,10 +12,15 @@ ACLs (`sync.topic.acls.enabled`): per mirror, the bindings `run`'s ACL sync woul
 target and the source bindings in scope it does not copy, with why (`TopicSync.acl_state()`, which reads the
 ACLs of both clusters and plans with `aclsync.plan_acl_sync`, writing nothing); or why nothing would be synced
 (off, no authorizer, not allowed to read ACLs).
+
+Deletion propagation (`deleteRemoteTopics`): per mirror, the remote topics it created whose source topic is gone
+or was recreated, each with when it would be deleted (`TopicSync.deletion_plan()`, reading the mirror's topic
+records, writing nothing), and the recreated source topics whose copy waits for that.
 """
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +31,7 @@ from .replicas import refusal_text
 from .copypath import copy_path_of
 from .replication import ReplicationPolicy, TopicFilter, policy_for, should_replicate_topic
 from .resource.flowgroup import FlowGroupConfig, Mirror
+from .topicdeletion import DeletionPlan
 from .topicsync import TopicSync
 from .topicplan import SyncPlan, topic_filter
 
@@ -44,6 +50,8 @@ class MirrorObservation:
     progress_cleanup_policy: str | None     # of the existing progress topic (None: it does not exist)
     acls: AclState | None = None            # what ACL sync would do (None: not looked at)
     target_brokers: int | None = None       # brokers the target lists (None: not looked at)
+    deletions: DeletionPlan | None = None   # what deletion propagation would do (None: off)
+    now_ms: int = 0                         # when it was observed
 
 
 @dataclass
@@ -67,6 +75,10 @@ def observe(configs: Iterable[FlowGroupConfig], timeout: float = 15.0) -> list[M
             try:
                 plan = sync.plan()
                 acls = sync.acl_state(plan.routes)
+                now_ms = int(time.time() * 1000)
+                deletions = sync.deletion_plan(now_ms) if m.deletion.enabled else None
+                if deletions is not None:
+                    plan.routes = [r for r in plan.routes if r.source_topic not in deletions.held]
                 progress = None
                 if cfg.progressTopic in sync.target_topics:
                     described = sync.describe_configs("target", [cfg.progressTopic]).get(cfg.progressTopic, {})
@@ -74,7 +86,7 @@ def observe(configs: Iterable[FlowGroupConfig], timeout: float = 15.0) -> list[M
             finally:
                 sync.close()
             out.append(MirrorObservation(cfg, m, plan, dict(sync.source_topics), dict(sync.target_topics), progress,
-                                         acls, sync.target_brokers))
+                                         acls, sync.target_brokers, deletions, now_ms))
     return out
 
 
@@ -159,6 +171,18 @@ def _internal_rows(obs: MirrorObservation) -> list[dict[str, Any]]:
     return rows
 
 
+def _deletion_view(obs: MirrorObservation) -> dict[str, Any]:
+    m = obs.mirror
+    if obs.deletions is None:
+        return {"enabled": False, "graceSeconds": m.deletion.graceSeconds, "delete": [], "held": []}
+    rows = [{"topic": p.topic.remote, "source": p.topic.source, "reason": p.why,
+             "goneSinceMs": p.topic.gone_ms if p.topic.gone_ms is not None else obs.now_ms, "dueMs": p.due_ms,
+             "inSeconds": max(0.0, round((p.due_ms - obs.now_ms) / 1000, 1))}
+            for p in obs.deletions.delete + obs.deletions.waiting]
+    return {"enabled": True, "graceSeconds": m.deletion.graceSeconds,
+            "delete": sorted(rows, key=lambda r: r["dueMs"]), "held": sorted(obs.deletions.held)}
+
+
 def preview(observations: list[MirrorObservation], warnings: Iterable[str] = ()) -> Preview:
     """The plan of every flow group and the conflicts between and within its mirrors."""
     out = Preview(warnings=list(warnings))
@@ -197,7 +221,8 @@ def preview(observations: list[MirrorObservation], warnings: Iterable[str] = ())
             "lanes": cfg.lanes_of(m), "syncTopicConfigs": m.syncTopicConfigs,
             "copy": copy_path.value, "copyFallback": fallback or None,
             "topics": [_topic_row(r, obs.plan, obs.target_topics) for r in obs.plan.routes],
-            "internalTopics": _internal_rows(obs), "notMirrored": prevented, "acls": _acl_view(obs)})
+            "internalTopics": _internal_rows(obs), "notMirrored": prevented, "acls": _acl_view(obs),
+            "deleteRemoteTopics": _deletion_view(obs)})
     out.flow_groups = list(groups.values())
     for (_, topic), who in sorted(writers.items()):
         mirrors = sorted({(g, mn) for g, mn, _ in who})

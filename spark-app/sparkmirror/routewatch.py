@@ -13,6 +13,11 @@ a lane index ends the epoch early instead, and the driver plans the next one fro
 (`changed`).
 
 The driver's TopicSync stays the only one that creates or syncs topics; the watch only reads.
+
+With deletion propagation on (`deleteRemoteTopics`), a topic the source gained whose remote topic the target
+already lists at the first look is left to the next epoch's plan: it may be a source topic created again whose
+old remote topic the driver holds until the grace has passed (topicdeletion.py), and only the driver's sync
+knows. Taking it in place would copy the new topic into the old remote one.
 """
 from __future__ import annotations
 
@@ -83,6 +88,8 @@ class RouteWatch:
         self._waiting: dict[Key, str] = {}  # this lane's new partitions -> remote topic, until the target lists them
         self._ready: list[LanePartition] = []
         self._next_target_check = 0.0
+        self.deletion = mirror.deletion.enabled
+        self._left: set[str] = set()  # gained topics left to the next epoch's plan (see the module's doc)
 
     @property
     def admin(self) -> AdminClient:
@@ -148,10 +155,37 @@ class RouteWatch:
         finally:
             self._took = time.monotonic() - t0
         gained = {name: len(t.partitions) for name, t in md.topics.items()
-                  if t.error is None and len(t.partitions) > known.get(name, 0)
+                  if t.error is None and len(t.partitions) > known.get(name, 0) and name not in self._left
                   and self._should(self.policy, self.filter, name, self.target)}
+        if self.deletion:
+            gained = self._not_held(gained, known)
         waiting.update(self._mine(gained))
         return gained, self._listed(waiting)
+
+    def _not_held(self, gained: dict[str, int], known: Mapping[str, int]) -> dict[str, int]:
+        """`gained` without the new topics whose remote topic is already there (or whose look failed): left to
+        the next epoch's plan, as the driver's sync decides whether they are held."""
+        fresh = {name: self._remote(name) for name in gained if name not in known}
+        if not fresh:
+            return gained
+        try:
+            futures = _kept_admin(self._target_conf).describe_topics(TopicCollection(sorted(set(fresh.values()))),
+                                                                      request_timeout=5)
+        except Exception:  # noqa: BLE001 - not known: left to the plan
+            futures = {}
+        for name, remote in fresh.items():
+            fut = futures.get(remote)
+            try:
+                if fut is not None:
+                    fut.result(timeout=5)
+            except KafkaException:
+                continue  # no such remote topic: a new topic, taken in place as usual
+            except Exception:  # noqa: BLE001 - timed out: left to the plan
+                pass
+            self._left.add(name)
+            log.info("source gained %s, whose remote topic %s exists already: left to the next epoch's plan "
+                     "(deletion propagation may hold it)", name, remote)
+        return {k: v for k, v in gained.items() if k not in self._left}
 
     def _gain(self, gained: dict[str, int]) -> None:
         if not gained:

@@ -20,6 +20,11 @@ Topic ACLs follow MM2's `sync.topic.acls.enabled` (every `syncTopicAclsIntervalS
 stops the copy. What the mirror created is recorded in its progress topic (`aclsync.AclRecord`), so only that
 is ever removed.
 
+Deletion propagation (`deleteRemoteTopics`, opt-in) follows `topicdeletion`: every remote topic `sync()` creates
+is recorded in the progress topic (so only those are ever deleted); with the setting on, `sync()` deletes the
+ones whose source topic has been gone (or recreated) for the grace period, holds the route of a recreated source
+topic until its old remote topic is deleted, and `plan()`'s caller sees the same through `deletion_plan()`.
+
 A topic deleted and recreated at the source (new topic id, or its end offsets going backwards) is never
 handled silently: with the flow group's `sourceGapPolicy: fail` `sync()` raises `TopicRecreated`; with
 `skip` it logs an error, records it in `TopicSync.problems` and goes on (the copier then applies the same
@@ -42,6 +47,7 @@ from .credentials import CredentialWatch, RefusalGrace
 from .replicas import refused, source_factor
 from .resource.flowgroup import Cluster, FlowGroupConfig, Mirror
 from .replication import GroupFilter, policy_for
+from .topicdeletion import DeletionPlan, TopicDeletion, TopicRecords
 from .topicplan import (ConfigValue, CreateTopic, SourceTopic, SyncPlan, TargetTopic, TopicRoute, compile_excludes,
                         metadata_batches, plan_sync, select_topics, topic_filter)
 
@@ -135,6 +141,7 @@ class TopicSync:
         self._configs_synced_at = float("-inf")
         self._acls_synced_at = float("-inf")
         self._acls: AclSync | None = None
+        self._deletion: TopicDeletion | None = None
         self.source_topics: dict[str, int] = {}   # every topic -> partitions, as the last plan() listed them
         self.target_topics: dict[str, int] = {}
         self.source_factors: dict[str, int | None] = {}  # every topic -> replication factor, as last listed
@@ -221,6 +228,22 @@ class TopicSync:
                                  AclRecord(self.config, self.mirror.name, self.timeout))
         return self._acls
 
+    @property
+    def deletion(self) -> TopicDeletion:
+        if self._deletion is None:
+            self._deletion = TopicDeletion(self.mirror, self._admin, self._ids_of,
+                                           TopicRecords(self.config, self.mirror.name, self.timeout), self.timeout)
+        return self._deletion
+
+    def deletion_plan(self, now_ms: int | None = None) -> DeletionPlan:
+        """What deletion propagation would do now, writing nothing (after `plan()`, whose listings it uses)."""
+        if not self.mirror.deletion.enabled:
+            return DeletionPlan()
+        return self.deletion.observe(self.source_topics, self.target_topics, now_ms)
+
+    def _ids_of(self, which: str, names: set[str]) -> dict[str, str]:
+        return topic_ids(self._admin(which), names, self.timeout)
+
     def acl_state(self, routes: list[TopicRoute] | None = None) -> AclState:
         """What ACL sync would do now, writing nothing (after `plan()`, whose routes and target topics it uses)."""
         if not self.mirror.syncTopicAcls:
@@ -279,7 +302,13 @@ class TopicSync:
         for topic, why in plan.conflicts:
             if not any(p.kind == "conflict" and p.topic == topic for p in self.problems):
                 self._problem("conflict", topic, why, fail=False)
-        self._apply(plan)
+        if self.mirror.deletion.enabled:
+            for topic in self.deletion.round(plan, self.source_topics, self.target_topics):
+                self._topic_ids.pop(topic, None)  # a new history: never compared with the old topic's id or offsets
+                for k in [k for k in self.end_offsets if k[0] == topic]:
+                    del self.end_offsets[k]
+        created = self._apply(plan)
+        self.deletion.record_created(created, plan.routes)
         if plan.create or plan.add_partitions:
             plan.routes = self._visible(plan)
         if with_configs:
@@ -317,8 +346,10 @@ class TopicSync:
                 out.append(TopicRoute(r.source_topic, r.target_topic, have))
         return out
 
-    def _apply(self, plan: SyncPlan) -> None:
+    def _apply(self, plan: SyncPlan) -> list[CreateTopic]:
+        """Apply the plan; returns the remote topics it created (not those another worker was first to)."""
         admin = self._admin("target")
+        created: list[CreateTopic] = []
         pending = list(plan.create)
         while pending:  # again without a config the target refused as unknown (at most once per config name)
             futs: dict = {}
@@ -331,6 +362,7 @@ class TopicSync:
             for name, fut in futs.items():
                 try:
                     fut.result(timeout=self.timeout)
+                    created.append(next(c for c in pending if c.name == name))
                     log.info("mirror %s: created remote topic %s", self.mirror.name, name)
                 except KafkaException as e:
                     if e.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:  # another worker was first
@@ -377,6 +409,7 @@ class TopicSync:
                     raise TopicSyncError(f"{self._where('target')}: altering configs of {res.name!r} failed: "
                                          f"{e.args[0].str()}") from e
             pending_alters = [a for a in pending_alters if a.name in again and (self._known(a.set) or a.delete)]
+        return created
 
     def _too_few_brokers(self, e: KafkaException, c: CreateTopic) -> None:
         """Raises the refusal naming the key to set when the target has fewer brokers than the factor."""

@@ -132,6 +132,8 @@ class ProgressReader:
             return
         if kind == "aclsOf":
             self.state.mark_acls((of[0], of[1]), json.loads(value) if value is not None else None)
+        elif kind == "topicOf":
+            self.state.mark_topic((of[0], of[1], of[2]), json.loads(value) if value is not None else None)
         elif value is not None and kind == "failoverOf":
             self.state.mark_failover((of[0], of[1], of[2]), json.loads(value))
         elif value is not None and kind == "generationOf":

@@ -31,6 +31,15 @@ so that it removes only bindings it made, never hand-made ones:
   value = {"v": 1, "bindings": [[resourceType, name, patternType, principal, host, operation, permission], ...],
            "atMs": t}   (enum names as strings: ["TOPIC", "a.orders", "LITERAL", "User:alice", "*", "READ", "ALLOW"])
   rewritten whole by the mirror (its only writer) after each ACL sync that changed what it owns.
+Topic records (deletion propagation, `topicdeletion.py`), one per remote topic the mirror created, so that it
+deletes only topics it made, never one that was there before or that someone else made:
+  key   = JSON {"topicOf": ["<namespace/name>", "<mirror>", "<remote topic>"]}
+  value = {"v": 1, "src": "<source topic>", "srcId": "<source topic id>", "tgtId": "<remote topic id>",
+           "createdMs": t, "goneMs": t | null, "deletedMs": t | null}
+  written when topic sync creates the remote topic, again with "goneMs" when its source topic is first seen gone
+  or recreated (the grace period's clock, so it survives restarts), without it when the source is back, and
+  with "deletedMs" once the mirror deleted the remote topic; a tombstone forgets a topic someone else deleted
+  or replaced.
 Anchors (the offset map beyond compaction): compaction keeps one value per progress key, so the dense map of
 older ranges is lost within minutes, and a consumer group lagging behind it could not be translated. So the first
 range a lane commits in each block of `ANCHOR_EVERY` source offsets of a partition (a lane that resumes knows
@@ -117,7 +126,7 @@ def failover_value(active: bool, at_ms: int, mirrors: list[str]) -> bytes:
 AclsOf = tuple[str, str]
 """(resource namespace/name, mirror): whose created ACLs an ACL record lists."""
 
-MARK_KINDS = ("generationOf", "failoverOf", "aclsOf", "anchorOf")
+MARK_KINDS = ("generationOf", "failoverOf", "aclsOf", "anchorOf", "topicOf")
 
 ANCHOR_EVERY = 50_000
 """Source offsets per anchor block: bounds what translating a long-compacted offset reads on each cluster."""
@@ -141,6 +150,14 @@ def acls_value(bindings: list[list[str]], at_ms: int) -> bytes:
                       separators=(",", ":")).encode()
 
 
+TopicOf = tuple[str, str, str]
+"""(resource namespace/name, mirror, remote topic): which created remote topic a topic record is about."""
+
+
+def topic_key(resource: str, mirror: str, remote: str) -> bytes:
+    return json.dumps({"topicOf": [resource, mirror, remote]}, separators=(",", ":")).encode()
+
+
 def decode_mark_key(key: bytes | None) -> tuple[str, tuple[str, ...]] | None:
     """(kind, whose) of a mark's key -- ("generationOf" | "failoverOf", (resource, uid, flow group)),
     ("aclsOf", (resource, mirror)) or ("anchorOf", (cluster, topic, partition, resource, block)) -- or None when `key` is a progress key. A JSON object of another kind (a
@@ -156,6 +173,9 @@ def decode_mark_key(key: bytes | None) -> tuple[str, tuple[str, ...]] | None:
     if kind == "aclsOf":
         resource, mirror = k[kind]
         return kind, (resource, mirror)
+    if kind == "topicOf":
+        resource, mirror, remote = k[kind]
+        return kind, (resource, mirror, remote)
     if kind == "anchorOf":
         cluster, topic, partition, resource, block = k[kind]
         return kind, (cluster, topic, int(partition), resource, int(block))

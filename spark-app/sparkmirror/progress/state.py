@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from .record import AclsOf, GenerationOf, ProgressRecord, SourcePartition, anchor_block
+from .record import AclsOf, GenerationOf, ProgressRecord, SourcePartition, TopicOf, anchor_block
 
 MAX_HISTORY = 200_000  # progress records kept per source partition (oldest dropped first)
 
@@ -218,6 +218,7 @@ class ProgressState:
     revoked: dict[GenerationOf, int] = field(default_factory=dict)  # the highest generation rolled back, if any
     failovers: dict[GenerationOf, dict] = field(default_factory=dict)  # failed over (the mark's value)
     acls: dict[AclsOf, dict] = field(default_factory=dict)  # ACL records: the latest value per mirror (aclsync)
+    topics: dict[TopicOf, dict] = field(default_factory=dict)  # topic records: remote topics created (topicdeletion)
     _tips: dict[SourcePartition, ProgressRecord] = field(default_factory=dict)  # newest range put into each map
 
     def mark_acls(self, of: AclsOf, value: dict | None) -> None:
@@ -226,6 +227,13 @@ class ProgressState:
             self.acls.pop(of, None)
         else:
             self.acls[of] = value
+
+    def mark_topic(self, of: TopicOf, value: dict | None) -> None:
+        """A created remote topic's record (the newest wins; a tombstone forgets it), kept as written."""
+        if value is None:
+            self.topics.pop(of, None)
+        else:
+            self.topics[of] = value
 
     def mark_failover(self, of: GenerationOf, value: dict) -> None:
         """A failover mark (the newest per flow group wins): active stops every generation, else it was undone."""

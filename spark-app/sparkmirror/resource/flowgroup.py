@@ -232,6 +232,19 @@ def replication_factor(v: int | None) -> int | None:
     return v
 
 
+class DeleteRemoteTopics(_Model):
+    """Deletion propagation (no MM2 key: MM2 leaves remote topics behind for ever). Opt-in: deleting data on
+    the target because the source lost a topic must be asked for, and it waits out a grace period so that a
+    topic deleted by mistake can still be read back from the target."""
+
+    enabled: bool = Field(False, description="Delete a remote topic this mirror created (recorded in its progress "
+                          "topic) once its source topic has been gone, or deleted and created again, for "
+                          "graceSeconds. A topic the mirror did not create is never deleted.")
+    graceSeconds: int = Field(86400, ge=1, le=365 * 86400, description="How long the source topic must stay gone "
+                              "before its remote topic is deleted (default one day); the clock is kept in the "
+                              "progress topic, so it survives restarts.")
+
+
 class Mirror(_Model):
     """One source -> target flow, MM2 semantics, one streaming query."""
 
@@ -268,6 +281,10 @@ class Mirror(_Model):
         "(opt-in; a report only, see copying/groupreport.py), so kafka-consumer-groups.sh, Burrow and lag "
         "exporters show its lag per partition. A group of its own: one that consumers ever joined is not "
         "written."))
+    deleteRemoteTopics: DeleteRemoteTopics | None = Field(None, description=(
+        "Deletion propagation: remote topics the mirror created follow their source topic's deletion after a "
+        "grace period (see sparkmirror/topicdeletion.py); none: off (left out, so a config without it keeps its "
+        "hash and no worker generation rolls for it)."))
     emitCheckpoints: bool = True
     emitCheckpointsIntervalSeconds: float = Field(60.0, gt=0)
     syncGroupOffsets: bool = False
@@ -284,6 +301,11 @@ class Mirror(_Model):
     targetProducer: dict[str, str] = Field(default_factory=dict, description="librdkafka properties of this "
                                            "mirror's lane producers (MM2's target.producer.*, "
                                            "producer.override.*), over the cluster's.")
+
+    @property
+    def deletion(self) -> DeleteRemoteTopics:
+        """The deletion propagation settings in effect (off when not given)."""
+        return self.deleteRemoteTopics or DeleteRemoteTopics()
 
     @field_validator("topics", "topicsExclude", "groups", "groupsExclude")
     @classmethod

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .flowgroup import CopyPath, Delivery  # one definition for the resource and the job's config
+from .flowgroup import CopyPath, DeleteRemoteTopics, Delivery  # one definition for the resource and the job's config
 
 GROUP = "sparkmirror.io"
 VERSION = "v1alpha1"
@@ -199,6 +199,10 @@ class MirrorSpec(_Model):
                                            "that it commits its position to (a report; no MM2 key), so "
                                            "kafka-consumer-groups.sh and lag exporters show its lag. A group "
                                            "consumers ever joined is not written.", min_length=1, max_length=249)
+    deleteRemoteTopics: DeleteRemoteTopics | None = Field(None, description="Deletion propagation (no MM2 key; "
+                                                          "off by default): a remote topic this mirror created is "
+                                                          "deleted once its source topic has been gone for "
+                                                          "graceSeconds; topics it did not create never are.")
 
 
 # ---- Spark-specific -------------------------------------------------------------------------------------

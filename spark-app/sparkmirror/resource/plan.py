@@ -260,6 +260,8 @@ def plan(resource: dict[str, Any] | KafkaMirrorMaker2, *, secrets: str = "files"
             fields["startFrom"] = m.startFrom
         if m.sourceOffsetsGroup is not None:
             fields["sourceOffsetsGroup"] = m.sourceOffsetsGroup
+        if m.deleteRemoteTopics is not None:
+            fields["deleteRemoteTopics"] = m.deleteRemoteTopics
         if len(out.errors) > errors_before:
             continue
         try:

@@ -78,6 +78,19 @@ def _acl_lines(acls: dict[str, Any]) -> list[str]:
     return out
 
 
+def _deletion_lines(d: dict[str, Any] | None) -> list[str]:
+    if not d or not d["enabled"]:
+        return []
+    if not d["delete"]:
+        return [f"    remote topics to delete: none (deleteRemoteTopics after {d['graceSeconds']} s)"]
+    out = [f"    remote topics to delete (their source topic gone for {d['graceSeconds']} s):"]
+    for r in d["delete"]:
+        when = "now" if r["inSeconds"] <= 0 else f"in {r['inSeconds']:.0f} s"
+        out.append(f"      delete {r['topic']} {when}: {r['reason']}")
+    out += [f"    not copied until its old remote topic is deleted: {t}" for t in d["held"]]
+    return out
+
+
 def lines(plan: dict[str, Any]) -> list[str]:
     """The plan as a readable text: one table of topics per mirror, then the conflicts."""
     out = []
@@ -97,6 +110,7 @@ def lines(plan: dict[str, Any]) -> list[str]:
             for t in m["notMirrored"]:
                 out.append(f"    not mirrored: {t['topic']}: {t['reason']}")
             out += _acl_lines(m["acls"])
+            out += _deletion_lines(m.get("deleteRemoteTopics"))
     if plan["conflicts"]:
         out.append(f"{len(plan['conflicts'])} conflict(s):")
         out += [f"  - {c['message']}" for c in plan["conflicts"]]
