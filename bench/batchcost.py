@@ -4,8 +4,8 @@ same machine, same run, same source data:
     python -m bench.batchcost [-n 200000] [--size 1024] [--partitions 4] [--out bench/results/batchcost.json]
 
 Starts a source and a target KRaft cluster (the ground's Kafka release from the cached jars) under bench/work/batchcost,
-preloads N records as a stock Java producer batches them (batch.size 16 KiB, linger 5 ms, no compression,
-idempotent), then copies them once per contender, each into its own target topic, each in a fresh process of
+preloads N records as a stock Java producer batches them (batch.size 16 KiB, linger 5 ms, no compression unless
+--compression, idempotent), then copies them once per contender, each into its own target topic, each in a fresh process of
 its own (a fresh interpreter, so no contender inherits another's clients or warm caches):
 
 - `records-lane`: the product's record path, `LaneCopy` exactly-once (one lane for every partition, progress
@@ -49,13 +49,14 @@ def _git(*args: str) -> str:
     return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True).stdout.strip()
 
 
-def preload(bootstrap: str, topic: str, n: int, size: int, partitions: int, batch_kib: int = 16) -> None:
+def preload(bootstrap: str, topic: str, n: int, size: int, partitions: int, batch_kib: int = 16,
+            compression: str = "none") -> None:
     from confluent_kafka import Producer
 
     from sparkmirror_dev.testing import produce_waiting
 
-    p = Producer({"bootstrap.servers": bootstrap, "batch.size": batch_kib * 1024, "linger.ms": 5, "compression.type": "none",
-                  "enable.idempotence": True})
+    p = Producer({"bootstrap.servers": bootstrap, "batch.size": batch_kib * 1024, "linger.ms": 5,
+                  "compression.type": compression, "enable.idempotence": True})
     value = os.urandom(size)
     for i in range(n):
         produce_waiting(p, topic, key=str(i).encode(), value=value, partition=i % partitions)
@@ -297,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--contenders", default=",".join([*CONTENDERS, f"batches@{BEFORE}"]),
                     help="records-lane, records-loop, batches, batches@REV (the batch path of commit REV)")
+    ap.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"],
+                    help="the preload's compression.type: compressed batches are forwarded one by one (never merged)")
     ap.add_argument("--source-batch-kib", type=int, default=16,
                     help="the preload's batch.size (a stock Java producer's 16 KiB by default): how the cost of a "
                          "copied batch depends on its size, on the mirror and on the target broker")
@@ -320,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         source, target = (c.bootstrap for c in clusters)
         topic = create_topic(source, "batchcost", a.partitions)
         t0 = time.monotonic()
-        preload(source, topic, a.records, a.size, a.partitions, a.source_batch_kib)
+        preload(source, topic, a.records, a.size, a.partitions, a.source_batch_kib, a.compression)
         print(f"preloaded {a.records} records of {a.size} B in {time.monotonic() - t0:.1f} s", flush=True)
         n_batches, n_bytes = source_batches(source, topic, a.partitions)
         print(f"source: {n_batches} batches, {n_bytes / n_batches / 1024:.1f} KiB and "
@@ -358,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
                "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                "records": a.records, "record_value_bytes": a.size, "partitions": a.partitions,
                "source_batches": n_batches, "source_batch_kib": round(n_bytes / n_batches / 1024, 2),
-               "records_per_batch": round(a.records / n_batches, 2), "commit_interval_ms": COMMIT_MS,
+               "records_per_batch": round(a.records / n_batches, 2), "compression": a.compression, "commit_interval_ms": COMMIT_MS,
                "cpus": os.cpu_count(), "load_avg_1m_at_end": os.getloadavg()[0], "contenders": results}
         a.out.parent.mkdir(parents=True, exist_ok=True)
         a.out.write_text(json.dumps(doc, indent=2) + "\n")
