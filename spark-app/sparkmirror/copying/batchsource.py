@@ -17,12 +17,15 @@ from .context import LaneContext
 from .errors import Unreachable
 from .shares import PartitionKey
 from .summary import PartitionSummary
-from .wire import Wire, wire_talk
+from .wire import RECEIVE_MAX_BYTES, Wire, wire_talk
 
 log = logging.getLogger(__name__)
 
 FETCH_WAIT_MS = 50
 """How long the source holds a Fetch that has nothing new (the record path's consumer waits as long)."""
+FETCH_KEYS = {"fetch.wait.max.ms": "max_wait_ms", "max.partition.fetch.bytes": "partition_max_bytes",
+              "fetch.max.bytes": "max_bytes"}
+"""The mirror's consumer keys (`source.consumer.*`, librdkafka's names) a batch lane's Fetch honours."""
 SOURCE_RETRY_CAP_S = 2.0
 """Longest wait between two tries of a source that does not answer: the loop commits what it copied meanwhile,
 and a source back is read again within this (the lane's own backoff, for a fresh start, goes up to 30 s)."""
@@ -44,8 +47,10 @@ class BatchSource:
 
     def open(self) -> None:
         with self._talk("connecting"):
-            self.wire = Wire(self.ctx.source_conf, client_id=self.ctx.tid)
-        self.consumer = BatchReader(self.wire, self.ctx.mirror.source, max_wait_ms=FETCH_WAIT_MS)
+            fetch = fetch_settings(self.ctx.consumer_conf)
+            receive = max(RECEIVE_MAX_BYTES, fetch.get("max_bytes", 0) + (1 << 20))  # a Fetch answer fits
+            self.wire = Wire(self.ctx.source_conf, client_id=self.ctx.tid, receive_message_max_bytes=receive)
+        self.consumer = BatchReader(self.wire, self.ctx.mirror.source, **fetch)
 
     def assign(self, positions: dict[PartitionKey, int]) -> None:
         assert self.consumer is not None
@@ -127,3 +132,11 @@ class BatchSource:
             s.next_offset = committed.get(key, s.next_offset)
             # log start 0: the position is the next offset (reader.py's fallback); -1: unknown
             s.lag = partition_lag(0, hi, s.next_offset) if hi >= 0 and s.next_offset >= 0 else -1
+
+
+def fetch_settings(conf: dict[str, str]) -> dict[str, int]:
+    """The Fetch sizes and wait the mirror's consumer keys set (`FETCH_KEYS`), as `BatchReader` takes them: the
+    record path's consumer honours the same keys, so a tuned mirror fetches alike on either path."""
+    out = {"max_wait_ms": FETCH_WAIT_MS}
+    out.update({arg: int(conf[key]) for key, arg in FETCH_KEYS.items() if key in conf})
+    return out
