@@ -12,6 +12,7 @@ import time
 
 from ..outage import Backoff, Outage
 from ..progress import partition_lag
+from ..resource.clientconf import BATCH_FETCH_KEYS
 from .batchreader import BatchReader, Fetched
 from .context import LaneContext
 from .errors import Unreachable
@@ -23,9 +24,6 @@ log = logging.getLogger(__name__)
 
 FETCH_WAIT_MS = 50
 """How long the source holds a Fetch that has nothing new (the record path's consumer waits as long)."""
-FETCH_KEYS = {"fetch.wait.max.ms": "max_wait_ms", "max.partition.fetch.bytes": "partition_max_bytes",
-              "fetch.max.bytes": "max_bytes"}
-"""The mirror's consumer keys (`source.consumer.*`, librdkafka's names) a batch lane's Fetch honours."""
 SOURCE_RETRY_CAP_S = 2.0
 """Longest wait between two tries of a source that does not answer: the loop commits what it copied meanwhile,
 and a source back is read again within this (the lane's own backoff, for a fresh start, goes up to 30 s)."""
@@ -135,8 +133,8 @@ class BatchSource:
 
 
 def fetch_settings(conf: dict[str, str]) -> dict[str, int]:
-    """The Fetch sizes and wait the mirror's consumer keys set (`FETCH_KEYS`), as `BatchReader` takes them: the
+    """The Fetch sizes and wait the mirror's consumer keys set (`BATCH_FETCH_KEYS`), as `BatchReader` takes them: the
     record path's consumer honours the same keys, so a tuned mirror fetches alike on either path."""
     out = {"max_wait_ms": FETCH_WAIT_MS}
-    out.update({arg: int(conf[key]) for key, arg in FETCH_KEYS.items() if key in conf})
+    out.update({arg: int(conf[key]) for key, arg in BATCH_FETCH_KEYS.items() if key in conf})
     return out
