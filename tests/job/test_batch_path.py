@@ -167,3 +167,34 @@ def test_a_batch_lane_starts_inside_a_compressed_batch(kafka_a, kafka_b, topic, 
     summaries = _copy(cfg, [(src, dst, 1)])
     assert [r.value for r in read_topic(kafka_b.bootstrap, dst)[0]] == [f"r{i}".encode() for i in range(1234, 2000)]
     assert sum(s.rebuilt.get("starts_before", 0) for s in summaries) == 1
+
+
+def test_a_batch_lane_fetches_as_the_mirrors_consumer_keys_say(kafka_a, topic, flowgroup):
+    """`max.partition.fetch.bytes` (a `source.consumer.*` key) bounds the batch path's Fetch as it does the
+    record path's consumer: at 1 byte the broker answers one batch a Fetch, untuned it answers them all."""
+    from confluent_kafka import Producer
+
+    from sparkmirror.copying.batchsource import BatchSource
+    from sparkmirror.copying.context import LaneContext
+    from sparkmirror.lanes import LanePartition
+
+    src = topic(kafka_a, 1)
+    p = Producer({"bootstrap.servers": kafka_a.bootstrap, "linger.ms": 0})
+    for i in range(5):  # a batch each
+        p.produce(src, value=f"0:{i}".encode(), partition=0)
+        assert p.flush(30) == 0
+
+    def first_fetch(consumer_keys: dict[str, str]) -> int:
+        cfg = flowgroup(src, copy="batches", lanes=1, mirror={"sourceConsumer": consumer_keys})
+        source = BatchSource(LaneContext(cfg, cfg.mirrors[0], 0, [LanePartition(src, 0, f"a.{src}")]), None, None)
+        source.open()
+        try:
+            assert source.consumer is not None
+            source.consumer.assign({(src, 0): 0})
+            return len(source.consumer.fetch()[(src, 0)].batches)
+        finally:
+            assert source.wire is not None
+            source.wire.close()
+
+    assert first_fetch({}) == 5
+    assert first_fetch({"max.partition.fetch.bytes": "1"}) == 1

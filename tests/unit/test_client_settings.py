@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkmirror.resource.clientconf import BATCHES_WHY, client_setting, connector_prefix
+from sparkmirror.resource.clientconf import BATCH_FETCH_KEYS, BATCHES_WHY, client_setting, connector_prefix
 from sparkmirror.resource.flowgroup import FlowGroupConfig
 from sparkmirror.resource.plan import plan
 from sparkmirror.resource.refusedkeys import cluster_config_refusals, connector_config_refusals
@@ -173,6 +173,13 @@ def test_per_client_keys_are_refused_on_the_batch_path() -> None:
     # connection settings of the cluster are every client's, the batch path's too
     res = resource(target_config={"socket.timeout.ms": "20000"}, copy="batches")
     assert one_group(res).cluster("b").config == {"socket.timeout.ms": "20000"}
+    # the Fetch keys size and time the batch path's Fetch: taken, whatever the prefix or name (Java's or not)
+    res = resource(connector={"source.consumer.fetch.max.wait.ms": "200", "consumer.override.fetch.max.bytes": "4096"},
+                   source_config={"consumer.max.partition.fetch.bytes": "1024"}, copy="batches")
+    assert plan(res).errors == []
+    g = one_group(res)
+    assert {k: g.consumer_config(g.mirrors[0])[k] for k in BATCH_FETCH_KEYS} == {
+        "fetch.wait.max.ms": "200", "fetch.max.bytes": "4096", "max.partition.fetch.bytes": "1024"}
 
 
 def test_connector_prefixes_longest_first() -> None:

@@ -12,12 +12,13 @@ import time
 
 from ..outage import Backoff, Outage
 from ..progress import partition_lag
+from ..resource.clientconf import BATCH_FETCH_KEYS
 from .batchreader import BatchReader, Fetched
 from .context import LaneContext
 from .errors import Unreachable
 from .shares import PartitionKey
 from .summary import PartitionSummary
-from .wire import Wire, wire_talk
+from .wire import RECEIVE_MAX_BYTES, Wire, wire_talk
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +45,10 @@ class BatchSource:
 
     def open(self) -> None:
         with self._talk("connecting"):
-            self.wire = Wire(self.ctx.source_conf, client_id=self.ctx.tid)
-        self.consumer = BatchReader(self.wire, self.ctx.mirror.source, max_wait_ms=FETCH_WAIT_MS)
+            fetch = fetch_settings(self.ctx.consumer_conf)
+            receive = max(RECEIVE_MAX_BYTES, fetch.get("max_bytes", 0) + (1 << 20))  # a Fetch answer fits
+            self.wire = Wire(self.ctx.source_conf, client_id=self.ctx.tid, receive_message_max_bytes=receive)
+        self.consumer = BatchReader(self.wire, self.ctx.mirror.source, **fetch)
 
     def assign(self, positions: dict[PartitionKey, int]) -> None:
         assert self.consumer is not None
@@ -127,3 +130,11 @@ class BatchSource:
             s.next_offset = committed.get(key, s.next_offset)
             # log start 0: the position is the next offset (reader.py's fallback); -1: unknown
             s.lag = partition_lag(0, hi, s.next_offset) if hi >= 0 and s.next_offset >= 0 else -1
+
+
+def fetch_settings(conf: dict[str, str]) -> dict[str, int]:
+    """The Fetch sizes and wait the mirror's consumer keys set (`BATCH_FETCH_KEYS`), as `BatchReader` takes them: the
+    record path's consumer honours the same keys, so a tuned mirror fetches alike on either path."""
+    out = {"max_wait_ms": FETCH_WAIT_MS}
+    out.update({arg: int(conf[key]) for key, arg in BATCH_FETCH_KEYS.items() if key in conf})
+    return out

@@ -101,9 +101,24 @@ NOT_APPLICABLE: dict[str, str] = {
 # (request.timeout.ms, socket buffers, reconnect backoff, ...) do reach them, see copying/wire.py
 BATCHES_WHY = ("copy: batches forwards the source's record batches as bytes with the mirror's own Fetch and "
                "Produce requests (compression kept as the source wrote it); per-client consumer and producer "
-               "settings apply to copy: records only; connection settings go in the cluster's config")
+               "settings apply to copy: records only, but for the Fetch keys fetch.max.wait.ms, "
+               "max.partition.fetch.bytes and fetch.max.bytes; connection settings go in the cluster's config")
+
+BATCH_FETCH_KEYS = {"fetch.wait.max.ms": "max_wait_ms", "max.partition.fetch.bytes": "partition_max_bytes",
+                    "fetch.max.bytes": "max_bytes"}
+"""The consumer keys (librdkafka's names) the batch path honours: they size and time its Fetch requests
+(copying/batchsource.py); every other per-client key is refused there (BATCHES_WHY)."""
 
 MAX_IN_FLIGHT_IDEMPOTENT = 5
+
+
+def batch_honours(field: str) -> bool:
+    """A refused-on-batches candidate (`...config[consumer.fetch.max.bytes]`) that the batch path's Fetch takes."""
+    key = field.rsplit("[", 1)[-1].rstrip("]")
+    if "consumer." not in key:
+        return False
+    name = key.rsplit("consumer.", 1)[1].removeprefix("override.")
+    return JAVA_TO_LIBRDKAFKA.get(name, name) in BATCH_FETCH_KEYS
 
 
 def recompresses(key: str) -> bool:

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .clientconf import BATCHES_WHY, ClientKeys, cluster_prefix, recompresses
+from .clientconf import BATCHES_WHY, ClientKeys, batch_honours, cluster_prefix, recompresses
 from .flowgroup import (
     Authentication,
     Cluster,
@@ -297,6 +297,8 @@ def plan(resource: dict[str, Any] | KafkaMirrorMaker2, *, secrets: str = "files"
             recompress = [f"spec.target.config[{k}]" for k in spec.target.config if recompresses(k)]
             for where in dict.fromkeys(target_keys.fields("producer") + recompress +
                                        [w for a in members for w in lane_client_fields.get(a, [])]):
+                if batch_honours(where):
+                    continue
                 out.errors.append(Problem(where, BATCHES_WHY))
     seen: set[str] = set()
     for name, path, _, _ in groups:
