@@ -104,6 +104,8 @@ class Worker:
 class Observed:
     workers: dict[str, dict[int, Worker]] = field(default_factory=dict)  # group -> generation -> worker
     leases: dict[str, dict[str, Any]] = field(default_factory=dict)      # group -> Lease
+    # group -> ms since the operator saw its Lease renewed, on its own clock (renewal.RenewalClock)
+    renewal_ages_ms: dict[str, int] = field(default_factory=dict)
 
     def holder(self, group: str) -> int | None:
         value = ((self.leases.get(group) or {}).get("metadata", {}).get("annotations") or {}).get(LEASE_HOLDER)
@@ -359,7 +361,7 @@ def _advance(unit: HandoffUnit, want: dict[str, FlowGroupConfig], observed: Obse
                   if g not in took and (w := observed.workers.get(g, {}).get(gen)) is not None}
         silent = [f"{g}: {quiet}" for g in unit.new if g not in took and (quiet := silence(
             observed.leases.get(g), held_since_ms(observed.leases.get(g), observed.annotation(g, ANNOTATION_MOVED_AT)),
-            now_ms))]
+            now_ms, observed.renewal_ages_ms.get(g)))]
         why = move_back_why(gen, list(unit.new), successor_failures(states), (now_ms - moved_at) / 1000,
                             upgrade.handoffTimeoutSeconds, took, silent)
         if why is not None:  # the old generation, a hot spare, copies again (handback.py)
@@ -471,7 +473,8 @@ def silent_holders(out: Plan, observed: Observed, now_ms: int) -> None:
         if lease is None or observed.holder(group) != gen or out.holders.get(group) != gen or worker is None or \
                 worker.state().get("state") != "RUNNING":  # (a driver not running: its application says why)
             continue
-        quiet = silence(lease, held_since_ms(lease, observed.annotation(group, ANNOTATION_MOVED_AT)), now_ms)
+        quiet = silence(lease, held_since_ms(lease, observed.annotation(group, ANNOTATION_MOVED_AT)), now_ms,
+                        observed.renewal_ages_ms.get(group))
         if quiet:
             out.app_problems.append(("LeaseNotRenewed", f"flow group {group}: generation {gen} holds the Lease but "
                                      f"{quiet}: its driver is not running, cannot reach the API server, or is stalled"))
