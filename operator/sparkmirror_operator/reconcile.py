@@ -22,6 +22,7 @@ from .kubeapi import OWNED_KINDS, KubeApi
 from . import failover
 from .lag import SECRET_REF_ROOT, GroupLag, group_lag, secret_resolver
 from .render import CONFIG_KEY, LABEL_COMPONENT, LABEL_FLOW_GROUP, LABEL_GENERATION, LABEL_RESOURCE, Settings, render
+from .renewal import RenewalClock
 from .rollout import Observed, Worker
 from .status import Problem, build_status
 
@@ -93,6 +94,7 @@ class Reconciler:
         self.lag_timeout = lag_timeout
         self._locks: dict[tuple[str, str], threading.Lock] = {}
         self._locks_lock = threading.Lock()
+        self.renewals = RenewalClock()  # when each Lease's renewal was seen, on this operator's clock
 
     def _lock(self, namespace: str, name: str) -> threading.Lock:
         """One acting reconcile of a resource at a time: handlers of the resource, of its applications and of
@@ -123,6 +125,7 @@ class Reconciler:
                 worker.app = app
         for lease in self.api.list("Lease", namespace, f"{LABEL_RESOURCE}={name}"):
             obs.leases[(lease["metadata"].get("labels") or {}).get(LABEL_FLOW_GROUP, "")] = lease
+        obs.renewal_ages_ms = self.renewals.ages_ms(f"{namespace}/{name}", obs.leases)
         return obs
 
     def secret_problems(self, p: Plan, secrets: SecretCache) -> list[Problem]:

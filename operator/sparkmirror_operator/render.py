@@ -27,7 +27,8 @@ from sparkmirror.resource.flowgroup import FlowGroupConfig
 
 from sparkmirror.resource.plan import SECRET_MOUNT_ROOT, Plan, SecretRef, env_name, plan
 from sparkmirror.resource.model import API_VERSION, KIND, KafkaMirrorMaker2
-from sparkmirror.resource.names import (LEASE_HOLDER, LEASE_REVOKED, LEASE_TRANSACTIONAL_IDS, application_name,
+from sparkmirror.resource.names import (LEASE_HOLDER, LEASE_REVOKED, LEASE_TRANSACTIONAL_IDS, SUBMISSION_ENV,
+                                        SUBMISSION_LABEL, application_name,
                                         config_map_name, lease_name, short_name, transactional_ids)
 from sparkmirror.sparkdefaults import SPARK_DEFAULTS
 
@@ -181,6 +182,9 @@ stop. 1 epoch + 60 s was too short on a busy node: the kubelet killed a draining
 open."""
 DRIVER_CONTAINER = "spark-kubernetes-driver"
 EXECUTOR_CONTAINER = "spark-kubernetes-executor"
+# the driver's ready report names its submission, so a report from before a restart is told apart (readiness.py)
+SUBMISSION_FROM_LABEL = {"name": SUBMISSION_ENV,
+                         "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{SUBMISSION_LABEL}']"}}}
 # the `restricted` Pod Security Standard; fsGroup makes mounted Secrets (mode 0440) readable by the job's user
 POD_SECURITY = {"runAsNonRoot": True, "runAsUser": SPARK_UID, "fsGroup": SPARK_UID,
                 "seccompProfile": {"type": "RuntimeDefault"}}
@@ -218,8 +222,8 @@ def render_spark_application(ctx: GroupContext) -> list[dict[str, Any]]:
     sa = ctx.settings.driver_service_account
 
     def pod(container: str, cores: int, memory: str, core_request: str | None, core_limit: str | None,
-            ports: list[dict] | None = None) -> dict[str, Any]:
-        template = pod_template(container, ctx, pod_labels, volumes, mounts, env, ports)
+            ports: list[dict] | None = None, own_env: list[dict] | None = None) -> dict[str, Any]:
+        template = pod_template(container, ctx, pod_labels, volumes, mounts, [*env, *(own_env or [])], ports)
         p: dict[str, Any] = {"cores": cores, "memory": memory, "labels": pod_labels, "annotations": annotations,
                              "serviceAccount": sa, "template": template}
         if core_request:
@@ -248,7 +252,7 @@ def render_spark_application(ctx: GroupContext) -> list[dict[str, Any]]:
             # the job's driver serves Prometheus metrics and its progress view on the metrics port
             "driver": pod(DRIVER_CONTAINER, spark.driver.cores, spark.driver.memory, spark.driver.coreRequest,
                           spark.driver.coreLimit, [{"name": "metrics", "containerPort": ctx.settings.metrics_port,
-                                                    "protocol": "TCP"}]),
+                                                    "protocol": "TCP"}], [SUBMISSION_FROM_LABEL]),
             "executor": {**pod(EXECUTOR_CONTAINER, executor.cores, executor.memory, executor.coreRequest,
                                executor.coreLimit), "instances": executor.instances},
         },

@@ -36,6 +36,7 @@ from sparkmirror.resource.names import (LEASE_HOLDER, LEASE_REVOKED, PERMANENT_E
                                         lease_took_over_key)
 from sparkmirror.resource.rollout import HandoffUnit, handoff_units, next_generation, predecessors
 from .handback import GONE_STATES, move_back_why, revoked_generation, revoked_record, successor_failures
+from .readiness import counts
 from .renewal import held_since_ms, silence
 from .restarts import (ANNOTATION_REFUSED, RESTART_SUFFIX, RESUBMIT_AFTER_SECONDS,  # noqa: F401 (the operator's
                        restart_of, restart_request, restart_token)  # names in one place)
@@ -104,6 +105,8 @@ class Worker:
 class Observed:
     workers: dict[str, dict[int, Worker]] = field(default_factory=dict)  # group -> generation -> worker
     leases: dict[str, dict[str, Any]] = field(default_factory=dict)      # group -> Lease
+    # group -> ms since the operator saw its Lease renewed, on its own clock (renewal.RenewalClock)
+    renewal_ages_ms: dict[str, int] = field(default_factory=dict)
 
     def holder(self, group: str) -> int | None:
         value = ((self.leases.get(group) or {}).get("metadata", {}).get("annotations") or {}).get(LEASE_HOLDER)
@@ -182,7 +185,7 @@ def _finish(out: Plan, observed: Observed, now_ms: int = 0) -> Plan:
             out.revoked[group] = record
     for group in observed.leases:  # (a standby whose driver ended: its warm-up died with it, it reports again)
         stale = sorted(k for k, gen in observed.marks(group).items() if gen not in kept or (
-            k == lease_ready_key(gen) and observed.holder(group) != gen and not _up(observed, group, gen)))
+            k == lease_ready_key(gen) and observed.holder(group) != gen and not _ready(observed, group, gen)))
         if stale:
             out.stale_marks[group] = stale
     return out
@@ -297,6 +300,14 @@ def _up(observed: Observed, group: str, gen: int) -> bool:
     return worker is not None and worker.app is not None and worker.state().get("state") not in GONE_STATES
 
 
+def _ready(observed: Observed, group: str, gen: int) -> bool:
+    """A `ready.g<N>` report that counts now: its driver may be up, and it is from the application's current
+    submission (readiness.py: one from before a restart is stale)."""
+    worker = observed.workers.get(group, {}).get(gen)
+    return _up(observed, group, gen) and worker is not None and \
+        counts(observed.annotation(group, lease_ready_key(gen)), worker.app)
+
+
 def _standby_of(unit: HandoffUnit, want: dict[str, FlowGroupConfig], observed: Observed,
                 running: dict[str, FlowGroupConfig]) -> int | None:
     """The newest generation already created for this unit that runs what is wanted, if any."""
@@ -359,7 +370,7 @@ def _advance(unit: HandoffUnit, want: dict[str, FlowGroupConfig], observed: Obse
                   if g not in took and (w := observed.workers.get(g, {}).get(gen)) is not None}
         silent = [f"{g}: {quiet}" for g in unit.new if g not in took and (quiet := silence(
             observed.leases.get(g), held_since_ms(observed.leases.get(g), observed.annotation(g, ANNOTATION_MOVED_AT)),
-            now_ms))]
+            now_ms, observed.renewal_ages_ms.get(g)))]
         why = move_back_why(gen, list(unit.new), successor_failures(states), (now_ms - moved_at) / 1000,
                             upgrade.handoffTimeoutSeconds, took, silent)
         if why is not None:  # the old generation, a hot spare, copies again (handback.py)
@@ -374,7 +385,7 @@ def _advance(unit: HandoffUnit, want: dict[str, FlowGroupConfig], observed: Obse
         out.upgrading.append(f"handing {', '.join(unit.old) or '-'} over to generation {gen} ({new_names}): "
                              f"{len(took)}/{len(unit.new)} took over")
         return
-    ready = [g for g in unit.new if observed.annotation(g, lease_ready_key(gen)) and _up(observed, g, gen)]
+    ready = [g for g in unit.new if _ready(observed, g, gen)]
     if len(ready) == len(unit.new):  # every new group is warm now: the Leases move
         for g in (*unit.new, *unit.old):
             out.holders[g] = gen
@@ -471,7 +482,8 @@ def silent_holders(out: Plan, observed: Observed, now_ms: int) -> None:
         if lease is None or observed.holder(group) != gen or out.holders.get(group) != gen or worker is None or \
                 worker.state().get("state") != "RUNNING":  # (a driver not running: its application says why)
             continue
-        quiet = silence(lease, held_since_ms(lease, observed.annotation(group, ANNOTATION_MOVED_AT)), now_ms)
+        quiet = silence(lease, held_since_ms(lease, observed.annotation(group, ANNOTATION_MOVED_AT)), now_ms,
+                        observed.renewal_ages_ms.get(group))
         if quiet:
             out.app_problems.append(("LeaseNotRenewed", f"flow group {group}: generation {gen} holds the Lease but "
                                      f"{quiet}: its driver is not running, cannot reach the API server, or is stalled"))

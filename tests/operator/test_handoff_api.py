@@ -80,6 +80,40 @@ def test_a_split_hands_over_only_when_every_successor_took_over(kube, kmm2_crd, 
     assert [(h["fromFlowGroups"], h["toFlowGroups"]) for h in st["handoffs"]] == [(["a"], ["one", "two"])]
 
 
+def test_a_ready_report_from_an_earlier_submission_does_not_move_the_lease(kube, kmm2_crd, kapi, namespace) -> None:
+    """Generation 2's application was resubmitted (a new `status.submissionID`, as the Spark operator writes it)
+    after its first driver reported ready: that report is stale, the Lease stays and the report is dropped; the
+    new driver's report, naming the current submission, moves the Lease."""
+    from sparkmirror.resource.names import LEASE_HOLDER
+
+    kapi.create(secret(namespace, "mirror-user", {"password": "pw"}))
+    kapi.create(resource("subm", namespace, flowGroups=[{"name": "a", "mirrors": ["a", "c"]}]))
+    rec = Reconciler(KubeApi(kapi.api), lag_timeout=1.0)
+    _reconcile(rec, kapi, namespace, "subm")
+    _patch(kapi, namespace, "subm", {"spec": {"version": "2.0"}})
+    _reconcile(rec, kapi, namespace, "subm")
+    assert names(kapi, "SparkApplication", namespace, "subm") == ["subm-a", "subm-a-g2"]
+
+    def submitted(submission: str) -> None:
+        kapi.patch_status("SparkApplication", namespace, "subm-a-g2",
+                          {"submissionID": submission, "applicationState": {"state": "RUNNING"}, "driverInfo": {}})
+
+    def ready(submission: str) -> str:
+        return json.dumps({"atMs": int(time.time() * 1000), "submissionID": submission})
+
+    submitted("first-submission")
+    _report(kapi, namespace, "subm-a", {lease_ready_key(2): ready("first-submission")})
+    submitted("second-submission")  # its driver restarted: cold again, its old report still on the Lease
+    _reconcile(rec, kapi, namespace, "subm")
+    lease = _annotations(kapi, namespace, "subm-a")
+    assert lease[LEASE_HOLDER] == "1" and lease_ready_key(2) not in lease  # not moved, the stale report dropped
+    _reconcile(rec, kapi, namespace, "subm")
+    assert _annotations(kapi, namespace, "subm-a")[LEASE_HOLDER] == "1"
+    _report(kapi, namespace, "subm-a", {lease_ready_key(2): ready("second-submission")})
+    _reconcile(rec, kapi, namespace, "subm")
+    assert _annotations(kapi, namespace, "subm-a")[LEASE_HOLDER] == "2"
+
+
 def test_a_successor_failing_after_the_lease_moved_moves_it_back(kube, kmm2_crd, kapi, namespace) -> None:
     """Generation 2 fails after the Lease moved to it and before its first commit: the Lease names 1 again and
     says what 2 held (generation 1 fences it before copying again), 2 is removed, the resource says why."""

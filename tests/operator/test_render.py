@@ -97,10 +97,13 @@ def test_env_secrets_use_secret_key_refs() -> None:
     cm = next(o for o in objs if o["kind"] == "ConfigMap")
     cfg = FlowGroupConfig.from_yaml(cm["data"]["flowgroup.yaml"])
     assert cfg.cluster("central").authentication.password.env == "SPARKMIRROR_SECRET_MIRROR_USER_PASSWORD"
-    # only what the config reads from the environment: certificates and keys stay mounted files
+    # only what the config reads from the environment: certificates and keys stay mounted files; the driver
+    # also gets its submission id from its pod's label (its ready report names it)
     for a in (o for o in objs if o["kind"] == "SparkApplication"):
-        for role in ("driver", "executor"):
-            assert [e["name"] for e in _container(a, role)["env"]] == ["SPARKMIRROR_SECRET_MIRROR_USER_PASSWORD"]
+        assert [e["name"] for e in _container(a, "executor")["env"]] == ["SPARKMIRROR_SECRET_MIRROR_USER_PASSWORD"]
+        assert _container(a, "driver")["env"] == [*_container(a, "executor")["env"], {
+            "name": "SPARKMIRROR_SUBMISSION_ID",
+            "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['sparkoperator.k8s.io/submission-id']"}}}]
 
 
 def test_long_names_are_shortened_stably() -> None:

@@ -6,7 +6,8 @@ import datetime as dt
 
 from sparkmirror.handoff.renewal import renew_every, renewal_patch
 from sparkmirror_operator.handlers import lease_news
-from sparkmirror_operator.renewal import duration, held_since_ms, renewed_ms, silence, silent_for
+from sparkmirror_operator.renewal import (RenewalClock, duration, held_since_ms, observe, renewed_ms, silence,
+                                         silent_for)
 
 T0 = dt.datetime(2026, 11, 28, 12, 0, 0, 250_000, tzinfo=dt.timezone.utc)
 T0_MS = int(T0.timestamp() * 1000)
@@ -58,3 +59,49 @@ def test_a_renewal_alone_is_no_news_for_the_handoff():
     moved = {**before, "spec": {**before["spec"], "holderIdentity": "m-a-g3"}}
     assert lease_news(renewed) == lease_news(before)
     assert lease_news(reported) != lease_news(before) and lease_news(moved) != lease_news(before)
+
+
+def test_an_observation_changes_only_when_the_holder_or_renew_time_does():
+    first = observe(None, lease(T0), 1_000)
+    assert first.at_ms == 1_000 and first.renew_time == "2026-11-28T12:00:00.250000Z"
+    assert observe(first, lease(T0), 9_000) is first  # no renewal since: still seen at 1 s
+    renewed = observe(first, lease(T0 + dt.timedelta(seconds=5)), 9_000)
+    assert renewed.at_ms == 9_000
+    moved = {**lease(T0), "spec": {**lease(T0)["spec"], "holderIdentity": "m-a-g3"}}
+    assert observe(renewed, moved, 9_500).at_ms == 9_500
+
+
+def test_a_driver_clock_far_behind_is_not_a_stall_and_a_frozen_one_is():
+    """The driver's clock runs 10 min behind the operator's: its renewTime values look 600 s old, yet it renews
+    every 5 s, so it is alive; once it stops, it is silent a duration after the operator last saw a change."""
+    mono = [100.0]
+    clock = RenewalClock(lambda: mono[0])
+    behind = T0 - dt.timedelta(minutes=10)
+    now_ms = T0_MS + 30_000  # the operator's wall clock; the Lease moved to the holder at T0_MS
+    for step in range(6):  # a renewal every 5 s, on the driver's (skewed) clock
+        mono[0] += 5
+        ages = clock.ages_ms("ns/m", {"a": lease(behind + dt.timedelta(seconds=5 * step))})
+        assert ages == {"a": 0}
+    assert silence(lease(behind + dt.timedelta(seconds=25)), T0_MS, now_ms + 30_000, ages["a"]) is None
+    # judged by the timestamp's value the same driver would look stalled for ~10 min
+    assert silence(lease(behind + dt.timedelta(seconds=25)), 0, now_ms + 30_000) is not None
+    mono[0] += 16  # the driver freezes: renewTime stops changing
+    stale = lease(behind + dt.timedelta(seconds=25))
+    age = clock.ages_ms("ns/m", {"a": stale})["a"]
+    assert age == 16_000
+    assert silence(stale, T0_MS, now_ms + 46_000, age) == \
+        "it has not renewed its Lease for 16 s (leaseDurationSeconds 15)"
+    # a clock ahead of the operator's does not hide a freeze either
+    ahead = lease(T0 + dt.timedelta(hours=1))
+    clock.ages_ms("ns/m", {"b": ahead})
+    mono[0] += 20
+    assert silence(ahead, T0_MS, now_ms + 66_000, clock.ages_ms("ns/m", {"b": ahead})["b"]) is not None
+    assert silence(ahead, T0_MS, now_ms + 66_000) is None  # by value it would renew for another hour
+
+
+def test_an_operator_that_just_started_waits_a_duration_and_never_renewed_counts_from_the_move():
+    clock = RenewalClock(lambda: 500.0)
+    assert clock.ages_ms("ns/m", {"a": lease(T0 - dt.timedelta(hours=2)), "b": lease(None)}) == {"a": 0}
+    assert silence(lease(T0 - dt.timedelta(hours=2)), T0_MS - 3_600_000, T0_MS, 0) is None
+    assert silence(lease(None), T0_MS - 20_000, T0_MS, None) is not None  # never renewed since the move
+    assert clock.ages_ms("other/m", {"a": lease(T0)}) == {"a": 0}  # another resource's group "a" is its own

@@ -21,12 +21,14 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 from kubernetes.client import ApiException
 
+from sparkmirror.resource.names import SUBMISSION_LABEL
 from sparkmirror_operator.kubeapi import KubeApi
 
 log = logging.getLogger(__name__)
@@ -53,6 +55,7 @@ class LocalSparkRunner:
         self.running_after, self.master = running_after, master
         self.missing_images = missing_images
         self.jobs: dict[str, Job] = {}
+        self.submissions: dict[str, str] = {}  # application name -> its current submission id
         self.attempts: dict[str, int] = {}  # application uid -> runs so far (the Spark operator's executionAttempts)
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self._loop, name=f"spark-runner-{namespace}", daemon=True)
@@ -150,6 +153,14 @@ class LocalSparkRunner:
         local_config.write_text(yaml.safe_dump(cfg, sort_keys=False))
         log_path = self.workdir / f"{name}.log"
         env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONUNBUFFERED": "1"}
+        # a new submission id per (re)submission, as the Spark operator's `status.submissionID`, handed to the
+        # driver the way its pod gets it: env vars whose downward-API fieldRef reads the submission-id label
+        submission = str(uuid.uuid4())
+        self.submissions[name] = submission
+        for var in container.get("env") or []:
+            if ((var.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath") == \
+                    f"metadata.labels['{SUBMISSION_LABEL}']":
+                env[var["name"]] = submission
         cmd = [sys.executable, "-m", "sparkmirror.job", "--config", str(local_config), "--master", self.master,
                "--checkpoint", str(self.workdir / "checkpoints" / name),
                "--conf", "spark.driver.memory=512m", "--conf", "spark.ui.enabled=false",
@@ -182,10 +193,14 @@ class LocalSparkRunner:
 
     def _state(self, app: dict, state: str, error: str | None = None) -> None:
         current = ((app.get("status") or {}).get("applicationState") or {})
-        if current.get("state") == state and current.get("errorMessage") == error:
+        submission = self.submissions.get(app["metadata"]["name"])
+        if current.get("state") == state and current.get("errorMessage") == error and \
+                (app.get("status") or {}).get("submissionID") == submission:
             return
         status = {"applicationState": {"state": state, **({"errorMessage": error} if error else {})},
                   "driverInfo": {"podName": f"{app['metadata']['name']}-driver"}}
+        if submission:
+            status["submissionID"] = submission
         try:
             self.api.patch_status("SparkApplication", self.namespace, app["metadata"]["name"], status)
         except ApiException as e:

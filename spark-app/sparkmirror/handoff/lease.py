@@ -18,7 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..resource.flowgroup import FlowGroupConfig
-from ..resource.names import LEASE_HOLDER, LEASE_REVOKED, lease_ready_key, lease_took_over_key
+from ..resource.names import (LEASE_HOLDER, LEASE_REVOKED, SUBMISSION_ENV, lease_ready_key,
+                              lease_took_over_key)
 from .takeback import Revoked
 from .takeover import HandoffError, Takeover
 
@@ -116,8 +117,8 @@ class LeaseGate:
                     time.sleep(0.5)
 
     def report_ready(self) -> None:
-        now = str(int(time.time() * 1000))
-        self._annotate({ref: {lease_ready_key(ref.generation): now} for ref in self.leases})
+        report = json.dumps({"atMs": int(time.time() * 1000), "submissionID": os.environ.get(SUBMISSION_ENV) or None})
+        self._annotate({ref: {lease_ready_key(ref.generation): report} for ref in self.leases})
         log.info("standby: generation(s) %s ready; waiting for the Lease", sorted({r.generation for r in self.leases}))
 
     def report_took_over(self, took: Takeover, first: dict[str, int] | None = None,

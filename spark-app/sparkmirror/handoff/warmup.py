@@ -3,7 +3,9 @@
 The standby generation's queries are already running: each planned one epoch whose lane tasks made their
 clients and wait for the go mark (copying/standby.py), so executors and Python workers are up. What is left:
 every cluster answers, the remote topics are in place, the mark writers are connected, and the lane tasks are
-running; then the generation can report ready.
+running; then the generation can report ready. Until its lane tasks run (which needs executors registered) it is
+not ready, however long that takes: past `timeout` it says why in its log and keeps waiting, never reports ready
+on time alone (the operator's `readyTimeoutSeconds` decides when to give up on it).
 """
 from __future__ import annotations
 
@@ -18,8 +20,8 @@ log = logging.getLogger(__name__)
 
 def warm_up(spark, configs: list[FlowGroupConfig], timeout: float = 60.0,
             stop: threading.Event | None = None) -> float:
-    """Raises when a cluster does not answer, so the generation never reports ready. Returns the seconds taken;
-    `stop` (the driver stopping) ends the wait for the lane tasks at once."""
+    """Raises when a cluster does not answer, so the generation never reports ready. Returns the seconds taken
+    once the lane tasks run; `stop` (the driver stopping) ends the wait at once (the caller then reports nothing)."""
     from confluent_kafka.admin import AdminClient
 
     from ..topicsync import TopicSync
@@ -33,19 +35,42 @@ def warm_up(spark, configs: list[FlowGroupConfig], timeout: float = 60.0,
         for m in cfg.mirrors:
             TopicSync(cfg, m).sync()
     lanes = sum(c.lanes_of(m) for c in configs for m in c.mirrors)
-    running = wait_for_tasks(spark, lanes, max(0.0, timeout - (time.monotonic() - t0)), stop)
+    stop = stop or threading.Event()
+    wait = max(0.0, timeout - (time.monotonic() - t0))
+    while True:
+        running = wait_for_tasks(spark, lanes, wait, stop)
+        why = not_ready_why(running, lane_target(spark, lanes))
+        if why is None or stop.is_set():
+            break
+        log.warning("standby: not ready after %.0f s: %s; still waiting", time.monotonic() - t0, why)
+        wait = max(timeout, 1.0)
     took = time.monotonic() - t0
     log.info("standby: warm in %.1f s (%d of %d lane tasks waiting)", took, running, lanes)
     return took
 
 
+def lane_target(spark, lanes: int) -> int:
+    """How many lane tasks can run at once: the lanes, or Spark's task slots when fewer."""
+    try:
+        return min(lanes, max(1, spark.sparkContext.defaultParallelism))
+    except Exception:  # noqa: BLE001 - no executors registered yet: wait for all
+        return lanes
+
+
+def not_ready_why(running: int, wanted: int) -> str | None:
+    """Why a standby is not ready (None: it is): its lane tasks, which run only once executors registered and
+    each made its clients and read its metadata, are not all running."""
+    if running >= wanted:
+        return None
+    if running == 0:
+        return f"no lane task is running (of {wanted}): no executor registered, or the lanes are not planned yet"
+    return f"{running} of {wanted} lane tasks running"
+
+
 def wait_for_tasks(spark, wanted: int, timeout: float, stop: threading.Event | None = None) -> int:
     """Until `wanted` tasks run (the standby lanes, waiting), or as many as Spark has task slots for, at most
-    `timeout` seconds: best effort, a lane that starts after the go mark sees it at once."""
-    try:
-        wanted = min(wanted, max(1, spark.sparkContext.defaultParallelism))
-    except Exception:  # noqa: BLE001 - no executors registered yet: wait for all
-        pass
+    `timeout` seconds. Returns how many run."""
+    wanted = lane_target(spark, wanted)
     stop = stop or threading.Event()
     tracker = spark.sparkContext.statusTracker()
     deadline = time.monotonic() + timeout

@@ -67,8 +67,16 @@ out before its first commit): JSON {"generation": the later one, "flowGroups": i
 {target alias: [its lanes' ids]}}. The generation taking back fences those ids and revokes those groups' marks."""
 
 
+SUBMISSION_LABEL = "sparkoperator.k8s.io/submission-id"
+"""The Kubeflow Spark operator's label on the pods of one submission of an application (its
+`status.submissionID`, new at every (re)submission)."""
+SUBMISSION_ENV = "SPARKMIRROR_SUBMISSION_ID"
+"""The driver's own submission id (SUBMISSION_LABEL through the downward API), carried by its ready report."""
+
+
 def lease_ready_key(generation: int) -> str:
-    """Annotation a standby generation sets (epoch ms) once it is warm and could take over at once."""
+    """Annotation a standby generation sets once it is warm and could take over at once: JSON {"atMs": epoch ms,
+    "submissionID": its SUBMISSION_ENV}; the operator counts it only for the application's current submission."""
     return f"sparkmirror.io/ready.g{generation}"
 
 
