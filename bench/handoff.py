@@ -30,6 +30,7 @@ from sparkmirror.copying.reader import next_batch
 from sparkmirror.resource.flowgroup import FlowGroupConfig
 from sparkmirror_dev.testing import NumberedProducer, create_topic, numbered_counts, unique_name
 
+from . import handoffresults
 from .harness import Env
 from .jobproc import start_job, stop_job
 
@@ -68,10 +69,23 @@ class Arrivals(threading.Thread):
         self.join(10)
 
     def pause_ms(self, since_ms: int, until_ms: int) -> int:
-        """The largest gap between arrivals in [since, until], counting from the last arrival before `since`."""
-        before = [t for t in self.times if t < since_ms][-1:]
-        ts = before + [t for t in self.times if since_ms <= t <= until_ms]
-        return max((b - a for a, b in zip(ts, ts[1:])), default=until_ms - since_ms)
+        return pause_ms(self.times, since_ms, until_ms)
+
+
+def pause_ms(times: list[int], since_ms: int, until_ms: int) -> int:
+    """The largest gap between arrivals in [since, until], counting from the last arrival before `since` (from
+    `since` when there is none); nothing visible in the window at all is one pause as long as the window."""
+    window = [t for t in times if since_ms <= t <= until_ms]
+    if not window:
+        return until_ms - since_ms
+    before = [t for t in times if t < since_ms][-1:] or [since_ms]
+    ts = before + window
+    return max(b - a for a, b in zip(ts, ts[1:]))
+
+
+def pauses_between(times: list[int], changes: list[int], end_ms: int) -> list[int]:
+    """One pause per change: from each change until the next one (the last: until `end_ms`)."""
+    return [pause_ms(times, a, b) for a, b in zip(changes, changes[1:] + [end_ms])]
 
 
 def _config(kafka_src: str, kafka_tgt: str, topic: str, version: str, lanes: int, epoch: float) -> FlowGroupConfig:
@@ -105,9 +119,7 @@ def _finish(src: str, tgt: str, topic: str, producer: NumberedProducer, arrivals
     time.sleep(3)  # a duplicate would land after the count was reached
     arrivals.stop()
     lost, dup = numbered_counts(tgt, f"src.{topic}", PARTITIONS, sent)
-    end = int(time.time() * 1000)
-    bounds = changes[1:] + [end]
-    pauses = [arrivals.pause_ms(a, b) for a, b in zip(changes, bounds)]
+    pauses = pauses_between(arrivals.times, changes, int(time.time() * 1000))
     return {"changes": len(changes), "records": sent * PARTITIONS, "lost": lost, "duplicated": dup,
             "pauses_ms": pauses}
 
@@ -180,7 +192,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--paths", default="handoff,restart")
     p.add_argument("--work", type=Path, default=HERE / "work" / "handoff")
     p.add_argument("--results", type=Path, default=HERE / "results")
+    p.add_argument("--on", choices=("local", "kind"), default="local",
+                   help="local: in-process handoff against a restarted job process; kind: through the resource on "
+                        "the kind ground with the real Spark operator")
+    p.add_argument("--upgrades", type=int, default=5, help="kind: version changes; default %(default)s")
+    p.add_argument("--restarts", type=int, default=5, help="kind: driver-pod restarts; default %(default)s")
     args = p.parse_args(argv)
+    if args.on == "kind":
+        from .handoffkind import run as run_kind
+        kind = run_kind(args)
+        handoffresults.write(args.results, "kind", kind, HERE.parent)
+        print(json.dumps({k: v for k, v in kind.items() if k not in ("handoffs", "ground")}), flush=True)
+        return 0 if kind["lost"] == 0 and kind["duplicated"] == 0 else 1
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     args.work.mkdir(parents=True, exist_ok=True)
     env = Env(args.work)
@@ -207,6 +230,12 @@ def main(argv: list[str] | None = None) -> int:
         summary["restart_lost"], summary["restart_duplicated"] = r["lost"], r["duplicated"]
     out["summary"] = summary
     write(out, args.results)
+    if "handoff" in out:
+        handoffresults.write(args.results, "local", {
+            **{k: summary.get(k) for k in ("upgrades", "pause_ms_max", "pause_ms_median", "restart_pause_ms_median",
+                                           "lost", "duplicated")},
+            "pauses_ms": out["handoff"]["pauses_ms"], "restart_pauses_ms": out.get("restart", {}).get("pauses_ms")},
+            HERE.parent)
     print(json.dumps(summary), flush=True)
     return 0 if summary["lost"] == 0 and summary["duplicated"] == 0 else 1
 

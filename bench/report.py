@@ -343,10 +343,24 @@ def markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+# latest.json sections that other benches write (bench.handoff, bench.soak): a throughput run keeps them
+KEPT_SECTIONS = ("handoff", "soak")
+
+
+def with_kept_sections(result: dict, previous: dict) -> dict:
+    """`result` plus the sections of the previous latest.json that another bench owns (the result's own win)."""
+    return {**{k: previous[k] for k in KEPT_SECTIONS if k in previous}, **result}
+
+
 def write(result: dict, results_dir: Path) -> tuple[Path, Path]:
     results_dir.mkdir(parents=True, exist_ok=True)
     md = markdown(result)
-    js = json.dumps(result, indent=2, default=str)
+    latest = results_dir / "latest.json"
+    try:
+        previous = json.loads(latest.read_text()) if latest.exists() else {}
+    except ValueError:
+        previous = {}
+    js = json.dumps(with_kept_sections(result, previous), indent=2, default=str)
     stamp = time.strftime("%Y-%m-%dT%H%M%SZ", time.gmtime())
     for name in ("latest", stamp):
         (results_dir / f"{name}.md").write_text(md)

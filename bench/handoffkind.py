@@ -1,0 +1,164 @@
+"""`python -m bench.handoff --on kind`: the handoff against the restart on a real cluster, through the resource.
+
+The kind ground of the e2e (sparkmirror_dev.kindground: kind, the Kubeflow Spark operator and sparkmirror from
+their charts, Kafka east and west as pods), reused when it runs (SPARKMIRROR_KEEP_KIND=1 keeps it afterwards).
+One KafkaMirrorMaker2 (east -> west, as the e2e's), a steady numbered load on east, then:
+- upgrades: `spec.version` patched, each waited until the status records the handoff (Upgrading False, the new
+  version running, one more `handoffs` entry);
+- restarts the old way: the driver pod deleted (SIGTERM, it drains), what a restart was before handoffs; the
+  next one once records flow again and the application is Running.
+Pause per change: the largest gap between records becoming visible, read_committed, on west's copy.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from sparkmirror_dev import docker, kindground
+from sparkmirror_dev.kindground import MIRROR_NS, KindGround
+from sparkmirror_dev.testing import NumberedProducer, create_topic, numbered_counts
+
+from .handoff import Arrivals, pauses_between
+
+PARTITIONS = 4
+SPARK = {"imagePullPolicy": "IfNotPresent", "parallelism": 2, "epochSeconds": 20,
+         "driver": {"memory": "512m", "coreRequest": "100m"},
+         "executor": {"instances": 1, "memory": "512m", "coreRequest": "100m"}}
+
+
+def _status(g: KindGround, name: str) -> dict:
+    return g.get("kafkamirrormaker2", name).get("status") or {}
+
+
+def _wait(g: KindGround, name: str, pred, timeout: float, what: str) -> dict:
+    deadline = time.monotonic() + timeout
+    st: dict = {}
+    while time.monotonic() < deadline:
+        st = _status(g, name)
+        if pred(st):
+            return st
+        time.sleep(1)
+    raise SystemExit(f"{name}: not {what} in {timeout:.0f} s; status:\n{json.dumps(st, indent=1)[-3000:]}")
+
+
+def _ready(st: dict) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in st.get("conditions") or [])
+
+
+def _driver(g: KindGround, app_prefix: str) -> str:
+    out = g.kubectl("-n", MIRROR_NS, "get", "pods", "-l", "spark-role=driver",
+                    "--field-selector=status.phase=Running", "-o", "jsonpath={.items[*].metadata.name}")
+    names = [n for n in out.split() if n.startswith(app_prefix)]
+    if not names:
+        raise SystemExit(f"no running driver pod of {app_prefix}")
+    return names[0]
+
+
+def _flowing(arrivals: Arrivals, since_ms: int, timeout: float) -> None:
+    """Records visible again after `since_ms` (plus a few seconds of steady flow)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if sum(1 for t in arrivals.times[-5000:] if t > since_ms + 1000) > 200:
+            return
+        time.sleep(1)
+    raise SystemExit(f"records did not flow again within {timeout:.0f} s")
+
+
+def run(args: argparse.Namespace) -> dict:
+    engine = docker.ensure_engine()
+    name = os.environ.get("SPARKMIRROR_KIND_CLUSTER", kindground.DEFAULT_NAME)
+    kubeconfig = Path(tempfile.mkdtemp(prefix="bench-kind-")) / "kubeconfig"
+    g = kindground.up(kubeconfig, name, fresh=not kindground.keep())
+    try:
+        return _measure(g, args)
+    finally:
+        g.stop_forwards()
+        if not kindground.keep():
+            kindground.down(name)
+        engine.stop()
+
+
+def _measure(g: KindGround, args: argparse.Namespace) -> dict:
+    suffix = uuid.uuid4().hex[:6]
+    topic, mirror = f"handoff-{suffix}", f"handoff-{suffix}"
+    create_topic(g.east.external_bootstrap, topic, PARTITIONS)
+    target = {"alias": "west", "bootstrapServers": g.west.internal_bootstrap,
+              "tls": {"trustedCertificates": [{"secretName": "west-ca", "certificate": "ca.crt"}]},
+              "authentication": {"type": "scram-sha-512", "username": kindground.SCRAM_USER,
+                                 "passwordSecret": {"secretName": "west-mirror-user", "password": "password"}}}
+    source = {"alias": "east", "bootstrapServers": g.east.internal_bootstrap}
+    producer = NumberedProducer(g.east.external_bootstrap, topic, rate=args.rate, partitions=PARTITIONS)
+    arrivals = Arrivals(g.west.external_bootstrap, f"east.{topic}")
+    producer.start()
+    arrivals.start()
+    t0 = time.monotonic()
+    g.apply([{"apiVersion": "sparkmirror.io/v1alpha1", "kind": "KafkaMirrorMaker2",
+              "metadata": {"name": mirror, "namespace": MIRROR_NS},
+              "spec": {"version": "4.1.2", "target": target, "mirrors": [{"source": source, "topicsPattern": topic}],
+                       "spark": {**SPARK, "image": g.spark_image}}}])
+    _wait(g, mirror, _ready, 1200, "Ready")
+    _flowing(arrivals, int(time.time() * 1000), 600)
+    print(f"kind: {mirror} Ready and copying {time.monotonic() - t0:.0f} s after apply", flush=True)
+    upgrades: list[int] = []
+    records: list[dict] = []
+    for i in range(args.upgrades):
+        time.sleep(args.every)
+        version = f"4.2.{i}"
+        before = len(_status(g, mirror).get("handoffs") or [])
+        upgrades.append(int(time.time() * 1000))
+        g.kubectl("-n", MIRROR_NS, "patch", "kafkamirrormaker2", mirror, "--type=merge",
+                  "-p", json.dumps({"spec": {"version": version}}))
+
+        def handed_over(st: dict, v: str = version, n: int = before) -> bool:
+            up = next((c for c in st.get("conditions") or [] if c["type"] == "Upgrading"), {})
+            return len(st.get("handoffs") or []) > n and up.get("status") == "False" and st.get("version") == v
+
+        st = _wait(g, mirror, handed_over, 900, f"handed over to {version}")
+        records.append({"version": version, "handoff": st["handoffs"][-1]})
+        print(f"  upgrade {i + 1} -> {version}: recorded {(time.time() * 1000 - upgrades[-1]) / 1000:.0f} s after "
+              f"the patch; {st['handoffs'][-1]}", flush=True)
+    restarts: list[int] = []
+    app_prefix = f"{mirror}-"
+    for i in range(args.restarts):
+        time.sleep(args.every)
+        driver = _driver(g, app_prefix)
+        restarts.append(int(time.time() * 1000))
+        g.kubectl("-n", MIRROR_NS, "delete", "pod", driver, "--wait=false")
+        _flowing(arrivals, restarts[-1], 900)
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:  # the next restart needs the new driver
+            try:
+                if _driver(g, app_prefix) != driver:
+                    break
+            except SystemExit:
+                pass
+            time.sleep(2)
+        print(f"  restart {i + 1}: driver {driver} deleted, records flow again "
+              f"{(time.time() * 1000 - restarts[-1]) / 1000:.0f} s later", flush=True)
+    time.sleep(args.every)
+    sent = producer.stop()
+    deadline = time.monotonic() + 300
+    while len(arrivals.times) < sent * PARTITIONS and time.monotonic() < deadline:
+        time.sleep(1)
+    time.sleep(5)  # a duplicate would land after the count was reached
+    arrivals.stop()
+    lost, dup = numbered_counts(g.west.external_bootstrap, f"east.{topic}", PARTITIONS, sent)
+    end = int(time.time() * 1000)
+    changes = upgrades + restarts
+    pauses = pauses_between(arrivals.times, changes, end)
+    up_p, re_p = pauses[:len(upgrades)], pauses[len(upgrades):]
+    g.kubectl("-n", MIRROR_NS, "delete", "kafkamirrormaker2", mirror, "--wait=false", check=False)
+    return {"upgrades": len(upgrades), "restarts": len(restarts), "records": sent * PARTITIONS,
+            "pauses_ms": up_p, "restart_pauses_ms": re_p,
+            "pause_ms_max": max(up_p, default=None), "pause_ms_median": statistics.median(up_p) if up_p else None,
+            "restart_pause_ms_median": statistics.median(re_p) if re_p else None,
+            "lost": lost, "duplicated": dup, "handoffs": records, "ground": g.timings,
+            "changes_ms": {"upgrades": upgrades, "restarts": restarts},
+            # where the visible stream stood still (over 500 ms), to lay beside the handoffs' own timestamps
+            "gaps_ms": [[a, b] for a, b in zip(arrivals.times, arrivals.times[1:]) if b - a > 500]}

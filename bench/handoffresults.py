@@ -1,0 +1,33 @@
+"""`bench/results/handoff.json`: the handoff figures of each path (`kind`, `local`), each kept when the other is
+written, with the commit they were measured at (so a figure is never read against code it did not run)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+FILE = "handoff.json"
+
+
+def commit(repo: Path) -> dict:
+    """HEAD at run time and whether the tree had uncommitted changes."""
+    def git(*args: str) -> str:
+        res = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=30)
+        return res.stdout.strip() if res.returncode == 0 else ""
+    return {"sha": git("rev-parse", "HEAD") or None, "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+
+
+def merge(doc: dict, path: str, figures: dict, at: dict) -> dict:
+    """`doc` with `path`'s figures replaced (stamped with `at` and the time); the other paths untouched."""
+    out = {k: v for k, v in doc.items()}
+    out[path] = {**figures, "commit": at, "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    return out
+
+
+def write(results: Path, path: str, figures: dict, repo: Path) -> Path:
+    results.mkdir(parents=True, exist_ok=True)
+    target = results / FILE
+    doc = json.loads(target.read_text()) if target.exists() else {}
+    target.write_text(json.dumps(merge(doc, path, figures, commit(repo)), indent=2, default=str) + "\n")
+    return target
