@@ -71,7 +71,10 @@ def _wait(ground: KindGround, name: str, pred, timeout: float, what: str) -> dic
             return status
         time.sleep(3)
     pods = ground.kubectl("-n", MIRROR_NS, "get", "pods,sparkapplications", "-o", "wide", check=False)
-    raise AssertionError(f"{name}: not {what} in {timeout:.0f}s; status:\n{json.dumps(status, indent=1)}\n{pods}")
+    logs = ground.kubectl("-n", MIRROR_NS, "logs", "-l", "spark-role=driver", "--tail=60", "--prefix",
+                          check=False)
+    raise AssertionError(f"{name}: not {what} in {timeout:.0f}s; status:\n{json.dumps(status, indent=1)}\n{pods}"
+                         f"\ndriver logs:\n{logs}")
 
 
 def _count(bootstrap: str, topic: str, produced: dict[int, int], settle: float = 0.0) -> tuple[int, int]:
