@@ -52,8 +52,9 @@ def flow(source, target, prefix: str, progress_factor: int = -1, **mirror) -> Fl
                            progressTopicReplicationFactor=progress_factor)
 
 
-def factors(cluster, topics: list[str], timeout: float = 20.0) -> dict[str, int]:
-    """topic -> replicas of each of its partitions (all equal, or the test says so), once all are listed."""
+def factors(cluster, topics: list[str], timeout: float = 90.0) -> dict[str, int]:
+    """topic -> replicas of each of its partitions (all equal, or the test says so), once all are listed (a broker
+    of a loaded machine learnt of a created topic more than 20 s after its creation was acknowledged)."""
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     deadline = time.monotonic() + timeout
     while True:
@@ -62,6 +63,8 @@ def factors(cluster, topics: list[str], timeout: float = 20.0) -> dict[str, int]
             break
         time.sleep(0.2)
     out = {}
+    unlisted = [t for t in topics if t not in md.topics or not md.topics[t].partitions]
+    assert not unlisted, f"not listed {timeout:.0f} s after their creation: {unlisted}"
     for t in topics:
         counts = {len(p.replicas) for p in md.topics[t].partitions.values()}
         assert len(counts) == 1, f"{t}: partitions with different replica counts {counts}"
