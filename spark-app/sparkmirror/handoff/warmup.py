@@ -50,11 +50,23 @@ def warm_up(spark, configs: list[FlowGroupConfig], timeout: float = 60.0,
 
 
 def lane_target(spark, lanes: int) -> int:
-    """How many lane tasks can run at once: the lanes, or Spark's task slots when fewer."""
+    """How many lane tasks can run at once: the lanes, or Spark's task slots when fewer (all the lanes while no
+    executor has registered: nothing is ready then)."""
     try:
-        return min(lanes, max(1, spark.sparkContext.defaultParallelism))
-    except Exception:  # noqa: BLE001 - no executors registered yet: wait for all
+        slots = task_slots(spark)
+    except Exception:  # noqa: BLE001 - the store's API moved: wait for all
         return lanes
+    return min(lanes, slots) if slots > 0 else lanes
+
+
+def task_slots(spark) -> int:
+    """Tasks Spark can run at once: the cores of the registered executors (in local mode, the driver's) per
+    task's cpus. Not `defaultParallelism`, which is at least 2 on a cluster: one executor of one core (the kind
+    e2e) runs one lane task at a time, and waiting for two left its standby never ready."""
+    sc = spark.sparkContext
+    executors = sc._jsc.sc().statusStore().executorList(True)
+    cores = sum(executors.apply(i).totalCores() for i in range(executors.size()))
+    return cores // max(1, int(sc.getConf().get("spark.task.cpus", "1")))
 
 
 def not_ready_why(running: int, wanted: int) -> str | None:
@@ -70,13 +82,12 @@ def not_ready_why(running: int, wanted: int) -> str | None:
 def wait_for_tasks(spark, wanted: int, timeout: float, stop: threading.Event | None = None) -> int:
     """Until `wanted` tasks run (the standby lanes, waiting), or as many as Spark has task slots for, at most
     `timeout` seconds. Returns how many run."""
-    wanted = lane_target(spark, wanted)
     stop = stop or threading.Event()
     deadline = time.monotonic() + timeout
     running = 0
     while time.monotonic() < deadline:
         running = running_tasks(spark)
-        if running >= wanted or stop.wait(0.5):
+        if running >= lane_target(spark, wanted) or stop.wait(0.5):
             break
     return running
 
