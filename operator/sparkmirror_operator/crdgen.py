@@ -22,17 +22,9 @@ from typing import Any
 import yaml
 
 from sparkmirror.resource.refusedkeys import cluster_config_refusals, connector_config_refusals
-from sparkmirror.resource.model import (
-    CONNECT_ONLY,
-    GROUP,
-    KIND,
-    PLURAL,
-    SHORT_NAMES,
-    SINGULAR,
-    VERSION,
-    KafkaMirrorMaker2Spec,
-    KafkaMirrorMaker2Status,
-)
+from sparkmirror.resource.model import GROUP, KIND, PLURAL, SHORT_NAMES, SINGULAR, VERSION, KafkaMirrorMaker2Spec
+from sparkmirror.resource.schemabase import CONNECT_ONLY
+from sparkmirror.resource.statusmodel import KafkaMirrorMaker2Status
 
 REPO = Path(__file__).resolve().parents[2]
 CRD_FILE = f"{PLURAL}.{GROUP}.yaml"

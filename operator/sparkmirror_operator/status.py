@@ -20,7 +20,7 @@ from sparkmirror.resource.plan import Plan
 from .lag import GroupLag
 from .rollout import MAX_HANDOFFS, Plan as Rollout, exit_code
 from sparkmirror.faultkind import Kind
-from sparkmirror.resource.model import KafkaMirrorMaker2Status
+from sparkmirror.resource.statusmodel import KafkaMirrorMaker2Status
 from sparkmirror.resource.names import EXIT_UNAUTHORIZED, application_name
 
 RUNNING = {"RUNNING"}

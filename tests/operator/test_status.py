@@ -161,5 +161,5 @@ def test_consumer_group_lag_lists_the_most_lagging_groups_and_is_carried_over() 
     second = build_status(name="m", generation=3, plan=plan(RES), apps={"a": app("RUNNING"), "c": app("RUNNING")},
                           lags=None, problems=[], old=first, now="T2")
     assert second["flowGroups"][0]["consumerGroups"] == a["consumerGroups"]
-    from sparkmirror.resource.model import KafkaMirrorMaker2Status
+    from sparkmirror.resource.statusmodel import KafkaMirrorMaker2Status
     KafkaMirrorMaker2Status.model_validate(first)  # the CRD's schema takes it

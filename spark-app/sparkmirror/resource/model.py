@@ -7,6 +7,7 @@ only its apiVersion changed validates here. Fields that only mean something to K
 
 The CRD in `crds/` is generated from these models (`python -m sparkmirror_operator.crdgen`), including the
 CEL rules given through `x-kubernetes-validations` in `json_schema_extra`. Pure pydantic: no kopf or kubernetes.
+The clusters (`clusters`) and the status (`statusmodel`) have modules of their own, on `schemabase`.
 """
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .clusters import ClusterSpec, TargetClusterSpec
 from .flowgroup import CopyPath, DeleteRemoteTopics, Delivery  # one definition for the resource and the job's config
+from .schemabase import StrictModel, cel, connect_only, validations
+from .statusmodel import KafkaMirrorMaker2Status
 
 GROUP = "sparkmirror.io"
 VERSION = "v1alpha1"
@@ -25,129 +29,8 @@ PLURAL = "kafkamirrormaker2s"
 SINGULAR = "kafkamirrormaker2"
 SHORT_NAMES = ["smm2"]
 
-CONNECT_ONLY = "connectOnly"  # json_schema_extra marker; crdgen strips it, status reports set fields
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 MEMORY = r"^[0-9]+([kmgtKMGT][bB]?)?$"
-
-
-def connect_only(description: str, **kw: Any) -> Any:
-    """A Strimzi field that only makes sense for Kafka Connect: accepted, reported as not applicable."""
-    return Field(None, description=f"{description} Kafka Connect only: accepted for Strimzi compatibility, "
-                                   "not applicable to sparkmirror (reported on the status).",
-                 json_schema_extra={CONNECT_ONLY: True}, **kw)
-
-
-def cel(rule: str, message: str, field_path: str | None = None, reason: str | None = None) -> dict[str, str]:
-    r: dict[str, str] = {"rule": rule, "message": message}
-    if field_path:
-        r["fieldPath"] = field_path
-    if reason:
-        r["reason"] = reason
-    return r
-
-
-def validations(*rules: dict[str, str]) -> dict[str, Any]:
-    return {"x-kubernetes-validations": list(rules)}
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True, use_enum_values=True)
-
-
-# ---- clusters -------------------------------------------------------------------------------------------
-
-class CertSecretSource(_Model):
-    model_config = ConfigDict(json_schema_extra=validations(
-        cel("has(self.certificate) != has(self.pattern)", "exactly one of certificate or pattern must be set")))
-    secretName: str = Field(description="The name of the Secret containing the certificate.",
-                            max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
-    certificate: str | None = Field(None, description="The name of the certificate file (key) in the Secret.",
-                                    max_length=253)
-    pattern: str | None = Field(None, description="Glob pattern of the certificate files (keys) in the Secret; "
-                                                  "every matching key is trusted.", max_length=253)
-
-
-class ClientTls(_Model):
-    trustedCertificates: list[CertSecretSource] = Field(
-        default_factory=list, description="Trusted certificates for the TLS connection, from Secrets.",
-        max_length=32)
-
-
-class PasswordSecretSource(_Model):
-    secretName: str = Field(description="The name of the Secret containing the password.", max_length=253)
-    password: str = Field(description="The key in the Secret under which the password is stored.", max_length=253)
-
-
-class CertAndKeySecretSource(_Model):
-    secretName: str = Field(description="The name of the Secret containing the certificate and key.",
-                            max_length=253)
-    certificate: str = Field(description="The key of the certificate (PEM) in the Secret.", max_length=253)
-    key: str = Field(description="The key of the private key (PEM, PKCS #8) in the Secret.", max_length=253)
-
-
-class AuthenticationType(str, Enum):
-    TLS = "tls"
-    SCRAM_SHA_256 = "scram-sha-256"
-    SCRAM_SHA_512 = "scram-sha-512"
-    PLAIN = "plain"
-    CUSTOM = "custom"
-
-
-class ClientAuthentication(_Model):
-    model_config = ConfigDict(json_schema_extra=validations(
-        cel("self.type != 'tls' || has(self.certificateAndKey)",
-            "authentication of type tls needs certificateAndKey", ".certificateAndKey"),
-        cel("!(self.type in ['scram-sha-256', 'scram-sha-512', 'plain']) || (has(self.username) && "
-            "has(self.passwordSecret))",
-            "authentication of type scram-sha-256, scram-sha-512 or plain needs username and passwordSecret",
-            ".passwordSecret")))
-    type: AuthenticationType = Field(description="Authentication type: tls (mTLS client certificate), "
-                                                 "scram-sha-256, scram-sha-512, plain, or custom "
-                                                 "(accepted, not supported: reported on the status).")
-    username: str | None = Field(None, description="Username for SASL authentication.", max_length=253)
-    passwordSecret: PasswordSecretSource | None = Field(None, description="Reference to the Secret holding the "
-                                                                         "password; never inline.")
-    certificateAndKey: CertAndKeySecretSource | None = Field(None, description="Reference to the Secret holding "
-                                                                              "the client certificate and key.")
-    allowPlaintextCredentials: bool = Field(
-        False, description="Allow a password (scram-sha-256, scram-sha-512, plain) to be sent to a cluster "
-                           "without tls, that is over a plaintext listener where anyone on the network can read "
-                           "it. Off by default: such a resource is refused.")
-    sasl: bool | None = Field(None, description="Custom authentication only: enable SASL.")
-    config: dict[str, Any] | None = Field(None, description="Custom authentication only: its properties.")
-
-
-PLAINTEXT_CREDENTIALS = ("!has(self.authentication) || !(self.authentication.type in ['scram-sha-256', "
-                         "'scram-sha-512', 'plain']) || has(self.tls) || "
-                         "(has(self.authentication.allowPlaintextCredentials) && "
-                         "self.authentication.allowPlaintextCredentials)")
-PLAINTEXT_CREDENTIALS_MESSAGE = ("a password must not travel over a plaintext listener: set tls, or "
-                                 "authentication.allowPlaintextCredentials: true to accept it")
-
-
-class ClusterSpec(_Model):
-    model_config = ConfigDict(json_schema_extra=validations(
-        cel(PLAINTEXT_CREDENTIALS, PLAINTEXT_CREDENTIALS_MESSAGE, ".authentication")))
-    alias: str = Field(description="Alias of the cluster; names remote topics (<alias><separator><topic>) "
-                                   "and must be unique in the resource.",
-                       min_length=1, max_length=63, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-    bootstrapServers: str = Field(description="Comma-separated host:port list to bootstrap from.",
-                                  min_length=1, max_length=2048)
-    tls: ClientTls | None = Field(None, description="TLS settings; when set, connections use TLS.")
-    authentication: ClientAuthentication | None = Field(None, description="Authentication to the cluster.")
-    config: dict[str, Any] = Field(
-        default_factory=dict,
-        description="Client properties for this cluster. Kafka Connect worker properties (storage topics, "
-                    "converters, ...) are accepted and reported as not applicable; other keys are passed to "
-                    "the job's Kafka clients.")
-
-
-class TargetClusterSpec(ClusterSpec):
-    groupId: str | None = connect_only("Kafka Connect group id.", max_length=253)
-    configStorageTopic: str | None = connect_only("Kafka Connect config storage topic.", max_length=249)
-    statusStorageTopic: str | None = connect_only("Kafka Connect status storage topic.", max_length=249)
-    offsetStorageTopic: str | None = connect_only("Kafka Connect offset storage topic.", max_length=249)
-
 
 # ---- mirrors --------------------------------------------------------------------------------------------
 
@@ -157,7 +40,7 @@ class ConnectorState(str, Enum):
     STOPPED = "stopped"
 
 
-class ConnectorSpec(_Model):
+class ConnectorSpec(StrictModel):
     config: dict[str, Any] = Field(
         default_factory=dict,
         description="MirrorMaker 2 connector properties. Keys that mean something here keep their MM2 name and "
@@ -174,7 +57,7 @@ class ConnectorSpec(_Model):
     alterOffsets: dict[str, Any] | None = connect_only("Connector offsets alteration.")
 
 
-class MirrorSpec(_Model):
+class MirrorSpec(StrictModel):
     source: ClusterSpec = Field(description="The source cluster; its alias names the mirror and must differ "
                                             "from the target's.")
     sourceConnector: ConnectorSpec | None = Field(None, description="Settings of MM2's source connector: the "
@@ -210,7 +93,7 @@ class MirrorSpec(_Model):
 QUANTITY = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|Ki|Mi|Gi)?$"
 
 
-class DriverSpec(_Model):
+class DriverSpec(StrictModel):
     cores: int = Field(1, description="CPU cores of the Spark driver.", ge=1, le=64)
     coreRequest: str | None = Field(None, description="CPU request of the driver pod (Kubernetes quantity, e.g. "
                                                       "250m); default: cores.", max_length=32, pattern=QUANTITY)
@@ -219,7 +102,7 @@ class DriverSpec(_Model):
     memory: str = Field("1g", description="Spark driver memory (Spark size, e.g. 512m, 2g).", pattern=MEMORY)
 
 
-class ExecutorSpec(_Model):
+class ExecutorSpec(StrictModel):
     instances: int = Field(1, description="Number of Spark executors.", ge=1, le=1000)
     cores: int = Field(1, description="CPU cores per executor.", ge=1, le=64)
     coreRequest: str | None = Field(None, description="CPU request of executor pods (Kubernetes quantity, e.g. "
@@ -235,7 +118,7 @@ class ImagePullPolicy(str, Enum):
     NEVER = "Never"
 
 
-class SparkSpec(_Model):
+class SparkSpec(StrictModel):
     image: str | None = Field(None, description="Spark image carrying the mirror job; default the operator's.",
                               max_length=1024)
     imagePullPolicy: ImagePullPolicy | None = Field(None, description="Pull policy of the Spark image.")
@@ -271,7 +154,7 @@ class SparkSpec(_Model):
     sparkConf: dict[str, str] = Field(default_factory=dict, description="Extra Spark configuration.")
 
 
-class FlowGroupSpec(_Model):
+class FlowGroupSpec(StrictModel):
     name: str = Field(description="Flow-group name: one Spark application; part of transactional ids, so keep "
                                   "it stable.", min_length=1, max_length=30, pattern=DNS_LABEL)
     mirrors: list[str] = Field(description="Source aliases of the mirrors this group runs.",
@@ -297,7 +180,7 @@ class State(str, Enum):
     STOPPED = "stopped"
 
 
-class UpgradeSpec(_Model):
+class UpgradeSpec(StrictModel):
     readyTimeoutSeconds: int = Field(600, description="How long a new worker generation may take to become "
                                                       "ready before it is rolled back.", ge=10, le=86400)
     handoffTimeoutSeconds: int = Field(120, description="How long a new generation may take, once the Lease moved "
@@ -312,7 +195,7 @@ class UpgradeSpec(_Model):
                                       ge=3, le=300)
 
 
-class FailoverSpec(_Model):
+class FailoverSpec(StrictModel):
     """Consumers move from a source to the target: the operator runs `sparkmirror failover` for each mirror
     listed (once), and `failover --undo` for one taken off the list (sparkmirror/failover)."""
 
@@ -347,7 +230,7 @@ _FAILOVER_NAMES_MIRRORS = ("!has(self.failover) || self.failover.mirrors.all(a, 
                            "self.mirrors.exists(m, m.source.alias == a))")
 
 
-class KafkaMirrorMaker2Spec(_Model):
+class KafkaMirrorMaker2Spec(StrictModel):
     model_config = ConfigDict(json_schema_extra=validations(
         cel(_MIRROR_ALIAS_UNIQUE, "mirrors[].source.alias must be unique", ".mirrors"),
         cel(_SOURCE_NOT_TARGET, "mirrors[].source.alias must differ from target.alias", ".mirrors"),
@@ -404,133 +287,6 @@ class KafkaMirrorMaker2Spec(_Model):
     template: dict[str, Any] | None = connect_only("Kafka Connect pod templates.")
 
 
-class ConditionStatus(str, Enum):
-    TRUE = "True"
-    FALSE = "False"
-    UNKNOWN = "Unknown"
-
-
-class Condition(_Model):
-    type: str = Field(description="Condition type: Ready, Progressing, Degraded, Upgrading, FailedOver, and for GitOps tools "
-                                  "(Flux's kstatus, Argo CD) Reconciling and Stalled.")
-    status: ConditionStatus = Field(description="True, False or Unknown.")
-    reason: str | None = Field(None, description="Machine-readable reason, CamelCase.")
-    message: str | None = Field(None, description="Human-readable detail, naming the field or object concerned.")
-    lastTransitionTime: str | None = Field(None, description="When the status last changed (RFC 3339).")
-    observedGeneration: int | None = Field(None, description="Generation of the spec this condition is about.")
-
-
-class ConsumerGroupLagStatus(_Model):
-    """One consumer group a mirror checkpoints (sparkmirror.consumerlag)."""
-
-    group: str = Field(description="Consumer group on the source.")
-    lag: int = Field(description="Records it has not read on the source, over the mirrored partitions it "
-                                 "committed (end offset minus committed offset).")
-    partitions: int = Field(description="Mirrored partitions it has committed offsets for.")
-
-
-class FlowGroupStatus(_Model):
-    name: str = Field(description="Flow-group name.")
-    application: str | None = Field(None, description="Name of the SparkApplication running the group.")
-    sparkState: str | None = Field(None, description="State of the application as the Spark operator reports "
-                                                     "it (SUBMITTED, RUNNING, FAILED, ...).")
-    mirrors: list[str] = Field(default_factory=list, description="Mirrors (source aliases) of the group.")
-    workerGeneration: int | None = Field(None, description="Worker generation currently mirroring.")
-    version: str | None = Field(None, description="Version of that worker generation.")
-    partitions: int | None = Field(None, description="Source partitions owned by the group.")
-    lag: int | None = Field(None, description="Records on the sources not yet committed on the target.")
-    recordsPerSecond: float | None = Field(None, description="Recent copy rate.")
-    lastCommitTime: str | None = Field(None, description="Time of the last committed transaction.")
-    consumerGroupLag: int | None = Field(None, description="Records the consumer groups the group's mirrors "
-                                                           "checkpoint have not read on the sources, summed.")
-    consumerGroups: list[ConsumerGroupLagStatus] = Field(default_factory=list, description="The most lagging "
-                                                         "checkpointed consumer groups (at most 20).")
-    message: str | None = Field(None, description="Why the group is not running, if it is not.")
-
-
-class HandoffRecord(_Model):
-    """One completed worker-generation handoff."""
-
-    fromGeneration: int = Field(description="The generation that copied before.")
-    toGeneration: int = Field(description="The generation that copies now.")
-    fromFlowGroups: list[str] = Field(default_factory=list, description="Flow groups handed over.")
-    toFlowGroups: list[str] = Field(default_factory=list, description="Flow groups that took over.")
-    version: str | None = Field(None, description="Version of the new generation.")
-    time: str | None = Field(None, description="When the new generation took over (RFC 3339).")
-    takeoverMs: int | None = Field(None, description="Time the new generation took to mark its flow groups "
-                                                     "and fence the old lanes.")
-    leaseToTakeoverMs: int | None = Field(None, description="From the Lease moving to the takeover done.")
-    fencedTransactionalIds: int | None = Field(None, description="Transactional ids of the old lanes fenced.")
-    pauseMs: int | None = Field(None, description="The pause as the new generation measured it: the longest a "
-                                                  "record of its first epoch waited from its source timestamp to "
-                                                  "its commit on the target (the handoff's gap included).")
-    firstEpochRecords: int | None = Field(None, description="Records the new generation's first epoch copied: "
-                                                            "what built up during the handoff, and after.")
-
-
-class RollbackRecord(_Model):
-    """A worker generation that did not become ready, or failed after the Lease moved to it and before its first
-    commit, and was removed; the one before keeps copying, or copies again."""
-
-    generation: int = Field(description="The generation rolled back.")
-    flowGroups: list[str] = Field(default_factory=list, description="Its flow groups.")
-    specHash: str = Field(description="The desired spec rolled back (all flow groups); it is not tried again.")
-    reason: str = Field(description="Why it was rolled back.")
-    leaseMovedBack: bool = Field(False, description="The Lease had moved to it: it was moved back, and the "
-                                                    "generation before took its flow groups back.")
-
-
-class FailoverRecord(_Model):
-    """One mirror failed over by the operator (spec.failover)."""
-
-    mirror: str = Field(description="The mirror (source alias).")
-    state: Literal["FailedOver", "Retrying", "Waiting"] = Field(
-        "FailedOver", description="FailedOver: done. Retrying: it did not complete and may have stopped the flow "
-                                  "groups (they get no application), tried again every status interval. Waiting: "
-                                  "the mirror had not caught up within waitCaughtUpSeconds; nothing was changed, it "
-                                  "copies on and the failover is tried again.")
-    message: str | None = Field(None, description="Why it is Retrying or Waiting.")
-    time: str = Field(description="When it was failed over, or last tried (RFC 3339).")
-    flowGroups: list[str] = Field(default_factory=list, description="Flow groups stopped with it.")
-    offsetsFrom: str = Field("", description="source (translated now) or checkpoints (the source was "
-                                             "unreachable: the last checkpoints on the target).")
-    groupsMoved: int = Field(0, description="Consumer groups whose offsets were committed or kept on the target.")
-    partitionsMoved: int = Field(0, description="Their partitions committed or kept.")
-    notMoved: list[str] = Field(default_factory=list, description="Partitions not moved, why (at most 20): "
-                                                                  "active consumers on the target, untranslated.")
-    groupsNotMoved: list[str] = Field(default_factory=list, description="Selected consumer groups that could not "
-                                      "all move (at most 20), by name.")
-    checkpointAgeMs: dict[str, int] = Field(default_factory=dict, description="With the source unreachable: per "
-                                            "group (the 20 oldest), how old the checkpoint it moved to was, ms; its "
-                                            "consumers repeat what they read on the source since.")
-    notCopied: int | None = Field(None, description="Records the source held that were not copied when the mirror "
-                                                    "stopped (unknown when the source did not answer).")
-    ok: bool = Field(False, description="Every checkpointed group can move to the target.")
-
-
-class KafkaMirrorMaker2Status(_Model):
-    observedGeneration: int | None = Field(None, description="The generation the operator last reconciled.")
-    # a map keyed by type: server-side apply and kubectl merge one condition per type, as for built-in kinds
-    conditions: list[Condition] = Field(default_factory=list, description="Ready, Progressing, Degraded, "
-                                        "Upgrading, FailedOver, Reconciling, Stalled: at most one of each type.",
-                                        json_schema_extra={"x-kubernetes-list-type": "map",
-                                                           "x-kubernetes-list-map-keys": ["type"]})
-    flowGroups: list[FlowGroupStatus] = Field(default_factory=list, description="Per flow group.")
-    flowGroupsReady: str | None = Field(None, description="Running flow groups / all flow groups, e.g. 2/3.")
-    lag: int | None = Field(None, description="Total lag in records over all flow groups.")
-    version: str | None = Field(None, description="Version running (of the generation that copies).")
-    handoffs: list[HandoffRecord] = Field(default_factory=list, description="The latest worker-generation "
-                                                                            "handoffs, oldest first.")
-    rollback: RollbackRecord | None = Field(None, description="The last generation rolled back, if any.")
-    failover: list[FailoverRecord] = Field(default_factory=list, description="Mirrors failed over (spec.failover), "
-                                                                             "one record each.")
-    notApplicable: list[str] = Field(default_factory=list, description="Fields and keys set on the resource "
-                                                                       "that only apply to Kafka Connect.")
-    unsupported: list[str] = Field(default_factory=list, description="MirrorMaker 2 config keys or values set "
-                                                                     "on the resource that sparkmirror does "
-                                                                     "not support.")
-
-
 class ObjectMeta(BaseModel):
     """Only what the operator reads; everything else in metadata passes through."""
 
@@ -543,7 +299,7 @@ class ObjectMeta(BaseModel):
     annotations: dict[str, str] = Field(default_factory=dict)
 
 
-class KafkaMirrorMaker2(_Model):
+class KafkaMirrorMaker2(StrictModel):
     """A mirror of Kafka topics and consumer-group offsets from source clusters into a target cluster, run as
     Spark applications (one per flow group)."""
 
@@ -561,21 +317,3 @@ class KafkaMirrorMaker2(_Model):
     def namespace(self) -> str:
         return self.metadata.namespace or "default"
 
-
-def connect_only_fields(obj: BaseModel, path: str = "spec") -> list[str]:
-    """Paths of the Connect-only fields set on a (sub)model, walking nested models and lists."""
-    found: list[str] = []
-    for name, info in type(obj).model_fields.items():
-        value = getattr(obj, name)
-        if value is None:
-            continue
-        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
-        if extra.get(CONNECT_ONLY):
-            found.append(f"{path}.{name}")
-        elif isinstance(value, BaseModel):
-            found += connect_only_fields(value, f"{path}.{name}")
-        elif isinstance(value, list):
-            for i, v in enumerate(value):
-                if isinstance(v, BaseModel):
-                    found += connect_only_fields(v, f"{path}.{name}[{i}]")
-    return found

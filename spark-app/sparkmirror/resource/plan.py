@@ -35,12 +35,9 @@ from .mm2keys import (CLUSTER_KEYS_NOT_APPLICABLE_PREFIXES, connector_config, mm
                       with_admin)
 from .planresult import Plan, Problem, ResourceInvalid, SecretRef
 from .names import lease_name
-from .model import (
-    PLAINTEXT_CREDENTIALS_MESSAGE,
-    ClusterSpec,
-    KafkaMirrorMaker2,
-    connect_only_fields,
-)
+from .clusters import PLAINTEXT_CREDENTIALS_MESSAGE, ClusterSpec
+from .model import KafkaMirrorMaker2
+from .schemabase import connect_only_fields
 
 SECRET_MOUNT_ROOT = "/etc/sparkmirror/secrets"
 

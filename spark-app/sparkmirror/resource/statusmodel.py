@@ -1,0 +1,137 @@
+"""The status of a resource as the operator writes it: conditions, flow groups, handoffs, rollbacks, failovers."""
+from __future__ import annotations
+
+from enum import Enum
+from typing import Literal
+
+from pydantic import Field
+
+from .schemabase import StrictModel
+
+
+class ConditionStatus(str, Enum):
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+class Condition(StrictModel):
+    type: str = Field(description="Condition type: Ready, Progressing, Degraded, Upgrading, FailedOver, and for GitOps tools "
+                                  "(Flux's kstatus, Argo CD) Reconciling and Stalled.")
+    status: ConditionStatus = Field(description="True, False or Unknown.")
+    reason: str | None = Field(None, description="Machine-readable reason, CamelCase.")
+    message: str | None = Field(None, description="Human-readable detail, naming the field or object concerned.")
+    lastTransitionTime: str | None = Field(None, description="When the status last changed (RFC 3339).")
+    observedGeneration: int | None = Field(None, description="Generation of the spec this condition is about.")
+
+
+class ConsumerGroupLagStatus(StrictModel):
+    """One consumer group a mirror checkpoints (sparkmirror.consumerlag)."""
+
+    group: str = Field(description="Consumer group on the source.")
+    lag: int = Field(description="Records it has not read on the source, over the mirrored partitions it "
+                                 "committed (end offset minus committed offset).")
+    partitions: int = Field(description="Mirrored partitions it has committed offsets for.")
+
+
+class FlowGroupStatus(StrictModel):
+    name: str = Field(description="Flow-group name.")
+    application: str | None = Field(None, description="Name of the SparkApplication running the group.")
+    sparkState: str | None = Field(None, description="State of the application as the Spark operator reports "
+                                                     "it (SUBMITTED, RUNNING, FAILED, ...).")
+    mirrors: list[str] = Field(default_factory=list, description="Mirrors (source aliases) of the group.")
+    workerGeneration: int | None = Field(None, description="Worker generation currently mirroring.")
+    version: str | None = Field(None, description="Version of that worker generation.")
+    partitions: int | None = Field(None, description="Source partitions owned by the group.")
+    lag: int | None = Field(None, description="Records on the sources not yet committed on the target.")
+    recordsPerSecond: float | None = Field(None, description="Recent copy rate.")
+    lastCommitTime: str | None = Field(None, description="Time of the last committed transaction.")
+    consumerGroupLag: int | None = Field(None, description="Records the consumer groups the group's mirrors "
+                                                           "checkpoint have not read on the sources, summed.")
+    consumerGroups: list[ConsumerGroupLagStatus] = Field(default_factory=list, description="The most lagging "
+                                                         "checkpointed consumer groups (at most 20).")
+    message: str | None = Field(None, description="Why the group is not running, if it is not.")
+
+
+class HandoffRecord(StrictModel):
+    """One completed worker-generation handoff."""
+
+    fromGeneration: int = Field(description="The generation that copied before.")
+    toGeneration: int = Field(description="The generation that copies now.")
+    fromFlowGroups: list[str] = Field(default_factory=list, description="Flow groups handed over.")
+    toFlowGroups: list[str] = Field(default_factory=list, description="Flow groups that took over.")
+    version: str | None = Field(None, description="Version of the new generation.")
+    time: str | None = Field(None, description="When the new generation took over (RFC 3339).")
+    takeoverMs: int | None = Field(None, description="Time the new generation took to mark its flow groups "
+                                                     "and fence the old lanes.")
+    leaseToTakeoverMs: int | None = Field(None, description="From the Lease moving to the takeover done.")
+    fencedTransactionalIds: int | None = Field(None, description="Transactional ids of the old lanes fenced.")
+    pauseMs: int | None = Field(None, description="The pause as the new generation measured it: the longest a "
+                                                  "record of its first epoch waited from its source timestamp to "
+                                                  "its commit on the target (the handoff's gap included).")
+    firstEpochRecords: int | None = Field(None, description="Records the new generation's first epoch copied: "
+                                                            "what built up during the handoff, and after.")
+
+
+class RollbackRecord(StrictModel):
+    """A worker generation that did not become ready, or failed after the Lease moved to it and before its first
+    commit, and was removed; the one before keeps copying, or copies again."""
+
+    generation: int = Field(description="The generation rolled back.")
+    flowGroups: list[str] = Field(default_factory=list, description="Its flow groups.")
+    specHash: str = Field(description="The desired spec rolled back (all flow groups); it is not tried again.")
+    reason: str = Field(description="Why it was rolled back.")
+    leaseMovedBack: bool = Field(False, description="The Lease had moved to it: it was moved back, and the "
+                                                    "generation before took its flow groups back.")
+
+
+class FailoverRecord(StrictModel):
+    """One mirror failed over by the operator (spec.failover)."""
+
+    mirror: str = Field(description="The mirror (source alias).")
+    state: Literal["FailedOver", "Retrying", "Waiting"] = Field(
+        "FailedOver", description="FailedOver: done. Retrying: it did not complete and may have stopped the flow "
+                                  "groups (they get no application), tried again every status interval. Waiting: "
+                                  "the mirror had not caught up within waitCaughtUpSeconds; nothing was changed, it "
+                                  "copies on and the failover is tried again.")
+    message: str | None = Field(None, description="Why it is Retrying or Waiting.")
+    time: str = Field(description="When it was failed over, or last tried (RFC 3339).")
+    flowGroups: list[str] = Field(default_factory=list, description="Flow groups stopped with it.")
+    offsetsFrom: str = Field("", description="source (translated now) or checkpoints (the source was "
+                                             "unreachable: the last checkpoints on the target).")
+    groupsMoved: int = Field(0, description="Consumer groups whose offsets were committed or kept on the target.")
+    partitionsMoved: int = Field(0, description="Their partitions committed or kept.")
+    notMoved: list[str] = Field(default_factory=list, description="Partitions not moved, why (at most 20): "
+                                                                  "active consumers on the target, untranslated.")
+    groupsNotMoved: list[str] = Field(default_factory=list, description="Selected consumer groups that could not "
+                                      "all move (at most 20), by name.")
+    checkpointAgeMs: dict[str, int] = Field(default_factory=dict, description="With the source unreachable: per "
+                                            "group (the 20 oldest), how old the checkpoint it moved to was, ms; its "
+                                            "consumers repeat what they read on the source since.")
+    notCopied: int | None = Field(None, description="Records the source held that were not copied when the mirror "
+                                                    "stopped (unknown when the source did not answer).")
+    ok: bool = Field(False, description="Every checkpointed group can move to the target.")
+
+
+class KafkaMirrorMaker2Status(StrictModel):
+    observedGeneration: int | None = Field(None, description="The generation the operator last reconciled.")
+    # a map keyed by type: server-side apply and kubectl merge one condition per type, as for built-in kinds
+    conditions: list[Condition] = Field(default_factory=list, description="Ready, Progressing, Degraded, "
+                                        "Upgrading, FailedOver, Reconciling, Stalled: at most one of each type.",
+                                        json_schema_extra={"x-kubernetes-list-type": "map",
+                                                           "x-kubernetes-list-map-keys": ["type"]})
+    flowGroups: list[FlowGroupStatus] = Field(default_factory=list, description="Per flow group.")
+    flowGroupsReady: str | None = Field(None, description="Running flow groups / all flow groups, e.g. 2/3.")
+    lag: int | None = Field(None, description="Total lag in records over all flow groups.")
+    version: str | None = Field(None, description="Version running (of the generation that copies).")
+    handoffs: list[HandoffRecord] = Field(default_factory=list, description="The latest worker-generation "
+                                                                            "handoffs, oldest first.")
+    rollback: RollbackRecord | None = Field(None, description="The last generation rolled back, if any.")
+    failover: list[FailoverRecord] = Field(default_factory=list, description="Mirrors failed over (spec.failover), "
+                                                                             "one record each.")
+    notApplicable: list[str] = Field(default_factory=list, description="Fields and keys set on the resource "
+                                                                       "that only apply to Kafka Connect.")
+    unsupported: list[str] = Field(default_factory=list, description="MirrorMaker 2 config keys or values set "
+                                                                     "on the resource that sparkmirror does "
+                                                                     "not support.")
+
