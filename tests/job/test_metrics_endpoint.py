@@ -11,7 +11,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from sparkmirror.copying import copy_lane
 from sparkmirror.lanes import plan_lanes
-from sparkmirror.metrics import DriverServices, MirrorMonitor, prometheus_text
+from sparkmirror.metrics import DriverServices, prometheus_text
+from sparkmirror.mirrormonitor import MirrorMonitor
 from sparkmirror.progress import ensure_progress_topic
 from sparkmirror.topicsync import TopicSync
 

@@ -13,7 +13,8 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from sparkmirror.exposition import families
-from sparkmirror.metrics import MirrorMonitor, _Mirror, deletion_figures
+from sparkmirror.metrics import _Mirror, deletion_figures
+from sparkmirror.mirrormonitor import MirrorMonitor
 from sparkmirror.preview import observe, preview
 from sparkmirror.routewatch import RouteWatch
 from sparkmirror.runner.dryrun import lines

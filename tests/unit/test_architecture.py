@@ -15,7 +15,8 @@ THIRD_PARTY_K8S = ("kubernetes", "kopf")
 THIRD_PARTY_KAFKA = ("confluent_kafka",)
 THIRD_PARTY_SPARK = ("pyspark",)
 DEV_ONLY = ("sparkmirror_dev", "tests", "bench", "psutil", "pytest")
-SPARK_SIDE = ("sparkmirror.driver", "sparkmirror.datasource", "sparkmirror.job", "sparkmirror.copying", "sparkmirror.runner", "sparkmirror.metrics", "sparkmirror.stats",
+SPARK_SIDE = ("sparkmirror.driver", "sparkmirror.datasource", "sparkmirror.job", "sparkmirror.copying", "sparkmirror.runner", "sparkmirror.metrics",
+              "sparkmirror.mirrormonitor", "sparkmirror.stats",
               "sparkmirror.verify")
 
 # importer prefix -> forbidden prefixes
