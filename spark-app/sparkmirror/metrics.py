@@ -1,10 +1,9 @@
 """Driver-side services beside the streaming queries: live lag, Prometheus metrics, heartbeats, checkpoints.
 
 `DriverServices(config).start()` runs, in two daemon threads per flow group (checkpoints on their own):
-- per mirror a `MirrorMonitor` (`mirrormonitor.py`): follows the progress topic on the target (what is committed there is what is
-  mirrored) and the source's end offsets, giving per-partition lag in records (`progress.partition_lag`: end
-  offset minus next offset to mirror, small ones counted read_committed so transaction markers do not count)
-  and records/s live, independent of Spark's epoch length;
+- per mirror a `MirrorMonitor` (`mirrormonitor.py`): follows the progress topic on the target (what is committed
+  there is what is mirrored) and the source's end offsets, giving per-partition lag in records and records/s
+  live, independent of Spark's epoch length;
 - heartbeats every `emitHeartbeatsIntervalSeconds` and checkpoints / group offset sync every
   `emitCheckpointsIntervalSeconds` (`heartbeats.py`, `checkpoints.py`): checkpoint rounds run on a thread of
   their own (a slow live-lag poll does not delay them), keep their interval (due one interval after the last was
