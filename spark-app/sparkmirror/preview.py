@@ -10,7 +10,7 @@
 
 ACLs (`sync.topic.acls.enabled`): per mirror, the bindings `run`'s ACL sync would create and delete on the
 target and the source bindings in scope it does not copy, with why (`TopicSync.acl_state()`, which reads the
-ACLs of both clusters and plans with `aclsync.plan_acl_sync`, writing nothing); or why nothing would be synced
+ACLs of both clusters and plans with `aclplan.plan_acl_sync`, writing nothing); or why nothing would be synced
 (off, no authorizer, not allowed to read ACLs).
 
 Deletion propagation (`deleteRemoteTopics`): per mirror, the remote topics it created whose source topic is gone
@@ -24,7 +24,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .aclsync import AclState, describe
+from .aclplan import describe
+from .aclsync import AclState
 from .checkpoints import MM2_INTERNAL_TOPIC_CONFIG
 from .progress import PROGRESS_TOPIC_CONFIG, progress_topic_problem
 from .replicas import refusal_text

@@ -14,7 +14,7 @@ from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, A
                                    ResourcePatternType, ResourceType,
                                    ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion)
 
-from sparkmirror.aclsync import binding_of
+from sparkmirror.aclplan import binding_of
 from sparkmirror.preview import observe, preview
 from sparkmirror.progress import read_progress
 from sparkmirror.resource.flowgroup import FlowGroupConfig

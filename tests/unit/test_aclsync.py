@@ -1,4 +1,4 @@
-"""ACL sync's rule (`aclsync.plan_acl_sync`), pure: which source bindings go across and how, what is removed on
+"""ACL sync's rule (`aclplan.plan_acl_sync`), pure: which source bindings go across and how, what is removed on
 the target (only what the mirror created and owns), what is never touched; plus `AclSync`'s handling of clusters
 without an authorizer or rights and of its ACL record, with an admin client that answers like the broker does."""
 from __future__ import annotations
@@ -10,7 +10,8 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
 
-from sparkmirror.aclsync import AclScope, AclSync, binding_of, binding_row, in_scope, plan_acl_sync
+from sparkmirror.aclplan import AclScope, binding_of, binding_row, in_scope, plan_acl_sync
+from sparkmirror.aclsync import AclSync
 from sparkmirror.replication import DefaultReplicationPolicy, IdentityReplicationPolicy, TopicFilter
 from sparkmirror.topicplan import select_topics
 

@@ -35,6 +35,8 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
                                *DEV_ONLY)),
     ("sparkmirror.aclsync", ("sparkmirror_operator", *SPARK_SIDE, *THIRD_PARTY_K8S, *THIRD_PARTY_SPARK,
                              *DEV_ONLY)),
+    ("sparkmirror.aclplan", ("sparkmirror_operator", *SPARK_SIDE, *THIRD_PARTY_K8S, *THIRD_PARTY_SPARK,
+                             *DEV_ONLY)),
     ("sparkmirror.topicdeletion", ("sparkmirror_operator", *SPARK_SIDE, *THIRD_PARTY_K8S, *THIRD_PARTY_SPARK,
                                    *DEV_ONLY)),
     ("sparkmirror.replicas", ("sparkmirror_operator", *SPARK_SIDE, *THIRD_PARTY_K8S, *THIRD_PARTY_SPARK,

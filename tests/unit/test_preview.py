@@ -72,7 +72,8 @@ def test_acl_actions_in_the_plan() -> None:
     why; or why nothing is synced."""
     from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
 
-    from sparkmirror.aclsync import AclPlan, AclState
+    from sparkmirror.aclplan import AclPlan
+    from sparkmirror.aclsync import AclState
 
     def acl(name: str, op=AclOperation.READ) -> AclBinding:
         return AclBinding(ResourceType.TOPIC, name, ResourcePatternType.LITERAL, "User:alice", "*", op,

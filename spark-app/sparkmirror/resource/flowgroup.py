@@ -263,7 +263,7 @@ class Mirror(_Model):
     configPropertiesExclude: list[str] = Field(default_factory=lambda: list(DEFAULT_CONFIG_PROPERTIES_EXCLUDE))
     syncTopicAcls: bool = Field(True, description="Copy read access to replicated topics and checkpointed groups "
                                 "onto the target, and remove what the source no longer grants (MM2's "
-                                "sync.topic.acls.enabled; the rule is in sparkmirror/aclsync.py).")
+                                "sync.topic.acls.enabled; the rule is in sparkmirror/aclplan.py).")
     syncTopicAclsIntervalSeconds: float = Field(600.0, gt=0, description="MM2's sync.topic.acls.interval.seconds.")
     replicationFactor: int | None = Field(None, ge=-1, description="Replication factor of created remote topics "
                                           "(MM2's replication.factor); none: the source topic's; -1: the target "
