@@ -10,8 +10,11 @@ import time
 from pathlib import Path
 
 from . import data, report
+from .ceiling import run_ceiling
 from .contenders import Contender, all_contenders
-from .harness import Env, run_ceiling, run_mirror_latency, run_mirror_throughput
+from .harness import run_mirror_throughput
+from .latency import run_mirror_latency
+from .runenv import Env
 
 HERE = Path(__file__).resolve().parent
 

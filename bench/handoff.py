@@ -31,7 +31,7 @@ from sparkmirror.resource.flowgroup import FlowGroupConfig
 from sparkmirror_dev.testing import NumberedProducer, create_topic, numbered_counts, unique_name
 
 from . import handoffresults
-from .harness import Env
+from .runenv import Env
 from .jobproc import start_job, stop_job
 
 HERE = Path(__file__).resolve().parent

@@ -43,8 +43,9 @@ from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from . import data
-from .contenders import Contender, MirrorMaker2, MirrorSetup, SparkMirror, remote_name, rmtree
-from .harness import BenchError, Env, _MachineSampler, wait_mirrored
+from .contenders import BenchError, Contender, MirrorMaker2, MirrorSetup, SparkMirror, remote_name, rmtree
+from .harness import wait_mirrored
+from .runenv import Env, MachineSampler
 from .procmon import ProcessTreeMonitor
 
 HERE = Path(__file__).resolve().parent
@@ -171,7 +172,7 @@ def run_contender(env: Env, layout: data.Layout, source_scan: data.ScanResult, c
 
     mon = None
     try:
-        with _MachineSampler(interval=1.0) as ms:
+        with MachineSampler(interval=1.0) as ms:
             t_start = time.time()
             pid = contender.start(setup)
             mon = ProcessTreeMonitor([pid], interval=1.0).start()

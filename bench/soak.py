@@ -23,7 +23,7 @@ from pathlib import Path
 from sparkmirror.resource.flowgroup import FlowGroupConfig
 from sparkmirror_dev.testing import NumberedProducer, create_topic, numbered_counts, unique_name
 
-from .harness import Env
+from .runenv import Env
 from .jobproc import start_job, stop_job
 from .procmon import ProcessTreeMonitor, Sample
 

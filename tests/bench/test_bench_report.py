@@ -14,7 +14,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench import data, report  # noqa: E402
 from bench.cli import pick_sizes  # noqa: E402
-from bench.harness import RunResult  # noqa: E402
+from bench.runenv import RunResult  # noqa: E402
 
 KIB, B100 = "1 KiB", "100 B"
 
