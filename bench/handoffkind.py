@@ -24,7 +24,7 @@ from sparkmirror_dev import docker, kindground
 from sparkmirror_dev.kindground import MIRROR_NS, KindGround
 from sparkmirror_dev.testing import NumberedProducer, create_topic, numbered_counts
 
-from .handoff import Arrivals, pauses_between
+from .arrivals import Arrivals, pauses_between
 
 PARTITIONS = 4
 SPARK = {"imagePullPolicy": "IfNotPresent", "parallelism": 2, "epochSeconds": 20,

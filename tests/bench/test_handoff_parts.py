@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 from bench import handoffresults, report
-from bench.handoff import pause_ms, pauses_between
+from bench.arrivals import pause_ms, pauses_between
 
 REPO = Path(__file__).resolve().parents[2]
 
