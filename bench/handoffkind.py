@@ -32,21 +32,6 @@ SPARK = {"imagePullPolicy": "IfNotPresent", "parallelism": 2, "epochSeconds": 20
          "executor": {"instances": 1, "memory": "512m", "coreRequest": "100m"}}
 
 
-def _status(g: KindGround, name: str) -> dict:
-    return g.get("kafkamirrormaker2", name).get("status") or {}
-
-
-def _wait(g: KindGround, name: str, pred, timeout: float, what: str) -> dict:
-    deadline = time.monotonic() + timeout
-    st: dict = {}
-    while time.monotonic() < deadline:
-        st = _status(g, name)
-        if pred(st):
-            return st
-        time.sleep(1)
-    raise SystemExit(f"{name}: not {what} in {timeout:.0f} s; status:\n{json.dumps(st, indent=1)[-3000:]}")
-
-
 def _ready(st: dict) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in st.get("conditions") or [])
 
@@ -77,6 +62,8 @@ def run(args: argparse.Namespace) -> dict:
     g = kindground.up(kubeconfig, name, fresh=not kindground.keep())
     try:
         return _measure(g, args)
+    except kindground.StatusTimeout as e:  # a bench run ends with what the status showed, not a traceback
+        raise SystemExit(str(e)) from None
     finally:
         g.stop_forwards()
         if not kindground.keep():
@@ -102,7 +89,7 @@ def _measure(g: KindGround, args: argparse.Namespace) -> dict:
               "metadata": {"name": mirror, "namespace": MIRROR_NS},
               "spec": {"version": "4.1.2", "target": target, "mirrors": [{"source": source, "topicsPattern": topic}],
                        "spark": {**SPARK, "image": g.spark_image}}}])
-    _wait(g, mirror, _ready, 1200, "Ready")
+    g.wait_status(mirror, _ready, 1200, "Ready", poll=1.0)
     _flowing(arrivals, int(time.time() * 1000), 600)
     print(f"kind: {mirror} Ready and copying {time.monotonic() - t0:.0f} s after apply", flush=True)
     upgrades: list[int] = []
@@ -110,7 +97,7 @@ def _measure(g: KindGround, args: argparse.Namespace) -> dict:
     for i in range(args.upgrades):
         time.sleep(args.every)
         version = f"4.2.{i}"
-        before = len(_status(g, mirror).get("handoffs") or [])
+        before = len(g.status(mirror).get("handoffs") or [])
         upgrades.append(int(time.time() * 1000))
         g.kubectl("-n", MIRROR_NS, "patch", "kafkamirrormaker2", mirror, "--type=merge",
                   "-p", json.dumps({"spec": {"version": version}}))
@@ -119,7 +106,7 @@ def _measure(g: KindGround, args: argparse.Namespace) -> dict:
             up = next((c for c in st.get("conditions") or [] if c["type"] == "Upgrading"), {})
             return len(st.get("handoffs") or []) > n and up.get("status") == "False" and st.get("version") == v
 
-        st = _wait(g, mirror, handed_over, 900, f"handed over to {version}")
+        st = g.wait_status(mirror, handed_over, 900, f"handed over to {version}", poll=1.0)
         records.append({"version": version, "handoff": st["handoffs"][-1]})
         print(f"  upgrade {i + 1} -> {version}: recorded {(time.time() * 1000 - upgrades[-1]) / 1000:.0f} s after "
               f"the patch; {st['handoffs'][-1]}", flush=True)

@@ -28,6 +28,10 @@ SCRAM_USER, SCRAM_PASSWORD = "mirror", "mirror-secret-1"
 DEFAULT_NAME = "sparkmirror-e2e"
 
 
+class StatusTimeout(AssertionError):
+    """A KafkaMirrorMaker2's status did not come to what was waited for; the message says what it showed."""
+
+
 @dataclass
 class KindGround:
     cluster: kindcluster.KindCluster
@@ -50,6 +54,27 @@ class KindGround:
     def get(self, kind: str, name: str, namespace: str = MIRROR_NS) -> dict[str, Any]:
         out = self.kubectl("-n", namespace, "get", kind, name, "-o", "json", check=False)
         return json.loads(out) if out.strip() else {}
+
+    def status(self, name: str) -> dict[str, Any]:
+        """A KafkaMirrorMaker2's status in the mirror namespace (empty until the operator wrote one)."""
+        return self.get("kafkamirrormaker2", name).get("status") or {}
+
+    def wait_status(self, name: str, pred: Callable[[dict[str, Any]], bool], timeout: float, what: str,
+                    poll: float = 3.0) -> dict[str, Any]:
+        """The status once `pred` holds of it. On timeout, `StatusTimeout` carries the status, the namespace's
+        pods and applications and the drivers' last log lines: a wait that fails on a cluster torn down after
+        the run must say why on its own."""
+        deadline = time.monotonic() + timeout
+        status: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            status = self.status(name)
+            if pred(status):
+                return status
+            time.sleep(poll)
+        pods = self.kubectl("-n", MIRROR_NS, "get", "pods,sparkapplications", "-o", "wide", check=False)
+        logs = self.kubectl("-n", MIRROR_NS, "logs", "-l", "spark-role=driver", "--tail=60", "--prefix", check=False)
+        raise StatusTimeout(f"{name}: not {what} in {timeout:.0f}s; status:\n{json.dumps(status, indent=1)}\n{pods}"
+                            f"\ndriver logs:\n{logs}")
 
     def stop_forwards(self) -> None:
         for f in self.forwards:

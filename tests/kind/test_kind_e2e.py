@@ -52,29 +52,10 @@ def _mirror(name: str, target: dict, source: dict, topics: str, image: str) -> d
                      "spark": {**SPARK, "image": image}}}
 
 
-def _status(ground: KindGround, name: str) -> dict:
-    return ground.get("kafkamirrormaker2", name).get("status") or {}
-
-
 def _ready_with_lag_zero(status: dict) -> bool:
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
     groups = status.get("flowGroups") or []
     return ready and bool(groups) and all(g.get("lag") == 0 for g in groups)
-
-
-def _wait(ground: KindGround, name: str, pred, timeout: float, what: str) -> dict:
-    deadline = time.monotonic() + timeout
-    status: dict = {}
-    while time.monotonic() < deadline:
-        status = _status(ground, name)
-        if pred(status):
-            return status
-        time.sleep(3)
-    pods = ground.kubectl("-n", MIRROR_NS, "get", "pods,sparkapplications", "-o", "wide", check=False)
-    logs = ground.kubectl("-n", MIRROR_NS, "logs", "-l", "spark-role=driver", "--tail=60", "--prefix",
-                          check=False)
-    raise AssertionError(f"{name}: not {what} in {timeout:.0f}s; status:\n{json.dumps(status, indent=1)}\n{pods}"
-                         f"\ndriver logs:\n{logs}")
 
 
 def _count(bootstrap: str, topic: str, produced: dict[int, int], settle: float = 0.0) -> tuple[int, int]:
@@ -155,7 +136,7 @@ def test_mirror_on_kind(kind_ground: KindGround, figure: Callable[[str, object],
     g.apply([_mirror("east-to-west", _west(g, "west-mirror-user"), _east(g), orders, g.spark_image),
              _mirror("west-to-east", _east(g), _west(g, "west-mirror-user"), payments, g.spark_image)])
     for name in ("east-to-west", "west-to-east"):
-        _wait(g, name, _ready_with_lag_zero, 900, "Ready with lag 0")
+        g.wait_status(name, _ready_with_lag_zero, 900, "Ready with lag 0")
     figure("apply_to_ready", f"apply -> Ready with lag 0 (both directions): {time.monotonic() - t0:.0f}s")
     assert _count(g.west.external_bootstrap, f"east.{orders}", {p: 2000 for p in range(4)}) == (0, 0)
     assert _count(g.east.external_bootstrap, f"west.{payments}", {p: 2000 for p in range(3)}) == (0, 0)
@@ -190,7 +171,7 @@ def test_mirror_on_kind(kind_ground: KindGround, figure: Callable[[str, object],
             up = next((c for c in st.get("conditions") or [] if c["type"] == "Upgrading"), {})
             return bool(st.get("handoffs")) and up.get("status") == "False" and st.get("version") == "4.2.0"
 
-        st = _wait(g, "east-to-west", handed_over, 900, "the handoff to version 4.2.0")
+        st = g.wait_status("east-to-west", handed_over, 900, "the handoff to version 4.2.0")
         figure("upgrade_handoff", f"upgrade 4.1.2 -> 4.2.0 by handoff: {time.monotonic() - t_up:.0f}s from the "
                f"patch; {st['handoffs'][-1]}")
         assert st["flowGroups"][0]["workerGeneration"] == 2
@@ -198,7 +179,7 @@ def test_mirror_on_kind(kind_ground: KindGround, figure: Callable[[str, object],
     finally:
         produced = steady.stop()
     t1 = time.monotonic()
-    _wait(g, "east-to-west", _ready_with_lag_zero, 900, "Ready with lag 0 after losing its driver")
+    g.wait_status("east-to-west", _ready_with_lag_zero, 900, "Ready with lag 0 after losing its driver")
     figure("catch_up_after_pod_loss", f"driver and executor deleted: caught up {time.monotonic() - t1:.0f}s after "
            f"the producer stopped ({produced} records per partition)")
     # the status' lag is refreshed every 30 s: "lag 0" may be older than the producer's last records
@@ -252,7 +233,7 @@ def _failover_on_the_resource(g: KindGround, payments: str, suffix: str, figure:
     def failed_over(st: dict) -> bool:
         return any(c.get("type") == "FailedOver" and c.get("status") == "True" for c in st.get("conditions") or [])
 
-    st = _wait(g, "west-to-east", failed_over, 600, "failed over")
+    st = g.wait_status("west-to-east", failed_over, 600, "failed over")
     took = time.monotonic() - t0
     record = st["failover"][0]
     assert {k: record.get(k) for k in ("mirror", "offsetsFrom", "groupsMoved", "partitionsMoved", "ok")} == \
@@ -267,7 +248,7 @@ def _failover_on_the_resource(g: KindGround, payments: str, suffix: str, figure:
     # taken off the list: the failover is undone and the flow group's application comes back
     g.kubectl("-n", MIRROR_NS, "patch", "kafkamirrormaker2", "west-to-east", "--type=merge", "-p",
               '{"spec": {"failover": null}}')
-    _wait(g, "west-to-east", lambda st: not st.get("failover") and not failed_over(st), 300, "the failover undone")
+    g.wait_status("west-to-east", lambda st: not st.get("failover") and not failed_over(st), 300, "the failover undone")
     deadline = time.monotonic() + 120
     while not _apps(g, "west-to-east-") and time.monotonic() < deadline:
         time.sleep(2)
@@ -290,7 +271,7 @@ def test_refused_mirror_says_why(kind_ground: KindGround, figure: Callable[[str,
                 and degraded.get("reason") == "AuthenticationFailed"
                 and "authentication failed" in f"{ready.get('message')}".lower())
 
-    status = _wait(g, "refused", says_why, 600, "reporting the refused authentication")
+    status = g.wait_status("refused", says_why, 600, "reporting the refused authentication")
     figure("refused_mirror_conditions",
            f"refused mirror: {json.dumps([c for c in status['conditions'] if c['type'] != 'Progressing'])}")
     g.kubectl("-n", MIRROR_NS, "delete", "kafkamirrormaker2", "refused", "--wait=false")
