@@ -107,7 +107,7 @@ def run_batches(source: str, target: str, topic: str, dest: str, partitions: int
                 got = reader.fetch()
             if coalesced:  # as the lane's target writer does (batchtarget.py)
                 from sparkmirror.copying.coalesce import COALESCE_INTO, merge, runs
-                got = {k: [merge(g) if len(g) > 1 else g[0] for g in runs(f.batches, COALESCE_INTO)]
+                got = {k: [merge(g) if len(g) > 1 else g[0] for g, _why in runs(f.batches, COALESCE_INTO)]
                        for k, f in got.items()}
             else:
                 got = {k: f.batches for k, f in got.items()}

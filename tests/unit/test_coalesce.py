@@ -5,7 +5,7 @@ from __future__ import annotations
 from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from sparkmirror.copying.batches import Codec, split_batches
+from sparkmirror.copying.batches import Codec, Unforwardable, split_batches
 from sparkmirror.copying.coalesce import COALESCE_BELOW, merge, mergeable, runs
 
 
@@ -41,11 +41,13 @@ def test_runs_merge_only_small_uncompressed_neighbours_within_the_limit():
     lz4 = _batch(60, 10, codec=3)
     big = _batch(70, 1, value_size=COALESCE_BELOW)
     tail = [_batch(71, 10), _batch(81, 10)]
-    assert all(mergeable(b) for b in small) and not mergeable(lz4) and not mergeable(big)
+    assert all(mergeable(b, b.unforwardable()) for b in small)
+    assert not mergeable(lz4, lz4.unforwardable()) and not mergeable(big, big.unforwardable())
     limit = 2 * max(len(b.raw) for b in small) + 100  # room for two, not three
     groups = runs([*small, lz4, big, *tail], limit)
-    assert [[b.base_offset for b in g] for g in groups] == [[0, 10], [20, 30], [40, 50], [60], [70], [71, 81]]
-    assert all(len(merge(g).raw) <= limit for g in groups if len(g) > 1)
+    assert [[b.base_offset for b in g] for g, _why in groups] == [[0, 10], [20, 30], [40, 50], [60], [70], [71, 81]]
+    assert all(why is None for _g, why in groups)
+    assert all(len(merge(g).raw) <= limit for g, _why in groups if len(g) > 1)
 
 
 def test_a_compacted_batch_is_not_merged():
@@ -53,4 +55,5 @@ def test_a_compacted_batch_is_not_merged():
     raw = bytearray(b.raw)
     raw[23:27] = (12).to_bytes(4, "big")  # lastOffsetDelta past the record count: offset gaps
     gappy = split_batches(bytes(raw))[0]
-    assert not mergeable(gappy)
+    assert not mergeable(gappy, gappy.unforwardable())
+    assert runs([gappy], COALESCE_BELOW) == [([gappy], Unforwardable.OFFSET_GAPS)]  # alone, with its reason

@@ -101,14 +101,13 @@ class BatchTarget(TargetWriter):
         out: list[Planned] = []
         rest, groups = f.batches, []
         if rest and rest[0].base_offset < f.fetch_offset:  # a resume inside it: rebuilt, alone
-            rest, groups = rest[1:], [[rest[0]]]
-        for group in groups + runs(rest, limit):
+            rest, groups = rest[1:], [([rest[0]], Unforwardable.STARTS_BEFORE)]
+        for group, why in groups + runs(rest, limit):
             b = group[0]
             if len(group) > 1:
                 out.append((merge(group), b.base_offset, group[-1].last_offset, COALESCED, len(group)))
                 self.rebuilt[COALESCED] += len(group)
                 continue
-            why = Unforwardable.STARTS_BEFORE if b.base_offset < f.fetch_offset else b.unforwardable()
             if why is None:
                 out.append((b, b.base_offset, b.last_offset, None, 1))
                 self.forwarded += 1

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from .batches import Batch, Codec, split_batches
+from .batches import Batch, Codec, Unforwardable, split_batches
 
 COALESCE_BELOW = 64 * 1024
 """A forwardable uncompressed source batch smaller than this (bytes, header included) is merged with its
@@ -32,32 +32,39 @@ _GROWTH = 4
 """Bytes a record may grow by when merged: its offset and timestamp deltas are larger varints in a longer batch."""
 
 
-def mergeable(batch: Batch) -> bool:
-    """A batch that goes as it is (no rebuild reason), uncompressed and small: merged with its neighbours."""
-    return batch.codec is Codec.NONE and len(batch.raw) < COALESCE_BELOW and batch.unforwardable() is None
+def mergeable(batch: Batch, why: Unforwardable | None) -> bool:
+    """A batch that goes as it is (`why`, its `unforwardable()`, is None), uncompressed and small: merged with its
+    neighbours. The reason is the caller's, so a batch's is worked out once."""
+    return why is None and batch.codec is Codec.NONE and len(batch.raw) < COALESCE_BELOW
 
 
-def runs(batches: list[Batch], limit: int) -> list[list[Batch]]:
+Run = tuple[list[Batch], Unforwardable | None]
+"""A group of batches and why its one batch must be rebuilt (None: it goes as it is, as a merged group does)."""
+
+
+def runs(batches: list[Batch], limit: int) -> list[Run]:
     """`batches` (one partition's, in offset order) grouped: consecutive mergeable ones into groups of at most
-    `limit` merged bytes, every other batch alone. A group of one goes as it is."""
-    out: list[list[Batch]] = []
+    `limit` merged bytes, every other batch alone with its reason to be rebuilt. A group of one goes as it is
+    unless it has one."""
+    out: list[Run] = []
     group: list[Batch] = []
     size = 0
     for b in batches:
-        if not mergeable(b):
+        why = b.unforwardable()
+        if not mergeable(b, why):
             if group:
-                out.append(group)
+                out.append((group, None))
                 group, size = [], 0
-            out.append([b])
+            out.append(([b], why))
             continue
         grown = len(b.raw) + _GROWTH * b.record_count
         if group and size + grown > limit:
-            out.append(group)
+            out.append((group, None))
             group, size = [], 0
         group.append(b)
         size += grown
     if group:
-        out.append(group)
+        out.append((group, None))
     return out
 
 
