@@ -132,7 +132,7 @@ def test_the_transaction_coordinators_broker_killed_mid_transaction(kafka_a, tmp
                 elif rounds % 4 == 0:
                     writer.commit()
             writer.commit()
-            coordinator_after = writer._coordinator
+            coordinator_after = writer.coordinator
         finally:
             source.close()
             sink.close()

@@ -91,6 +91,12 @@ class BatchWriter:
     def transactional(self) -> bool:
         return self.tid is not None
 
+    @property
+    def coordinator(self) -> int | None:
+        """The node id of the broker coordinating this writer's transactions (None: none asked yet, or not
+        transactional); it changes when the coordinator moves. Read only: the writer finds it itself."""
+        return self._coordinator
+
     def init(self, retry_for: float = 30.0, bump: bool = False) -> None:
         """Take the lane's producer id (fencing older copies of the lane when transactional). `bump`: a new epoch
         of the id this writer holds (after an abort, so sequences start again), refused as fenced when a newer
