@@ -341,4 +341,3 @@ class _Collector:
         cfg = self.services.config
         return families(cfg.name, self.services.snapshot(), cfg.worker.generation, self.services.jvm_memory(),
                         cfg.metricsPerPartition is not False)
-

@@ -100,4 +100,3 @@ class TargetClusterSpec(ClusterSpec):
     configStorageTopic: str | None = connect_only("Kafka Connect config storage topic.", max_length=249)
     statusStorageTopic: str | None = connect_only("Kafka Connect status storage topic.", max_length=249)
     offsetStorageTopic: str | None = connect_only("Kafka Connect offset storage topic.", max_length=249)
-

@@ -32,6 +32,7 @@ SHORT_NAMES = ["smm2"]
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 MEMORY = r"^[0-9]+([kmgtKMGT][bB]?)?$"
 
+
 # ---- mirrors --------------------------------------------------------------------------------------------
 
 class ConnectorState(str, Enum):
@@ -316,4 +317,3 @@ class KafkaMirrorMaker2(StrictModel):
     @property
     def namespace(self) -> str:
         return self.metadata.namespace or "default"
-

@@ -134,4 +134,3 @@ class KafkaMirrorMaker2Status(StrictModel):
     unsupported: list[str] = Field(default_factory=list, description="MirrorMaker 2 config keys or values set "
                                                                      "on the resource that sparkmirror does "
                                                                      "not support.")
-
