@@ -9,7 +9,8 @@ import ast
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-ROOTS = {"spark-app": REPO / "spark-app", "operator": REPO / "operator", "dev": REPO / "dev"}
+ROOTS = {"spark-app": REPO / "spark-app", "operator": REPO / "operator", "dev": REPO / "dev", "bench": REPO}
+PACKAGES = ("sparkmirror", "sparkmirror_operator", "sparkmirror_dev", "bench")  # ours, under one of the roots
 
 THIRD_PARTY_K8S = ("kubernetes", "kopf")
 THIRD_PARTY_KAFKA = ("confluent_kafka",)
@@ -59,15 +60,17 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
     ("sparkmirror_operator", (*SPARK_SIDE, *THIRD_PARTY_SPARK, *DEV_ONLY)),
     # dev tools may use everything
     ("sparkmirror_dev", ()),
+    # the benchmarks too; they are checked for import circles with the rest
+    ("bench", ()),
 ]
 
 
 def _modules() -> dict[str, Path]:
     out = {}
     for root in ROOTS.values():
-        for path in root.rglob("*.py"):
+        for path in (p for package in PACKAGES for p in (root / package).rglob("*.py")):
             rel = path.relative_to(root).with_suffix("")
-            if rel.parts[0] in ("sparkmirror", "sparkmirror_operator", "sparkmirror_dev") and "-" not in rel.name:
+            if "-" not in rel.name:
                 parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
                 out[".".join(parts)] = path
     return out
