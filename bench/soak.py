@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -92,6 +93,20 @@ def commit_of() -> str:
     return git("rev-parse", "HEAD") + ("+dirty" if git("status", "--porcelain", "--", "spark-app", "bench") else "")
 
 
+def _budget_line(log: Path) -> str | None:
+    """The job's offset-history budget as it logged it (historycap), or None."""
+    lines = [line.split("offset history budget: ", 1)[1] for line in log.read_text(errors="replace").splitlines()
+             if "offset history budget: " in line]
+    return lines[-1] if lines else None
+
+
+def _figures(budget: str) -> tuple[float, int]:
+    """(bytes per range, cap) of a budget line."""
+    per_range = float(re.search(r"at ([\d.]+) bytes/range", budget).group(1))  # type: ignore[union-attr]
+    cap = int(re.search(r"cap ([\d,]+) ranges/partition", budget).group(1).replace(",", ""))  # type: ignore[union-attr]
+    return per_range, cap
+
+
 def _config(src: str, tgt: str, topic: str, args: argparse.Namespace) -> FlowGroupConfig:
     return FlowGroupConfig.model_validate({
         "name": "bench-soak", "resource": "bench/soak",
@@ -123,21 +138,24 @@ def run(args: argparse.Namespace) -> dict:
         job = start_job(cfg, args.work / "job", "soak", {"spark.driver.memory": args.driver_memory})
         mon = ProcessTreeMonitor([job.pid], interval=args.sample).start()
         t_start = time.time()
-        # what the driver holds: the same reader and cap (sized by the same rule) over the same progress topic
-        per_range = bytes_per_range()
-        cap = cfg.offsetHistory or size_history(args.driver_memory, PARTITIONS, per_range, None).cap
-        tail = ProgressTail({"bootstrap.servers": tgt}, cfg.progressTopic, "src", resource=cfg.resource,
-                            max_history=cap)
+        commit = commit_of()  # now: the job runs the code of this moment
         history: list[tuple[float, int]] = []
         next_tail = 0.0
+        tail = None
         try:
             _wait_for(lambda: job.poll() is not None or any(s.rss_by_kind.get("python-worker") for s in mon.samples),
                       300, "the first lane task")
+            # what the driver holds: its reader at its cap (from its budget line) over the same progress topic
+            budget = _budget_line(args.work / "job" / "soak.log")
+            per_range, cap = _figures(budget) if budget else (bytes_per_range(), 0)
+            cap = cap or cfg.offsetHistory or size_history(args.driver_memory, PARTITIONS, per_range, None).cap
+            tail = ProgressTail({"bootstrap.servers": tgt}, cfg.progressTopic, "src", resource=cfg.resource,
+                                max_history=cap)
             end = t_start + args.minutes * 60
             next_print = time.time() + 60
             while time.time() < end and job.poll() is None:
                 time.sleep(1)
-                if time.time() >= next_tail:
+                if time.time() >= next_tail and tail is not None:
                     next_tail = time.time() + args.sample
                     tail.poll(10.0)
                     history.append((time.time(), int(per_range * sum(len(m._cols[0]) for m in tail.maps().values()))))
@@ -155,13 +173,11 @@ def run(args: argparse.Namespace) -> dict:
         finally:
             mon.stop()
             code = stop_job(job)
-            tail.close()
+            if tail is not None:
+                tail.close()
         missing, duplicated = numbered_counts(tgt, f"src.{topic}", PARTITIONS, sent)
-        budget = [line.split("offset history budget: ", 1)[1] for line in
-                  (args.work / "job" / "soak.log").read_text(errors="replace").splitlines()
-                  if "offset history budget: " in line]
-        return {"finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": commit_of(),
-                "history_budget": budget[-1] if budget else None, "history_cap": cap,
+        return {"finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": commit,
+                "history_budget": budget, "history_cap": cap,
                 "bytes_per_range": round(per_range, 1),
                 "config": {k: v for k, v in vars(args).items() if k not in ("work", "results")},
                 "minutes": round((t_stop - t_start) / 60, 1), "records": sent * PARTITIONS,

@@ -71,11 +71,14 @@ class HistoryBudget:
 
 def fitting_cap(budget: int, partitions: int, bytes_per_range: float) -> int:
     """The largest cap whose held ranges (`held_ranges`) for `partitions` fit in `budget` bytes (0: none)."""
-    per_partition = budget / max(partitions, 1) / bytes_per_range
-    cap = int(per_partition * 8 / 9)  # held_ranges adds cap/8 (or 1024 for small caps)
-    while cap > 0 and held_ranges(cap) > per_partition:
-        cap -= max(cap // 64, 1)
-    return max(cap, 0)
+    lo, hi = 0, int(budget / max(partitions, 1) / bytes_per_range) + 1
+    while lo < hi:  # held_ranges grows with the cap: the last cap that fits
+        mid = (lo + hi + 1) // 2
+        if max(partitions, 1) * held_ranges(mid) * bytes_per_range <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def size_history(driver_memory: str, partitions: int, bytes_per_range: float, requested: int | None,
@@ -92,10 +95,10 @@ def size_history(driver_memory: str, partitions: int, bytes_per_range: float, re
         need = partitions * held_ranges(requested) * bytes_per_range
         if requested > fits:
             more = _memory_for(partitions * held_ranges(requested) * bytes_per_range / share)
-            raise HistoryTooLarge(
-                f"{HISTORY_FIELD}={requested:,} ranges/partition needs {need / MIB:,.1f} MiB but {shown}: set "
-                f"{HISTORY_FIELD} to at most {fits:,}" + (" (or leave it out to size it)" if fits >= MIN_RANGES
-                                                          else "") + f", or {DRIVER_MEMORY_FIELD} to at least {more}")
+            lower = (f"set {HISTORY_FIELD} to at most {fits:,} (or leave it out to size it), or "
+                     if fits >= MIN_RANGES else f"at most {fits:,} fit, below the minimum {MIN_RANGES:,}: set ")
+            raise HistoryTooLarge(f"{HISTORY_FIELD}={requested:,} ranges/partition needs {need / MIB:,.1f} MiB but "
+                                  f"{shown}: {lower}{DRIVER_MEMORY_FIELD} to at least {more}")
         return HistoryBudget(total, share, partitions, bytes_per_range, requested, derived=False)
     if fits < MIN_RANGES:
         more = _memory_for(partitions * held_ranges(MIN_RANGES) * bytes_per_range / share)
