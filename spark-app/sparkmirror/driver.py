@@ -91,6 +91,7 @@ class Driver:
         self.lost = threading.Event()  # the Lease moved on: drain and exit
         self.handed_on = False  # another generation or a failover holds the flow groups now: never fence them
         self.restarts = 0  # queries started again after a RESTARTABLE failure
+        self.history_cap: int | None = None  # offset history's ranges per partition, sized at start (historycap)
 
     # what runs now, in flow-group order
     @property
@@ -124,6 +125,8 @@ class Driver:
     def _services(self, cfg: FlowGroupConfig):
         from .metrics import DriverServices
 
+        if cfg.offsetHistory is None and self.history_cap:  # a flow group handed over to: the cap sized at start
+            cfg = cfg.model_copy(update={"offsetHistory": self.history_cap})
         return DriverServices(cfg, stats=self.stats_snapshot, bind=self.metrics_bind,
                               jvm_memory=self.jvm_memory).start()
 
@@ -166,6 +169,7 @@ class Driver:
         budget = size_driver_history(self.initial, self.spark.sparkContext.getConf().get("spark.driver.memory", None))
         if budget is None:
             return
+        self.history_cap = budget.cap
         self.initial = [c.model_copy(update={"offsetHistory": budget.cap}) for c in self.initial]
         for run in self.groups.values():
             run.config = run.config.model_copy(update={"offsetHistory": budget.cap})
