@@ -16,7 +16,7 @@ help:
 	@echo "make bench  - sparkmirror vs Apache Kafka MirrorMaker 2, side by side"
 	@echo "make campaign - load-sensitive handoff proofs (a successor frozen mid-handoff, the operator killed at each step), every record counted"
 	@echo "make chaos  - fault campaign: SIGKILLs and outages under load on 3-broker clusters, every record counted (CHAOS_ARGS=--kills 5)"
-	@echo "make soak   - memory over a 30-minute run at a steady rate, per kind of process (SOAK_ARGS=--minutes 60)"
+	@echo "make soak   - memory over a 60-minute run at a steady rate, per kind of process; fails above 5 MB/h (SOAK_ARGS=--minutes 20 --warmup 5)"
 	@echo "make crds   - regenerate crds/ from the pydantic model"
 
 tools:

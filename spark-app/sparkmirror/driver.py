@@ -19,7 +19,7 @@ from .faultkind import Kind, refusal_in
 from .queries import (RESTARTABLE, RESTARTS, checkpoint_root_of, drain, mirror_of, stop_query,
                       root_message, spark_session, start_queries, start_query)
 from .resource.flowgroup import FlowGroupConfig
-from .resource.names import EXIT_FAILED, EXIT_UNAUTHORIZED
+from .resource.names import EXIT_FAILED, EXIT_REFUSED, EXIT_UNAUTHORIZED
 from .stats import MirrorStats
 
 log = logging.getLogger("sparkmirror.driver")
@@ -91,6 +91,7 @@ class Driver:
         self.lost = threading.Event()  # the Lease moved on: drain and exit
         self.handed_on = False  # another generation or a failover holds the flow groups now: never fence them
         self.restarts = 0  # queries started again after a RESTARTABLE failure
+        self.history_cap: int | None = None  # offset history's ranges per partition, sized at start (historycap)
 
     # what runs now, in flow-group order
     @property
@@ -124,6 +125,8 @@ class Driver:
     def _services(self, cfg: FlowGroupConfig):
         from .metrics import DriverServices
 
+        if cfg.offsetHistory is None and self.history_cap:  # a flow group handed over to: the cap sized at start
+            cfg = cfg.model_copy(update={"offsetHistory": self.history_cap})
         return DriverServices(cfg, stats=self.stats_snapshot, bind=self.metrics_bind,
                               jvm_memory=self.jvm_memory).start()
 
@@ -132,6 +135,7 @@ class Driver:
         for cfg in self.initial:
             self.groups[cfg.name] = FlowGroupRun(cfg, self._services(cfg))
         self.spark = spark_session(self.initial[0], self.master, self.spark_conf)
+        self._size_history()
         for run in self.groups.values():  # in standby until taken over
             self._standby_run(run)
         leased = [c for c in self.initial if c.worker.leaseName]
@@ -156,6 +160,21 @@ class Driver:
                                                                       if (s := self.stats.get(n))})
         self.watch_lease()
         return self
+
+    def _size_history(self) -> None:
+        """The offset history's cap from this driver's memory and partitions (`historycap`), before any epoch:
+        `HistoryTooLarge` refuses the configuration (`run` exits EXIT_REFUSED, naming the fields)."""
+        from .historycap import size_driver_history
+
+        budget = size_driver_history(self.initial, self.spark.sparkContext.getConf().get("spark.driver.memory", None))
+        if budget is None:
+            return
+        self.history_cap = budget.cap
+        self.initial = [c.model_copy(update={"offsetHistory": budget.cap}) for c in self.initial]
+        for run in self.groups.values():
+            run.config = run.config.model_copy(update={"offsetHistory": budget.cap})
+            if run.services is not None:
+                run.services.size_history(budget.cap)
 
     def watch_lease(self) -> None:
         """The moment the Lease moves on, no new epoch is planned: its lanes' fresh starts would fence the later
@@ -355,6 +374,7 @@ class Driver:
             signal.signal(signal.SIGINT, on_signal)
             _tell_launcher()
         from .handoff.takeover import HandoffError
+        from .historybudget import HistoryTooLarge
 
         rc = 0
         try:
@@ -364,6 +384,10 @@ class Driver:
                 log.error("%s", e)
                 print(f"sparkmirror: {e}", file=sys.stderr, flush=True)
                 return 1
+            except HistoryTooLarge as e:  # the configuration cannot fit: restarting cannot help
+                log.error("%s", e)
+                print(f"sparkmirror: {e}", file=sys.stderr, flush=True)
+                return EXIT_REFUSED
             while not stopping.is_set():
                 if self.lost.is_set():
                     if self.lease is not None and self.lease.successor is not None and not stopping.is_set():

@@ -118,6 +118,16 @@ class DriverServices:
             t.start()
         return self
 
+    def size_history(self, cap: int) -> None:
+        """The offset history's cap the driver sized (`historycap`): for the tails made from now on and those
+        already following the progress topic (trimmed at their next range)."""
+        self.config = self.config.model_copy(update={"offsetHistory": cap})
+        for m in self.mirrors.values():
+            for tail in {id(t): t for t in (getattr(m.monitor, "tail", None), getattr(m.checkpoints, "tail", None))
+                         if t is not None}.values():
+                with tail.lock:
+                    tail.state.max_history = cap
+
     def stop(self, timeout: float = 15.0) -> None:
         self._stop.set()
         deadline = time.monotonic() + timeout

@@ -30,3 +30,25 @@ def test_a_flat_process_and_a_leaking_one_after_the_warmup() -> None:
     assert 50 <= trend["python-worker"]["growth_mb"] <= 60  # medians of the first and last tenth
     assert (trend["python-worker"]["processes_min"], trend["python-worker"]["processes_max"]) == (2, 7)
     assert trend["total"]["slope_mb_per_hour"] == trend["python-worker"]["slope_mb_per_hour"]
+
+
+def test_the_python_driver_is_judged_net_of_the_history_it_holds_by_design() -> None:
+    """The driver's offset history grows toward its cap during a default run: `python-driver-net` (RSS minus
+    the history held at each sample) is what is judged; a worker leak still fails the run, naming the kind."""
+    from bench.soak import verdict
+
+    samples, history = [], []
+    for t in range(0, 3600, 10):
+        held = int(t / 3600 * 20 * MB)  # 20 MB/h of ranges into the history
+        rss = {"python-driver": 150 * MB + held, "python-worker": int((300 + 8 * t / 3600) * MB)}
+        samples.append(Sample(t, 0.0, sum(rss.values()), {}, rss, {"python-driver": 1, "python-worker": 2}))
+        history.append((t - 1, held))  # taken just before the sample
+
+    trend = rss_trend(samples, since=600, history=history)
+
+    assert 19.5 <= trend["python-driver"]["slope_mb_per_hour"] <= 20.5
+    assert 19.5 <= trend["offset-history"]["slope_mb_per_hour"] <= 20.5
+    assert abs(trend["python-driver-net"]["slope_mb_per_hour"]) <= 0.2
+    assert trend["python-driver-net"]["processes_max"] == 1
+    assert verdict(trend, 5.0) == ["soak: FAIL python-worker grows 8.0 MB/h after the warm-up (limit 5 MB/h)"]
+    assert verdict(trend, 10.0) == []

@@ -296,9 +296,9 @@ class ProgressTail(ProgressReader):
     the maps, which a poll changes in place."""
 
     def __init__(self, target_conf: dict[str, str], topic: str, source_cluster: str,
-                 resource: str | None = None, max_history: int = MAX_HISTORY) -> None:
+                 resource: str | None = None, max_history: int | None = MAX_HISTORY) -> None:
         super().__init__(target_conf, topic, source_cluster, purpose="tail", resource=resource)
-        self.state.max_history = max_history
+        self.state.max_history = max_history or MAX_HISTORY  # None: not sized yet (Driver sizes it)
         self.lock = threading.RLock()
 
     def maps(self) -> dict[tuple[str, int], OffsetMap]:

@@ -377,8 +377,9 @@ class FlowGroupConfig(_Model):
     lingerMs: int = Field(100, ge=0, le=MAX_LINGER_MS, description="linger.ms of the lanes' producers: how long "
                           "a record waits for more of its partition's to share a request. When not given the commit "
                           "interval for exactly-once (capped at 60000), 20 for at-least-once.")
-    offsetHistory: int = Field(200_000, ge=1, description="Committed ranges per source partition the driver keeps "
-                               "for offset translation (bounds its memory: 56 bytes a range).")
+    offsetHistory: int | None = Field(None, ge=1, description="Committed ranges per source partition the driver "
+                                      "keeps for offset translation; None: sized by the driver from its memory "
+                                      "and the partitions it serves (historybudget.py).")
     progressTopic: str = Field("sparkmirror.progress.internal", description="Compacted topic on each target.")
     progressTopicReplicationFactor: int = Field(-1, ge=-1, description="Replication factor the progress topic is "
                                                 "created with; -1: the target broker's default.")

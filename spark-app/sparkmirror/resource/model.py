@@ -148,10 +148,11 @@ class SparkSpec(StrictModel):
                                  "requests: less load on the target, a steadier tail).", ge=0, le=60000)
     checkpointDir: str | None = Field(None, description="Spark checkpoint root (an optimisation; the target's "
                                                         "progress topic is the truth).", max_length=1024)
-    offsetHistory: int = Field(200_000, description="Committed ranges per source partition the driver keeps for "
-                               "offset translation (56 bytes each; one per commit interval): a consumer group "
-                               "committed before the oldest kept range gets no checkpoint.", ge=1000,
-                               le=100_000_000)
+    offsetHistory: int | None = Field(None, description="Committed ranges per source partition the driver keeps "
+                                      "for offset translation (one per commit interval): a consumer group committed "
+                                      "before the oldest kept range gets no checkpoint. When not given, sized at "
+                                      "start from a quarter of driver.memory and the source partitions served; a "
+                                      "value that cannot fit there is refused.", ge=1000, le=100_000_000)
     sparkConf: dict[str, str] = Field(default_factory=dict, description="Extra Spark configuration.")
 
 

@@ -171,6 +171,8 @@ def _run_live(args: argparse.Namespace, loaded, extra: dict[str, str], out) -> i
             follow_changes(r, watch)
 
     from ..handoff.takeover import HandoffError
+    from ..historybudget import HistoryTooLarge
+    from ..inputs import USAGE_EXIT
 
     outcome = "stopped"
     try:
@@ -181,6 +183,9 @@ def _run_live(args: argparse.Namespace, loaded, extra: dict[str, str], out) -> i
         except HandoffError as e:  # e.g. failed over: it stays stopped
             _err(str(e))
             return 1
+        except HistoryTooLarge as e:  # the offset history cannot fit the driver's memory: a usage error
+            _err(str(e))
+            return USAGE_EXIT
         # SparkContext replaces the SIGINT handler with one that cancels jobs and raises KeyboardInterrupt;
         # ours drains instead, so running epochs commit and the queries stop cleanly
         for s in previous:
