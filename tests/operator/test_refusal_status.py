@@ -22,12 +22,13 @@ pytestmark = [pytest.mark.k8s, pytest.mark.kafka, pytest.mark.spark, pytest.mark
 
 def test_too_few_target_brokers_is_a_degraded_condition_with_the_jobs_words(kube, kmm2_crd, kapi, namespace,
                                                                             kafka_a, kafka_b, topic,
-                                                                            tmp_path) -> None:
+                                                                            tmp_path, monkeypatch) -> None:
     """`replication.factor: 3` towards the 1-broker cluster b: the status says ReplicationFactorRefused with the
     topic, the factor, the brokers and the key to set; the application stays, as the Spark operator restarts it
     with backoff (adding brokers cures it without a change of the resource)."""
     from tests.support.spark_runner import LocalSparkRunner
 
+    monkeypatch.setenv("KUBECONFIG", str(kube.kubeconfig))  # the job's Lease client (its runner's env)
     t = topic(kafka_a, partitions=1)
     kapi.create({"apiVersion": "sparkmirror.io/v1alpha1", "kind": KMM2,
                  "metadata": {"name": "fewer", "namespace": namespace},
