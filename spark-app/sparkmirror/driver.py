@@ -19,7 +19,7 @@ from .faultkind import Kind, refusal_in
 from .queries import (RESTARTABLE, RESTARTS, checkpoint_root_of, drain, mirror_of, stop_query,
                       root_message, spark_session, start_queries, start_query)
 from .resource.flowgroup import FlowGroupConfig
-from .replicas import refusal_in as too_few_brokers
+from .replicas import ReplicationFactorRefused, refusal_in as too_few_brokers
 from .resource.names import EXIT_FAILED, EXIT_TOO_FEW_BROKERS, EXIT_UNAUTHORIZED
 from .stats import MirrorStats
 
@@ -370,6 +370,12 @@ class Driver:
                 log.error("%s", e)
                 print(f"sparkmirror: {e}", file=sys.stderr, flush=True)
                 return 1
+            except ReplicationFactorRefused as e:  # a standby's warm-up syncs topics before any query runs
+                log.error("%s", e)
+                print(f"sparkmirror: {e}", file=sys.stderr, flush=True)
+                if self.lease is not None:  # the status' words (names.LEASE_FAILURE)
+                    self.lease.report_failure(EXIT_TOO_FEW_BROKERS, str(e))
+                return EXIT_TOO_FEW_BROKERS
             while not stopping.is_set():
                 if self.lost.is_set():
                     if self.lease is not None and self.lease.successor is not None and not stopping.is_set():
