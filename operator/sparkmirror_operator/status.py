@@ -142,9 +142,9 @@ def build_status(*, name: str, generation: int | None, plan: Plan, apps: dict[st
                                 "restarted with backoff")
                 failed_reasons[g["name"]] = Kind.AUTHORIZATION.value
             elif exit_code(err) == EXIT_TOO_FEW_BROKERS:  # restarted with backoff: new brokers need no spec change
-                g["message"] = (f"not copying: the target has too few brokers for a topic the mirror creates: "
-                                f"{said or 'its driver log names the topic, factor and key to set'} ({g['message']}); "
-                                "restarted with backoff")
+                g["message"] = ("not copying: the target has too few brokers for a topic the mirror creates "
+                                "(restarted with backoff): "  # first: the condition's message is cut at 1024
+                                f"{said or 'its driver log names the topic, factor and key to set'} ({g['message']})")
                 failed_reasons[g["name"]] = REPLICATION_REFUSED
             failed.append(g)
         elif state in RUNNING:
