@@ -32,7 +32,7 @@ from typing import Any
 
 from sparkmirror.resource.flowgroup import FlowGroupConfig
 from sparkmirror.resource.model import UpgradeSpec
-from sparkmirror.resource.names import (LEASE_HOLDER, LEASE_REVOKED, PERMANENT_EXIT_CODES, lease_ready_key,
+from sparkmirror.resource.names import (LEASE_FAILURE, LEASE_HOLDER, LEASE_REVOKED, PERMANENT_EXIT_CODES, lease_ready_key,
                                         lease_took_over_key)
 from sparkmirror.resource.rollout import HandoffUnit, handoff_units, next_generation, predecessors
 from .handback import GONE_STATES, move_back_why, revoked_generation, revoked_record, successor_failures
@@ -168,6 +168,8 @@ class Plan:
     no_application: set[tuple[str, int]] = field(default_factory=set)  # (group, generation) not to run
     resubmit: list[tuple[str, int]] = field(default_factory=list)  # applications to remove and submit again
     app_problems: list[tuple[str, str]] = field(default_factory=list)  # (condition reason, message)
+    failures: dict[str, dict[str, Any]] = field(default_factory=dict)  # group -> its copying generation's
+    #                                                                     names.LEASE_FAILURE record
 
 
 def _finish(out: Plan, observed: Observed, now_ms: int = 0) -> Plan:
@@ -496,6 +498,12 @@ def exit_contract(out: Plan, observed: Observed, now_ms: int) -> None:
     for group, cfg in out.running.items():
         gen = cfg.worker.generation
         worker = observed.workers.get(group, {}).get(gen)
+        try:  # the job's own words on why it ended, for the status (names.LEASE_FAILURE)
+            failure = json.loads(observed.annotation(group, LEASE_FAILURE) or "null")
+        except ValueError:
+            failure = None
+        if isinstance(failure, dict) and failure.get("generation") == gen:
+            out.failures[group] = failure
         record = worker.refused() if worker is not None else None
         if record is None:
             try:

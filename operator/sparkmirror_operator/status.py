@@ -21,7 +21,8 @@ from .lag import GroupLag
 from .rollout import MAX_HANDOFFS, Plan as Rollout, exit_code
 from sparkmirror.faultkind import Kind
 from sparkmirror.resource.statusmodel import KafkaMirrorMaker2Status
-from sparkmirror.resource.names import EXIT_UNAUTHORIZED, application_name
+from sparkmirror.replicas import REASON as REPLICATION_REFUSED
+from sparkmirror.resource.names import EXIT_TOO_FEW_BROKERS, EXIT_UNAUTHORIZED, application_name
 
 RUNNING = {"RUNNING"}
 SUSPENDED = {"SUSPENDED", "SUSPENDING"}
@@ -29,7 +30,7 @@ FAILED = {"FAILED", "SUBMISSION_FAILED", "FAILING", "UNKNOWN"}
 # problems that retrying cannot fix: the spec, a Secret, credentials or an application needs a change. Others
 # (an unreachable cluster, no topics yet, lag unknown) leave the resource Degraded but not Stalled.
 STALLING = {"InvalidSpec", "SecretMissing", "SecretUnreadable", *(k.value for k in Kind if k.refused), "ApplyFailed",
-            "ApplicationFailed", "ApplicationRefused"}
+            "ApplicationFailed", "ApplicationRefused", REPLICATION_REFUSED}
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,12 @@ def _condition(old: dict[str, dict], type_: str, status: bool, reason: str, mess
         else now
     return {"type": type_, "status": s, "reason": reason, "message": message[:1024], "lastTransitionTime": since,
             "observedGeneration": generation}
+
+
+def _job_said(rollout: Rollout | None, group: str, code: int | None) -> str:
+    """What the failed job said on its Lease (names.LEASE_FAILURE) for this exit, or ""."""
+    record = rollout.failures.get(group) if rollout is not None else None
+    return str(record.get("message") or "") if record and record.get("exitCode") == code else ""
 
 
 def shown_version(version: str) -> str:
@@ -128,10 +135,17 @@ def build_status(*, name: str, generation: int | None, plan: Plan, apps: dict[st
         elif state in FAILED:
             err = ((app or {}).get("status") or {}).get("applicationState", {}).get("errorMessage")
             g["message"] = f"SparkApplication {g.get('application')} is {state}" + (f": {err}" if err else "")
+            said = _job_said(rollout, cfg.name, exit_code(err))
             if exit_code(err) == EXIT_UNAUTHORIZED:  # the job's exit contract: a cluster's ACLs refuse the mirror
-                g["message"] = (f"not copying: a cluster's ACLs refuse the mirror ({g['message']}); its driver log "
-                                "names the cluster, topic and operation to grant; restarted with backoff")
+                g["message"] = (f"not copying: a cluster's ACLs refuse the mirror ({g['message']}); "
+                                f"{said or 'its driver log names the cluster, topic and operation to grant'}; "
+                                "restarted with backoff")
                 failed_reasons[g["name"]] = Kind.AUTHORIZATION.value
+            elif exit_code(err) == EXIT_TOO_FEW_BROKERS:  # restarted with backoff: new brokers need no spec change
+                g["message"] = ("not copying: the target has too few brokers for a topic the mirror creates "
+                                "(restarted with backoff): "  # first: the condition's message is cut at 1024
+                                f"{said or 'its driver log names the topic, factor and key to set'} ({g['message']})")
+                failed_reasons[g["name"]] = REPLICATION_REFUSED
             failed.append(g)
         elif state in RUNNING:
             running.append(g)

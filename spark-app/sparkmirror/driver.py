@@ -19,7 +19,8 @@ from .faultkind import Kind, refusal_in
 from .queries import (RESTARTABLE, RESTARTS, checkpoint_root_of, drain, mirror_of, stop_query,
                       root_message, spark_session, start_queries, start_query)
 from .resource.flowgroup import FlowGroupConfig
-from .resource.names import EXIT_FAILED, EXIT_REFUSED, EXIT_UNAUTHORIZED
+from .replicas import ReplicationFactorRefused, refusal_in as too_few_brokers
+from .resource.names import EXIT_FAILED, EXIT_REFUSED, EXIT_TOO_FEW_BROKERS, EXIT_UNAUTHORIZED
 from .stats import MirrorStats
 
 log = logging.getLogger("sparkmirror.driver")
@@ -262,6 +263,11 @@ class Driver:
                     out[mirror_of(q.name)] = root_message(str(exc))
         return out
 
+    def failure_codes(self) -> dict[str, int]:
+        """mirror name -> exit code (names.EXIT_*), told from the whole exception text of its stopped query."""
+        return {mirror_of(q.name): exit_code_of(str(exc)) for q in self.queries
+                if not q.isActive and (exc := q.exception()) is not None}
+
     def stopped(self) -> bool:
         return any(not q.isActive for q in self.queries)
 
@@ -388,6 +394,12 @@ class Driver:
                 log.error("%s", e)
                 print(f"sparkmirror: {e}", file=sys.stderr, flush=True)
                 return EXIT_REFUSED
+            except ReplicationFactorRefused as e:  # a standby's warm-up syncs topics before any query runs
+                log.error("%s", e)
+                print(f"sparkmirror: {e}", file=sys.stderr, flush=True)
+                if self.lease is not None:  # the status' words (names.LEASE_FAILURE)
+                    self.lease.report_failure(EXIT_TOO_FEW_BROKERS, str(e))
+                return EXIT_TOO_FEW_BROKERS
             while not stopping.is_set():
                 if self.lost.is_set():
                     if self.lease is not None and self.lease.successor is not None and not stopping.is_set():
@@ -408,11 +420,15 @@ class Driver:
                 if self.stopped():
                     self.restart_failed()
                 if self.stopped():
+                    codes, said = self.failure_codes(), []
                     for name, error in self.failures().items():
                         self.stats[name].error = self.stats[name].error or error
                         log.error("mirror %s failed: %s", name, error)
                         print(f"sparkmirror: mirror {name!r} failed: {error}", file=sys.stderr, flush=True)
-                        rc = max(rc, exit_code_of(error))
+                        rc = max(rc, codes.get(name, EXIT_FAILED))
+                        said.append(f"mirror {name!r}: {error}")
+                    if rc in NAMED_EXIT_CODES and self.lease is not None:  # the status' words (names.LEASE_FAILURE)
+                        self.lease.report_failure(rc, "; ".join(said))
                     stopping.set()
                 stopping.wait(1.0)
         finally:
@@ -420,10 +436,15 @@ class Driver:
         return rc
 
 
+NAMED_EXIT_CODES = frozenset({EXIT_UNAUTHORIZED, EXIT_TOO_FEW_BROKERS})  # the status gives each its own reason
+
+
 def exit_code_of(error: str) -> int:
-    """The exit code of a mirror's failure (names.EXIT_*): a cluster's ACLs refusing it has its own, so the
-    operator's status names the refusal rather than a failed application."""
-    return EXIT_UNAUTHORIZED if refusal_in(error) == Kind.AUTHORIZATION else EXIT_FAILED
+    """The exit code of a mirror's failure (names.EXIT_*): a cluster's ACLs refusing it and a target with too few
+    brokers have their own, so the operator's status names the refusal rather than a failed application."""
+    if refusal_in(error) == Kind.AUTHORIZATION:
+        return EXIT_UNAUTHORIZED
+    return EXIT_TOO_FEW_BROKERS if too_few_brokers(error) else EXIT_FAILED
 
 
 PIDFILE_ENV = "SPARKMIRROR_DRIVER_PIDFILE"

@@ -16,7 +16,17 @@ from confluent_kafka.admin import AdminClient
 
 class ReplicationFactorRefused(RuntimeError):
     """The target cannot hold a topic with the replication factor asked for: a change of settings or of the
-    target's brokers is needed, so the mirror ends (restarting cannot help)."""
+    target's brokers is needed, so the mirror ends (names.EXIT_TOO_FEW_BROKERS)."""
+
+
+REASON = ReplicationFactorRefused.__name__
+"""The status' condition reason for it, and how it is told in an error that crossed Spark as text (its type
+name, which Python's traceback puts before the message): by type, never by its words."""
+
+
+def refusal_in(text: str) -> bool:
+    """Whether `text` (a query's exception, a traceback) is a ReplicationFactorRefused."""
+    return f"{REASON}: " in text
 
 
 def source_factor(replicas: Mapping[int, object]) -> int | None:

@@ -44,6 +44,7 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, 
 
 from .aclsync import AclRecord, AclState, AclSync, mirror_principal
 from .credentials import CredentialWatch, RefusalGrace
+from . import replicas
 from .replicas import refused, source_factor
 from .resource.flowgroup import Cluster, FlowGroupConfig, Mirror
 from .replication import GroupFilter, policy_for
@@ -102,6 +103,11 @@ class TopicSyncError(RuntimeError):
 
 class TopicRecreated(TopicSyncError):
     pass
+
+
+class ReplicationFactorRefused(TopicSyncError, replicas.ReplicationFactorRefused):
+    """A remote topic the target cannot hold (too few brokers): a topic sync error by its type's name too, as
+    that name is how the driver tells it in the query's exception text (replicas.refusal_in)."""
 
 
 @dataclass(frozen=True)
@@ -418,7 +424,8 @@ class TopicSync:
         why = refused(e, self._admin("target"), c.name, c.replication_factor, key, self.mirror.target, self.timeout,
                       origin)
         if why is not None:
-            raise TopicSyncError(f"{self._where('target')}: remote topic {c.name!r} not created: {why}") from e
+            raise ReplicationFactorRefused(f"{self._where('target')}: remote topic {c.name!r} not created: {why}") \
+                from e
 
     def _known(self, configs: Mapping[str, str]) -> dict[str, str]:
         return {k: v for k, v in configs.items() if k not in self.unknown_on_target}

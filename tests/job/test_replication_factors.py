@@ -20,6 +20,7 @@ from sparkmirror.heartbeats import HeartbeatEmitter
 from sparkmirror.preview import observe, preview
 from sparkmirror.progress import ensure_progress_topic
 from sparkmirror.replicas import ReplicationFactorRefused
+from sparkmirror.resource.names import EXIT_TOO_FEW_BROKERS
 from sparkmirror.resource.flowgroup import Cluster, FlowGroupConfig, Mirror
 from sparkmirror.topicsync import TopicSync, TopicSyncError
 
@@ -175,8 +176,9 @@ def test_too_few_target_brokers_is_refused_by_name(grounds) -> None:
 
 
 def test_the_job_ends_with_the_refusal(grounds, job) -> None:
-    """The real job on a 1-broker target, a source topic of factor 3: the mirror ends (exit 1) with the refusal
-    as its reason, the line the driver prints and reports; no remote topic is made."""
+    """The real job on a 1-broker target, a source topic of factor 3: the mirror ends (EXIT_TOO_FEW_BROKERS, which
+    the operator's status names by its own reason) with the refusal as its reason, the line the driver prints and
+    reports; no remote topic is made."""
     src, small = grounds["source"], grounds["small"]
     prefix = unique_name("e2e") + "."
     name = sources(src, prefix, (3,))[0]
@@ -189,7 +191,7 @@ def test_the_job_ends_with_the_refusal(grounds, job) -> None:
     jp = job(cfg)
     jp.proc.wait(240)
     log = jp.log()
-    assert jp.proc.returncode == 1, log[-3000:]
+    assert jp.proc.returncode == EXIT_TOO_FEW_BROKERS, log[-3000:]
     line = next((ln for ln in log.splitlines() if ln.startswith("sparkmirror: mirror")), "")
     assert f"topic 'A.{name}' needs replication factor 3 (the source topic's) but cluster 'B' has 1 broker(s): " \
            "set replication.factor in mirrors[a-b]'s connector config to at most 1" in line, line or log[-3000:]

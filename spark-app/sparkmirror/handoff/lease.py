@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..resource.flowgroup import FlowGroupConfig
-from ..resource.names import (LEASE_HOLDER, LEASE_REVOKED, SUBMISSION_ENV, lease_ready_key,
+from ..resource.names import (LEASE_FAILURE, LEASE_HOLDER, LEASE_REVOKED, SUBMISSION_ENV, lease_ready_key,
                               lease_took_over_key)
 from .takeback import Revoked
 from .takeover import HandoffError, Takeover
@@ -115,6 +115,11 @@ class LeaseGate:
                         log.warning("cannot report %s on Lease %s/%s: %s", sorted(annotations), ref.namespace,
                                     ref.name, _reason(e))
                     time.sleep(0.5)
+
+    def report_failure(self, code: int, message: str) -> None:
+        """names.LEASE_FAILURE on every Lease of this generation, before the driver exits with `code`."""
+        self._annotate({ref: {LEASE_FAILURE: json.dumps({"generation": ref.generation, "exitCode": code,
+                                                         "message": message[:900]})} for ref in self.leases})
 
     def report_ready(self) -> None:
         report = json.dumps({"atMs": int(time.time() * 1000), "submissionID": os.environ.get(SUBMISSION_ENV) or None})

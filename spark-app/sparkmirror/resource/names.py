@@ -66,6 +66,11 @@ LEASE_REVOKED = "sparkmirror.io/revoked"
 out before its first commit): JSON {"generation": the later one, "flowGroups": its groups, "transactionalIds":
 {target alias: [its lanes' ids]}}. The generation taking back fences those ids and revokes those groups' marks."""
 
+LEASE_FAILURE = "sparkmirror.io/failure"
+"""Set by a driver that ends with an exit code the status names (EXIT_UNAUTHORIZED, EXIT_TOO_FEW_BROKERS): JSON
+{"generation", "exitCode", "message"}. The Kubeflow Spark operator's errorMessage carries only the exit code, so
+this is how the job's own words (which topic, factor, brokers, key) reach the resource's status."""
+
 
 SUBMISSION_LABEL = "sparkoperator.k8s.io/submission-id"
 """The Kubeflow Spark operator's label on the pods of one submission of an application (its
@@ -92,4 +97,8 @@ EXIT_FAILED = 1    # anything else: restarted with backoff
 EXIT_REFUSED = 2   # the job refuses its configuration (sparkmirror.inputs.USAGE_EXIT): restarting cannot help
 EXIT_UNAUTHORIZED = 3  # a cluster's ACLs refuse the mirror: restarted with backoff (a grant cures it), and the
 #                        resource's status says so by its own reason (`faultkind.Kind.AUTHORIZATION`'s value)
+EXIT_TOO_FEW_BROKERS = 4  # a topic the mirror creates needs more replicas than the target has brokers: restarted
+#                          with backoff, as for ACLs: adding brokers cures it with no change the operator could
+#                          see (setting the key is a spec change, a new generation anyway); the status names it by
+#                          its own reason (`replicas.REASON`) with the job's words from the Lease (LEASE_FAILURE)
 PERMANENT_EXIT_CODES = frozenset({EXIT_REFUSED})
