@@ -88,17 +88,19 @@ def run_handoff(env: Env, src: str, args: argparse.Namespace) -> dict:
     producer.start()
     arrivals.start()
     changes: list[int] = []
+    handoffs: list[dict] = []
     try:
         run.start()
         _wait_copying(arrivals)
-        for i in range(args.changes):
+        for i in range(args.upgrades):
             time.sleep(args.every)
             changes.append(int(time.time() * 1000))
             done = run.handoff([_with_version(cfg, f"v{i + 2}")])
+            handoffs.append(done[0])
             print(f"  handoff {i + 1}: generation {done[0]['generation']}, taken over in {done[0]['tookOverMs']} ms",
                   flush=True)
         time.sleep(args.every)
-        return _finish(src, tgt, topic, producer, arrivals, changes)
+        return {**_finish(src, tgt, topic, producer, arrivals, changes), "handoffs": handoffs}
     finally:
         run.stop()
 
@@ -116,7 +118,7 @@ def run_restart(env: Env, src: str, args: argparse.Namespace) -> dict:
     proc = start(cfg)
     try:
         _wait_copying(arrivals)
-        for i in range(args.changes):
+        for i in range(args.restarts):
             time.sleep(args.every)
             changes.append(int(time.time() * 1000))
             stop_job(proc)
@@ -131,7 +133,6 @@ def run_restart(env: Env, src: str, args: argparse.Namespace) -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.handoff", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--changes", type=int, default=5, help="version changes per path; default %(default)s")
     p.add_argument("--every", type=float, default=30.0, help="seconds between changes; default %(default)s")
     p.add_argument("--rate", type=int, default=500, help="sequences per second (x4 partitions); default %(default)s")
     p.add_argument("--lanes", type=int, default=2)
@@ -142,8 +143,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--on", choices=("local", "kind"), default="local",
                    help="local: in-process handoff against a restarted job process; kind: through the resource on "
                         "the kind ground with the real Spark operator")
-    p.add_argument("--upgrades", type=int, default=5, help="kind: version changes; default %(default)s")
-    p.add_argument("--restarts", type=int, default=5, help="kind: driver-pod restarts; default %(default)s")
+    p.add_argument("--upgrades", type=int, default=5, help="version changes handed over; default %(default)s")
+    p.add_argument("--restarts", type=int, default=5,
+                   help="restarts the old way (local: the job process stopped and started with the next version; "
+                        "kind: the copying generation's driver pod deleted); default %(default)s")
     args = p.parse_args(argv)
     if args.on == "kind":
         from .handoffkind import run as run_kind
@@ -154,11 +157,13 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     args.work.mkdir(parents=True, exist_ok=True)
     env = Env(args.work)
+    at = handoffresults.commit(HERE.parent)  # the code that runs is the code at the start
     out: dict = {"finished": None, "config": {k: v for k, v in vars(args).items() if k not in ("work", "results")}}
     try:
         src = env.start_source().bootstrap
         for path in [s.strip() for s in args.paths.split(",") if s.strip()]:
-            print(f"{path}: {args.changes} version changes, one every {args.every:.0f} s, "
+            n = args.upgrades if path == "handoff" else args.restarts
+            print(f"{path}: {n} version changes, one every {args.every:.0f} s, "
                   f"{args.rate * PARTITIONS} records/s", flush=True)
             out[path] = (run_handoff if path == "handoff" else run_restart)(env, src, args)
             print(f"  pauses {out[path]['pauses_ms']} ms, lost {out[path]['lost']}, "
@@ -179,10 +184,14 @@ def main(argv: list[str] | None = None) -> int:
     write(out, args.results)
     if "handoff" in out:
         handoffresults.write(args.results, "local", {
+            "path": "in-process handoff (sparkmirror run's driver) against the job process restarted, local Kafka "
+                    "and local Spark",
             **{k: summary.get(k) for k in ("upgrades", "pause_ms_max", "pause_ms_median", "restart_pause_ms_median",
-                                           "lost", "duplicated")},
-            "pauses_ms": out["handoff"]["pauses_ms"], "restart_pauses_ms": out.get("restart", {}).get("pauses_ms")},
-            HERE.parent)
+                                           "lost", "duplicated", "restart_lost", "restart_duplicated")},
+            "restarts": out.get("restart", {}).get("changes", 0),
+            "records": out["handoff"]["records"] + out.get("restart", {}).get("records", 0),
+            "pauses_ms": out["handoff"]["pauses_ms"], "restart_pauses_ms": out.get("restart", {}).get("pauses_ms"),
+            "handoffs": out["handoff"]["handoffs"], "config": out["config"]}, HERE.parent, at)
     print(json.dumps(summary), flush=True)
     return 0 if summary["lost"] == 0 and summary["duplicated"] == 0 else 1
 

@@ -5,9 +5,12 @@ their charts, Kafka east and west as pods), reused when it runs (SPARKMIRROR_KEE
 One KafkaMirrorMaker2 (east -> west, as the e2e's), a steady numbered load on east, then:
 - upgrades: `spec.version` patched, each waited until the status records the handoff (Upgrading False, the new
   version running, one more `handoffs` entry);
-- restarts the old way: the driver pod deleted (SIGTERM, it drains), what a restart was before handoffs; the
-  next one once records flow again and the application is Running.
-Pause per change: the largest gap between records becoming visible, read_committed, on west's copy.
+- restarts the old way: the driver pod of the generation holding the Lease (the one copying) deleted (SIGTERM,
+  it drains; exit 0 while the Lease names it, so the operator submits it again), what a restart was before
+  handoffs; the next one once a new driver pod (another UID: the resubmitted one has the same name) runs and the
+  records it commits are visible.
+Pause per change, upgrades and restarts alike: the largest gap between records becoming visible,
+read_committed, on west's copy (every record counted by its sequence number: lost, duplicated).
 """
 from __future__ import annotations
 
@@ -20,9 +23,11 @@ import time
 import uuid
 from pathlib import Path
 
+from sparkmirror.resource.names import LEASE_HOLDER
 from sparkmirror_dev import docker, kindground
 from sparkmirror_dev.kindground import MIRROR_NS, KindGround
 from sparkmirror_dev.testing import NumberedProducer, create_topic, numbered_counts
+from sparkmirror_operator.render import LABEL_COMPONENT, LABEL_FLOW_GROUP, LABEL_GENERATION, LABEL_INSTANCE
 
 from .arrivals import Arrivals, pauses_between
 
@@ -36,13 +41,41 @@ def _ready(st: dict) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in st.get("conditions") or [])
 
 
-def _driver(g: KindGround, app_prefix: str) -> str:
-    out = g.kubectl("-n", MIRROR_NS, "get", "pods", "-l", "spark-role=driver",
-                    "--field-selector=status.phase=Running", "-o", "jsonpath={.items[*].metadata.name}")
-    names = [n for n in out.split() if n.startswith(app_prefix)]
-    if not names:
-        raise SystemExit(f"no running driver pod of {app_prefix}")
-    return names[0]
+def _holder_driver(g: KindGround, mirror: str) -> dict:
+    """The running driver pod of the generation that holds the mirror's Lease (the one copying; a spare or a
+    standby generation's driver would restart without pausing anything): its name, UID, generation and group."""
+    leases = json.loads(g.kubectl("-n", MIRROR_NS, "get", "leases", "-l",
+                                  f"{LABEL_INSTANCE}={mirror},{LABEL_COMPONENT}=lease", "-o", "json"))["items"]
+    held = [(lease["metadata"]["labels"][LABEL_FLOW_GROUP], (lease["metadata"].get("annotations") or {})
+             .get(LEASE_HOLDER)) for lease in leases]
+    held = [(group, int(gen)) for group, gen in held if gen]
+    if len(held) != 1:
+        raise SystemExit(f"{mirror}: expected one flow group's Lease with a holder, found {held or 'none'}")
+    group, gen = held[0]
+    pods = json.loads(g.kubectl("-n", MIRROR_NS, "get", "pods", "-l",
+                                f"spark-role=driver,{LABEL_INSTANCE}={mirror},{LABEL_FLOW_GROUP}={group},"
+                                f"{LABEL_GENERATION}={gen}", "--field-selector=status.phase=Running",
+                                "-o", "json"))["items"]
+    live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+    if not live:
+        raise SystemExit(f"{mirror}: no running driver pod of generation {gen}, which holds flow group {group}")
+    meta = live[0]["metadata"]
+    return {"pod": meta["name"], "uid": meta["uid"], "generation": gen, "flowGroup": group}
+
+
+def _new_holder_driver(g: KindGround, mirror: str, old_uid: str, timeout: float) -> dict:
+    """The Lease holder's running driver once it is another pod than `old_uid` (a resubmitted application's
+    driver has the same name: only the UID tells the new pod from the deleted one still terminating)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            d = _holder_driver(g, mirror)
+            if d["uid"] != old_uid:
+                return d
+        except SystemExit:
+            pass
+        time.sleep(1)
+    raise SystemExit(f"{mirror}: no new driver pod of the Lease holder within {timeout:.0f} s")
 
 
 def _flowing(arrivals: Arrivals, since_ms: int, timeout: float) -> None:
@@ -111,22 +144,20 @@ def _measure(g: KindGround, args: argparse.Namespace) -> dict:
         print(f"  upgrade {i + 1} -> {version}: recorded {(time.time() * 1000 - upgrades[-1]) / 1000:.0f} s after "
               f"the patch; {st['handoffs'][-1]}", flush=True)
     restarts: list[int] = []
-    app_prefix = f"{mirror}-"
+    restarted: list[dict] = []
     for i in range(args.restarts):
         time.sleep(args.every)
-        driver = _driver(g, app_prefix)
+        old = _holder_driver(g, mirror)
         restarts.append(int(time.time() * 1000))
-        g.kubectl("-n", MIRROR_NS, "delete", "pod", driver, "--wait=false")
-        _flowing(arrivals, restarts[-1], 900)
-        deadline = time.monotonic() + 600
-        while time.monotonic() < deadline:  # the next restart needs the new driver
-            try:
-                if _driver(g, app_prefix) != driver:
-                    break
-            except SystemExit:
-                pass
-            time.sleep(2)
-        print(f"  restart {i + 1}: driver {driver} deleted, records flow again "
+        g.kubectl("-n", MIRROR_NS, "delete", "pod", old["pod"], "--wait=false")
+        new = _new_holder_driver(g, mirror, old["uid"], 900)
+        running_ms = int(time.time() * 1000)
+        _flowing(arrivals, running_ms, 900)  # records committed by the new pod, not the old one's drain
+        restarted.append({"deleted": old, "new": new, "newPodRunningMs": running_ms - restarts[-1],
+                          "flowingMs": int(time.time() * 1000) - restarts[-1]})
+        print(f"  restart {i + 1}: driver {old['pod']} (uid {old['uid']}) of generation {old['generation']}, the "
+              f"Lease holder, deleted; new pod {new['uid']} (generation {new['generation']}) running after "
+              f"{(running_ms - restarts[-1]) / 1000:.0f} s, records flow again "
               f"{(time.time() * 1000 - restarts[-1]) / 1000:.0f} s later", flush=True)
     time.sleep(args.every)
     sent = producer.stop()
@@ -145,7 +176,7 @@ def _measure(g: KindGround, args: argparse.Namespace) -> dict:
             "pauses_ms": up_p, "restart_pauses_ms": re_p,
             "pause_ms_max": max(up_p, default=None), "pause_ms_median": statistics.median(up_p) if up_p else None,
             "restart_pause_ms_median": statistics.median(re_p) if re_p else None,
-            "lost": lost, "duplicated": dup, "handoffs": records, "ground": g.timings,
+            "lost": lost, "duplicated": dup, "handoffs": records, "restarted": restarted, "ground": g.timings,
             "changes_ms": {"upgrades": upgrades, "restarts": restarts},
             # where the visible stream stood still (over 500 ms), to lay beside the handoffs' own timestamps
             "gaps_ms": [[a, b] for a, b in zip(arrivals.times, arrivals.times[1:]) if b - a > 500]}

@@ -25,9 +25,10 @@ def merge(doc: dict, path: str, figures: dict, at: dict) -> dict:
     return out
 
 
-def write(results: Path, path: str, figures: dict, repo: Path) -> Path:
+def write(results: Path, path: str, figures: dict, repo: Path, at: dict | None = None) -> Path:
+    """`path`'s figures into the file, stamped with `at` (the commit taken when the run began) or HEAD now."""
     results.mkdir(parents=True, exist_ok=True)
     target = results / FILE
     doc = json.loads(target.read_text()) if target.exists() else {}
-    target.write_text(json.dumps(merge(doc, path, figures, commit(repo)), indent=2, default=str) + "\n")
+    target.write_text(json.dumps(merge(doc, path, figures, at or commit(repo)), indent=2, default=str) + "\n")
     return target

@@ -465,8 +465,10 @@ def _completed(observed: Observed, running: dict[str, FlowGroupConfig]) -> list[
         if moved and at:
             rec["leaseToTakeoverMs"] = max(0, at - min(moved))
         if all("latencyMaxMs" in t for t in took):  # measured by the new generation (its drivers report it)
-            rec["pauseMs"] = max(int(t["latencyMaxMs"]) for t in took)
+            rec["firstEpochLatencyMaxMs"] = max(int(t["latencyMaxMs"]) for t in took)
             rec["firstEpochRecords"] = sum(int(t.get("firstEpochRecords") or 0) for t in took)
+        if all("pauseMs" in t for t in took):  # each group's gap between commits (handoff/pause.py): the longest
+            rec["pauseMs"] = max(int(t["pauseMs"]) for t in took)
         if at:
             rec["time"] = dt.datetime.fromtimestamp(at / 1000, dt.timezone.utc).replace(microsecond=0) \
                 .isoformat().replace("+00:00", "Z")

@@ -156,9 +156,12 @@ class Driver:
             took = self._take_over(run.config)
             run.go()
             if self.lease is not None:  # once its first epoch committed: what the operator waits for
+                from .handoff.pause import PauseClock
+
                 self.lease.report_first_epoch(took, run.config.worker.leaseName, before, self.lost,
                                               lambda m=list(before): {n: s.snapshot() for n in m
-                                                                      if (s := self.stats.get(n))})
+                                                                      if (s := self.stats.get(n))},
+                                              PauseClock(run.config).read)
         self.watch_lease()
         return self
 

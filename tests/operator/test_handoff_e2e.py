@@ -2,6 +2,7 @@
 playing the Spark operator (each worker generation is its own Spark driver process), real Kafka. While records
 flow at a steady rate the spec changes (version and parallelism, a flow-group split, the merge back); then a
 generation that can never start is rolled back. Every record is counted on the target: none missing, none twice.
+Each handoff's pauseMs on the status is checked against the gap a consumer of the target saw.
 """
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import time
 
 import pytest
 
+from bench.handoff import Arrivals
 from sparkmirror_dev.testing import NumberedProducer, check_numbered, count_records
 
 from .conftest import KMM2, condition as _cond, kmm2_status as _status, merge_patch as _patch, wait_for
@@ -44,6 +46,8 @@ def test_handoffs_and_a_rollback_lose_and_repeat_nothing(operator, kapi, namespa
         ("merge back", {"spec": {"flowGroups": None}}),
     ]
     timings = []
+    arrivals = [Arrivals(kafka_b.bootstrap, f"a.{t}") for t in (t1, t2)]  # when records become visible
+    windows: list[tuple[int, int, dict]] = []  # (patch, handoff recorded) in wall-clock ms, the record
     with LocalSparkRunner(kapi, namespace, tmp_path / "runner", missing_images=frozenset({"no-such-image"})) \
             as runner:
         for p in producers:
@@ -52,8 +56,10 @@ def test_handoffs_and_a_rollback_lose_and_repeat_nothing(operator, kapi, namespa
             kapi.create(body)
             wait_for("copying", lambda: count_records(kafka_b.bootstrap, f"a.{t1}", 20) > 100, timeout=240,
                      interval=2.0)
+            for a in arrivals:
+                a.start()
             for i, (what, patch) in enumerate(steps, start=1):
-                t0 = time.monotonic()
+                t0, patched_ms = time.monotonic(), int(time.time() * 1000)
                 _patch(kapi, namespace, name, patch)
 
                 def handed_over(i=i):
@@ -68,6 +74,7 @@ def test_handoffs_and_a_rollback_lose_and_repeat_nothing(operator, kapi, namespa
                     raise AssertionError(f"{e}; conditions: {st.get('conditions')}; rollback: {st.get('rollback')}; "
                                          f"runner errors: {runner.errors}") from None
                 timings.append((what, round(time.monotonic() - t0), st["handoffs"][-1]))
+                windows.append((patched_ms, int(time.time() * 1000), st["handoffs"][-1]))
                 assert not runner.errors, runner.errors
             gens = {g["name"]: g["workerGeneration"] for g in st["flowGroups"]}
             assert gens == {"a": 4}, st["flowGroups"]  # 1; then 2, 3 (the split) and 4 (the merge)
@@ -83,10 +90,20 @@ def test_handoffs_and_a_rollback_lose_and_repeat_nothing(operator, kapi, namespa
             wait_for(f"a.{t} to catch up", lambda t=t, n=n: count_records(kafka_b.bootstrap, f"a.{t}", 20) >= 3 * n,
                      timeout=240, interval=2.0)
         time.sleep(3)  # a duplicate would land after the count was reached
+        for a in arrivals:
+            a.stop()
         apps = kapi.list("SparkApplication", namespace)
         assert [a["spec"].get("image") for a in apps] != ["no-such-image"] and len(apps) == 1
     for t, n in zip((t1, t2), sent):
         check_numbered(kafka_b.bootstrap, f"a.{t}", 3, n)
+    # the status' pause is the one a reader of the target sees: the longest gap in either topic's arrivals
+    # between the patch and the handoff recorded (commits come every ~100 ms otherwise), within what lies
+    # between the lanes stamping commitMs and a consumer seeing the committed records
+    for patched_ms, done_ms, rec in windows:
+        visible = max(a.pause_ms(patched_ms, done_ms) for a in arrivals)
+        assert abs(rec["pauseMs"] - visible) <= 1_000 + visible // 4, (visible, rec)
     figure("operator_handoffs", "\n  ".join(
         [f"{len(timings)} handoffs through the operator, {sum(sent) * 3} records, 0 missing, 0 duplicated:"]
-        + [f"{what}: {secs} s from the patch to the handoff recorded; {rec}" for what, secs, rec in timings]))
+        + [f"{what}: {secs} s from the patch to the handoff recorded; {rec}" for what, secs, rec in timings]
+        + [f"visible pauses {[max(a.pause_ms(p, d) for a in arrivals) for p, d, _r in windows]} ms, status "
+           f"pauseMs {[r['pauseMs'] for _p, _d, r in windows]} ms"]))

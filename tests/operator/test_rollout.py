@@ -352,16 +352,19 @@ def test_a_restart_rolls_only_the_flow_groups_it_names():
 
 
 def test_the_handoff_record_carries_the_pause_the_new_generation_measured():
-    """The longest a record of the first epoch waited (what the drivers report with their takeover, the
-    handoff's gap included), and the records that epoch copied."""
+    """The visible pause (the gap between the old generation's last commit and the new one's first, which the
+    drivers report with their takeover), apart from the longest a record of the first epoch waited, and the
+    records that epoch copied; a driver that reports no pause leaves pauseMs out rather than guessing it."""
     new = next_generation(cfg(version="2"), 2, [Predecessor(flowGroup="g", generation=1)])
-    took = json.dumps({"atMs": NOW + 300, "tookMs": 200, "fenced": 2, "firstEpochMs": NOW + 6_400,
-                       "firstEpochRecords": 2_750, "latencyMaxMs": 1_400})
-    leases = {"g": lease(2, **{lease_took_over_key(2): took, ANNOTATION_MOVED_AT: str(NOW)})}
-    p = plan_rollout([cfg(version="2")], observed([(cfg(), app()), (new, app())], leases), UPGRADE,
-                     now_ms=NOW + 2_000)
-    assert p.handoffs[0]["pauseMs"] == 1_400 and p.handoffs[0]["firstEpochRecords"] == 2_750
-    assert p.handoffs[0]["leaseToTakeoverMs"] == 300
+    first = {"atMs": NOW + 300, "tookMs": 200, "fenced": 2, "firstEpochMs": NOW + 6_400,
+             "firstEpochRecords": 2_750, "latencyMaxMs": 12_400}
+    for report, pause in (({**first, "pauseMs": 1_100}, 1_100), (first, None)):
+        leases = {"g": lease(2, **{lease_took_over_key(2): json.dumps(report), ANNOTATION_MOVED_AT: str(NOW)})}
+        p = plan_rollout([cfg(version="2")], observed([(cfg(), app()), (new, app())], leases), UPGRADE,
+                         now_ms=NOW + 2_000)
+        assert p.handoffs[0].get("pauseMs") == pause
+        assert p.handoffs[0]["firstEpochLatencyMaxMs"] == 12_400 and p.handoffs[0]["firstEpochRecords"] == 2_750
+        assert p.handoffs[0]["leaseToTakeoverMs"] == 300
 
 
 def _moved(state: str | None, moved_ms: int = NOW - 5_000, renewed_ms: int | None = NOW - 1_000):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 from sparkmirror.progress.record import ProgressRecord
+from sparkmirror.progress.state import ProgressState
 
 
 def test_bytes_round_trip_and_records_without_them_read_as_zero() -> None:
@@ -16,7 +17,6 @@ def test_bytes_round_trip_and_records_without_them_read_as_zero() -> None:
 
 def test_a_failover_mark_stops_every_generation_until_undone() -> None:
     from sparkmirror.progress.record import decode_mark_key, failover_key, generation_key
-    from sparkmirror.progress.state import ProgressState
 
     of = ("ns/r", "uid", "fg")
     assert decode_mark_key(failover_key(*of)) == ("failoverOf", of)
@@ -143,7 +143,6 @@ def test_a_take_back_outranks_the_revoked_generation_even_when_its_mark_comes_la
     2): 2's lanes may not copy, also after a late mark of 2's driver; a later generation 3 outranks the take-back.
     The same read from the records a reader sees (compaction keeps the last per key)."""
     from sparkmirror.progress.record import generation_value
-    from sparkmirror.progress.state import ProgressState
 
     of = ("ns/r", "uid", "fg")
     st = ProgressState()
@@ -165,3 +164,17 @@ def test_a_take_back_outranks_the_revoked_generation_even_when_its_mark_comes_la
     assert "taken over by worker generation 3" in (st.superseded_why(*of, 2) or "")
     v = json.loads(generation_value(1, "fg", 0, {}, True, revoked=2))
     assert v["revoked"] == 2 and "revoked" not in json.loads(generation_value(3, "fg", 0, {}, True))
+
+
+def test_commit_spans_keep_each_generations_first_and_last_commit_of_records() -> None:
+    """What a handoff's visible pause is read from (handoff/pause.py): per flow group and generation, the first
+    and last commitMs of ranges that committed records; a range that committed none shows nothing to a reader."""
+    def rec(first: int, count: int, at_ms: int, gen: int, group: str = "g") -> ProgressRecord:
+        return ProgressRecord("a", "t", 0, first + 10, first, first + 9, "a.t", first, first + 9, count, at_ms, gen,
+                              group)
+
+    state = ProgressState()
+    for r in (rec(0, 10, 1_000, 1), rec(10, 10, 1_100, 1), rec(20, 0, 2_500, 1), rec(20, 10, 2_900, 2),
+              rec(30, 10, 3_000, 2), rec(40, 10, 3_050, 2, "other")):
+        state.add(r)
+    assert state.commit_spans == {("g", 1): (1_000, 1_100), ("g", 2): (2_900, 3_000), ("other", 2): (3_050, 3_050)}

@@ -135,19 +135,25 @@ class LeaseGate:
                         if ref.generation == took.generation and lease_name in (None, ref.name)})
 
     def report_first_epoch(self, took: Takeover, lease_name: str | None, before: dict[str, dict],
-                           stop: threading.Event, snapshots: Callable[[], dict[str, dict]]) -> threading.Thread:
+                           stop: threading.Event, snapshots: Callable[[], dict[str, dict]],
+                           pause: Callable[[bool], int | None] | None = None) -> threading.Thread:
         """`report_took_over` once the first epoch after the takeover committed (`first_epoch` of the mirrors'
         stats `before` it and `snapshots()` now): a takeover whose lanes never commit hands nothing over, so the
-        operator keeps the old generation until this report. In the background: the copy does not wait."""
+        operator keeps the old generation until this report. With `pause` (`PauseClock.read`, asked meanwhile
+        and once more with final=True), the visible pause goes with it as `pauseMs`. In the background: the copy
+        does not wait."""
         from .takeover import first_epoch
 
         def wait() -> None:
             while not stop.is_set():
+                if pause is not None:
+                    pause(False)
                 first = first_epoch(before, snapshots())
                 if first is not None:
-                    self.report_took_over(took, first, lease_name)
-                    log.info("generation %d committed its first epoch after the takeover (%d records)",
-                             took.generation, first["firstEpochRecords"])
+                    ms = pause(True) if pause is not None else None
+                    self.report_took_over(took, {**first, **({"pauseMs": ms} if ms is not None else {})}, lease_name)
+                    log.info("generation %d committed its first epoch after the takeover (%d records; the visible "
+                             "pause %s ms)", took.generation, first["firstEpochRecords"], ms)
                     return
                 stop.wait(0.2)
 

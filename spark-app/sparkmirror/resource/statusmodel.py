@@ -66,9 +66,15 @@ class HandoffRecord(StrictModel):
                                                      "and fence the old lanes.")
     leaseToTakeoverMs: int | None = Field(None, description="From the Lease moving to the takeover done.")
     fencedTransactionalIds: int | None = Field(None, description="Transactional ids of the old lanes fenced.")
-    pauseMs: int | None = Field(None, description="The pause as the new generation measured it: the longest a "
-                                                  "record of its first epoch waited from its source timestamp to "
-                                                  "its commit on the target (the handoff's gap included).")
+    pauseMs: int | None = Field(None, description="The pause a reader of the target sees: from the last records "
+                                                  "the old generation committed to the first the new one "
+                                                  "committed, per flow group (the longest of its groups), from "
+                                                  "the commit times on the progress topic.")
+    firstEpochLatencyMaxMs: int | None = Field(None, description="The longest a record of the new generation's "
+                                                                 "first epoch waited from its source timestamp to "
+                                                                 "its commit on the target: the pause, the "
+                                                                 "backlog worked off after it and the commit "
+                                                                 "cadence together.")
     firstEpochRecords: int | None = Field(None, description="Records the new generation's first epoch copied: "
                                                             "what built up during the handoff, and after.")
 

@@ -1,0 +1,82 @@
+"""The pause a handoff makes visible to a user of the target: from the last records the generation(s) handed over
+from committed to the first records the new generation committed, for its flow group.
+
+Read from the progress topic, where every committed range carries its `commitMs`, generation and flow group
+(`progress/record.py`), not from record latencies: the longest a record waited from its source timestamp also
+counts the backlog the new generation works off and the commit cadence, so it is not the gap a consumer of the
+target sees. Both ends are the lanes' clocks (executors of two generations on the same nodes, or NTP apart).
+
+Read as the new generation starts (the predecessors' last ranges are the newest of their keys then, so
+compaction cannot have removed them), then every `EVERY_S` until its own first range is read: each read takes
+only what was committed since the last one.
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+from confluent_kafka import KafkaException
+
+from ..progress.reader import ProgressReader
+from ..resource.flowgroup import FlowGroupConfig
+
+log = logging.getLogger(__name__)
+
+EVERY_S = 0.5
+"""How often the progress topic is read until the new generation's first commit is seen."""
+
+
+class PauseClock:
+    """The visible pause of one flow group's handoff to `config`'s generation, measured by reading its targets'
+    progress topic; `None` while unknown (no predecessors, nothing committed by either side, or a read failed:
+    the measure is a report, never in the way of the copy or of the takeover report)."""
+
+    def __init__(self, config: FlowGroupConfig, timeout: float = 10.0) -> None:
+        self.config, self.timeout = config, timeout
+        self.before = {(p.flowGroup, p.generation) for p in config.worker.predecessors}
+        self.readers: list[ProgressReader] = []
+        self.pause: int | None = None
+        self.done = not self.before  # a first generation hands nothing over
+        self._last_read = 0.0
+
+    def read(self, final: bool = False) -> int | None:
+        """Read what was committed since the last read (at most every EVERY_S unless `final`); the pause once
+        the new generation's first commit has been read."""
+        if self.done or (not final and time.monotonic() - self._last_read < EVERY_S):
+            return self.pause
+        self._last_read = time.monotonic()
+        try:
+            if not self.readers:
+                self.readers = [ProgressReader(self.config.cluster(alias).client_config(), self.config.progressTopic,
+                                               purpose="pause", resource=self.config.resource)
+                                for alias in sorted({m.target for m in self.config.mirrors})]
+            for r in self.readers:
+                r.read_to_end(self.timeout)
+        except (KafkaException, TimeoutError, RuntimeError) as e:
+            log.warning("flow group %s: the handoff's pause is not measured: reading the progress topic: %s",
+                        self.config.name, e)
+            self.close()
+            return None
+        self.pause = self._measured()
+        if self.pause is not None or final:
+            self.close()
+        return self.pause
+
+    def _measured(self) -> int | None:
+        spans: dict[tuple[str, int], tuple[int, int]] = {}
+        for r in self.readers:
+            for of, (first, last) in r.state.commit_spans.items():
+                a, b = spans.get(of, (first, last))
+                spans[of] = (min(a, first), max(b, last))
+        mine = spans.get((self.config.name, self.config.worker.generation))
+        theirs = [spans[of][1] for of in self.before if of in spans]
+        if mine is None or not theirs:
+            return None
+        # below 0: a same-named earlier resource's ranges of this generation number (a progress topic reused)
+        return mine[0] - max(theirs) if mine[0] >= max(theirs) else None
+
+    def close(self) -> None:
+        self.done = True
+        for r in self.readers:
+            r.close()
+        self.readers = []
