@@ -336,7 +336,8 @@ def render(resource: dict[str, Any] | KafkaMirrorMaker2, settings: Settings | No
     if p.errors or p.resource is None:
         return out
     kmm2 = p.resource
-    scale = scale or {}
+    scale = {g.name: scale[g.name] for g in p.groups if g.name in scale and _differs(kmm2, g, scale[g.name])} \
+        if scale else {}
     desired = [_with_application(kmm2, _scaled(cfg, scale.get(cfg.name)).model_copy(update={
         "metricsPort": settings.metrics_port, "metricsBind": settings.metrics_bind,
         "metricsPerPartition": _per_partition(cfg.metricsPerPartition, settings)}), settings,
@@ -394,6 +395,14 @@ def _as_applied(app: dict[str, Any]) -> dict[str, Any]:
             "metadata": {k: meta[k] for k in ("name", "namespace", "labels", "annotations", "ownerReferences")
                          if k in meta},
             "spec": app["spec"]}
+
+
+def _differs(kmm2: KafkaMirrorMaker2, cfg: FlowGroupConfig, scale: tuple[int, int]) -> bool:
+    """Whether autoscaling's scale is not the spec's: the spec's own renders as it always did (same hash, same
+    generation), so turning autoscaling on starts no generation until a decision changes something."""
+    group = next((g for g in kmm2.spec.flowGroups or [] if g.name == cfg.name), None)
+    executor = group.executor if group is not None and group.executor is not None else kmm2.spec.spark.executor
+    return executor.instances != scale[1] or any(cfg.lanes_of(m) != scale[0] for m in cfg.mirrors)
 
 
 def _scaled(cfg: FlowGroupConfig, scale: tuple[int, int] | None) -> FlowGroupConfig:
