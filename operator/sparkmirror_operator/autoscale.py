@@ -17,6 +17,7 @@ from typing import Literal
 from sparkmirror.resource.autoscaling import AutoscalingSpec
 
 INCOMING_WINDOW_S = 90.0  # the incoming rate: copied + the lag's growth over this window
+MIN_GROWTH_SPAN_S = 30.0  # lanes commit in bursts: the lag's growth over a shorter span is mostly noise
 HEADROOM = 1.25  # scaling down keeps a quarter more capacity than the incoming rate needs
 
 
@@ -56,7 +57,7 @@ def incoming_rate(history: Sequence[Sample]) -> float | None:
     if last.rate is None:
         return None
     window = [s for s in history if s.lag is not None and s.time_s >= last.time_s - INCOMING_WINDOW_S]
-    if len(window) < 2 or last.lag is None or window[-1].time_s <= window[0].time_s:
+    if len(window) < 2 or last.lag is None or window[-1].time_s - window[0].time_s < MIN_GROWTH_SPAN_S:
         return last.rate
     growth = (window[-1].lag - window[0].lag) / (window[-1].time_s - window[0].time_s)  # type: ignore[operator]
     return max(last.rate + growth, 0.0)

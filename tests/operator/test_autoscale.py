@@ -113,7 +113,11 @@ def test_cooldown_holds_every_change_and_says_how_long() -> None:
     assert held.action == "hold" and held.lanes == 1 and "cooldown: 10 s left" in held.reason
     assert held.figures["lag"] == 60_000
     went = decide(behind, spec, last_change_s=-200)
-    assert went.action == "up" and went.lanes == 8  # 2000/s incoming + 60000 over 10 s at 1000/s a lane
+    assert went.action == "up" and went.lanes == 7  # 1000/s + 60000 over 10 s at 1000/s a lane (growth over
+    # 10 s is not trusted: lanes commit in bursts)
+    spread = [Sample(-20, 30_000, 1000.0, 1, 1), *behind]  # over 30 s: the lag grew 1000/s, so 2000/s arrive
+    went = decide(spread, spec, last_change_s=-200)
+    assert went.lanes == 8 and went.figures["incomingPerSecond"] == 2000.0, went
     assert decide(behind, spec, busy="handoff under way").reason.startswith("handoff under way")
 
 
