@@ -125,6 +125,10 @@ def decide(history: Sequence[Sample], spec: AutoscalingSpec, *, last_change_s: f
         figures["lagSeconds"] = lag_s
     if capacity:
         figures["perLanePerSecond"] = capacity
+    if target is None and now.time_s - history[0].time_s < MIN_GROWTH_SPAN_S:
+        # the copy rate alone is not what arrives while a backlog drains: wait for the lag's trend
+        return outcome("hold", lanes, f"measuring the incoming rate ({MIN_GROWTH_SPAN_S:g} s of samples first)",
+                       **figures)
     if last_change_s is not None and now.time_s - last_change_s < spec.cooldownSeconds:
         left = spec.cooldownSeconds - (now.time_s - last_change_s)
         return outcome("hold", lanes, f"cooldown: {left:.0f} s left after the last change", **figures)

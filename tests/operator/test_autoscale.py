@@ -124,8 +124,10 @@ def test_cooldown_holds_every_change_and_says_how_long() -> None:
 def test_records_per_second_per_lane_target() -> None:
     spec = AutoscalingSpec(minLanes=1, maxLanes=10, targetRecordsPerSecondPerLane=500, cooldownSeconds=0,
                            scaleDownDelaySeconds=20)
-    d = decide([Sample(0, 0, 2600.0, 2, 2)], spec)
-    assert (d.action, d.lanes) == ("up", 6) and d.figures["incomingPerSecond"] == 2600.0
+    assert decide([Sample(0, 0, 2600.0, 2, 2)], spec).reason.startswith("measuring the incoming rate")
+    draining = [Sample(0, 40_000, 4000.0, 2, 2), Sample(40, 0, 4000.0, 2, 2)]  # a backlog copied at 4000/s
+    d = decide(draining, spec)
+    assert (d.action, d.lanes) == ("up", 6) and d.figures["incomingPerSecond"] == 3000.0, d
     low = [Sample(t, 0, 900.0, 6, 6) for t in (0, 10, 20, 30)]
     d = decide(low, spec)
     assert (d.action, d.lanes) == ("down", 2)

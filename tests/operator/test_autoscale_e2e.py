@@ -44,7 +44,7 @@ def test_scaling_up_mid_stream_loses_and_repeats_nothing(operator, kapi, namespa
             t0 = time.monotonic()
             _patch(kapi, namespace, name, {"spec": {"autoscaling": {"enabled": True}}})
             up = wait_for("scaled up", lambda: next((e for e in _status(kapi, namespace, name).get("autoscaling")
-                                                     or [] if e.get("lastChangeTime")), None), timeout=60)
+                                                     or [] if e.get("lastChangeTime")), None), timeout=120)
             assert up["lanes"] >= 2 and up["executors"] == 1 and "lanes at 40/s each" in up["reason"], up
 
             def handed_over():
