@@ -12,7 +12,7 @@ from sparkmirror_dev.testing import NumberedProducer, check_numbered, count_reco
 
 from .conftest import KMM2, condition as _cond, kmm2_status as _status, merge_patch as _patch, wait_for
 
-pytestmark = [pytest.mark.k8s, pytest.mark.kafka, pytest.mark.spark, pytest.mark.minutes(4), pytest.mark.solo]
+pytestmark = [pytest.mark.k8s, pytest.mark.kafka, pytest.mark.spark, pytest.mark.minutes(5), pytest.mark.solo]
 
 
 @pytest.mark.timeout(1200)  # two Spark drivers one after the other, on 2 shared cores
