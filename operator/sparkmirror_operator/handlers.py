@@ -13,7 +13,7 @@ from typing import Any
 import kopf
 from kubernetes.client import ApiException
 
-from . import metrics
+from . import metrics, scaling
 from .kubeapi import KubeApi, api_client
 from .leader import identity
 from sparkmirror.resource.model import GROUP, KIND, PLURAL, VERSION
@@ -22,6 +22,7 @@ from .status import transitions
 from .render import FIELD_MANAGER, LABEL_MANAGED_BY, LABEL_RESOURCE, Settings
 
 EXIT_STATES = frozenset({"FAILING", "FAILED", "COMPLETED"})  # a SparkApplication whose driver ended
+SCALING_REASONS = ("ScaledUp", "ScaledDown")
 STATUS_INTERVAL = float(os.environ.get("SPARKMIRROR_STATUS_INTERVAL", "30"))
 HANDOFF_INTERVAL = float(os.environ.get("SPARKMIRROR_HANDOFF_INTERVAL", "2"))
 log = logging.getLogger(__name__)
@@ -114,14 +115,16 @@ def _failover_pending(body: Any) -> bool:
 @kopf.timer(GROUP, VERSION, PLURAL, interval=STATUS_INTERVAL, initial_delay=1.0, sharp=False)
 def refresh_status(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     """Periodic status: application states and lag from Kafka. Applies only while a handoff is under way (its
-    timeouts are decided here when no Lease or application event comes) or a failover is still to be done
-    (one that could not run is tried again here)."""
-    upgrading = _upgrading(body.get("status")) or _failover_pending(body) or _stopped_unasked(body.get("status"))
+    timeouts are decided here when no Lease or application event comes), a failover is still to be done
+    (one that could not run is tried again here) or autoscaling is on (its decisions are made here)."""
+    upgrading = _upgrading(body.get("status")) or _failover_pending(body) or _stopped_unasked(body.get("status")) \
+        or scaling.spec_of(dict(body)) is not None  # autoscaling decides here, from the lag just read
     result = metrics.timed("refresh", lambda: memo.reconciler.reconcile(dict(body), apply=upgrading, with_lag=True))
-    if _write_status(memo.reconciler.api, body, result.status):
-        if upgrading:
-            for ev in result.events:
-                kopf.event(body, type=ev.type, reason=ev.reason, message=ev.message[:1000])
+    written = _write_status(memo.reconciler.api, body, result.status)
+    for ev in result.events if upgrading else []:  # a scaling decision wrote its own status: told either way
+        if written or ev.reason in SCALING_REASONS:
+            kopf.event(body, type=ev.type, reason=ev.reason, message=ev.message[:1000])
+    if written:
         _announce(body, body.get("status"), result.status)
 
 

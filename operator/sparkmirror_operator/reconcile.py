@@ -24,6 +24,8 @@ from .lag import SECRET_REF_ROOT, GroupLag, group_lag, secret_resolver
 from .render import CONFIG_KEY, LABEL_COMPONENT, LABEL_FLOW_GROUP, LABEL_GENERATION, LABEL_RESOURCE, Settings, render
 from .renewal import RenewalClock
 from .rollout import Observed, Worker
+from .scaling import Autoscaler
+from . import scaling
 from .status import Problem, build_status
 
 log = logging.getLogger(__name__)
@@ -95,6 +97,7 @@ class Reconciler:
         self._locks: dict[tuple[str, str], threading.Lock] = {}
         self._locks_lock = threading.Lock()
         self.renewals = RenewalClock()  # when each Lease's renewal was seen, on this operator's clock
+        self.autoscaler = Autoscaler()  # spec.autoscaling: the samples of each flow group, the decisions
 
     def _lock(self, namespace: str, name: str) -> threading.Lock:
         """One acting reconcile of a resource at a time: handlers of the resource, of its applications and of
@@ -201,8 +204,13 @@ class Reconciler:
         if apply:  # before rendering: a mirror failed over now has its applications removed in this apply
             records = self.failover(body, secrets, result)
         problems: list[Problem] = failover.problems(records)
+        lags = None
+        if with_lag:  # before rendering: autoscaling decides from it what the flow groups run with
+            lags = self.lags(body, secrets)
+        scaled = self._autoscale(body, lags, old_status) if apply else scaling.kept(body)
         rendered = render(body, self.settings, secret_keys=secrets.keys, observed=observed,
-                          rolled_back=old_status.get("rollback"), failed_over=failover.stopping(records))
+                          rolled_back=old_status.get("rollback"), failed_over=failover.stopping(records),
+                          scale=scaled.scale)
         p = rendered.plan
         if not p.errors:
             check_client_keys(p)  # librdkafka's own word on each client setting: a refusal is never applied
@@ -222,9 +230,9 @@ class Reconciler:
                         self._drop_stale_marks(namespace, name, rendered.rollout.stale_marks, result)
                 except client.ApiException as e:
                     problems.append(Problem("ApplyFailed", f"{e.status} {e.reason}: {_api_message(e)}"))
-        lags = None
-        if with_lag and not p.errors:  # stopped or paused too: the lag then says how far behind it falls
-            lags = self.lags(body, secrets)
+        if p.errors:
+            lags = None
+        if lags is not None and not p.errors:  # stopped or paused too: the lag then says how far behind it falls
             for g, lag in lags.items():
                 if lag.error and lag.reason not in SECRET_REASONS:  # secret_problems said it already
                     problems.append(Problem(lag.reason or "LagUnknown", lag.error))
@@ -253,7 +261,38 @@ class Reconciler:
                                      problems=problems, old=body.get("status"), rollout=rollout,
                                      failover=records, failed_over=failover.failed_over_groups(p, records),
                                      failover_condition=None if p.errors else failover.condition(p, records))
+        result.status["autoscaling"] = scaled.status
+        result.events += [Event(t, reason, m) for t, reason, m in scaled.events]
         return result
+
+    def _autoscale(self, body: dict[str, Any], lags: dict[str, GroupLag] | None,
+                   old_status: dict[str, Any]) -> scaling.Step:
+        """Decide with this refresh's lag (scaling.py); without it, keep the scale the status records. Called
+        under the resource's lock: the recorded scale is read fresh (a handler's older view would render the
+        scale before the last decision), and a change is written to status.autoscaling before it is rendered,
+        so no later reconcile renders the old scale again."""
+        meta = body["metadata"]
+        if scaling.spec_of(body) is None:
+            return scaling.Step()
+        fresh = self.api.get(KIND, meta["namespace"], meta["name"]) or body
+        body = {**body, "status": {**old_status, "autoscaling": scaling.recorded(fresh)}}
+        if lags is None:
+            return scaling.kept(body)
+        p = plan(body)
+        if p.errors or p.resource is None:
+            return scaling.kept(body)
+        upgrading = any(c.get("type") == "Upgrading" and c.get("status") == "True"
+                        for c in old_status.get("conditions") or [])
+        step = self.autoscaler.step(body, p.resource, p.groups, lags,
+                                    busy="a worker-generation handoff is under way" if upgrading else None)
+        if step.events:
+            try:
+                self.api.patch_status(KIND, meta["namespace"], meta["name"], {"autoscaling": step.status})
+            except client.ApiException as e:  # not recorded: not acted on; the next refresh decides again
+                log.warning("%s/%s: status.autoscaling not written, scale kept: %s %s", meta["namespace"],
+                            meta["name"], e.status, e.reason)
+                return scaling.kept(body)
+        return step
 
     def _apply(self, body: dict[str, Any], objects: list[dict[str, Any]], result: Result) -> None:
         meta = body["metadata"]

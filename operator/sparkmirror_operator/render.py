@@ -132,6 +132,7 @@ class GroupContext:
     settings: Settings
     labels: dict[str, str]
     owner: dict[str, Any]
+    executors: int | None = None  # autoscaling's executor count, over the spec's
 
 
 def _labels(kmm2: KafkaMirrorMaker2, component: str, group: str | None = None) -> dict[str, str]:
@@ -254,7 +255,7 @@ def render_spark_application(ctx: GroupContext) -> list[dict[str, Any]]:
                           spark.driver.coreLimit, [{"name": "metrics", "containerPort": ctx.settings.metrics_port,
                                                     "protocol": "TCP"}], [SUBMISSION_FROM_LABEL]),
             "executor": {**pod(EXECUTOR_CONTAINER, executor.cores, executor.memory, executor.coreRequest,
-                               executor.coreLimit), "instances": executor.instances},
+                               executor.coreLimit), "instances": ctx.executors or executor.instances},
         },
     }
     # a stopping driver drains (see DRAIN_MARGIN_SECONDS)
@@ -317,13 +318,16 @@ def render_lease(kmm2: KafkaMirrorMaker2, group: str, holder: FlowGroupConfig | 
 def render(resource: dict[str, Any] | KafkaMirrorMaker2, settings: Settings | None = None, *,
            secret_keys: Callable[[str], list[str] | None] | None = None, observed: Observed | None = None,
            now_ms: int | None = None, rolled_back: dict[str, Any] | None = None,
-           failed_over: frozenset[str] = frozenset()) -> Rendered:
+           failed_over: frozenset[str] = frozenset(), scale: dict[str, tuple[int, int]] | None = None) -> Rendered:
     """All desired objects of a resource. With errors in `rendered.plan.errors`, no objects are rendered;
     with `spec.state: stopped`, no applications are (ConfigMaps and Leases stay, so a restart resumes);
     nor for a flow group carrying a mirror in `failed_over` (status.failover: it copies no more, see failover.py).
 
     `observed` (the resource's ConfigMaps, applications and Leases): which worker generations run, and the
-    handoff in progress (rollout.py). Without it, every flow group renders as a first generation."""
+    handoff in progress (rollout.py). Without it, every flow group renders as a first generation.
+
+    `scale` (status.autoscaling): flow group -> (lanes per mirror, executors) over the spec's; a change makes a
+    new generation like a `parallelism` change does, taken over by handoff."""
     import time
 
     settings = settings or Settings()
@@ -332,10 +336,12 @@ def render(resource: dict[str, Any] | KafkaMirrorMaker2, settings: Settings | No
     if p.errors or p.resource is None:
         return out
     kmm2 = p.resource
-    desired = [_with_application(kmm2, cfg.model_copy(update={
+    scale = {g.name: scale[g.name] for g in p.groups if g.name in scale and _differs(kmm2, g, scale[g.name])} \
+        if scale else {}
+    desired = [_with_application(kmm2, _scaled(cfg, scale.get(cfg.name)).model_copy(update={
         "metricsPort": settings.metrics_port, "metricsBind": settings.metrics_bind,
-        "metricsPerPartition": _per_partition(cfg.metricsPerPartition, settings)}), settings)
-               for cfg in p.groups]
+        "metricsPerPartition": _per_partition(cfg.metricsPerPartition, settings)}), settings,
+        scale.get(cfg.name, (0, None))[1]) for cfg in p.groups]
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     observed = observed or Observed()
     rollout = plan_rollout(desired, observed, kmm2.spec.upgrade, now_ms=now_ms,
@@ -367,7 +373,7 @@ def render(resource: dict[str, Any] | KafkaMirrorMaker2, settings: Settings | No
         secrets = _group_secrets(p, text)
         out.objects += render_application(GroupContext(kmm2, cfg, digest, secrets, settings,
                                                        _labels(kmm2, "flow-group", cfg.name),
-                                                       owner_reference(kmm2)))
+                                                       owner_reference(kmm2), scale.get(cfg.name, (0, None))[1]))
     by_gen = {(c.name, c.worker.generation): c for c in rollout.workers}
     for group, gen in sorted(rollout.holders.items()):
         holder = None if gen is None else by_gen.get((group, gen)) or next(
@@ -391,7 +397,24 @@ def _as_applied(app: dict[str, Any]) -> dict[str, Any]:
             "spec": app["spec"]}
 
 
-def _with_application(kmm2: KafkaMirrorMaker2, cfg: FlowGroupConfig, settings: Settings) -> FlowGroupConfig:
+def _differs(kmm2: KafkaMirrorMaker2, cfg: FlowGroupConfig, scale: tuple[int, int]) -> bool:
+    """Whether autoscaling's scale is not the spec's: the spec's own renders as it always did (same hash, same
+    generation), so turning autoscaling on starts no generation until a decision changes something."""
+    group = next((g for g in kmm2.spec.flowGroups or [] if g.name == cfg.name), None)
+    executor = group.executor if group is not None and group.executor is not None else kmm2.spec.spark.executor
+    return executor.instances != scale[1] or any(cfg.lanes_of(m) != scale[0] for m in cfg.mirrors)
+
+
+def _scaled(cfg: FlowGroupConfig, scale: tuple[int, int] | None) -> FlowGroupConfig:
+    """Every mirror of the group with autoscaling's lanes (a mirror's own `lanes` would win over the group's)."""
+    if scale is None:
+        return cfg
+    return cfg.model_copy(update={"lanes": scale[0],
+                                  "mirrors": [m.model_copy(update={"lanes": scale[0]}) for m in cfg.mirrors]})
+
+
+def _with_application(kmm2: KafkaMirrorMaker2, cfg: FlowGroupConfig, settings: Settings,
+                      executors: int | None = None) -> FlowGroupConfig:
     """The config with the digest of what its application runs with: the image, resources and Spark settings
     (not `state`: pausing suspends the same application), so such a change rolls over by handoff too."""
     group = next((g for g in kmm2.spec.flowGroups or [] if g.name == cfg.name), None)
@@ -401,6 +424,8 @@ def _with_application(kmm2: KafkaMirrorMaker2, cfg: FlowGroupConfig, settings: S
                          "launcher": settings.launcher, "secrets": settings.secrets,
                          "serviceAccount": settings.driver_service_account,
                          "pullSecrets": list(settings.image_pull_secrets)}}
+    if executors:  # only when scaled: the digest of every unscaled group stays what it was
+        what["executors"] = executors
     digest = hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
     return cfg.model_copy(update={"worker": cfg.worker.model_copy(update={"application": digest})})
 

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .autoscaling import AutoscalingSpec  # the field's own file (issue 38)
 from .clusters import ClusterSpec, TargetClusterSpec
 from .flowgroup import CopyPath, DeleteRemoteTopics, Delivery  # one definition for the resource and the job's config
 from .schemabase import StrictModel, cel, connect_only, validations
@@ -263,6 +264,8 @@ class KafkaMirrorMaker2Spec(StrictModel):
     state: State = Field(State.RUNNING, description="running; paused (applications suspended); stopped "
                                                     "(applications removed, progress on the target kept).")
     upgrade: UpgradeSpec = Field(default_factory=UpgradeSpec, description="Rolling upgrade settings.")
+    autoscaling: AutoscalingSpec | None = Field(None, description="Lanes and executors of each flow group follow "
+                                                "the lag, changed through the worker-generation handoff.")
     failover: FailoverSpec | None = Field(None, description="Mirrors failed over to the target (consumer-group "
                                                             "offsets translated, their flow groups stopped).")
     progressTopic: str = Field("sparkmirror.progress.internal", description="Compacted progress topic on the "

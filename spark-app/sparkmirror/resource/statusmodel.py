@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from .autoscaling import AutoscalingStatus  # the field's own file (issue 38)
 from .schemabase import StrictModel
 
 
@@ -133,6 +134,8 @@ class KafkaMirrorMaker2Status(StrictModel):
     handoffs: list[HandoffRecord] = Field(default_factory=list, description="The latest worker-generation "
                                                                             "handoffs, oldest first.")
     rollback: RollbackRecord | None = Field(None, description="The last generation rolled back, if any.")
+    autoscaling: list[AutoscalingStatus] = Field(default_factory=list, description="Per flow group: its scale "
+                                                 "and the last autoscaling decision (spec.autoscaling).")
     failover: list[FailoverRecord] = Field(default_factory=list, description="Mirrors failed over (spec.failover), "
                                                                              "one record each.")
     notApplicable: list[str] = Field(default_factory=list, description="Fields and keys set on the resource "
