@@ -24,6 +24,8 @@ from sparkmirror.resource.statusmodel import KafkaMirrorMaker2Status
 from sparkmirror.replicas import REASON as REPLICATION_REFUSED
 from sparkmirror.resource.names import EXIT_TOO_FEW_BROKERS, EXIT_UNAUTHORIZED, application_name
 
+REFUSED = frozenset(k.value for k in Kind if k.refused)
+"""Condition reasons of a cluster refusing the mirror (authentication, authorization, TLS)."""
 RUNNING = {"RUNNING"}
 SUSPENDED = {"SUSPENDED", "SUSPENDING"}
 FAILED = {"FAILED", "SUBMISSION_FAILED", "FAILING", "UNKNOWN"}
@@ -187,6 +189,9 @@ def build_status(*, name: str, generation: int | None, plan: Plan, apps: dict[st
                                          for g in failed]
         if rollout is not None:
             all_problems += [Problem(reason, m) for reason, m in rollout.app_problems]
+        if any(p.reason in REFUSED for p in all_problems):  # a refusing cluster keeps every driver from copying:
+            # their silence on the Lease is its consequence, not a second problem (the reason stays the refusal)
+            all_problems = [p for p in all_problems if p.reason != "LeaseNotRenewed"]
         if all_problems:
             reasons = sorted({p.reason for p in all_problems})
             degraded = _condition(old_conds, "Degraded", True, reasons[0] if len(reasons) == 1 else "Multiple",

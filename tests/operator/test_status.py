@@ -163,3 +163,21 @@ def test_consumer_group_lag_lists_the_most_lagging_groups_and_is_carried_over() 
     assert second["flowGroups"][0]["consumerGroups"] == a["consumerGroups"]
     from sparkmirror.resource.statusmodel import KafkaMirrorMaker2Status
     KafkaMirrorMaker2Status.model_validate(first)  # the CRD's schema takes it
+
+
+def test_a_refusing_cluster_is_the_reason_not_the_silent_lease_it_causes() -> None:
+    """A target refusing the mirror's credentials keeps the driver from ever renewing its Lease: Degraded says the
+    refusal alone (on kind it said Multiple, with LeaseNotRenewed beside it); a silent Lease with no refusal stays."""
+    from sparkmirror_operator.rollout import Plan as Rollout
+
+    silent = Rollout(app_problems=[("LeaseNotRenewed", "flow group a: generation 1 holds the Lease but it has not "
+                                                       "renewed its Lease since the Lease moved to it 30 s")])
+    refused = Problem("AuthenticationFailed", "spec.target.bootstrapServers: target cluster 'b' (h:1): SASL "
+                                              "authentication error: Authentication failed")
+    st = build_status(name="m", generation=3, plan=plan(RES), apps={"a": app("RUNNING"), "c": app("RUNNING")},
+                      lags=None, problems=[refused], old=None, now="T", rollout=silent)
+    assert conds(st)["Degraded"] == ("True", "AuthenticationFailed")
+    assert "renewed" not in next(c for c in st["conditions"] if c["type"] == "Degraded")["message"]
+    st = build_status(name="m", generation=3, plan=plan(RES), apps={"a": app("RUNNING"), "c": app("RUNNING")},
+                      lags=None, problems=[], old=None, now="T", rollout=silent)
+    assert conds(st)["Degraded"] == ("True", "LeaseNotRenewed")
