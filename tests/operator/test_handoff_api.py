@@ -366,10 +366,12 @@ def test_an_exit_0_nothing_took_over_is_submitted_again(kube, kmm2_crd, kapi, na
     assert any(e.reason == "Resubmitted" for e in result.events)
 
 
-def test_the_operator_removes_a_refusing_job_before_it_is_submitted_again(operator, kapi, namespace,
-                                                                           tmp_path) -> None:
-    """The running operator acts on the application's failed state itself: the Spark operator (the stand-in,
-    which resubmits `onFailureRetryInterval x attempts` = 20 s after the first failure) never runs it twice."""
+def test_the_operator_removes_a_refusing_job_and_it_is_not_submitted_again(operator, kapi, namespace,
+                                                                             tmp_path) -> None:
+    """The running operator acts on the application's failed state itself: it removes the application, so the
+    Spark operator (the stand-in, which resubmits `onFailureRetryInterval x attempts` = 20 s after a failure)
+    has nothing left to resubmit. The 20 s is a head start, not a promise: an operator slower than that on a
+    loaded machine may see one more (refused again) attempt, never a loop; after the removal there is none."""
     from tests.support.spark_runner import LocalSparkRunner
 
     from .conftest import condition, kmm2_status
@@ -381,7 +383,9 @@ def test_the_operator_removes_a_refusing_job_before_it_is_submitted_again(operat
         wait_for("the refusal on the status, its application removed",
                  lambda: condition(kmm2_status(kapi, namespace, "once"), "Degraded").get("reason") ==
                  "ApplicationRefused" and not names(kapi, "SparkApplication", namespace, "once"), timeout=120)
-        time.sleep(25)  # past the stand-in's first retry
+        attempts = dict(runner.attempts)
+        assert len(attempts) == 1 and list(attempts.values())[0] in (1, 2), attempts
+        time.sleep(45)  # past the stand-in's next retry (20 s, then 40 s after a second attempt)
         assert names(kapi, "SparkApplication", namespace, "once") == []
-        assert list(runner.attempts.values()) == [1], runner.attempts
+        assert runner.attempts == attempts, (attempts, runner.attempts)
         assert "exited with code 2" in condition(kmm2_status(kapi, namespace, "once"), "Degraded")["message"]
