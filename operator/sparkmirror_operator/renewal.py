@@ -32,6 +32,17 @@ def renewed_ms(lease: dict[str, Any] | None) -> int | None:
         return None
 
 
+def failure_current(record: dict[str, Any], lease: dict[str, Any] | None) -> bool:
+    """Whether a job's failure record (names.LEASE_FAILURE) still says why its generation does not copy: its
+    driver has not renewed the Lease since writing it. Between the Spark operator's retries the application is
+    submitted or running again, so its state alone would hide the refusal (and its silence read as a stall)."""
+    at = record.get("atMs")
+    if not isinstance(at, int):
+        return True  # (a record without a time: kept as before, until the generation changes)
+    renewed = renewed_ms(lease)
+    return renewed is None or renewed < at
+
+
 def duration(lease: dict[str, Any] | None) -> int:
     try:
         return int(((lease or {}).get("spec") or {}).get("leaseDurationSeconds") or DEFAULT_DURATION)

@@ -37,7 +37,7 @@ from sparkmirror.resource.names import (LEASE_FAILURE, LEASE_HOLDER, LEASE_REVOK
 from sparkmirror.resource.rollout import HandoffUnit, handoff_units, next_generation, predecessors
 from .handback import GONE_STATES, move_back_why, revoked_generation, revoked_record, successor_failures
 from .readiness import counts
-from .renewal import held_since_ms, silence
+from .renewal import failure_current, held_since_ms, silence
 from .restarts import (ANNOTATION_REFUSED, RESTART_SUFFIX, RESUBMIT_AFTER_SECONDS,  # noqa: F401 (the operator's
                        restart_of, restart_request, restart_token)  # names in one place)
 
@@ -488,7 +488,7 @@ def silent_holders(out: Plan, observed: Observed, now_ms: int) -> None:
             continue
         quiet = silence(lease, held_since_ms(lease, observed.annotation(group, ANNOTATION_MOVED_AT)), now_ms,
                         observed.renewal_ages_ms.get(group))
-        if quiet:
+        if quiet and group not in out.failures:  # (a driver that said why it ended: the status shows its words)
             out.app_problems.append(("LeaseNotRenewed", f"flow group {group}: generation {gen} holds the Lease but "
                                      f"{quiet}: its driver is not running, cannot reach the API server, or is stalled"))
 
@@ -504,7 +504,8 @@ def exit_contract(out: Plan, observed: Observed, now_ms: int) -> None:
             failure = json.loads(observed.annotation(group, LEASE_FAILURE) or "null")
         except ValueError:
             failure = None
-        if isinstance(failure, dict) and failure.get("generation") == gen:
+        if isinstance(failure, dict) and failure.get("generation") == gen and \
+                failure_current(failure, observed.leases.get(group)):
             out.failures[group] = failure
         record = worker.refused() if worker is not None else None
         if record is None:

@@ -61,6 +61,17 @@ def _condition(old: dict[str, dict], type_: str, status: bool, reason: str, mess
             "observedGeneration": generation}
 
 
+SAID_EXITS = frozenset({EXIT_UNAUTHORIZED, EXIT_TOO_FEW_BROKERS})
+"""Exits whose job writes its words on its Lease (names.LEASE_FAILURE) and is restarted with backoff."""
+
+
+def _said_exit(rollout: Rollout | None, group: str) -> int | None:
+    """The exit code of the job's current failure record for this group (rollout.failures), if any."""
+    record = rollout.failures.get(group) if rollout is not None else None
+    code = record.get("exitCode") if record else None
+    return code if isinstance(code, int) else None
+
+
 def _job_said(rollout: Rollout | None, group: str, code: int | None) -> str:
     """What the failed job said on its Lease (names.LEASE_FAILURE) for this exit, or ""."""
     record = rollout.failures.get(group) if rollout is not None else None
@@ -134,16 +145,20 @@ def build_status(*, name: str, generation: int | None, plan: Plan, apps: dict[st
         elif rollout is not None and cfg.name in rollout.refused:  # its problem says why (ApplicationRefused)
             g["message"] = f"not copying: generation {worker.generation} refused to run (exit code " \
                            f"{rollout.refused[cfg.name].get('exitCode')}); not restarted"
-        elif state in FAILED:
+        elif state in FAILED or _said_exit(rollout, cfg.name) in SAID_EXITS:
+            # (between the Spark operator's retries the application is submitted or running again: the job's
+            # record on its Lease, current until the generation renews it, keeps saying why it does not copy)
             err = ((app or {}).get("status") or {}).get("applicationState", {}).get("errorMessage")
             g["message"] = f"SparkApplication {g.get('application')} is {state}" + (f": {err}" if err else "")
-            said = _job_said(rollout, cfg.name, exit_code(err))
-            if exit_code(err) == EXIT_UNAUTHORIZED:  # the job's exit contract: a cluster's ACLs refuse the mirror
+            code = exit_code(err) if state in FAILED else None
+            code = code if code is not None else _said_exit(rollout, cfg.name)
+            said = _job_said(rollout, cfg.name, code)
+            if code == EXIT_UNAUTHORIZED:  # the job's exit contract: a cluster's ACLs refuse the mirror
                 g["message"] = (f"not copying: a cluster's ACLs refuse the mirror ({g['message']}); "
                                 f"{said or 'its driver log names the cluster, topic and operation to grant'}; "
                                 "restarted with backoff")
                 failed_reasons[g["name"]] = Kind.AUTHORIZATION.value
-            elif exit_code(err) == EXIT_TOO_FEW_BROKERS:  # restarted with backoff: new brokers need no spec change
+            elif code == EXIT_TOO_FEW_BROKERS:  # restarted with backoff: new brokers need no spec change
                 g["message"] = ("not copying: the target has too few brokers for a topic the mirror creates "
                                 "(restarted with backoff): "  # first: the condition's message is cut at 1024
                                 f"{said or 'its driver log names the topic, factor and key to set'} ({g['message']})")

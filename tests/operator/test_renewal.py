@@ -105,3 +105,13 @@ def test_an_operator_that_just_started_waits_a_duration_and_never_renewed_counts
     assert silence(lease(T0 - dt.timedelta(hours=2)), T0_MS - 3_600_000, T0_MS, 0) is None
     assert silence(lease(None), T0_MS - 20_000, T0_MS, None) is not None  # never renewed since the move
     assert clock.ages_ms("other/m", {"a": lease(T0)}) == {"a": 0}  # another resource's group "a" is its own
+
+
+def test_a_failure_record_is_current_until_the_generation_renews_after_it():
+    from sparkmirror_operator.renewal import failure_current
+
+    record = {"generation": 1, "exitCode": 4, "message": "m", "atMs": T0_MS}
+    assert failure_current(record, lease())  # never renewed: the retries die before renewing
+    assert failure_current(record, lease(renewed=T0 - dt.timedelta(seconds=30)))  # renewed before it failed
+    assert not failure_current(record, lease(renewed=T0 + dt.timedelta(seconds=1)))  # a retry runs and renews
+    assert failure_current({"generation": 1, "exitCode": 4}, lease(renewed=T0))  # no time: kept as before

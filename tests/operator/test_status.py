@@ -181,3 +181,26 @@ def test_a_refusing_cluster_is_the_reason_not_the_silent_lease_it_causes() -> No
     st = build_status(name="m", generation=3, plan=plan(RES), apps={"a": app("RUNNING"), "c": app("RUNNING")},
                       lags=None, problems=[], old=None, now="T", rollout=silent)
     assert conds(st)["Degraded"] == ("True", "LeaseNotRenewed")
+
+
+def test_a_job_that_said_why_stays_named_between_retries() -> None:
+    """Exit 4 (too few brokers) is restarted with backoff: between the Spark operator's retries the application
+    is SUBMITTED or RUNNING again, yet the status keeps the job's words from its Lease (as seen on kind, where it
+    otherwise flipped to Progressing and LeaseNotRenewed), until the generation renews its Lease."""
+    from sparkmirror.resource.names import EXIT_TOO_FEW_BROKERS
+    from sparkmirror_operator.rollout import Plan as Rollout
+
+    words = ("topic 'a.t' needs replication factor 3 (replication.factor) but cluster 'b' has 1 broker(s): set "
+             "replication.factor in mirrors[a->b]'s connector config to at most 1")
+    rollout = Rollout(failures={"a": {"generation": 1, "exitCode": EXIT_TOO_FEW_BROKERS, "message": words,
+                                      "atMs": 1}})
+    for state in ("SUBMITTED", "RUNNING", "FAILED"):
+        st = build_status(name="m", generation=3, plan=plan(RES), apps={"a": app(state), "c": app("RUNNING")},
+                          lags=None, problems=[], old=None, now="T", rollout=rollout)
+        assert conds(st)["Degraded"] == ("True", "ReplicationFactorRefused"), (state, conds(st))
+        assert conds(st)["Stalled"] == ("True", "ReplicationFactorRefused") and st["flowGroupsReady"] == "1/2"
+        deg = next(c for c in st["conditions"] if c["type"] == "Degraded")
+        assert words in deg["message"] and "restarted with backoff" in deg["message"], deg["message"]
+    st = build_status(name="m", generation=3, plan=plan(RES), apps={"a": app("RUNNING"), "c": app("RUNNING")},
+                      lags=None, problems=[], old=None, now="T", rollout=Rollout())
+    assert conds(st)["Degraded"] == ("False", "AsExpected")  # no current record: a running application is running

@@ -118,8 +118,10 @@ class LeaseGate:
 
     def report_failure(self, code: int, message: str) -> None:
         """names.LEASE_FAILURE on every Lease of this generation, before the driver exits with `code`."""
+        at_ms = int(time.time() * 1000)  # the operator shows it until the generation renews its Lease after this
         self._annotate({ref: {LEASE_FAILURE: json.dumps({"generation": ref.generation, "exitCode": code,
-                                                         "message": message[:900]})} for ref in self.leases})
+                                                         "message": message[:900], "atMs": at_ms})}
+                        for ref in self.leases})
 
     def report_ready(self) -> None:
         report = json.dumps({"atMs": int(time.time() * 1000), "submissionID": os.environ.get(SUBMISSION_ENV) or None})
