@@ -259,10 +259,15 @@ def _failover_on_the_resource(g: KindGround, payments: str, suffix: str, figure:
 
 
 def test_refused_mirror_says_why(kind_ground: KindGround, figure: Callable[[str, object], None]) -> None:
-    """A mirror whose target refuses its credentials is not Ready, and the resource names the cause."""
+    """A mirror whose target refuses its credentials is not Ready, and the resource names the cause; so is one
+    asking replication factor 3 of the 1-broker east (issue 37 item 5), applied at the same time."""
     g = kind_ground
+    few = f"few-{uuid.uuid4().hex[:6]}"
+    create_topic(g.west.external_bootstrap, few, 1)
+    too_few = _mirror("too-few", _east(g), _west(g, "west-mirror-user"), few, g.spark_image)
+    too_few["spec"]["mirrors"][0]["sourceConnector"] = {"config": {"replication.factor": 3}}
     g.apply([_mirror("refused", _west(g, "west-wrong-user"), _east(g), f"refused-{uuid.uuid4().hex[:6]}",
-                     g.spark_image)])
+                     g.spark_image), too_few])
 
     def says_why(status: dict) -> bool:
         conds = {c.get("type"): c for c in status.get("conditions") or []}
@@ -274,4 +279,17 @@ def test_refused_mirror_says_why(kind_ground: KindGround, figure: Callable[[str,
     status = g.wait_status("refused", says_why, 600, "reporting the refused authentication")
     figure("refused_mirror_conditions",
            f"refused mirror: {json.dumps([c for c in status['conditions'] if c['type'] != 'Progressing'])}")
-    g.kubectl("-n", MIRROR_NS, "delete", "kafkamirrormaker2", "refused", "--wait=false")
+
+    def says_too_few(status: dict) -> bool:
+        conds = {c.get("type"): c for c in status.get("conditions") or []}
+        ready, degraded = conds.get("Ready", {}), conds.get("Degraded", {})
+        said = f"{degraded.get('message')}"
+        return (ready.get("status") == "False" and degraded.get("status") == "True"
+                and degraded.get("reason") == "ReplicationFactorRefused"
+                and f"topic 'west.{few}' needs replication factor 3 (replication.factor) but cluster 'east' has "
+                    "1 broker(s): set replication.factor in mirrors[" in said and "to at most 1" in said)
+
+    status = _wait(g, "too-few", says_too_few, 600, "reporting the refused replication factor")
+    figure("too_few_brokers_conditions",
+           f"too few brokers: {json.dumps([c for c in status['conditions'] if c['type'] != 'Progressing'])}")
+    g.kubectl("-n", MIRROR_NS, "delete", "kafkamirrormaker2", "refused", "too-few", "--wait=false")
