@@ -289,7 +289,7 @@ def test_refused_mirror_says_why(kind_ground: KindGround, figure: Callable[[str,
                 and f"topic 'west.{few}' needs replication factor 3 (replication.factor) but cluster 'east' has "
                     "1 broker(s): set replication.factor in mirrors[" in said and "to at most 1" in said)
 
-    status = _wait(g, "too-few", says_too_few, 600, "reporting the refused replication factor")
+    status = g.wait_status("too-few", says_too_few, 600, "reporting the refused replication factor")
     figure("too_few_brokers_conditions",
            f"too few brokers: {json.dumps([c for c in status['conditions'] if c['type'] != 'Progressing'])}")
     g.kubectl("-n", MIRROR_NS, "delete", "kafkamirrormaker2", "refused", "too-few", "--wait=false")
