@@ -73,8 +73,12 @@ class KindGround:
             time.sleep(poll)
         pods = self.kubectl("-n", MIRROR_NS, "get", "pods,sparkapplications", "-o", "wide", check=False)
         logs = self.kubectl("-n", MIRROR_NS, "logs", "-l", "spark-role=driver", "--tail=60", "--prefix", check=False)
+        leases = json.loads(self.kubectl("-n", MIRROR_NS, "get", "leases", "-o", "json", check=False) or "{}")
+        reports = {lease["metadata"]["name"]: {"annotations": lease["metadata"].get("annotations"),
+                                               "renewTime": lease.get("spec", {}).get("renewTime")}
+                   for lease in leases.get("items", [])}  # (the drivers' reports: what the operator read)
         raise StatusTimeout(f"{name}: not {what} in {timeout:.0f}s; status:\n{json.dumps(status, indent=1)}\n{pods}"
-                            f"\ndriver logs:\n{logs}")
+                            f"\nLeases:\n{json.dumps(reports, indent=1)}\ndriver logs:\n{logs}")
 
     def stop_forwards(self) -> None:
         for f in self.forwards:

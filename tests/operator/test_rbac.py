@@ -208,7 +208,7 @@ def test_the_operator_reconciles_and_a_driver_reports_with_the_installed_rights(
     from sparkmirror.handoff.lease import LeaseGate, LeaseRef
     from sparkmirror.handoff.renewal import Renewal
     from sparkmirror.handoff.takeover import Takeover
-    from sparkmirror.resource.names import lease_took_over_key
+    from sparkmirror.resource.names import EXIT_TOO_FEW_BROKERS, LEASE_FAILURE, lease_took_over_key
     from sparkmirror_operator.kubeapi import KubeApi
     from sparkmirror_operator.reconcile import Reconciler
     from sparkmirror_operator.render import Settings
@@ -239,6 +239,8 @@ def test_the_operator_reconciles_and_a_driver_reports_with_the_installed_rights(
         wait_for("the Lease's watch", lambda: gate._watch.annotations(ns, "m-a")[0], timeout=20)
         gate.report_ready()
         gate.report_took_over(Takeover(1, ["a"], at_ms=5, took_ms=7))
+        gate.report_failure(EXIT_TOO_FEW_BROKERS, "topic 'a.t' needs replication factor 3")  # (on kind the policy
+        # once refused it, and the status never said why the driver ended)
         renewal = Renewal(client.CoordinationV1Api(api), [(ns, "m-a", 1), (ns, "m-a", 2)], threading.Event())
         renewal.round()  # generation 1 holds the Lease and renews it; generation 2 (not the holder) leaves it
         assert renewal.renewals == 1
@@ -251,6 +253,8 @@ def test_the_operator_reconciles_and_a_driver_reports_with_the_installed_rights(
     annotations = lease["metadata"]["annotations"]
     assert annotations[LEASE_HOLDER] == "1" and lease_ready_key(1) in annotations
     assert json.loads(annotations[lease_took_over_key(1)]) == {"atMs": 5, "tookMs": 7, "fenced": 0}
+    failure = json.loads(annotations[LEASE_FAILURE])
+    assert (failure["generation"], failure["exitCode"]) == (1, EXIT_TOO_FEW_BROKERS) and "factor 3" in failure["message"]
     renewed = dt.datetime.fromisoformat(lease["spec"]["renewTime"].replace("Z", "+00:00"))
     assert abs((dt.datetime.now(dt.timezone.utc) - renewed).total_seconds()) < 60, lease["spec"]
     assert lease["spec"]["holderIdentity"] == "m-a"  # the operator's, untouched
