@@ -166,15 +166,27 @@ def test_a_take_back_outranks_the_revoked_generation_even_when_its_mark_comes_la
     assert v["revoked"] == 2 and "revoked" not in json.loads(generation_value(3, "fg", 0, {}, True))
 
 
-def test_commit_spans_keep_each_generations_first_and_last_commit_of_records() -> None:
-    """What a handoff's visible pause is read from (handoff/pause.py): per flow group and generation, the first
-    and last commitMs of ranges that committed records; a range that committed none shows nothing to a reader."""
-    def rec(first: int, count: int, at_ms: int, gen: int, group: str = "g") -> ProgressRecord:
-        return ProgressRecord("a", "t", 0, first + 10, first, first + 9, "a.t", first, first + 9, count, at_ms, gen,
+def test_commit_spans_keep_each_generations_first_and_last_commit_of_records_per_partition() -> None:
+    """What a handoff's visible pause is read from (handoff/pause.py): per flow group, generation and source
+    partition, the first and last commitMs of ranges that committed records; a range that committed none shows
+    nothing to a reader. The pause is the longest per-partition gap: on kind a generation's second lane took its
+    partitions over 23 s after the first, so flow-group-wide spans overlapped and no pause was reported."""
+    from sparkmirror.handoff.pause import visible_pause
+
+    def rec(first: int, count: int, at_ms: int, gen: int, group: str = "g", p: int = 0) -> ProgressRecord:
+        return ProgressRecord("a", "t", p, first + 10, first, first + 9, "a.t", first, first + 9, count, at_ms, gen,
                               group)
 
     state = ProgressState()
     for r in (rec(0, 10, 1_000, 1), rec(10, 10, 1_100, 1), rec(20, 0, 2_500, 1), rec(20, 10, 2_900, 2),
-              rec(30, 10, 3_000, 2), rec(40, 10, 3_050, 2, "other")):
+              rec(30, 10, 3_000, 2), rec(40, 10, 3_050, 2, "other"), rec(0, 10, 1_000, 1, p=1),
+              rec(10, 10, 2_950, 1, p=1)):  # partition 1's lane handed over later than partition 0's
         state.add(r)
-    assert state.commit_spans == {("g", 1): (1_000, 1_100), ("g", 2): (2_900, 3_000), ("other", 2): (3_050, 3_050)}
+    p0, p1 = ("a", "t", 0), ("a", "t", 1)
+    assert state.commit_spans == {("g", 1, p0): (1_000, 1_100), ("g", 2, p0): (2_900, 3_000),
+                                  ("other", 2, p0): (3_050, 3_050), ("g", 1, p1): (1_000, 2_950)}
+    assert visible_pause(state.commit_spans, ("g", 2), {("g", 1)}) is None  # partition 1 not taken over yet
+    state.add(rec(20, 10, 3_400, 2, p=1))
+    assert visible_pause(state.commit_spans, ("g", 2), {("g", 1)}) == 1_800  # p0: 1,800; p1: 450
+    assert visible_pause(state.commit_spans, ("g", 3), {("g", 2)}) is None
+    assert visible_pause(state.commit_spans, ("g", 1), {("g", 2)}) is None  # below 0: a reused topic

@@ -18,12 +18,31 @@ import time
 from confluent_kafka import KafkaException
 
 from ..progress.reader import ProgressReader
+from ..progress.record import SourcePartition
 from ..resource.flowgroup import FlowGroupConfig
 
 log = logging.getLogger(__name__)
 
 EVERY_S = 0.5
 """How often the progress topic is read until the new generation's first commit is seen."""
+
+
+def visible_pause(spans: dict[tuple[str, int, SourcePartition], tuple[int, int]], me: tuple[str, int],
+                  before: set[tuple[str, int]]) -> int | None:
+    """The longest gap, over the source partitions both sides committed records of, from the predecessors' last
+    commit of a partition to generation `me`'s first (`spans`: ProgressState.commit_spans). Per partition: lanes
+    take over one by one (on kind one lane's partitions went seconds after another's), so one flow-group-wide
+    first and last overlap. None until every partition the predecessors committed has been committed by `me`."""
+    mine = {sp: first for (group, gen, sp), (first, _) in spans.items() if (group, gen) == me}
+    theirs: dict[SourcePartition, int] = {}
+    for (group, gen, sp), (_, last) in spans.items():
+        if (group, gen) in before:
+            theirs[sp] = max(theirs.get(sp, last), last)
+    gaps = [mine[sp] - theirs[sp] for sp in mine.keys() & theirs.keys()]
+    if not gaps or not theirs.keys() <= mine.keys():
+        return None
+    # below 0: a same-named earlier resource's ranges of this generation number (a progress topic reused)
+    return max(gaps) if min(gaps) >= 0 else None
 
 
 class PauseClock:
@@ -63,17 +82,12 @@ class PauseClock:
         return self.pause
 
     def _measured(self) -> int | None:
-        spans: dict[tuple[str, int], tuple[int, int]] = {}
+        spans: dict[tuple[str, int, SourcePartition], tuple[int, int]] = {}
         for r in self.readers:
             for of, (first, last) in r.state.commit_spans.items():
                 a, b = spans.get(of, (first, last))
                 spans[of] = (min(a, first), max(b, last))
-        mine = spans.get((self.config.name, self.config.worker.generation))
-        theirs = [spans[of][1] for of in self.before if of in spans]
-        if mine is None or not theirs:
-            return None
-        # below 0: a same-named earlier resource's ranges of this generation number (a progress topic reused)
-        return mine[0] - max(theirs) if mine[0] >= max(theirs) else None
+        return visible_pause(spans, (self.config.name, self.config.worker.generation), self.before)
 
     def close(self) -> None:
         self.done = True

@@ -220,9 +220,10 @@ class ProgressState:
     acls: dict[AclsOf, dict] = field(default_factory=dict)  # ACL records: the latest value per mirror (aclsync)
     topics: dict[TopicOf, dict] = field(default_factory=dict)  # topic records: remote topics created (topicdeletion)
     _tips: dict[SourcePartition, ProgressRecord] = field(default_factory=dict)  # newest range put into each map
-    # (flow group, generation) -> (first, last) commitMs of the ranges read that committed records: where a
-    # handoff's visible pause is read from (handoff/pause.py)
-    commit_spans: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)
+    # (flow group, generation, source partition) -> (first, last) commitMs of the ranges read that committed
+    # records: where a handoff's visible pause is read from, per partition (handoff/pause.py: a generation's lanes
+    # hand over one by one, so a flow group's spans of two generations overlap)
+    commit_spans: dict[tuple[str, int, SourcePartition], tuple[int, int]] = field(default_factory=dict)
 
     def mark_acls(self, of: AclsOf, value: dict | None) -> None:
         """A mirror's ACL record (the newest wins; a tombstone forgets it). Kept as written: `aclsync` reads it."""
@@ -306,7 +307,7 @@ class ProgressState:
     def add(self, rec: ProgressRecord) -> None:
         k = rec.source_partition
         if rec.count > 0:
-            of = (rec.flow_group, rec.generation)
+            of = (rec.flow_group, rec.generation, k)
             first, last = self.commit_spans.get(of, (rec.commit_ms, rec.commit_ms))
             self.commit_spans[of] = (min(first, rec.commit_ms), max(last, rec.commit_ms))
         self._into_map(rec)
