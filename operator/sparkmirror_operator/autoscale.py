@@ -6,6 +6,11 @@ so lanes = ceil(needed / capacity). Up at once (after the cooldown); down only w
 `scaleDownDelaySeconds` said fewer lanes would do, to the most any of them wanted, so a dip does not flap the
 lanes and the next burst does not find too few. Every change is followed by `cooldownSeconds` of holding: the
 handoff must finish and the new generation's rate show before it is judged.
+
+What the scale-down needs beyond the samples at hand is a `Streak` (since when the lag has been within target,
+the most lanes the delay's samples wanted): the caller keeps it on the status and hands it back, so an operator
+started again goes on counting the delay instead of starting it over. Reasons are worded without running figures
+(the cooldown says its length, not what is left), so a decision that stands reads the same every refresh.
 """
 from __future__ import annotations
 
@@ -33,12 +38,22 @@ class Sample:
 
 
 @dataclass(frozen=True)
+class Streak:
+    """The lag within target since `since_s` without a break; `want`: the most lanes per mirror a sample of the
+    last scale-down delay wanted (what a scale-down goes to)."""
+
+    since_s: float
+    want: int
+
+
+@dataclass(frozen=True)
 class Decision:
     action: Literal["up", "down", "hold"]
     lanes: int
     executors: int
     reason: str
     figures: dict[str, float] = field(default_factory=dict)
+    streak: Streak | None = None  # None: the last sample is not within target (or has no figures)
 
     @property
     def changes(self) -> bool:
@@ -87,21 +102,57 @@ def _want(lag: int, incoming: float, capacity: float | None, lanes: int, spec: A
     return min(max(math.ceil(total / max(mirrors, 1)), spec.minLanes), spec.maxLanes)
 
 
+def _lag_seconds(s: Sample) -> float:
+    assert s.lag is not None and s.rate is not None
+    return s.lag / s.rate if s.rate > 0 else (0.0 if s.lag == 0 else math.inf)
+
+
+def streak_of(history: Sequence[Sample], spec: AutoscalingSpec, capacity: float | None, mirrors: int,
+              restored: Streak | None = None) -> Streak | None:
+    """The within-target streak at the last sample: back from it while samples are within target (under a rate
+    target: while they have figures). When every sample is, the `restored` streak (the status's) reaches further
+    back, and its `want` stands for the part of the scale-down delay before the first sample."""
+    target = spec.lag_target_seconds
+    now = history[-1]
+    window = now.time_s - spec.scaleDownDelaySeconds
+    start: float | None = None
+    wants: list[int] = []
+    for i in range(len(history) - 1, -1, -1):
+        s = history[i]
+        if s.lag is None or s.rate is None or (target is not None and _lag_seconds(s) > target):
+            break
+        start = s.time_s
+        if s.time_s >= window:
+            s_in = incoming_rate(history[:i + 1]) or 0.0
+            wants.append(_want(s.lag, s_in, capacity, now.lanes, spec, mirrors) if capacity or
+                         spec.targetRecordsPerSecondPerLane is not None else max(now.lanes // 2, spec.minLanes))
+    else:
+        if restored is not None and start is not None and restored.since_s < start:
+            start = restored.since_s
+            if history[0].time_s > window:
+                wants.append(restored.want)
+    if start is None:
+        return None
+    return Streak(start, max(wants))
+
+
 def decide(history: Sequence[Sample], spec: AutoscalingSpec, *, last_change_s: float | None = None,
            mirrors: int = 1, cores_per_executor: int = 1, busy: str | None = None,
-           known_capacity: float | None = None) -> Decision:
+           known_capacity: float | None = None, restored: Streak | None = None) -> Decision:
     """The decision at the last sample of `history` (oldest first). `busy` names what holds every change (a
     handoff under way); `last_change_s` is when the lanes or executors last changed; `known_capacity` the
-    per-lane rate a decision measured before (its `perLanePerSecond` figure)."""
+    per-lane rate a decision measured before (its `perLanePerSecond` figure); `restored` the streak the last
+    decision returned (kept on the status: the samples before a restart are gone, it is not)."""
     if not history:
         raise ValueError("decide needs at least one sample")
     now = history[-1]
     lanes, executors = now.lanes, now.executors
+    streak: Streak | None = None
 
     def outcome(action: Literal["up", "down", "hold"], to: int, reason: str, **figures: float) -> Decision:
         to_exec = executors_for(to, mirrors, cores_per_executor, spec) if action != "hold" else executors
         return Decision(action, to if action != "hold" else lanes, to_exec, reason,
-                        {k: round(v, 3) for k, v in figures.items()})
+                        {k: round(v, 3) for k, v in figures.items()}, streak)
 
     if busy:
         return outcome("hold", lanes, f"{busy}: no change until it is over")
@@ -117,7 +168,8 @@ def decide(history: Sequence[Sample], spec: AutoscalingSpec, *, last_change_s: f
     incoming = incoming_rate(history) or 0.0
     capacity = lane_capacity(history, mirrors, known_capacity)
     target = spec.lag_target_seconds
-    lag_s = now.lag / now.rate if now.rate > 0 else (0.0 if now.lag == 0 else math.inf)
+    lag_s = _lag_seconds(now)
+    streak = streak_of(history, spec, capacity, mirrors, restored)
     want = _want(now.lag, incoming, capacity, lanes, spec, mirrors)
     figures = {"lag": float(now.lag), "ratePerSecond": now.rate, "incomingPerSecond": incoming,
                "lanes": float(lanes), "wantLanes": float(want)}
@@ -130,8 +182,8 @@ def decide(history: Sequence[Sample], spec: AutoscalingSpec, *, last_change_s: f
         return outcome("hold", lanes, f"measuring the incoming rate ({MIN_GROWTH_SPAN_S:g} s of samples first)",
                        **figures)
     if last_change_s is not None and now.time_s - last_change_s < spec.cooldownSeconds:
-        left = spec.cooldownSeconds - (now.time_s - last_change_s)
-        return outcome("hold", lanes, f"cooldown: {left:.0f} s left after the last change", **figures)
+        return outcome("hold", lanes, f"cooldown: no change for {spec.cooldownSeconds} s after the last one",
+                       **figures)
     behind = lag_s > target if target is not None else want > lanes
     if want > lanes and behind:
         why = (f"lag {now.lag} records ({lag_s:.0f} s at {now.rate:.0f}/s) above the {target:g} s target"
@@ -147,25 +199,11 @@ def decide(history: Sequence[Sample], spec: AutoscalingSpec, *, last_change_s: f
                        **figures)
     if lanes <= spec.minLanes:
         return outcome("hold", lanes, "within target at the fewest lanes", **figures)
-    # down: every sample over the delay must have wanted fewer lanes (and been within target)
-    since = now.time_s - spec.scaleDownDelaySeconds
-    if history[0].time_s > since:
-        return outcome("hold", lanes, f"within target; watching {spec.scaleDownDelaySeconds} s before scaling "
-                       "down", **figures)
-    wants = []
-    for i, s in enumerate(history):
-        if s.time_s < since:
-            continue
-        if s.lag is None or s.rate is None:
-            return outcome("hold", lanes, "within target, a sample of the scale-down delay has no figures",
-                           **figures)
-        s_lag_s = s.lag / s.rate if s.rate > 0 else (0.0 if s.lag == 0 else math.inf)
-        if target is not None and s_lag_s > target:
-            return outcome("hold", lanes, f"within target for less than {spec.scaleDownDelaySeconds} s", **figures)
-        s_in = incoming_rate(history[:i + 1]) or 0.0
-        wants.append(_want(s.lag, s_in, capacity, lanes, spec, mirrors) if capacity or
-                     spec.targetRecordsPerSecondPerLane is not None else max(lanes // 2, spec.minLanes))
-    down_to = max(wants) if wants else lanes
+    # down: every sample over the delay within target (the streak began at least the delay ago)
+    if streak is None or streak.since_s > now.time_s - spec.scaleDownDelaySeconds:
+        return outcome("hold", lanes, f"within target; scaling down only after {spec.scaleDownDelaySeconds} s of "
+                       "it", **figures)
+    down_to = streak.want
     if down_to >= lanes:
         return outcome("hold", lanes, "within target; the lanes running are what the load needs", **figures)
     figures["wantLanes"] = float(down_to)

@@ -13,7 +13,7 @@ from typing import Any
 import kopf
 from kubernetes.client import ApiException
 
-from . import metrics, scaling
+from . import metrics
 from .kubeapi import KubeApi, api_client
 from .leader import identity
 from sparkmirror.resource.model import GROUP, KIND, PLURAL, VERSION
@@ -79,8 +79,12 @@ def _write_status(api: KubeApi, body: Any, status: dict[str, Any]) -> bool:
     A refresh (timer, SparkApplication event) runs beside the create/update handler. Written unconditionally,
     a refresh computed from an older view would put back the older observedGeneration after the handler had
     acted on a newer spec, and later refreshes (which keep the generation last acted on) would keep it there.
-    False: skipped, the next refresh computes from a fresh view."""
+    False: skipped, the next refresh computes from a fresh view. A status equal to the one `body` holds is not
+    sent at all (True: it stands): most refreshes of a mirror that is idle or keeping up change nothing."""
     meta = body["metadata"]
+    if unchanged(body.get("status"), status):
+        metrics.expect(meta["namespace"], meta["name"], status, (body.get("spec") or {}).get("state"))
+        return True
     try:
         api.patch_status(KIND, meta["namespace"], meta["name"], status, resource_version=meta["resourceVersion"])
         metrics.count_handoffs(meta["namespace"], meta["name"], body.get("status"), status)
@@ -91,6 +95,12 @@ def _write_status(api: KubeApi, body: Any, status: dict[str, Any]) -> bool:
             log.debug("%s/%s changed while its status was computed; skipped", meta["namespace"], meta["name"])
             return False
         raise
+
+
+def unchanged(old: dict[str, Any] | None, new: dict[str, Any]) -> bool:
+    """Whether merge-patching `new` onto `old` would change nothing (a None in `new` removes a field)."""
+    held = dict(old or {})
+    return all(held.get(k) == v for k, v in new.items())
 
 
 def _upgrading(status: dict[str, Any] | None) -> bool:
@@ -116,12 +126,12 @@ def _failover_pending(body: Any) -> bool:
 def refresh_status(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     """Periodic status: application states and lag from Kafka. Applies only while a handoff is under way (its
     timeouts are decided here when no Lease or application event comes), a failover is still to be done
-    (one that could not run is tried again here) or autoscaling is on (its decisions are made here)."""
-    upgrading = _upgrading(body.get("status")) or _failover_pending(body) or _stopped_unasked(body.get("status")) \
-        or scaling.spec_of(dict(body)) is not None  # autoscaling decides here, from the lag just read
+    (one that could not run is tried again here) or autoscaling changes the scale (it decides here, from the lag
+    just read: `Reconciler.reconcile`). A status that came out as the resource holds it is not written again."""
+    upgrading = _upgrading(body.get("status")) or _failover_pending(body) or _stopped_unasked(body.get("status"))
     result = metrics.timed("refresh", lambda: memo.reconciler.reconcile(dict(body), apply=upgrading, with_lag=True))
     written = _write_status(memo.reconciler.api, body, result.status)
-    for ev in result.events if upgrading else []:  # a scaling decision wrote its own status: told either way
+    for ev in result.events if result.acted else []:  # a scaling decision wrote its own status: told either way
         if written or ev.reason in SCALING_REASONS:
             kopf.event(body, type=ev.type, reason=ev.reason, message=ev.message[:1000])
     if written:

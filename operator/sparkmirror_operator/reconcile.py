@@ -45,6 +45,7 @@ class Result:
     events: list[Event] = field(default_factory=list)
     applied: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
+    acted: bool = False  # the rendered objects were applied (its events are news, not a refresh's repetition)
 
 
 class SecretCache:
@@ -98,6 +99,7 @@ class Reconciler:
         self._locks_lock = threading.Lock()
         self.renewals = RenewalClock()  # when each Lease's renewal was seen, on this operator's clock
         self.autoscaler = Autoscaler()  # spec.autoscaling: the samples of each flow group, the decisions
+        self._applied_scale: dict[tuple[str, str], scaling.Scale] = {}  # the scale last applied, per resource
 
     def _lock(self, namespace: str, name: str) -> threading.Lock:
         """One acting reconcile of a resource at a time: handlers of the resource, of its applications and of
@@ -187,13 +189,16 @@ class Reconciler:
 
     # ---- acting ---------------------------------------------------------------------------------------
     def reconcile(self, body: dict[str, Any], *, apply: bool = True, with_lag: bool = False) -> Result:
+        """`apply=False` (a status refresh) acts only when autoscaling, deciding from the lag read (`with_lag`),
+        changes the scale or the scale decided was not applied yet by this operator."""
         meta = body["metadata"]
-        if not apply:  # a status refresh acts on nothing: it need not wait for the others
+        decides = with_lag and scaling.spec_of(body) is not None
+        if not apply and not decides:  # a status refresh acts on nothing: it need not wait for the others
             return self._reconcile(body, apply=apply, with_lag=with_lag)
         with self._lock(meta["namespace"], meta["name"]):
-            return self._reconcile(body, apply=apply, with_lag=with_lag)
+            return self._reconcile(body, apply=apply, with_lag=with_lag, decides=decides)
 
-    def _reconcile(self, body: dict[str, Any], *, apply: bool, with_lag: bool) -> Result:
+    def _reconcile(self, body: dict[str, Any], *, apply: bool, with_lag: bool, decides: bool = False) -> Result:
         meta = body["metadata"]
         namespace, name = meta["namespace"], meta["name"]
         secrets = SecretCache(self.api, namespace)
@@ -207,7 +212,10 @@ class Reconciler:
         lags = None
         if with_lag:  # before rendering: autoscaling decides from it what the flow groups run with
             lags = self.lags(body, secrets)
-        scaled = self._autoscale(body, lags, old_status) if apply else scaling.kept(body)
+        scaled = self._autoscale(body, lags, old_status) if apply or decides else scaling.kept(body)
+        key = (namespace, name)
+        if decides and not apply and (scaled.events or self._applied_scale.get(key) != scaled.scale):
+            apply = True  # a new scale (or one a failed apply left unapplied): through the handoff now
         rendered = render(body, self.settings, secret_keys=secrets.keys, observed=observed,
                           rolled_back=old_status.get("rollback"), failed_over=failover.stopping(records),
                           scale=scaled.scale)
@@ -228,6 +236,7 @@ class Reconciler:
                     self._apply(body, rendered.objects, result)
                     if rendered.rollout is not None:
                         self._drop_stale_marks(namespace, name, rendered.rollout.stale_marks, result)
+                    result.acted, self._applied_scale[key] = True, scaled.scale
                 except client.ApiException as e:
                     problems.append(Problem("ApplyFailed", f"{e.status} {e.reason}: {_api_message(e)}"))
         if p.errors:

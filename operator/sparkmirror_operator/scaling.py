@@ -3,8 +3,10 @@ group, `autoscale.decide` judges them, and the scale it settles on is handed to 
 executors), so a change reaches the job as a new worker generation taken over by handoff, never a restart.
 
 What must survive an operator restart lives on the status (`status.autoscaling`: the scale, the last change's
-time, the measured per-lane capacity); the samples are this operator's memory only: after a restart the
-scale-down delay is watched afresh, which errs towards keeping lanes.
+time, the measured per-lane capacity, the within-target streak); the samples are this operator's memory only. A
+restarted operator goes on counting the scale-down delay from `withinTargetSince` once its first sample is within
+target too (the time it was gone counts as the lag stood when it left), and until its own samples cover the
+delay it goes down no further than `withinTargetLanes`, which errs towards keeping lanes.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from pydantic import ValidationError
 from sparkmirror.resource.autoscaling import AutoscalingSpec, AutoscalingStatus
 from sparkmirror.resource.flowgroup import FlowGroupConfig
 from sparkmirror.resource.model import KafkaMirrorMaker2
-from .autoscale import Decision, Sample, decide
+from .autoscale import Decision, Sample, Streak, decide
 from .lag import GroupLag
 
 HISTORY_MARGIN_S = 120.0  # samples kept beyond the scale-down delay (the incoming rate's window fits in it)
@@ -113,22 +115,36 @@ class Autoscaler:
             last_change = _seconds(old.get("lastChangeTime"))
             d = decide(history, spec, last_change_s=last_change, mirrors=len(cfg.mirrors),
                        cores_per_executor=cores, busy=busy,
-                       known_capacity=(old.get("figures") or {}).get("perLanePerSecond"))
+                       known_capacity=(old.get("figures") or {}).get("perLanePerSecond"), restored=_streak(old))
             figures = dict(d.figures)
             if "perLanePerSecond" not in figures and (old.get("figures") or {}).get("perLanePerSecond"):
                 figures["perLanePerSecond"] = old["figures"]["perLanePerSecond"]
             changed = d.changes and (d.lanes, d.executors) != (lanes, executors)
+            action = d.action if changed else "hold"
+            stands = not changed and (old.get("decision"), old.get("reason")) == (action, d.reason)
             entry = AutoscalingStatus(flowGroup=cfg.name, lanes=d.lanes if changed else lanes,
                                       executors=d.executors if changed else executors,
-                                      decision=d.action if changed else "hold", reason=d.reason, figures=figures,
-                                      time=_rfc3339(now),
-                                      lastChangeTime=_rfc3339(now) if changed else old.get("lastChangeTime"))
+                                      decision=action, reason=d.reason, figures=figures,
+                                      time=old["time"] if stands and old.get("time") else _rfc3339(now),
+                                      lastChangeTime=_rfc3339(now) if changed else old.get("lastChangeTime"),
+                                      withinTargetSince=_rfc3339(d.streak.since_s) if d.streak else None,
+                                      withinTargetLanes=d.streak.want if d.streak else None)
             out.status.append(entry.as_status())
             out.scale[cfg.name] = (entry.lanes, entry.executors)
             if changed:
                 out.events.append(("Normal", "ScaledUp" if d.action == "up" else "ScaledDown",
                                    _event_message(cfg.name, lanes, executors, d)))
         return out
+
+
+def _streak(entry: dict[str, Any]) -> Streak | None:
+    """The within-target streak the last decision recorded (None when it recorded none or it cannot be read)."""
+    try:
+        since = _seconds(entry.get("withinTargetSince"))
+        want = entry.get("withinTargetLanes")
+        return Streak(since, int(want)) if since is not None and want is not None else None
+    except (TypeError, ValueError):
+        return None
 
 
 def _event_message(group: str, lanes: int, executors: int, d: Decision) -> str:

@@ -8,7 +8,7 @@ from pydantic import ValidationError
 
 from sparkmirror.resource.autoscaling import AutoscalingSpec
 from sparkmirror.resource.plan import plan
-from sparkmirror_operator.autoscale import Decision, Sample, decide, executors_for
+from sparkmirror_operator.autoscale import Decision, Sample, Streak, decide, executors_for
 
 CAPACITY = 1000.0  # records/s one lane copies
 STEP_S = 10.0  # the status refresh
@@ -16,15 +16,21 @@ HANDOFF_S = 30.0  # a decision takes effect once the next generation took over
 
 
 def simulate(spec: AutoscalingSpec, load, seconds: float, lanes: int = 2, mirrors: int = 1,
-             cores: int = 1) -> list[tuple[float, int, int, float, Decision]]:
-    """(time, lanes, executors, lag, decision) every refresh; `load(t)` is the incoming records/s."""
+             cores: int = 1, restarts: tuple[float, ...] = (),
+             keep_streak: bool = True, known: float | None = None) -> list[tuple[float, int, int, float, Decision]]:
+    """(time, lanes, executors, lag, decision) every refresh; `load(t)` is the incoming records/s. At each of
+    `restarts` the operator starts again: its samples are gone, the status (capacity, last change and, with
+    `keep_streak`, the within-target streak) is not. `known`: the per-lane capacity measured before."""
     t, lag, executors = 0.0, 0.0, executors_for(lanes, mirrors, cores, spec)
     history: list[Sample] = []
     pending: tuple[float, int, int] | None = None
     last_change: float | None = None
-    capacity: float | None = None  # what the status keeps between decisions
+    capacity: float | None = known  # what the status keeps between decisions
+    streak: Streak | None = None
     out = []
     while t < seconds:
+        if any(t < r <= t + STEP_S for r in restarts):
+            history = []
         if pending and t >= pending[0]:
             _, lanes, executors = pending
             pending = None
@@ -35,8 +41,9 @@ def simulate(spec: AutoscalingSpec, load, seconds: float, lanes: int = 2, mirror
         history.append(Sample(t, int(lag), copied / STEP_S, lanes, executors))
         history = [s for s in history if s.time_s >= t - 900]
         d = decide(history, spec, last_change_s=last_change, mirrors=mirrors, cores_per_executor=cores,
-                   busy="handoff under way" if pending else None, known_capacity=capacity)
-        capacity = d.figures.get("perLanePerSecond", capacity)
+                   busy="handoff under way" if pending else None, known_capacity=capacity,
+                   restored=streak if keep_streak else None)
+        capacity, streak = d.figures.get("perLanePerSecond", capacity), d.streak
         if d.changes:
             pending, last_change = (t + HANDOFF_S, d.lanes, d.executors), t
         out.append((t, lanes, executors, lag, d))
@@ -68,6 +75,41 @@ def test_a_load_stepping_up_4x_and_back_scales_up_drains_and_scales_back_down() 
     up = next(d for t, _, _, _, d in run if d.action == "up" and t > 600)
     assert up.figures["lag"] > 0 and up.figures["lagSeconds"] > 60 and up.figures["perLanePerSecond"] == 1000.0
     assert "above the 60 s target" in up.reason
+
+
+def test_a_restarted_operator_goes_on_counting_the_scale_down_delay() -> None:
+    """Six lanes for a load two carry; the operator started again in the middle of the scale-down delay: with the
+    streak the status keeps, the lanes go down when they would have without the restart; with the samples only,
+    the delay starts over."""
+    spec = AutoscalingSpec(minLanes=1, maxLanes=8, targetLagSeconds=60, cooldownSeconds=60,
+                           scaleDownDelaySeconds=300)
+
+    def load(t: float) -> float:
+        return 1500.0
+
+    steady = simulate(spec, load, 900, lanes=6, known=CAPACITY, restarts=(0.0,))  # its history starts empty too
+    down = [(t, a, lanes) for t, a, lanes in changes(steady)]
+    assert down[0][1:] == ("down", 2) and down[0][0] >= spec.scaleDownDelaySeconds, down
+    restart = down[0][0] - 150  # halfway through the delay
+    kept = changes(simulate(spec, load, 900, lanes=6, known=CAPACITY, restarts=(restart,)))
+    assert kept == down, (kept, down)
+    forgot = changes(simulate(spec, load, 900, lanes=6, known=CAPACITY, restarts=(restart,),
+                              keep_streak=False))
+    assert forgot[0][1:] == ("down", 2) and forgot[0][0] >= restart + spec.scaleDownDelaySeconds, forgot
+    run = simulate(spec, load, 900, lanes=6, known=CAPACITY, restarts=(restart,))
+    at_restart = next(d for t, _, _, _, d in run if t >= restart)
+    assert at_restart.streak is not None and at_restart.streak.since_s == STEP_S, at_restart  # the first sample's
+
+
+def test_a_lag_above_target_ends_the_streak() -> None:
+    """A streak restored from the status is not carried over a sample above target: the delay starts again."""
+    spec = AutoscalingSpec(minLanes=1, maxLanes=8, targetLagSeconds=60, scaleDownDelaySeconds=300)
+    restored = Streak(since_s=0.0, want=2)
+    over = decide([Sample(400, 90_000, 1000.0, 6, 6), Sample(410, 0, 1000.0, 6, 6)], spec, restored=restored,
+                  known_capacity=1000.0)
+    assert over.action == "hold" and over.streak == Streak(410, 2), over
+    within = decide([Sample(400, 0, 1000.0, 6, 6)], spec, restored=restored, known_capacity=1000.0)
+    assert (within.action, within.lanes) == ("down", 2) and within.streak == Streak(0.0, 2), within
 
 
 def test_flapping_load_does_not_flap_the_lanes() -> None:
@@ -107,10 +149,12 @@ def test_lanes_outside_new_bounds_are_fitted_at_once() -> None:
 
 
 def test_cooldown_holds_every_change_and_says_how_long() -> None:
+    """The reason names the cooldown's length, not what is left: a decision that stands reads the same every
+    refresh, so its status is not written again for nothing (status.autoscaling has lastChangeTime)."""
     spec = AutoscalingSpec(minLanes=1, maxLanes=8, targetLagSeconds=10, cooldownSeconds=120)
     behind = [Sample(0, 50_000, 1000.0, 1, 1), Sample(10, 60_000, 1000.0, 1, 1)]
     held = decide(behind, spec, last_change_s=-100)
-    assert held.action == "hold" and held.lanes == 1 and "cooldown: 10 s left" in held.reason
+    assert held.action == "hold" and held.lanes == 1 and held.reason == "cooldown: no change for 120 s after the last one"
     assert held.figures["lag"] == 60_000
     went = decide(behind, spec, last_change_s=-200)
     assert went.action == "up" and went.lanes == 7  # 1000/s + 60000 over 10 s at 1000/s a lane (growth over

@@ -83,9 +83,15 @@ class AutoscalingStatus(BaseModel):
     reason: str = Field(description="Why, in words.")
     figures: dict[str, float] = Field(default_factory=dict, description="What drove it: lag (records), "
                                       "lagSeconds, ratePerSecond, incomingPerSecond, perLanePerSecond, wantLanes.")
-    time: str = Field(description="When it was decided (RFC 3339).")
+    time: str = Field(description="Since when this decision stands (RFC 3339): kept while the decision and its "
+                      "reason are the same, so a refresh that changes nothing writes nothing.")
     lastChangeTime: str | None = Field(None, description="When the lanes or executors last changed (RFC 3339): "
                                        "the cooldown counts from here.")
+    withinTargetSince: str | None = Field(None, description="Since when the lag has been within target without a "
+                                          "break (RFC 3339): the scale-down delay counts from here, also across "
+                                          "operator restarts.")
+    withinTargetLanes: int | None = Field(None, description="The most lanes per mirror the load needed over the "
+                                          "last scale-down delay: what a scale-down goes to.")
 
     def as_status(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_none=True)
