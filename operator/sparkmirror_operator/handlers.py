@@ -131,7 +131,8 @@ def refresh_status(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     upgrading = _upgrading(body.get("status")) or _failover_pending(body) or _stopped_unasked(body.get("status"))
     result = metrics.timed("refresh", lambda: memo.reconciler.reconcile(dict(body), apply=upgrading, with_lag=True))
     written = _write_status(memo.reconciler.api, body, result.status)
-    for ev in result.events if result.acted else []:  # a scaling decision wrote its own status: told either way
+    # a scaling decision wrote status.autoscaling itself (this write then finds a newer resource): told either way
+    for ev in result.events if upgrading or result.acted else []:
         if written or ev.reason in SCALING_REASONS:
             kopf.event(body, type=ev.type, reason=ev.reason, message=ev.message[:1000])
     if written:
