@@ -8,8 +8,6 @@ import time
 
 import pytest
 
-from sparkmirror_dev.testing import NumberedProducer, check_numbered, count_records
-
 from .conftest import KMM2, condition as _cond, kmm2_status as _status, merge_patch as _patch, wait_for
 
 pytestmark = [pytest.mark.k8s, pytest.mark.kafka, pytest.mark.spark, pytest.mark.minutes(5), pytest.mark.solo]
@@ -18,7 +16,7 @@ pytestmark = [pytest.mark.k8s, pytest.mark.kafka, pytest.mark.spark, pytest.mark
 @pytest.mark.timeout(1200)  # two Spark drivers one after the other, on 2 shared cores
 def test_scaling_up_mid_stream_loses_and_repeats_nothing(operator, kapi, namespace, kafka_a, kafka_b, topic,
                                                          tmp_path, figure) -> None:
-    from tests.support.spark_runner import LocalSparkRunner
+    from tests.support.counted import CountedMirror
 
     t = topic(kafka_a, partitions=3)
     name = "grow"
@@ -33,43 +31,34 @@ def test_scaling_up_mid_stream_loses_and_repeats_nothing(operator, kapi, namespa
                      "autoscaling": {"enabled": False, "minLanes": 1, "maxLanes": 3, "maxExecutors": 1,
                                      "targetRecordsPerSecondPerLane": 40, "cooldownSeconds": 600,
                                      "scaleDownDelaySeconds": 600}}}
-    producer = NumberedProducer(kafka_a.bootstrap, t, rate=50)  # 150 records/s over 3 partitions
-    with LocalSparkRunner(kapi, namespace, tmp_path / "runner") as runner:
-        producer.start()
+    with CountedMirror(kapi, namespace, tmp_path / "runner", kafka_a.bootstrap, kafka_b.bootstrap, t) as counted:
+        counted.start(body, copied=300, timeout=300)  # 150 records/s over 3 partitions
+        time.sleep(10)  # the rate window fills with the lane's commits
+        t0 = time.monotonic()
+        _patch(kapi, namespace, name, {"spec": {"autoscaling": {"enabled": True}}})
+        up = wait_for("scaled up", lambda: next((e for e in _status(kapi, namespace, name).get("autoscaling")
+                                                 or [] if e.get("lastChangeTime")), None), timeout=120)
+        assert up["lanes"] >= 2 and up["executors"] == 1 and "lanes at 40/s each" in up["reason"], up
+
+        def handed_over():
+            st = _status(kapi, namespace, name)
+            return st.get("handoffs") and _cond(st, "Upgrading").get("status") == "False" and st
+
         try:
-            kapi.create(body)
-            wait_for("copying", lambda: count_records(kafka_b.bootstrap, f"a.{t}", 20) > 300, timeout=300,
-                     interval=2.0)
-            time.sleep(10)  # the rate window fills with the lane's commits
-            t0 = time.monotonic()
-            _patch(kapi, namespace, name, {"spec": {"autoscaling": {"enabled": True}}})
-            up = wait_for("scaled up", lambda: next((e for e in _status(kapi, namespace, name).get("autoscaling")
-                                                     or [] if e.get("lastChangeTime")), None), timeout=120)
-            assert up["lanes"] >= 2 and up["executors"] == 1 and "lanes at 40/s each" in up["reason"], up
-
-            def handed_over():
-                st = _status(kapi, namespace, name)
-                return st.get("handoffs") and _cond(st, "Upgrading").get("status") == "False" and st
-
-            try:
-                st = wait_for("the scaled generation took over", handed_over, timeout=480, interval=1.0)
-            except AssertionError as e:
-                st = _status(kapi, namespace, name)
-                raise AssertionError(f"{e}; conditions: {st.get('conditions')}; rollback: {st.get('rollback')}; "
-                                     f"runner errors: {runner.errors}") from None
-            took = round(time.monotonic() - t0)
-            assert not runner.errors, runner.errors
-            assert {g["name"]: g["workerGeneration"] for g in st["flowGroups"]} == {"a": 2}, st["flowGroups"]
-            time.sleep(10)  # the new lanes copy a while
-        finally:
-            sent = producer.stop()
-        assert not producer.errors, producer.errors[:3]
-        wait_for(f"a.{t} to catch up", lambda: count_records(kafka_b.bootstrap, f"a.{t}", 20) >= 3 * sent,
-                 timeout=240, interval=2.0)
-        time.sleep(3)  # a duplicate would land after the count was reached
+            st = wait_for("the scaled generation took over", handed_over, timeout=480, interval=1.0)
+        except AssertionError as e:
+            st = _status(kapi, namespace, name)
+            raise AssertionError(f"{e}; conditions: {st.get('conditions')}; rollback: {st.get('rollback')}; "
+                                 f"runner errors: {counted.runner.errors}") from None
+        took = round(time.monotonic() - t0)
+        assert not counted.runner.errors, counted.runner.errors
+        assert {g["name"]: g["workerGeneration"] for g in st["flowGroups"]} == {"a": 2}, st["flowGroups"]
+        time.sleep(10)  # the new lanes copy a while
+        counted.caught_up(timeout=240)
         assert [a["metadata"]["name"] for a in kapi.list("SparkApplication", namespace)] == [f"{name}-a-g2"]
         events = [e for e in kapi.list("Event", namespace) if e.get("reason") == "ScaledUp"]
         assert len(events) == 1 and f"1 -> {up['lanes']} lanes per mirror" in events[0]["message"], events
-    check_numbered(kafka_b.bootstrap, f"a.{t}", 3, sent)
+    counted.check()
+    sent = counted.sent
     figure("autoscale_up_mid_stream", f"1 -> {up['lanes']} lanes by autoscaling ({up['reason']}), handoff "
            f"recorded {took} s after it was turned on; {3 * sent} records, 0 missing, 0 duplicated")

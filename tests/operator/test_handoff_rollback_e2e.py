@@ -24,7 +24,7 @@ import pytest
 
 from sparkmirror.resource.names import LEASE_HOLDER, LEASE_REVOKED, application_name, lease_name
 from sparkmirror_operator.renewal import renewed_ms
-from sparkmirror_dev.testing import NumberedProducer, check_numbered, count_records, read_topic
+from sparkmirror_dev.testing import read_topic
 
 from .conftest import KMM2, condition, kmm2_status, merge_patch, wait_for
 
@@ -64,7 +64,7 @@ def _resource(namespace: str, name: str, kafka_a, kafka_b, t: str, upgrade: dict
 @pytest.mark.timeout(600)
 def test_a_successor_killed_after_the_lease_moved_is_rolled_back_and_the_spare_copies_on(
         operator, kapi, namespace, kafka_a, kafka_b, topic, tmp_path, figure) -> None:
-    from tests.support.spark_runner import LocalSparkRunner
+    from tests.support.counted import CountedMirror
 
     t = topic(kafka_a, partitions=3)
     name = "spare"
@@ -74,47 +74,40 @@ def test_a_successor_killed_after_the_lease_moved_is_rolled_back_and_the_spare_c
     def lease_annotations() -> dict[str, str]:
         return ((kapi.get("Lease", namespace, lease) or {}).get("metadata") or {}).get("annotations") or {}
 
-    producer = NumberedProducer(kafka_a.bootstrap, t, rate=50)
-    with LocalSparkRunner(kapi, namespace, tmp_path / "runner") as runner:
-        producer.start()
-        try:
-            kapi.create(body)
-            wait_for("copying", lambda: count_records(kafka_b.bootstrap, f"a.{t}", 20) > 100, timeout=240,
-                     interval=2.0)
-            spare_pid = runner.jobs[old_app].proc.pid
-            merge_patch(kapi, namespace, name, {"spec": {"version": "2.0", "spark": {"parallelism": 3}}})
-            wait_for("the Lease to move to generation 2", lambda: lease_annotations().get(LEASE_HOLDER) == "2",
-                     timeout=300, interval=0.1)
-            t_moved = time.time()
-            # generation 2 takes over and commits transactions; its first epoch (6 s from its go mark, which comes
-            # after the move) cannot have ended before the kill
-            deadline = time.monotonic() + 5.5
-            while time.monotonic() < deadline and not any(
-                    gen == 2 for _ms, gen, _p, _n in _commits(kafka_b.bootstrap, f"{namespace}/{name}")):
-                time.sleep(0.2)
-            os.killpg(runner.jobs[new_app].proc.pid, signal.SIGKILL)  # its driver, JVM and Python workers
-            t_killed = time.time()
-            assert "sparkmirror.io/took-over.g2" not in lease_annotations()
-            wait_for("the Lease to move back to generation 1", lambda: lease_annotations().get(LEASE_HOLDER) == "1",
-                     timeout=120, interval=0.1)
-            t_back = time.time()
-            st = wait_for("the rollback on the status", lambda: (s := kmm2_status(kapi, namespace, name)).get(
-                "rollback") and condition(s, "Upgrading").get("reason") == "HandoffRolledBack" and s, timeout=60)
-            assert st["rollback"]["generation"] == 2 and st["rollback"]["leaseMovedBack"] is True
-            assert "before its first commit" in st["rollback"]["reason"], st["rollback"]
-            assert json.loads(lease_annotations()[LEASE_REVOKED])["generation"] == 2
-            time.sleep(8)  # copying on in generation 1
-        finally:
-            sent = producer.stop()
-        wait_for(f"a.{t} to catch up", lambda: count_records(kafka_b.bootstrap, f"a.{t}", 20) >= 3 * sent,
-                 timeout=180, interval=2.0)
-        time.sleep(3)  # a duplicate would land after the count was reached
+    with CountedMirror(kapi, namespace, tmp_path / "runner", kafka_a.bootstrap, kafka_b.bootstrap, t) as counted:
+        runner = counted.runner
+        counted.start(body, copied=100, timeout=240)
+        spare_pid = runner.jobs[old_app].proc.pid
+        merge_patch(kapi, namespace, name, {"spec": {"version": "2.0", "spark": {"parallelism": 3}}})
+        wait_for("the Lease to move to generation 2", lambda: lease_annotations().get(LEASE_HOLDER) == "2",
+                 timeout=300, interval=0.1)
+        t_moved = time.time()
+        # generation 2 takes over and commits transactions; its first epoch (6 s from its go mark, which comes
+        # after the move) cannot have ended before the kill
+        deadline = time.monotonic() + 5.5
+        while time.monotonic() < deadline and not any(
+                gen == 2 for _ms, gen, _p, _n in _commits(kafka_b.bootstrap, f"{namespace}/{name}")):
+            time.sleep(0.2)
+        os.killpg(runner.jobs[new_app].proc.pid, signal.SIGKILL)  # its driver, JVM and Python workers
+        t_killed = time.time()
+        assert "sparkmirror.io/took-over.g2" not in lease_annotations()
+        wait_for("the Lease to move back to generation 1", lambda: lease_annotations().get(LEASE_HOLDER) == "1",
+                 timeout=120, interval=0.1)
+        t_back = time.time()
+        st = wait_for("the rollback on the status", lambda: (s := kmm2_status(kapi, namespace, name)).get(
+            "rollback") and condition(s, "Upgrading").get("reason") == "HandoffRolledBack" and s, timeout=60)
+        assert st["rollback"]["generation"] == 2 and st["rollback"]["leaseMovedBack"] is True
+        assert "before its first commit" in st["rollback"]["reason"], st["rollback"]
+        assert json.loads(lease_annotations()[LEASE_REVOKED])["generation"] == 2
+        time.sleep(8)  # copying on in generation 1
+        counted.caught_up(timeout=180)
         # the spare itself copied on: the same driver process, never restarted; generation 2 is gone
         assert runner.jobs[old_app].proc.pid == spare_pid and runner.jobs[old_app].proc.poll() is None
         assert sorted(a["metadata"]["name"] for a in kapi.list("SparkApplication", namespace)) == [old_app]
         assert not runner.errors, runner.errors
         log = runner.jobs[old_app].log_path.read_text(errors="replace")
-    check_numbered(kafka_b.bootstrap, f"a.{t}", 3, sent)
+    counted.check()
+    sent = counted.sent
     assert "took the flow groups back" in log, log[-3000:]
     commits = _commits(kafka_b.bootstrap, f"{namespace}/{name}")
     by_gen2 = sum(n for _ms, gen, _p, n in commits if gen == 2)
@@ -204,7 +197,7 @@ def test_a_stalled_successor_is_rolled_back_before_ready_and_after_the_lease_mov
 
     Each stalled process is woken (SIGCONT) after its rollback, as a paused VM or a GC pause ends: fenced and
     removed by then, it must add nothing. Every record is counted by sequence numbers per partition."""
-    from tests.support.spark_runner import LocalSparkRunner
+    from tests.support.counted import CountedMirror
 
     t = topic(kafka_a, partitions=3)
     name = "stalled"
@@ -222,79 +215,72 @@ def test_a_stalled_successor_is_rolled_back_before_ready_and_after_the_lease_mov
     def new_job(runner):
         return next((j for n, j in list(runner.jobs.items()) if n != old_app), None)
 
-    producer = NumberedProducer(kafka_a.bootstrap, t, rate=50)
     stalled: list = []  # the Popen of every process group this test stopped
     try:
-        with LocalSparkRunner(kapi, namespace, tmp_path / "runner") as runner:
-            producer.start()
-            try:
-                kapi.create(body)
-                wait_for("copying", lambda: count_records(kafka_b.bootstrap, f"a.{t}", 20) > 100, timeout=240,
-                         interval=2.0)
-                spare_pid = runner.jobs[old_app].proc.pid
+        with CountedMirror(kapi, namespace, tmp_path / "runner", kafka_a.bootstrap, kafka_b.bootstrap,
+                           t) as counted:
+            runner = counted.runner
+            counted.start(body, copied=100, timeout=240)
+            spare_pid = runner.jobs[old_app].proc.pid
 
-                # 1. generation 2 stalls before it is ready
-                merge_patch(kapi, namespace, name, {"spec": {"version": "2.0"}})
-                job2 = wait_for("generation 2's driver", lambda: new_job(runner), timeout=60, interval=0.05)
-                try:  # up, its standby epoch planned, warming up: stalled before it can say ready
-                    wait_for("generation 2's standby epoch", lambda: _log_has(runner, job2.name, "planned in"),
-                             timeout=35, interval=0.05)
-                    stage2 = "with its standby epoch planned, warming up"
-                except AssertionError:  # a slow start on a loaded machine: stalled where it is
-                    stage2 = "before it planned its standby epoch"
-                assert not [k for k in lease_annotations() if k.endswith(".g2")], lease_annotations()
-                stalled.append((job2.proc, _stall(job2.proc.pid)))
-                t_stall2 = time.time()
-                st = wait_for("the standby rolled back", lambda: (s := kmm2_status(kapi, namespace, name)).get(
-                    "rollback") and condition(s, "Upgrading").get("reason") == "RolledBack" and s, timeout=120,
-                    interval=0.5)
-                t_rolled2 = time.time()
-                assert st["rollback"]["generation"] == 2 and not st["rollback"].get("leaseMovedBack"), st["rollback"]
-                assert "not ready within spec.upgrade.readyTimeoutSeconds (45 s)" in st["rollback"]["reason"]
-                assert lease_annotations().get(LEASE_HOLDER) == "1" and LEASE_REVOKED not in lease_annotations()
-                wait_for("generation 2's application removed", lambda: [a["metadata"]["name"] for a in kapi.list(
-                    "SparkApplication", namespace)] == [old_app], timeout=60)
-                _wake(stalled[0][1])  # wakes to the runner's SIGTERM (or gets it next)
-                wait_for("generation 2's driver to end", lambda: job2.proc.poll() is not None, timeout=60)
+            # 1. generation 2 stalls before it is ready
+            merge_patch(kapi, namespace, name, {"spec": {"version": "2.0"}})
+            job2 = wait_for("generation 2's driver", lambda: new_job(runner), timeout=60, interval=0.05)
+            try:  # up, its standby epoch planned, warming up: stalled before it can say ready
+                wait_for("generation 2's standby epoch", lambda: _log_has(runner, job2.name, "planned in"),
+                         timeout=35, interval=0.05)
+                stage2 = "with its standby epoch planned, warming up"
+            except AssertionError:  # a slow start on a loaded machine: stalled where it is
+                stage2 = "before it planned its standby epoch"
+            assert not [k for k in lease_annotations() if k.endswith(".g2")], lease_annotations()
+            stalled.append((job2.proc, _stall(job2.proc.pid)))
+            t_stall2 = time.time()
+            st = wait_for("the standby rolled back", lambda: (s := kmm2_status(kapi, namespace, name)).get(
+                "rollback") and condition(s, "Upgrading").get("reason") == "RolledBack" and s, timeout=120,
+                interval=0.5)
+            t_rolled2 = time.time()
+            assert st["rollback"]["generation"] == 2 and not st["rollback"].get("leaseMovedBack"), st["rollback"]
+            assert "not ready within spec.upgrade.readyTimeoutSeconds (45 s)" in st["rollback"]["reason"]
+            assert lease_annotations().get(LEASE_HOLDER) == "1" and LEASE_REVOKED not in lease_annotations()
+            wait_for("generation 2's application removed", lambda: [a["metadata"]["name"] for a in kapi.list(
+                "SparkApplication", namespace)] == [old_app], timeout=60)
+            _wake(stalled[0][1])  # wakes to the runner's SIGTERM (or gets it next)
+            wait_for("generation 2's driver to end", lambda: job2.proc.poll() is not None, timeout=60)
 
-                # 2. generation 3 takes over, then stalls holding the Lease
-                merge_patch(kapi, namespace, name, {"spec": {"version": "3.0", "spark": {"parallelism": 3},
-                                                             "upgrade": {"readyTimeoutSeconds": 300}}})
-                wait_for("the Lease to move to generation 3", lambda: lease_annotations().get(LEASE_HOLDER) == "3",
-                         timeout=300, interval=0.1)
-                t_moved = time.time()
-                job3 = new_job(runner)
-                assert job3 is not None and job3.name == application_name(name, "a", 3), runner.jobs
-                # its first epoch ends 6 s after its go mark: stalled right after the takeover, it committed none
-                wait_for("generation 3 to take over", lambda: _log_has(runner, job3.name, "generation 3 took over"),
-                         timeout=60, interval=0.05)
-                # the holder renews the Lease (every leaseDurationSeconds / 3): generation 3 has, since the move
-                wait_for("generation 3 to renew the Lease", lambda: renewed_after(int(t_moved * 1000)), timeout=5,
-                         interval=0.05)
-                stalled.append((job3.proc, _stall(job3.proc.pid)))
-                t_stall3 = time.time()
-                assert "sparkmirror.io/took-over.g3" not in lease_annotations()
-                wait_for("the Lease to move back to generation 1", lambda: lease_annotations().get(LEASE_HOLDER) == "1",
-                         timeout=100, interval=0.1)  # within handoffTimeoutSeconds (120 s): the renewals said it
-                t_back = time.time()
-                st = wait_for("the rollback on the status", lambda: (s := kmm2_status(kapi, namespace, name)).get(
-                    "rollback") and condition(s, "Upgrading").get("reason") == "HandoffRolledBack" and s, timeout=60)
-                assert st["rollback"]["generation"] == 3 and st["rollback"]["leaseMovedBack"] is True
-                assert "its driver stalled before its first commit (a: it has not renewed its Lease" in \
-                    st["rollback"]["reason"] and "(leaseDurationSeconds 5)" in st["rollback"]["reason"], st["rollback"]
-                assert json.loads(lease_annotations()[LEASE_REVOKED])["generation"] == 3
-                wait_for("the spare's first commit after the stall", lambda: any(
-                    gen == 1 and ms > t_back * 1000 for ms, gen, _p, _n in _commits(kafka_b.bootstrap, resource)),
-                    timeout=60, interval=0.5)
-                _wake(stalled[1][1])  # fenced and removed by now: it must add nothing
-                t_woken3 = time.time()
-                wait_for("generation 3's driver to end", lambda: job3.proc.poll() is not None, timeout=60)
-                time.sleep(6)  # copying on in generation 1, generation 3's leftovers (if any) landed
-            finally:
-                sent = producer.stop()
-            wait_for(f"a.{t} to catch up", lambda: count_records(kafka_b.bootstrap, f"a.{t}", 20) >= 3 * sent,
-                     timeout=180, interval=2.0)
-            time.sleep(3)  # a duplicate would land after the count was reached
+            # 2. generation 3 takes over, then stalls holding the Lease
+            merge_patch(kapi, namespace, name, {"spec": {"version": "3.0", "spark": {"parallelism": 3},
+                                                         "upgrade": {"readyTimeoutSeconds": 300}}})
+            wait_for("the Lease to move to generation 3", lambda: lease_annotations().get(LEASE_HOLDER) == "3",
+                     timeout=300, interval=0.1)
+            t_moved = time.time()
+            job3 = new_job(runner)
+            assert job3 is not None and job3.name == application_name(name, "a", 3), runner.jobs
+            # its first epoch ends 6 s after its go mark: stalled right after the takeover, it committed none
+            wait_for("generation 3 to take over", lambda: _log_has(runner, job3.name, "generation 3 took over"),
+                     timeout=60, interval=0.05)
+            # the holder renews the Lease (every leaseDurationSeconds / 3): generation 3 has, since the move
+            wait_for("generation 3 to renew the Lease", lambda: renewed_after(int(t_moved * 1000)), timeout=5,
+                     interval=0.05)
+            stalled.append((job3.proc, _stall(job3.proc.pid)))
+            t_stall3 = time.time()
+            assert "sparkmirror.io/took-over.g3" not in lease_annotations()
+            wait_for("the Lease to move back to generation 1", lambda: lease_annotations().get(LEASE_HOLDER) == "1",
+                     timeout=100, interval=0.1)  # within handoffTimeoutSeconds (120 s): the renewals said it
+            t_back = time.time()
+            st = wait_for("the rollback on the status", lambda: (s := kmm2_status(kapi, namespace, name)).get(
+                "rollback") and condition(s, "Upgrading").get("reason") == "HandoffRolledBack" and s, timeout=60)
+            assert st["rollback"]["generation"] == 3 and st["rollback"]["leaseMovedBack"] is True
+            assert "its driver stalled before its first commit (a: it has not renewed its Lease" in \
+                st["rollback"]["reason"] and "(leaseDurationSeconds 5)" in st["rollback"]["reason"], st["rollback"]
+            assert json.loads(lease_annotations()[LEASE_REVOKED])["generation"] == 3
+            wait_for("the spare's first commit after the stall", lambda: any(
+                gen == 1 and ms > t_back * 1000 for ms, gen, _p, _n in _commits(kafka_b.bootstrap, resource)),
+                timeout=60, interval=0.5)
+            _wake(stalled[1][1])  # fenced and removed by now: it must add nothing
+            t_woken3 = time.time()
+            wait_for("generation 3's driver to end", lambda: job3.proc.poll() is not None, timeout=60)
+            time.sleep(6)  # copying on in generation 1, generation 3's leftovers (if any) landed
+            counted.caught_up(timeout=180)
             assert runner.jobs[old_app].proc.pid == spare_pid and runner.jobs[old_app].proc.poll() is None
             assert sorted(a["metadata"]["name"] for a in kapi.list("SparkApplication", namespace)) == [old_app]
             assert not runner.errors, runner.errors
@@ -308,7 +294,8 @@ def test_a_stalled_successor_is_rolled_back_before_ready_and_after_the_lease_mov
                 _signal_group(proc.pid, signal.SIGKILL)
                 proc.wait(10)
             _wake(pids)  # Python workers outside the group end once woken: their JVM is gone
-    check_numbered(kafka_b.bootstrap, f"a.{t}", 3, sent)
+    counted.check()
+    sent = counted.sent
     assert "took the flow groups back" in log, log[-3000:]
     commits = _commits(kafka_b.bootstrap, resource)
     # generation 2 never took over; generation 3 committed lane transactions until it stalled, none once woken
