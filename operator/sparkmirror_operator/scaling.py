@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from sparkmirror.resource.autoscaling import AutoscalingSpec, AutoscalingStatus
 from sparkmirror.resource.flowgroup import FlowGroupConfig
 from sparkmirror.resource.model import KafkaMirrorMaker2
-from .autoscale import Decision, Sample, Streak, decide
+from sparkmirror.autoscale import Decision, Sample, Streak, decide
 from .lag import GroupLag
 
 HISTORY_MARGIN_S = 120.0  # samples kept beyond the scale-down delay (the incoming rate's window fits in it)

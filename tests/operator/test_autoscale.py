@@ -8,7 +8,7 @@ from pydantic import ValidationError
 
 from sparkmirror.resource.autoscaling import AutoscalingSpec
 from sparkmirror.resource.plan import plan
-from sparkmirror_operator.autoscale import Decision, Sample, Streak, decide, executors_for
+from sparkmirror.autoscale import Decision, Sample, Streak, decide, executors_for
 
 CAPACITY = 1000.0  # records/s one lane copies
 STEP_S = 10.0  # the status refresh

@@ -160,15 +160,20 @@ def _run_live(args: argparse.Namespace, loaded, extra: dict[str, str], out) -> i
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     progress = Progress(out, every=args.interval if args.output else max(args.interval, 5.0), fmt=args.output)
-    local = LocalRun(loaded.configs, args.master, args.checkpoint, extra)
+    local = LocalRun(loaded.configs, args.master, args.checkpoint, extra,
+                     most_lanes={g: s.maxLanes for g, s in loaded.autoscaling.items()})
+    from .autoscaler import LocalAutoscaler
     from .resources import ResourceWatch
 
     watch = ResourceWatch(args.file) if args.watch else None
+    scaler = LocalAutoscaler(loaded.autoscaling)  # spec.autoscaling: the operator's rule, on this driver's lag
 
     def tick(r: LocalRun) -> None:
         progress.show(r.views(), r.failures())
         if watch is not None:
             follow_changes(r, watch)
+        for line in scaler.tick(r):
+            _err(line)
 
     from ..handoff.takeover import HandoffError
     from ..historybudget import HistoryTooLarge

@@ -64,11 +64,13 @@ class MirrorView:
     waiting_since: float | None = None
 
 
-def default_master(configs: list[FlowGroupConfig]) -> str:
+def default_master(configs: list[FlowGroupConfig], most_lanes: dict[str, int] | None = None) -> str:
     """Local Spark with a task thread for every lane twice over: lanes copy for a whole epoch, so a lane without a
     thread would wait an epoch, and during a handoff the old generation's lanes still hold theirs. Threads, not
-    cores: lanes mostly wait on the network."""
-    lanes = sum(c.lanes_of(m) for c in configs for m in c.mirrors)
+    cores: lanes mostly wait on the network. `most_lanes` (flow group -> lanes per mirror): the most autoscaling
+    may give a group, so the threads are there when it does."""
+    most_lanes = most_lanes or {}
+    lanes = sum(max(c.lanes_of(m), most_lanes.get(c.name, 0)) for c in configs for m in c.mirrors)
     return f"local[{max(4, 2 * lanes + 2)},4]"
 
 
@@ -77,8 +79,9 @@ class LocalRun(Driver):
     the views the `run` display shows."""
 
     def __init__(self, configs: list[FlowGroupConfig], master: str | None = None, checkpoint_root: str | None = None,
-                 spark_conf: dict[str, str] | None = None, metrics_bind: str = "127.0.0.1") -> None:
-        super().__init__(configs, master or default_master(configs),
+                 spark_conf: dict[str, str] | None = None, metrics_bind: str = "127.0.0.1",
+                 most_lanes: dict[str, int] | None = None) -> None:
+        super().__init__(configs, master or default_master(configs, most_lanes),
                          {"spark.driver.memory": "512m", "spark.ui.enabled": "false",
                           "spark.sql.streaming.stopTimeout": "60s", **(spark_conf or {})},
                          checkpoint_root or tempfile.mkdtemp(prefix="sparkmirror-run-"), metrics_bind)

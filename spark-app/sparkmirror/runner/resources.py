@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..inputs import InputError, mapping_documents
+from ..resource.autoscaling import AutoscalingSpec
 from ..resource.flowgroup import FlowGroupConfig, SecretUnreadable
 
 
@@ -20,6 +21,8 @@ class Loaded:
     warnings: list[str] = field(default_factory=list)
     # cluster alias -> resource field holding its bootstrap servers, per flow group name
     fields: dict[str, dict[str, str]] = field(default_factory=dict)
+    # spec.autoscaling when enabled, per flow group name (runner/autoscaler.py follows it)
+    autoscaling: dict[str, AutoscalingSpec] = field(default_factory=dict)
 
 
 def read_documents(path: str | Path) -> list[tuple[str, dict[str, Any]]]:
@@ -63,6 +66,9 @@ def load(paths: list[str]) -> Loaded:
                                                                                     "leaseNamespace": None})})
                 out.configs.append(cfg)
                 out.fields[cfg.name] = fields
+                scaling = p.resource.spec.autoscaling if p.resource is not None else None
+                if scaling is not None and scaling.enabled:
+                    out.autoscaling[cfg.name] = scaling
     names = [c.name for c in out.configs]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
