@@ -83,9 +83,11 @@ def _hand_over(kapi, namespace: str, name: str, generation: int) -> None:
 
 
 def _scale_up(kapi, namespace: str, kafka_a, kafka_b, topic, scale_down_delay: int, rate_for_s: int) -> Scaled:
-    """A resource at one lane, steady (its status not written again while nothing changes), then a burst of
-    20,000 records of which one lane committed 600 (20/s over the operator's 30 s rate window, for the next
-    `rate_for_s` seconds): the operator scales to 4 lanes."""
+    """A burst of 20,000 records on the source before the resource: at one lane with nothing committed yet the
+    operator cannot tell that more lanes would help, and holds (its status not written again while nothing
+    changes); then one lane commits 600 of them (20/s over the operator's 30 s rate window, for the next
+    `rate_for_s` seconds): the operator scales to 4 lanes. (The burst comes first so no refresh reads the end
+    offsets half-way through it.)"""
     from confluent_kafka import Producer
 
     from sparkmirror.progress import PROGRESS_TOPIC_CONFIG
@@ -100,12 +102,17 @@ def _scale_up(kapi, namespace: str, kafka_a, kafka_b, topic, scale_down_delay: i
             "autoscaling": {"minLanes": 1, "maxLanes": 4, "minExecutors": 1, "maxExecutors": 4,
                             "targetLagSeconds": 60, "cooldownSeconds": 0,
                             "scaleDownDelaySeconds": scale_down_delay}}
+    p = Producer({"bootstrap.servers": kafka_a.bootstrap, "linger.ms": 20})
+    for i in range(20_000):
+        p.produce(t, value=b"x" * 10, partition=i % 4)
+    assert p.flush(120) == 0
     kapi.create({"apiVersion": "sparkmirror.io/v1alpha1", "kind": KMM2,
                  "metadata": {"name": "scale", "namespace": namespace}, "spec": spec})
 
     held = wait_for("a first decision", lambda: (e := _entry(kapi, namespace, "scale")) and "figures" in e and e)
     assert (held["lanes"], held["executors"], held["decision"]) == (1, 1, "hold"), held
-    assert held["reason"] == "within target at the fewest lanes", held
+    assert held["reason"] == "behind, but the lanes' measured capacity cannot tell that more would help", held
+    assert held["figures"]["lag"] == 20_000 and held["figures"]["ratePerSecond"] == 0, held
     assert names(kapi, "SparkApplication", namespace, "scale") == ["scale-a"]
 
     # nothing changes: refresh after refresh decides the same, and neither the status nor an object is written
@@ -121,11 +128,7 @@ def _scale_up(kapi, namespace: str, kafka_a, kafka_b, topic, scale_down_delay: i
             for kind in ("ConfigMap", "SparkApplication", "Lease") for o in kapi.list(kind, namespace)} == objects
     assert _entry(kapi, namespace, "scale")["time"] == held["time"]  # the decision stands since then
 
-    # a burst: 20,000 records on the source; one lane committed 600 of them in the last 30 s (20/s)
-    p = Producer({"bootstrap.servers": kafka_a.bootstrap, "linger.ms": 20})
-    for i in range(20_000):
-        p.produce(t, value=b"x" * 10, partition=i % 4)
-    assert p.flush(120) == 0  # every record on the source before the lane's commit says what it copied
+    # one lane committed 600 of the burst's records in the last 30 s (20/s)
     _commit(kafka_b, progress, t, [(0, 0, 599)], int(time.time() * 1000) + rate_for_s * 1000 - 30_000,
             generation=1)
     up = wait_for("scaled up", lambda: (e := _entry(kapi, namespace, "scale")).get("decision") == "up" and e,
