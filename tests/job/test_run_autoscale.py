@@ -2,7 +2,8 @@
 rule (`sparkmirror.autoscale.decide`, the same function) on its own monitors' lag and rate. Records flow at
 150/s over three partitions into a flow group of one lane with a target of 40 records/s per lane: after the
 30 s the rule takes to measure the incoming rate, the runner goes to more lanes (3 at the full rate, maxLanes)
-through a handoff in its own driver, and holds there (cooldown). Every record is counted on the target: none missing, none twice."""
+through a handoff in its own driver, and holds there (cooldown). Every record is counted on the target: none
+missing, none twice."""
 from __future__ import annotations
 
 import threading
@@ -61,5 +62,5 @@ def test_the_local_runner_scales_up_by_the_operators_rule(kafka_a, kafka_b, topi
         producer.stop()
         run.stop()
     check_numbered(kafka_b.bootstrap, f"a.{t}", 3, sent)
-    figure("run_autoscale_up", f"sparkmirror run: 1 -> {up.lanes} lanes by the operator's rule ({up.reason}), handed over "
-           f"{took:.0f} s after copying began; {3 * sent} records, 0 missing, 0 duplicated")
+    figure("run_autoscale_up", f"sparkmirror run: 1 -> {up.lanes} lanes by the operator's rule ({up.reason}), "
+           f"handed over {took:.0f} s after copying began; {3 * sent} records, 0 missing, 0 duplicated")

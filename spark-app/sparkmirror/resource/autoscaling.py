@@ -1,8 +1,9 @@
 """`spec.autoscaling` and `status.autoscaling`: lag-driven lanes and executors per flow group (issue 38).
 
-The operator decides (sparkmirror/autoscale.py, which `sparkmirror run` follows too) and changes a flow group's lanes through the worker-
-generation handoff, the path a `parallelism` change takes, so scaling never stops copying. These models are the
-one definition of the field: the CRD's schema and CEL rules come from them. Pure pydantic.
+The operator decides (sparkmirror/autoscale.py, which `sparkmirror run` follows too) and changes a flow group's
+lanes through the worker-generation handoff, the path a `parallelism` change takes, so scaling never stops
+copying. These models are the one definition of the field: the CRD's schema and CEL rules come from them. Pure
+pydantic.
 """
 from __future__ import annotations
 
