@@ -10,6 +10,8 @@ its own (a fresh interpreter, so no contender inherits another's clients or warm
 
 - `records-lane`: the product's record path, `LaneCopy` exactly-once (one lane for every partition, progress
   records, commits every `commitIntervalMs`, default 100 ms), confluent-kafka/librdkafka underneath;
+- `batches-lane`: the product's batch path, the same lane (`BatchLaneCopy`, `copy: batches`) without Spark: what the
+  lane's parts (ledger, shares, committer, progress records) add to the bare `batches` loop;
 - `records-loop`: the least a record path does for the same promise: a read_committed confluent-kafka
   consumer and a transactional producer, a commit every 100 ms, no progress records;
 - `batches`: `BatchReader` -> `BatchWriter` on the hand-written wire layer (`copying/protocol.py`,
@@ -50,7 +52,10 @@ def _git(*args: str) -> str:
 
 
 def preload(bootstrap: str, topic: str, n: int, size: int, partitions: int, batch_kib: int = 16,
-            compression: str = "none") -> None:
+            compression: str = "none", values: str = "same") -> None:
+    """`values`: "same" (one random value for every record: a compressing producer shrinks a batch to about one
+    record's bytes) or "distinct" (each record its own slice of random bytes, as `python -m bench` preloads:
+    compressed batches stay as large as their records)."""
     from confluent_kafka import Producer
 
     from sparkmirror_dev.testing import produce_waiting
@@ -58,7 +63,11 @@ def preload(bootstrap: str, topic: str, n: int, size: int, partitions: int, batc
     p = Producer({"bootstrap.servers": bootstrap, "batch.size": batch_kib * 1024, "linger.ms": 5,
                   "compression.type": compression, "enable.idempotence": True})
     value = os.urandom(size)
+    filler = os.urandom(1 << 20) if values == "distinct" else b""
     for i in range(n):
+        if filler:
+            off = (i * 7919) % (len(filler) - size)
+            value = filler[off:off + size]
         produce_waiting(p, topic, key=str(i).encode(), value=value, partition=i % partitions)
     if p.flush(300) != 0:
         raise RuntimeError("preload: records left unsent")
@@ -168,8 +177,9 @@ def run_loop(source: str, target: str, topic: str, dest: str, partitions: int, n
             **threads}
 
 
-def run_lane(source: str, target: str, topic: str, dest: str, partitions: int, n: int) -> dict[str, Any]:
-    from sparkmirror.copying import LaneCopy, run_epoch
+def run_lane(source: str, target: str, topic: str, dest: str, partitions: int, n: int,
+             copy: str = "records") -> dict[str, Any]:
+    from sparkmirror.copying import lane_copy, run_epoch
     from sparkmirror.lanes import plan_lanes
     from sparkmirror.progress import ensure_progress_topic
     from sparkmirror.resource.flowgroup import FlowGroupConfig
@@ -177,9 +187,10 @@ def run_lane(source: str, target: str, topic: str, dest: str, partitions: int, n
     progress = f"batchcost-progress-{os.getpid()}"
     cfg = FlowGroupConfig.model_validate({
         "name": f"batchcost-{os.getpid()}", "delivery": "exactly-once", "lanes": 1, "epochSeconds": 600,
-        "commitIntervalMs": COMMIT_MS, "progressTopic": progress,
-        "clusters": [{"alias": "a", "bootstrapServers": source}, {"alias": "b", "bootstrapServers": target}],
-        "mirrors": [{"name": "m", "source": "a", "target": "b", "topics": topic}]})
+        "commitIntervalMs": COMMIT_MS, "progressTopic": progress, "copy": copy,
+        "clusters": [{"alias": LANE_ALIAS[copy], "bootstrapServers": source},
+                     {"alias": "b", "bootstrapServers": target}],
+        "mirrors": [{"name": "m", "source": LANE_ALIAS[copy], "target": "b", "topics": topic}]})
     ensure_progress_topic(cfg.cluster("b").client_config(), progress)
     lane = plan_lanes("m", 1, [(topic, dest, partitions)])[0]
     holder: dict[str, Any] = {}
@@ -193,7 +204,7 @@ def run_lane(source: str, target: str, topic: str, dest: str, partitions: int, n
             started.append(_split())
         return copied >= n
 
-    c = LaneCopy(cfg, cfg.mirrors[0], lane.index, list(lane.partitions), should_stop=done)
+    c = lane_copy(cfg, cfg.mirrors[0], lane.index, list(lane.partitions), should_stop=done)
     holder["c"] = c
     cpu, wall = _usage()
     sums = run_epoch(c)
@@ -205,11 +216,18 @@ def run_lane(source: str, target: str, topic: str, dest: str, partitions: int, n
             "cpu_s_with_start_up": cpu_end - cpu, "wall_s_with_start_up": wall_end - wall, **threads}
 
 
+def run_batches_lane(source: str, target: str, topic: str, dest: str, partitions: int, n: int) -> dict[str, Any]:
+    return run_lane(source, target, topic, dest, partitions, n, copy="batches")
+
+
 def run_batches_coalesced(source: str, target: str, topic: str, dest: str, partitions: int, n: int) -> dict:
     return run_batches(source, target, topic, dest, partitions, n, coalesced=True)
 
 
-CONTENDERS = {"records-lane": run_lane, "records-loop": run_loop, "batches": run_batches,
+LANE_ALIAS = {"records": "a", "batches": "c"}
+"""The lanes' source alias per path: their remote topics (`<alias>.<topic>`) differ, so both can run."""
+CONTENDERS = {"records-lane": run_lane, "batches-lane": run_batches_lane, "records-loop": run_loop,
+              "batches": run_batches,
               "batches-coalesced": run_batches_coalesced}
 BEFORE = "7489faf"
 """The last commit whose batch path used kafka-python for Fetch and Produce: `batches@7489faf` measures it."""
@@ -297,9 +315,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", type=int, default=1024, help="value bytes a record")
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--contenders", default=",".join([*CONTENDERS, f"batches@{BEFORE}"]),
-                    help="records-lane, records-loop, batches, batches@REV (the batch path of commit REV)")
+                    help="records-lane, batches-lane (LaneCopy on either path, no Spark), records-loop, batches, "
+                         "batches@REV (the batch path of commit REV)")
     ap.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"],
                     help="the preload's compression.type: compressed batches are forwarded one by one (never merged)")
+    ap.add_argument("--values", default="same", choices=["same", "distinct"],
+                    help="same: every record the same random value (lz4 shrinks a 16-KiB batch to ~1.3 KiB); distinct: "
+                         "a slice of random bytes each, as `python -m bench` preloads (compressed batches stay ~16 KiB)")
     ap.add_argument("--source-batch-kib", type=int, default=16,
                     help="the preload's batch.size (a stock Java producer's 16 KiB by default): how the cost of a "
                          "copied batch depends on its size, on the mirror and on the target broker")
@@ -323,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
         source, target = (c.bootstrap for c in clusters)
         topic = create_topic(source, "batchcost", a.partitions)
         t0 = time.monotonic()
-        preload(source, topic, a.records, a.size, a.partitions, a.source_batch_kib, a.compression)
+        preload(source, topic, a.records, a.size, a.partitions, a.source_batch_kib, a.compression, a.values)
         print(f"preloaded {a.records} records of {a.size} B in {time.monotonic() - t0:.1f} s", flush=True)
         n_batches, n_bytes = source_batches(source, topic, a.partitions)
         print(f"source: {n_batches} batches, {n_bytes / n_batches / 1024:.1f} KiB and "
@@ -336,7 +358,9 @@ def main(argv: list[str] | None = None) -> int:
         print("target broker warmed up by a copy not counted", flush=True)
         results: dict[str, Any] = {}
         for name in a.contenders.split(","):
-            dest = f"a.{topic}" if name == "records-lane" else f"{name.replace('@', '-')}.{topic}"
+            dest = (f"{LANE_ALIAS['records']}.{topic}" if name == "records-lane" else
+                    f"{LANE_ALIAS['batches']}.{topic}" if name == "batches-lane" else
+                    f"{name.replace('@', '-')}.{topic}")
             if name in results:
                 raise SystemExit(f"--contenders: {name} twice")
             create_topic(target, dest, a.partitions)
@@ -361,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
                "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                "records": a.records, "record_value_bytes": a.size, "partitions": a.partitions,
                "source_batches": n_batches, "source_batch_kib": round(n_bytes / n_batches / 1024, 2),
-               "records_per_batch": round(a.records / n_batches, 2), "compression": a.compression, "commit_interval_ms": COMMIT_MS,
+               "records_per_batch": round(a.records / n_batches, 2), "compression": a.compression, "values": a.values, "commit_interval_ms": COMMIT_MS,
                "cpus": os.cpu_count(), "load_avg_1m_at_end": os.getloadavg()[0], "contenders": results}
         a.out.parent.mkdir(parents=True, exist_ok=True)
         a.out.write_text(json.dumps(doc, indent=2) + "\n")
