@@ -120,3 +120,43 @@ def test_version_pick_takes_the_highest_both_know_and_names_the_api_otherwise() 
         protocol.pick(protocol.FETCH_VERSIONS, (13, 18), "Fetch")
     with pytest.raises(protocol.ProtocolError, match="Produce"):
         protocol.pick(protocol.PRODUCE_VERSIONS, None, "Produce")
+
+
+@pytest.mark.parametrize("version", list(protocol.TXN_VERSIONS))
+def test_add_partitions_to_txn_decodes_as_kafka_reads_it(version: int) -> None:
+    from kafka.protocol.producer import AddPartitionsToTxnRequest
+
+    flexible = version >= protocol.TXN_FLEXIBLE
+    buf = protocol.add_partitions_to_txn(version, 9, "cid", "lane-0", 4711, 3, {"a": [0, 2], "b": [1]})
+    req = AddPartitionsToTxnRequest.decode(_body(buf, "cid", flexible), version=version)
+    assert (req.v3_and_below_transactional_id, req.v3_and_below_producer_id, req.v3_and_below_producer_epoch) == (
+        "lane-0", 4711, 3)
+    assert {t.name: list(t.partitions) for t in req.v3_and_below_topics} == {"a": [0, 2], "b": [1]}
+
+
+@pytest.mark.parametrize("version", list(protocol.TXN_VERSIONS))
+def test_add_partitions_to_txn_response_parses(version: int) -> None:
+    from kafka.protocol.producer import AddPartitionsToTxnResponse as R
+
+    T = R.AddPartitionsToTxnTopicResult
+    P = T.AddPartitionsToTxnPartitionResult
+    r = R(throttle_time_ms=3, results_by_topic_v3_and_below=[
+        T(name="a", results_by_partition=[P(partition_index=0, partition_error_code=0),
+                                          P(partition_index=2, partition_error_code=51)]),
+        T(name="b", results_by_partition=[P(partition_index=1, partition_error_code=0)])])
+    body = memoryview(bytes(r.encode(version=version)))
+    assert protocol.parse_add_partitions_to_txn(body, version) == [("a", 0, 0), ("a", 2, 51), ("b", 1, 0)]
+
+
+@pytest.mark.parametrize("version", list(protocol.TXN_VERSIONS))
+@pytest.mark.parametrize("committed", [True, False])
+def test_end_txn_round_trip(version: int, committed: bool) -> None:
+    from kafka.protocol.producer import EndTxnRequest, EndTxnResponse
+
+    flexible = version >= protocol.TXN_FLEXIBLE
+    req = EndTxnRequest.decode(_body(protocol.end_txn(version, 9, "cid", "lane-0", 4711, 3, committed), "cid",
+                                     flexible), version=version)
+    assert (req.transactional_id, req.producer_id, req.producer_epoch, req.committed) == (
+        "lane-0", 4711, 3, committed)
+    answer = bytes(EndTxnResponse(throttle_time_ms=1, error_code=47).encode(version=version))
+    assert protocol.parse_end_txn(memoryview(answer), version) == 47

@@ -17,18 +17,17 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter, deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import kafka.errors as kerrors
-from kafka.protocol.producer import AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest
+from kafka.protocol.producer import InitProducerIdRequest
 
 from . import protocol
 from .batches import Batch, rewrite
 from .connection import BrokerConnection
 from .errors import LaneFenced
-from .wire import TXN_MAX_VERSION, Leader, Wire, WireError, check
+from .wire import Leader, Wire, WireError, check
 
 log = logging.getLogger(__name__)
 PartitionKey = tuple[str, int]
@@ -140,11 +139,16 @@ class BatchWriter:
         topics: dict[str, list[int]] = {}
         for t, p in new:
             topics.setdefault(t, []).append(p)
-        self._coordinated(AddPartitionsToTxnRequest(
-            v3_and_below_transactional_id=self.tid, v3_and_below_producer_id=self.producer_id,
-            v3_and_below_producer_epoch=self.epoch,
-            v3_and_below_topics=[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=t, partitions=ps)
-                                 for t, ps in topics.items()], max_version=TXN_MAX_VERSION), "AddPartitionsToTxn")
+
+        def request(version: int, correlation: int, client_id: str) -> bytearray:
+            return protocol.add_partitions_to_txn(version, correlation, client_id, self.tid or "", self.producer_id,
+                                                  self.epoch, topics)
+
+        def answer(body: memoryview, version: int) -> None:
+            for topic, partition, error in protocol.parse_add_partitions_to_txn(body, version):
+                check(error, f"AddPartitionsToTxn {topic}[{partition}]")
+
+        self._coordinated(protocol.API_ADD_PARTITIONS_TO_TXN, request, answer, "AddPartitionsToTxn")
         self._in_txn.update(new)
 
     def produce(self, batches: dict[PartitionKey, list[Batch]]) -> dict[PartitionKey, list[Written]]:
@@ -311,24 +315,31 @@ class BatchWriter:
             out[key].append(Written(b.base_offset, p.base_offset, b.record_count))
             self._confirmed.add(key)
 
-    def _coordinated(self, request: Any, what: str) -> Any:
-        """A request to the transaction coordinator, sent again while it answers retriably (loading, moved,
-        CONCURRENT_TRANSACTIONS while markers of the last EndTxn are written) or cannot be reached, until
-        `delivery_timeout_ms`; asked for again when it moved. Fencing raises `LaneFenced`."""
+    def _coordinated(self, api: int, request: Callable[[int, int, str], bytearray],
+                     answer: Callable[[memoryview, int], None], what: str) -> None:
+        """A request to the transaction coordinator (`request(version, correlation id, client id)`, its answer
+        checked by `answer(body, version)`), on the hot-path connection to it (`protocol`'s encoding: see there
+        why), sent again while it answers retriably (loading, moved, CONCURRENT_TRANSACTIONS while markers of the
+        last EndTxn are written) or cannot be reached, until `delivery_timeout_ms`; asked for again when it
+        moved. Fencing raises `LaneFenced`."""
         deadline, backoff = time.monotonic() + self.delivery_timeout_ms / 1000, 0.002
         while True:
             try:
-                resp = self.wire.call(request, self._coordinator)
-                check(resp.error_code, what)
-                for t in getattr(resp, "results_by_topic_v3_and_below", None) or []:
-                    for p in t.results_by_partition:
-                        check(p.partition_error_code, f"{what} {t.name}[{p.partition_index}]")
-                return resp
+                if self._coordinator is None:
+                    raise WireError(kerrors.CoordinatorNotAvailableError, f"{what}: no coordinator known")
+                conn = self.wire.connection(self._coordinator)
+                version = protocol.pick(protocol.TXN_VERSIONS, conn.versions.get(api), what)
+                correlation = conn.next_id()
+                conn.send(request(version, correlation, conn.client_id), correlation,
+                          version >= protocol.TXN_FLEXIBLE)
+                answer(conn.receive(small=True), version)
+                return
             except WireError as e:
                 if not e.retriable or time.monotonic() + backoff > deadline:
                     self._raise(e)
                 if e.error.__name__ in ("NotCoordinatorError", "CoordinatorNotAvailableError",
-                                        "KafkaConnectionError", "NodeNotReadyError", "RequestTimedOutError"):
+                                        "KafkaConnectionError", "NodeNotReadyError", "RequestTimedOutError",
+                                        "LeaderNotAvailableError"):
                     try:  # where it is now, and the brokers again: a coordinator back from a restart included
                         self.wire.refresh_brokers()
                         self._coordinator = self.wire.transaction_coordinator(self.tid or "")
@@ -345,9 +356,11 @@ class BatchWriter:
         if not self.transactional or not self._in_txn:
             return
         try:
-            self._coordinated(EndTxnRequest(transactional_id=self.tid, producer_id=self.producer_id,
-                                            producer_epoch=self.epoch, committed=commit,
-                                            max_version=TXN_MAX_VERSION), "EndTxn")
+            self._coordinated(
+                protocol.API_END_TXN,
+                lambda version, correlation, client_id: protocol.end_txn(
+                    version, correlation, client_id, self.tid or "", self.producer_id, self.epoch, commit),
+                lambda body, version: check(protocol.parse_end_txn(body, version), "EndTxn"), "EndTxn")
         finally:
             self._in_txn.clear()
 

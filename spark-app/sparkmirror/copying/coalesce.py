@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from .batches import Batch, Codec, Unforwardable, split_batches
+from .batches import COMPRESSION_MASK, Batch, Unforwardable, split_batches
 
 COALESCE_BELOW = 64 * 1024
 """A forwardable uncompressed source batch smaller than this (bytes, header included) is merged with its
@@ -35,7 +35,8 @@ _GROWTH = 4
 def mergeable(batch: Batch, why: Unforwardable | None) -> bool:
     """A batch that goes as it is (`why`, its `unforwardable()`, is None), uncompressed and small: merged with its
     neighbours. The reason is the caller's, so a batch's is worked out once."""
-    return why is None and batch.codec is Codec.NONE and len(batch.raw) < COALESCE_BELOW
+    # the attribute bits, not `batch.codec`: making the Codec enum member cost 0.8 us a batch
+    return why is None and batch.attributes & COMPRESSION_MASK == 0 and len(batch.raw) < COALESCE_BELOW
 
 
 Run = tuple[list[Batch], Unforwardable | None]

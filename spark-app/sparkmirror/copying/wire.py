@@ -25,7 +25,6 @@ from .connection import BrokerConnection, WireError, check, tls_kind
 from .errors import CopyError, Unreachable, accepted, refused
 
 __all__ = ["Leader", "Wire", "WireError", "check", "wire_config", "wire_talk"]
-TXN_MAX_VERSION = 3
 RECEIVE_MAX_BYTES = 64 << 20
 """The largest response taken: kafka-python's default (1 MB) is below one Fetch of a few partitions; the
 reader asks for at most 50 MiB (`BatchReader.max_bytes`)."""
