@@ -55,7 +55,8 @@ def preload(bootstrap: str, topic: str, n: int, size: int, partitions: int, batc
             compression: str = "none", values: str = "same") -> None:
     """`values`: "same" (one random value for every record: a compressing producer shrinks a batch to about one
     record's bytes) or "distinct" (each record its own slice of random bytes, as `python -m bench` preloads:
-    compressed batches stay as large as their records)."""
+    compressed batches stay as large as their records: librdkafka sends them uncompressed) or "half" (each record's
+    own random bytes, half of them repeated, as `python -m bench` preloads its lz4 topics: lz4 halves a batch)."""
     from confluent_kafka import Producer
 
     from sparkmirror_dev.testing import produce_waiting
@@ -63,11 +64,12 @@ def preload(bootstrap: str, topic: str, n: int, size: int, partitions: int, batc
     p = Producer({"bootstrap.servers": bootstrap, "batch.size": batch_kib * 1024, "linger.ms": 5,
                   "compression.type": compression, "enable.idempotence": True})
     value = os.urandom(size)
-    filler = os.urandom(1 << 20) if values == "distinct" else b""
+    filler = os.urandom(1 << 20) if values != "same" else b""
     for i in range(n):
         if filler:
-            off = (i * 7919) % (len(filler) - size)
-            value = filler[off:off + size]
+            part = size if values == "distinct" else (size + 1) // 2
+            off = (i * 7919) % (len(filler) - part)
+            value = (filler[off:off + part] * 2)[:size]
         produce_waiting(p, topic, key=str(i).encode(), value=value, partition=i % partitions)
     if p.flush(300) != 0:
         raise RuntimeError("preload: records left unsent")
@@ -188,9 +190,9 @@ def run_lane(source: str, target: str, topic: str, dest: str, partitions: int, n
     cfg = FlowGroupConfig.model_validate({
         "name": f"batchcost-{os.getpid()}", "delivery": "exactly-once", "lanes": 1, "epochSeconds": 600,
         "commitIntervalMs": COMMIT_MS, "progressTopic": progress, "copy": copy,
-        "clusters": [{"alias": LANE_ALIAS[copy], "bootstrapServers": source},
+        "clusters": [{"alias": lane_alias(dest, topic), "bootstrapServers": source},
                      {"alias": "b", "bootstrapServers": target}],
-        "mirrors": [{"name": "m", "source": LANE_ALIAS[copy], "target": "b", "topics": topic}]})
+        "mirrors": [{"name": "m", "source": lane_alias(dest, topic), "target": "b", "topics": topic}]})
     ensure_progress_topic(cfg.cluster("b").client_config(), progress)
     lane = plan_lanes("m", 1, [(topic, dest, partitions)])[0]
     holder: dict[str, Any] = {}
@@ -224,8 +226,12 @@ def run_batches_coalesced(source: str, target: str, topic: str, dest: str, parti
     return run_batches(source, target, topic, dest, partitions, n, coalesced=True)
 
 
-LANE_ALIAS = {"records": "a", "batches": "c"}
-"""The lanes' source alias per path: their remote topics (`<alias>.<topic>`) differ, so both can run."""
+def lane_alias(dest: str, topic: str) -> str:
+    """A lane contender's source alias: its remote topic (`<alias>.<topic>`) is the contender's own `dest`."""
+    assert dest.endswith("." + topic), dest
+    return dest[:-len(topic) - 1]
+
+
 CONTENDERS = {"records-lane": run_lane, "batches-lane": run_batches_lane, "records-loop": run_loop,
               "batches": run_batches,
               "batches-coalesced": run_batches_coalesced}
@@ -319,9 +325,10 @@ def main(argv: list[str] | None = None) -> int:
                          "batches@REV (the batch path of commit REV)")
     ap.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"],
                     help="the preload's compression.type: compressed batches are forwarded one by one (never merged)")
-    ap.add_argument("--values", default="same", choices=["same", "distinct"],
+    ap.add_argument("--values", default="same", choices=["same", "distinct", "half"],
                     help="same: every record the same random value (lz4 shrinks a 16-KiB batch to ~1.3 KiB); distinct: "
-                         "a slice of random bytes each, as `python -m bench` preloads (compressed batches stay ~16 KiB)")
+                         "random bytes each, as `python -m bench` preloads plain topics (librdkafka does not compress "
+                         "them); half: random bytes each, half repeated, as it preloads lz4 topics (lz4 halves a batch)")
     ap.add_argument("--source-batch-kib", type=int, default=16,
                     help="the preload's batch.size (a stock Java producer's 16 KiB by default): how the cost of a "
                          "copied batch depends on its size, on the mirror and on the target broker")
@@ -358,9 +365,7 @@ def main(argv: list[str] | None = None) -> int:
         print("target broker warmed up by a copy not counted", flush=True)
         results: dict[str, Any] = {}
         for name in a.contenders.split(","):
-            dest = (f"{LANE_ALIAS['records']}.{topic}" if name == "records-lane" else
-                    f"{LANE_ALIAS['batches']}.{topic}" if name == "batches-lane" else
-                    f"{name.replace('@', '-')}.{topic}")
+            dest = f"a.{topic}" if name == "records-lane" else f"{name.replace('@', '-')}.{topic}"
             if name in results:
                 raise SystemExit(f"--contenders: {name} twice")
             create_topic(target, dest, a.partitions)
