@@ -27,7 +27,7 @@ from sparkmirror.resource.flowgroup import FlowGroupConfig
 from sparkmirror_dev.testing import NumberedProducer, create_topic, numbered_counts, unique_name
 
 from . import handoffresults
-from .arrivals import Arrivals, pauses_between
+from .arrivals import Arrivals
 from .jobproc import start_job, stop_job
 from .runenv import Env
 
@@ -66,7 +66,7 @@ def _finish(src: str, tgt: str, topic: str, producer: NumberedProducer, arrivals
     time.sleep(3)  # a duplicate would land after the count was reached
     arrivals.stop()
     lost, dup = numbered_counts(tgt, f"src.{topic}", PARTITIONS, sent)
-    pauses = pauses_between(arrivals.times, changes, int(time.time() * 1000))
+    pauses = arrivals.pauses_between(changes, int(time.time() * 1000))
     return {"changes": len(changes), "records": sent * PARTITIONS, "lost": lost, "duplicated": dup,
             "pauses_ms": pauses}
 

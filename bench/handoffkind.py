@@ -29,7 +29,7 @@ from sparkmirror_dev.kindground import MIRROR_NS, KindGround
 from sparkmirror_dev.testing import NumberedProducer, create_topic, numbered_counts
 from sparkmirror_operator.render import LABEL_COMPONENT, LABEL_FLOW_GROUP, LABEL_GENERATION, LABEL_INSTANCE
 
-from .arrivals import Arrivals, pauses_between
+from .arrivals import Arrivals
 
 PARTITIONS = 4
 SPARK = {"imagePullPolicy": "IfNotPresent", "parallelism": 2, "epochSeconds": 20,
@@ -169,7 +169,7 @@ def _measure(g: KindGround, args: argparse.Namespace) -> dict:
     lost, dup = numbered_counts(g.west.external_bootstrap, f"east.{topic}", PARTITIONS, sent)
     end = int(time.time() * 1000)
     changes = upgrades + restarts
-    pauses = pauses_between(arrivals.times, changes, end)
+    pauses = arrivals.pauses_between(changes, end)
     up_p, re_p = pauses[:len(upgrades)], pauses[len(upgrades):]
     g.kubectl("-n", MIRROR_NS, "delete", "kafkamirrormaker2", mirror, "--wait=false", check=False)
     return {"upgrades": len(upgrades), "restarts": len(restarts), "records": sent * PARTITIONS,

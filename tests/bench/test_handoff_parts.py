@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 from bench import handoffresults, report
-from bench.arrivals import pause_ms, pauses_between
+from bench.arrivals import partition_pause_ms, pause_ms, pauses_between
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -43,3 +43,13 @@ def test_a_throughput_run_keeps_the_handoff_and_soak_sections() -> None:
     previous = {"handoff": {"pause_ms_max": 40}, "soak": {"minutes": 30}, "runs": ["old"]}
     merged = report.with_kept_sections({"runs": ["new"]}, previous)
     assert merged == {"handoff": {"pause_ms_max": 40}, "soak": {"minutes": 30}, "runs": ["new"]}
+
+
+def test_a_pause_is_the_longest_of_any_partition_not_of_the_topic() -> None:
+    """Lanes hand their partitions over one by one: while partition 0 waits 2.9 s, partition 1 still flows, so
+    the topic-wide gap (500 ms) hides what a reader of partition 0 sees."""
+    by_partition = {0: [0, 100, 3000, 3100], 1: [0, 500, 1000, 1500, 2000, 2500, 3000]}
+    merged = sorted(t for ts in by_partition.values() for t in ts)
+    assert pause_ms(merged, 50, 3100) == 500
+    assert partition_pause_ms(by_partition, 50, 3100) == 2900
+    assert partition_pause_ms({}, 50, 3100) == 3050
