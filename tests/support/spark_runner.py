@@ -3,8 +3,9 @@
 It polls the SparkApplications of one namespace on the local API server; for each one it reads the flow-group
 ConfigMap the application mounts, runs the job (`python -m sparkmirror.job --config FILE`) as a local Spark
 process against the local Kafka clusters, and writes `.status.applicationState` back as the Spark operator
-would: SUBMITTED, RUNNING, FAILING / FAILED (with the error, in the Spark operator's words: `driver container
-failed with ExitCode: N`), SUSPENDED (spec.suspend). A changed spec restarts the job; a deleted application
+would: SUBMITTED, RUNNING, FAILING / FAILED (with the error in the Spark operator's words, which are only the driver
+container's terminated state: `driver container failed with ExitCode: N, Reason: Error`, never the driver's
+log), SUSPENDED (spec.suspend). A changed spec restarts the job; a deleted application
 stops it; a job that exits 0 (a worker generation that handed over) is COMPLETED and never run again.
 `restartPolicy` as the Spark operator reads it: `Always` resubmits any exit; `OnFailure` resubmits a failed
 one `onFailureRetryInterval x attempts` seconds later (its linear back-off), up to `onFailureRetries` times,
@@ -33,6 +34,15 @@ from sparkmirror_operator.kubeapi import KubeApi
 
 log = logging.getLogger(__name__)
 CONFIG_MOUNT = "/etc/sparkmirror/flowgroup/"
+
+
+def failed_driver_message(rc: int) -> str:
+    """The Kubeflow Spark operator's `applicationState.errorMessage` of a failed driver: built from the driver
+    container's terminated state alone (its controller's `driver container failed with ExitCode: %d, Reason: %s`),
+    so nothing the driver printed reaches it. A process ended by signal N is the kubelet's exit code 128 + N; the
+    kubelet's reason for a non-zero exit is `Error` (`OOMKilled` needs a memory cgroup this runner does not have)."""
+    code = 128 - rc if rc < 0 else rc
+    return f"driver container failed with ExitCode: {code}, Reason: Error"
 
 
 @dataclass
@@ -113,7 +123,6 @@ class LocalSparkRunner:
             rc = job.proc.poll()
             if rc is not None:
                 job.ended = job.ended or time.monotonic()
-                tail = job.log_path.read_text(errors="replace").strip().splitlines()[-3:]
                 policy = spec.get("restartPolicy") or {}
                 attempts = self.attempts.get(app["metadata"].get("uid", name), 1)
                 retry = policy.get("type") == "Always" or (
@@ -121,8 +130,7 @@ class LocalSparkRunner:
                 if rc == 0:  # e.g. a worker generation that handed over and drained
                     self._state(app, "COMPLETED")
                 else:
-                    why = f"driver container failed with ExitCode: {rc}, Reason: Error: {' | '.join(tail)}"
-                    self._state(app, "FAILING" if retry else "FAILED", why[:1000])
+                    self._state(app, "FAILING" if retry else "FAILED", failed_driver_message(rc))
                 due = job.ended + (policy.get("onFailureRetryInterval", 0) * attempts if rc != 0 else 0)
                 if retry and time.monotonic() >= due:  # submitted again on the next pass
                     del self.jobs[name]
