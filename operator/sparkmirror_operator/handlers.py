@@ -110,7 +110,7 @@ def _upgrading(status: dict[str, Any] | None) -> bool:
 
 def _stopped_unasked(status: dict[str, Any] | None) -> bool:
     """A generation exited 0 while its Lease names it, too recently to submit it again at once: a later
-    refresh must apply (rollout.exit_contract)."""
+    refresh must apply (exitcontract.py)."""
     return any(c.get("type") == "Degraded" and "exited 0 while its Lease names it" in (c.get("message") or "")
                for c in (status or {}).get("conditions") or [])
 
@@ -219,7 +219,7 @@ def application_changed(body: kopf.Body, event: dict[str, Any], memo: kopf.Memo,
     api, namespace, owner = found
     recreate = event.get("type") == "DELETED"
     # a driver that ended: the exit contract may act on it (a refusal is removed before the Spark operator
-    # submits it again, an exit 0 nothing took over is submitted again: rollout.exit_contract)
+    # submits it again, an exit 0 nothing took over is submitted again: exitcontract.py)
     ended = ((body.get("status") or {}).get("applicationState") or {}).get("state") in EXIT_STATES
     for _attempt in range(3):  # the resource may change while its status is computed: read it again
         kmm2 = api.get(KIND, namespace, owner)

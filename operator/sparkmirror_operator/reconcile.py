@@ -23,7 +23,7 @@ from . import failover
 from .lag import SECRET_REF_ROOT, GroupLag, group_lag, secret_resolver
 from .render import CONFIG_KEY, LABEL_COMPONENT, LABEL_FLOW_GROUP, LABEL_GENERATION, LABEL_RESOURCE, Settings, render
 from .renewal import RenewalClock
-from .rollout import Observed, Worker
+from .observed import Observed, Worker
 from .scaling import Autoscaler
 from . import scaling
 from .status import Problem, build_status

@@ -32,8 +32,10 @@ from sparkmirror.resource.names import (LEASE_HOLDER, LEASE_REVOKED, LEASE_TRANS
                                         config_map_name, lease_name, short_name, transactional_ids)
 from sparkmirror.sparkdefaults import SPARK_DEFAULTS
 
-from .rollout import (ANNOTATION_LAST_GENERATION, ANNOTATION_MOVED_AT, ANNOTATION_REFUSED, ANNOTATION_RESTART,
-                      ANNOTATION_ROLLED_BACK, Observed, Plan as Rollout, plan_rollout)
+from .observed import ANNOTATION_LAST_GENERATION, ANNOTATION_MOVED_AT, ANNOTATION_ROLLED_BACK, Observed
+from .restarts import ANNOTATION_REFUSED, ANNOTATION_RESTART
+from .rollout import plan_rollout
+from .rolloutplan import Plan as Rollout
 
 CONFIG_MOUNT = "/etc/sparkmirror/flowgroup"
 CONFIG_KEY = "flowgroup.yaml"
@@ -54,7 +56,7 @@ RESTART_POLICY = {
     # and is never resubmitted; any other exit is resubmitted after `interval x attempts` seconds (its linear
     # back-off) up to `retries` times, then the application stays FAILED and the status says so. A permanent
     # refusal (names.PERMANENT_EXIT_CODES) is read back by this operator from the failed state's message, and
-    # its application removed before the next attempt (rollout.exit_contract).
+    # its application removed before the next attempt (exitcontract.py).
     "type": "OnFailure",
     # 20 s, 40 s, ... 400 s apart: 70 minutes of trying in all. The first retry comes 20 s after a failure so
     # that a busy operator has read a refusal back and removed its application before it would run again.

@@ -1,9 +1,13 @@
 """Restarts: which flow groups `sparkmirror.io/restart` rolls, and the job's exit contract (resource/names.py
-EXIT_*) as the Lease records it. Pure, used by rollout.py (which applies the contract: `rollout.exit_contract`)."""
+EXIT_*) as the Lease records it and the Spark operator's state carries it (`exit_code`). Pure, used by rollout.py
+and exitcontract.py (which applies the contract)."""
 from __future__ import annotations
+
+import re
 
 from sparkmirror.resource.flowgroup import FlowGroupConfig
 
+ANNOTATION_RESTART = "sparkmirror.io/restart"
 ANNOTATION_REFUSED = "sparkmirror.io/refused"
 """On a flow group's Lease: the generation whose job refused to run (JSON: generation, exitCode, reason); its
 application is removed and not started again until a restart or a change makes a new generation."""
@@ -45,3 +49,12 @@ def restart_of(cfg: FlowGroupConfig, token: str) -> FlowGroupConfig:
 
 def restart_token(cfg: FlowGroupConfig | None) -> str:
     return cfg.worker.version.split(RESTART_SUFFIX, 1)[1] if cfg and RESTART_SUFFIX in cfg.worker.version else ""
+
+
+_EXIT_CODE = re.compile(r"ExitCode: (\d+)")  # the Kubeflow Spark operator's errorMessage of a failed driver
+
+
+def exit_code(error_message: str | None) -> int | None:
+    """The driver's exit code in the Kubeflow Spark operator's errorMessage of a failed driver, if it says one."""
+    match = _EXIT_CODE.search(error_message or "")
+    return int(match.group(1)) if match else None

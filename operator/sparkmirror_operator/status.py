@@ -18,7 +18,8 @@ from typing import Any
 from sparkmirror.consumerlag import STATUS_GROUPS
 from sparkmirror.resource.plan import Plan
 from .lag import GroupLag
-from .rollout import MAX_HANDOFFS, Plan as Rollout, exit_code
+from .restarts import exit_code
+from .rolloutplan import Plan as Rollout
 from sparkmirror.faultkind import Kind
 from sparkmirror.resource.statusmodel import KafkaMirrorMaker2Status
 from sparkmirror.replicas import REASON as REPLICATION_REFUSED
@@ -33,6 +34,8 @@ FAILED = {"FAILED", "SUBMISSION_FAILED", "FAILING", "UNKNOWN"}
 # (an unreachable cluster, no topics yet, lag unknown) leave the resource Degraded but not Stalled.
 STALLING = {"InvalidSpec", "SecretMissing", "SecretUnreadable", *(k.value for k in Kind if k.refused), "ApplyFailed",
             "ApplicationFailed", "ApplicationRefused", REPLICATION_REFUSED}
+
+MAX_HANDOFFS = 10  # the handoff records status.handoffs keeps, newest last
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ import pytest
 from sparkmirror.resource.names import lease_ready_key, lease_took_over_key
 from sparkmirror_operator.kubeapi import KubeApi
 from sparkmirror_operator.reconcile import Reconciler
-from sparkmirror_operator.rollout import ANNOTATION_LAST_GENERATION, ANNOTATION_REFUSED
+from sparkmirror_operator.observed import ANNOTATION_LAST_GENERATION
+from sparkmirror_operator.restarts import ANNOTATION_REFUSED
 
 from .conftest import wait_for
 from .test_operator import KMM2, names, resource, secret
@@ -349,11 +350,11 @@ def test_an_exit_0_nothing_took_over_is_submitted_again(kube, kmm2_crd, kapi, na
     """A generation whose driver drained and exited 0 while its Lease still names it (a deleted or evicted
     driver pod): `OnFailure` never resubmits a completed application, so the operator submits it again
     (its minimum age set to 0 here: the test does not wait a minute)."""
-    from sparkmirror_operator import rollout
+    from sparkmirror_operator import exitcontract
 
     from .test_operator import set_spark_state
 
-    monkeypatch.setattr(rollout, "RESUBMIT_AFTER_SECONDS", 0)
+    monkeypatch.setattr(exitcontract, "RESUBMIT_AFTER_SECONDS", 0)
     kapi.create(secret(namespace, "mirror-user", {"password": "pw"}))
     kapi.create(resource("again", namespace, flowGroups=[{"name": "a", "mirrors": ["a", "c"]}]))
     rec = Reconciler(KubeApi(kapi.api), lag_timeout=1.0)

@@ -11,7 +11,7 @@ import pytest
 from sparkmirror_dev.testing import create_topic, unique_name
 from sparkmirror_operator.kubeapi import KubeApi
 from sparkmirror_operator.reconcile import Reconciler
-from sparkmirror_operator.rollout import ANNOTATION_REFUSED
+from sparkmirror_operator.restarts import ANNOTATION_REFUSED
 
 from .conftest import wait_for
 from .test_handoff_api import _annotations, _cond, _reconcile

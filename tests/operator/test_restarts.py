@@ -7,7 +7,8 @@ import json
 
 from sparkmirror.inputs import USAGE_EXIT
 from sparkmirror.resource.names import EXIT_REFUSED, EXIT_STOPPED, PERMANENT_EXIT_CODES
-from sparkmirror_operator.rollout import ANNOTATION_REFUSED, RESUBMIT_AFTER_SECONDS, plan_rollout
+from sparkmirror_operator.restarts import ANNOTATION_REFUSED, RESUBMIT_AFTER_SECONDS
+from sparkmirror_operator.rollout import plan_rollout
 
 from .test_rollout import NOW, UPGRADE, app, cfg, gens, lease, observed
 
@@ -81,7 +82,7 @@ def test_the_application_says_the_contract_in_its_restart_policy():
     assert apps and all(a["spec"]["restartPolicy"]["type"] == "OnFailure" and
                         a["spec"]["restartPolicy"]["onFailureRetries"] > 0 for a in apps)
     # a refused group: no application rendered, the record on its Lease, the status naming it
-    from sparkmirror_operator.rollout import Observed, Worker
+    from sparkmirror_operator.observed import Observed, Worker
     from sparkmirror.resource.flowgroup import FlowGroupConfig
     from sparkmirror_operator.render import CONFIG_KEY, LABEL_FLOW_GROUP
 

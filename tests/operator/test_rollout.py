@@ -7,8 +7,9 @@ from sparkmirror.resource.flowgroup import FlowGroupConfig, Predecessor
 from sparkmirror.resource.model import UpgradeSpec
 from sparkmirror.resource.names import LEASE_HOLDER, LEASE_REVOKED, lease_ready_key, lease_took_over_key
 from sparkmirror.resource.rollout import next_generation
-from sparkmirror_operator.rollout import (ANNOTATION_LAST_GENERATION, ANNOTATION_MOVED_AT, Observed, Worker,
-                                          plan_rollout, took_over)
+from sparkmirror_operator.observed import ANNOTATION_LAST_GENERATION, ANNOTATION_MOVED_AT, Observed, Worker
+from sparkmirror_operator.rollout import plan_rollout
+from sparkmirror_operator.takeovers import took_over
 
 NOW = 1_800_000_000_000
 UPGRADE = UpgradeSpec(readyTimeoutSeconds=60, handoffTimeoutSeconds=30)

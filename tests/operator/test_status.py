@@ -168,7 +168,7 @@ def test_consumer_group_lag_lists_the_most_lagging_groups_and_is_carried_over() 
 def test_a_refusing_cluster_is_the_reason_not_the_silent_lease_it_causes() -> None:
     """A target refusing the mirror's credentials keeps the driver from ever renewing its Lease: Degraded says the
     refusal alone (on kind it said Multiple, with LeaseNotRenewed beside it); a silent Lease with no refusal stays."""
-    from sparkmirror_operator.rollout import Plan as Rollout
+    from sparkmirror_operator.rolloutplan import Plan as Rollout
 
     silent = Rollout(app_problems=[("LeaseNotRenewed", "flow group a: generation 1 holds the Lease but it has not "
                                                        "renewed its Lease since the Lease moved to it 30 s")])
@@ -188,7 +188,7 @@ def test_a_job_that_said_why_stays_named_between_retries() -> None:
     is SUBMITTED or RUNNING again, yet the status keeps the job's words from its Lease (as seen on kind, where it
     otherwise flipped to Progressing and LeaseNotRenewed), until the generation renews its Lease."""
     from sparkmirror.resource.names import EXIT_TOO_FEW_BROKERS
-    from sparkmirror_operator.rollout import Plan as Rollout
+    from sparkmirror_operator.rolloutplan import Plan as Rollout
 
     words = ("topic 'a.t' needs replication factor 3 (replication.factor) but cluster 'b' has 1 broker(s): set "
              "replication.factor in mirrors[a->b]'s connector config to at most 1")
