@@ -80,7 +80,7 @@ def start_query(spark, config: FlowGroupConfig, mirror_name: str, stats: dict[st
     mstats = stats.setdefault(mirror_name, MirrorStats(mirror_name))
 
     def sink(batch_df, batch_id: int) -> None:
-        rows = batch_df.collect()  # runs the epoch's lane tasks
+        rows = collect_batch(batch_df)  # runs the epoch's lane tasks
         arrived_ms = int(time.time() * 1000)
         t1 = time.monotonic()
         mstats.update(rows)
@@ -109,6 +109,47 @@ def start_query(spark, config: FlowGroupConfig, mirror_name: str, stats: dict[st
     return (_observed(reader.load()).writeStream.queryName(query_name(config.name, mirror_name, gen))
             .foreachBatch(sink)
             .option("checkpointLocation", str(checkpoint)).start())
+
+
+class BatchStopped(RuntimeError):
+    """A batch whose job the query's own stop interrupted or cancelled (see `collect_batch`)."""
+
+
+_INTERRUPTIONS = ("java.lang.InterruptedException", "java.io.InterruptedIOException",
+                  "java.nio.channels.ClosedByInterruptException")
+
+
+def stopped_batch(py4j_text: str) -> str | None:
+    """The error a stopped batch's sink raises to Spark, from py4j's text of its `collect()` error (None: not a
+    stop, the error goes to Spark whole). Pure.
+
+    A Java error's text from py4j carries the whole Java stack (8 KB for a cancelled collect). Spark 4.1's
+    `StreamExecution.isInterruptionException`, which tells a stop from a failure, matches the Python side's
+    traceback with the regex `py4j.protocol.Py4JJavaError: An error occurred while calling((.|\\r\\n|\\r|\\n)*)(...)`,
+    whose `(.|...)*` recurses once per character in Java: on those 8 KB the stream thread dies of a
+    `java.lang.StackOverflowError` (printed at every handoff) and the query ends without its "Stopped" status.
+    Kept to the error's own lines before its stack, the text matches at once (an interruption) or names the
+    cancelled job group (`org.apache.spark.SparkException`, `cancelled`, the query's runId: Spark's other test)."""
+    head = py4j_text.split("\n\tat ", 1)[0].strip()
+    said = head.split("\n: ", 1)[-1]
+    if not said.startswith(_INTERRUPTIONS) and not (
+            said.startswith("org.apache.spark.SparkException") and "cancelled" in said):
+        return None
+    return f"py4j.protocol.Py4JJavaError: {head}"
+
+
+def collect_batch(batch_df) -> list:
+    """The batch's rows. An error of its job that the query's stop caused reaches Spark as `BatchStopped` with a
+    short text (`stopped_batch`), any other as it is (its whole text names the failure: `root_message`)."""
+    from py4j.protocol import Py4JJavaError
+
+    try:
+        return batch_df.collect()
+    except Py4JJavaError as e:
+        stopped = stopped_batch(str(e))
+        if stopped is None:
+            raise
+    raise BatchStopped(stopped)  # (outside the handler: no "during handling" chain with py4j's text in it)
 
 
 RESTARTABLE = ("Python worker failed to connect back",)
