@@ -31,6 +31,9 @@ def exit_contract(out: Plan, observed: Observed, now_ms: int) -> None:
                 failure_current(failure, observed.leases.get(group)):
             out.failures[group] = failure
         record = worker.refused() if worker is not None else None
+        said = out.failures.get(group) or {}
+        if record is not None and said.get("exitCode") == record["exitCode"] and said.get("message"):
+            record["reason"] = str(said["message"])[:900]  # the job's words, not the Spark operator's code
         if record is None:
             try:
                 kept = json.loads(observed.annotation(group, ANNOTATION_REFUSED) or "null")

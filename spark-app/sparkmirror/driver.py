@@ -165,6 +165,20 @@ class Driver:
         self.watch_lease()
         return self
 
+    def _report_before_lease(self, code: int, message: str) -> None:
+        """names.LEASE_FAILURE for an exit found before this driver follows its Leases (`start` ended early): the
+        Spark operator's state carries only the code, so the status gets the words from here."""
+        leased = [c for c in self.initial if c.worker.leaseName]
+        if not leased:
+            return
+        from .handoff.lease import LeaseGate
+        from .handoff.takeover import HandoffError
+
+        try:
+            LeaseGate.for_configs(leased).report_failure(code, message)
+        except HandoffError as e:  # no Kubernetes API: the exit code alone reaches the status
+            log.warning("cannot report the exit on the Lease: %s", e)
+
     def _size_history(self) -> None:
         """The offset history's cap from this driver's memory and partitions (`historycap`), before any epoch:
         `HistoryTooLarge` refuses the configuration (`run` exits EXIT_REFUSED, naming the fields)."""
@@ -396,6 +410,7 @@ class Driver:
             except HistoryTooLarge as e:  # the configuration cannot fit: restarting cannot help
                 log.error("%s", e)
                 print(f"sparkmirror: {e}", file=sys.stderr, flush=True)
+                self._report_before_lease(EXIT_REFUSED, str(e))
                 return EXIT_REFUSED
             except ReplicationFactorRefused as e:  # a standby's warm-up syncs topics before any query runs
                 log.error("%s", e)

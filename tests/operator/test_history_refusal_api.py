@@ -1,7 +1,8 @@
 """An offset history that cannot fit the driver's memory (issue 39 item 4) reaches the resource's status the way
-every permanent refusal does: the job exits 2 at start, the operator removes its application, records the
-refusal and says so (Degraded: ApplicationRefused), and does not run it again. Real API server, real job on
-local Spark, real Kafka (the driver counts the source partitions it would serve)."""
+every permanent refusal does: the job exits 2 at start with its words on its Lease, the operator removes its
+application, records the refusal and says so in those words (Degraded: ApplicationRefused), and does not run it
+again. Real API server, real job on local Spark, real Kafka (the driver counts the source partitions it would
+serve)."""
 from __future__ import annotations
 
 import json
@@ -21,8 +22,10 @@ pytestmark = [pytest.mark.k8s, pytest.mark.kafka, pytest.mark.minutes(2)]
 
 
 def test_a_history_too_large_for_the_driver_is_a_refusal_on_the_status(kube, kmm2_crd, kapi, namespace, tmp_path,
-                                                                      kafka_a, kafka_b) -> None:
+                                                                      kafka_a, kafka_b, monkeypatch) -> None:
     from tests.support.spark_runner import LocalSparkRunner
+
+    monkeypatch.setenv("KUBECONFIG", str(kube.kubeconfig))  # the job's Lease client (its runner's env)
 
     topic = create_topic(kafka_a.bootstrap, unique_name("t"), 4)
     kapi.create({"apiVersion": "sparkmirror.io/v1alpha1", "kind": KMM2,
@@ -51,3 +54,5 @@ def test_a_history_too_large_for_the_driver_is_a_refusal_on_the_status(kube, kmm
         assert json.loads(_annotations(kapi, namespace, app)[ANNOTATION_REFUSED])["exitCode"] == 2  # its Lease
         degraded = _cond(st, "Degraded")
         assert degraded["reason"] == "ApplicationRefused" and "exited with code 2" in degraded["message"]
+        # the job's words, from its Lease (the Spark operator's errorMessage carries only the exit code)
+        assert "spec.spark.offsetHistory=100,000,000 ranges/partition needs" in degraded["message"], degraded

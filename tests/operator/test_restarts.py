@@ -40,6 +40,22 @@ def test_a_permanent_refusal_is_not_run_again_and_the_resource_says_why():
     assert ("g", 2) in gens(p) and p.holders["g"] == 2 and not p.refused and not p.no_application
 
 
+def test_a_refusal_says_the_jobs_words_from_its_lease():
+    """The Spark operator's errorMessage carries only the exit code; the job's record on its Lease
+    (names.LEASE_FAILURE) carries why, and the refusal recorded on the Lease keeps those words."""
+    from sparkmirror.resource.names import LEASE_FAILURE
+
+    words = "spec.spark.offsetHistory=100,000,000 ranges/partition needs 4,577.6 MiB but the driver has 128 MiB"
+    said = json.dumps({"generation": 1, "exitCode": EXIT_REFUSED, "message": words})
+    p = plan_rollout([cfg()], observed([(cfg(), failed(EXIT_REFUSED))], {"g": lease(1, **{LEASE_FAILURE: said})}),
+                     UPGRADE, now_ms=NOW)
+    assert p.refused["g"]["reason"] == words and words in p.app_problems[0][1]
+    other = json.dumps({"generation": 1, "exitCode": 4, "message": "too few brokers"})  # another exit's words
+    p = plan_rollout([cfg()], observed([(cfg(), failed(EXIT_REFUSED))], {"g": lease(1, **{LEASE_FAILURE: other})}),
+                     UPGRADE, now_ms=NOW)
+    assert p.refused["g"]["reason"] == "driver container failed with ExitCode: 2, Reason: Error"
+
+
 def test_an_ordinary_failure_is_left_to_the_spark_operators_back_off():
     p = plan_rollout([cfg()], observed([(cfg(), failed(1))], {"g": lease(1)}), UPGRADE, now_ms=NOW)
     assert not p.no_application and not p.refused and not p.resubmit and not p.app_problems

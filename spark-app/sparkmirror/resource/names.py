@@ -67,8 +67,8 @@ out before its first commit): JSON {"generation": the later one, "flowGroups": i
 {target alias: [its lanes' ids]}}. The generation taking back fences those ids and revokes those groups' marks."""
 
 LEASE_FAILURE = "sparkmirror.io/failure"
-"""Set by a driver that ends with an exit code the status names (EXIT_UNAUTHORIZED, EXIT_TOO_FEW_BROKERS): JSON
-{"generation", "exitCode", "message"}. The Kubeflow Spark operator's errorMessage carries only the exit code, so
+"""Set by a driver that ends with an exit code the status names (EXIT_UNAUTHORIZED, EXIT_TOO_FEW_BROKERS, and
+EXIT_REFUSED once Spark is up: an offset history that cannot fit): JSON {"generation", "exitCode", "message"}. The Kubeflow Spark operator's errorMessage carries only the exit code, so
 this is how the job's own words (which topic, factor, brokers, key) reach the resource's status."""
 
 
