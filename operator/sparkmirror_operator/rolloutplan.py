@@ -29,5 +29,6 @@ class Plan:
     no_application: set[tuple[str, int]] = field(default_factory=set)  # (group, generation) not to run
     resubmit: list[tuple[str, int]] = field(default_factory=list)  # applications to remove and submit again
     app_problems: list[tuple[str, str]] = field(default_factory=list)  # (condition reason, message)
+    silent: dict[str, str] = field(default_factory=dict)  # group -> why its holder is silent (holders.py)
     failures: dict[str, dict[str, Any]] = field(default_factory=dict)  # group -> its copying generation's
     #                                                                     names.LEASE_FAILURE record

@@ -17,6 +17,7 @@ from typing import Any
 
 from sparkmirror.consumerlag import STATUS_GROUPS
 from sparkmirror.resource.plan import Plan
+from .holders import LEASE_NOT_RENEWED, silence_explained
 from .lag import GroupLag
 from .restarts import exit_code
 from .rolloutplan import Plan as Rollout
@@ -25,8 +26,6 @@ from sparkmirror.resource.statusmodel import KafkaMirrorMaker2Status
 from sparkmirror.replicas import REASON as REPLICATION_REFUSED
 from sparkmirror.resource.names import EXIT_TOO_FEW_BROKERS, EXIT_UNAUTHORIZED, application_name
 
-REFUSED = frozenset(k.value for k in Kind if k.refused)
-"""Condition reasons of a cluster refusing the mirror (authentication, authorization, TLS)."""
 RUNNING = {"RUNNING"}
 SUSPENDED = {"SUSPENDED", "SUSPENDING"}
 FAILED = {"FAILED", "SUBMISSION_FAILED", "FAILING", "UNKNOWN"}
@@ -42,6 +41,7 @@ MAX_HANDOFFS = 10  # the handoff records status.handoffs keeps, newest last
 class Problem:
     reason: str   # CamelCase: SecretMissing, ClusterUnreachable, NoTopics, ...
     message: str  # names the field or object
+    group: str | None = None  # the flow group it is about (None: the resource)
 
 
 def now_rfc3339() -> str:
@@ -203,13 +203,13 @@ def build_status(*, name: str, generation: int | None, plan: Plan, apps: dict[st
                   _condition(old_conds, "Degraded", True, "InvalidSpec", msg, generation, now)]
         status["flowGroupsReady"] = None
     else:
-        all_problems = list(problems) + [Problem(failed_reasons.get(g["name"], "ApplicationFailed"), g["message"])
-                                         for g in failed]
+        all_problems = list(problems) + [Problem(failed_reasons.get(g["name"], "ApplicationFailed"), g["message"],
+                                                 g["name"]) for g in failed]
         if rollout is not None:
             all_problems += [Problem(reason, m) for reason, m in rollout.app_problems]
-        if any(p.reason in REFUSED for p in all_problems):  # a refusing cluster keeps every driver from copying:
-            # their silence on the Lease is its consequence, not a second problem (the reason stays the refusal)
-            all_problems = [p for p in all_problems if p.reason != "LeaseNotRenewed"]
+            others = [(p.reason, p.group) for p in all_problems]
+            all_problems += [Problem(LEASE_NOT_RENEWED, m, group) for group, m in sorted(rollout.silent.items())
+                             if not silence_explained(group, others, rollout.failures)]
         if all_problems:
             reasons = sorted({p.reason for p in all_problems})
             degraded = _condition(old_conds, "Degraded", True, reasons[0] if len(reasons) == 1 else "Multiple",

@@ -170,8 +170,8 @@ def test_a_refusing_cluster_is_the_reason_not_the_silent_lease_it_causes() -> No
     refusal alone (on kind it said Multiple, with LeaseNotRenewed beside it); a silent Lease with no refusal stays."""
     from sparkmirror_operator.rolloutplan import Plan as Rollout
 
-    silent = Rollout(app_problems=[("LeaseNotRenewed", "flow group a: generation 1 holds the Lease but it has not "
-                                                       "renewed its Lease since the Lease moved to it 30 s")])
+    silent = Rollout(silent={"a": "flow group a: generation 1 holds the Lease but it has not renewed its Lease "
+                                  "since the Lease moved to it 30 s"})
     refused = Problem("AuthenticationFailed", "spec.target.bootstrapServers: target cluster 'b' (h:1): SASL "
                                               "authentication error: Authentication failed")
     st = build_status(name="m", generation=3, plan=plan(RES), apps={"a": app("RUNNING"), "c": app("RUNNING")},
@@ -204,3 +204,39 @@ def test_a_job_that_said_why_stays_named_between_retries() -> None:
     st = build_status(name="m", generation=3, plan=plan(RES), apps={"a": app("RUNNING"), "c": app("RUNNING")},
                       lags=None, problems=[], old=None, now="T", rollout=Rollout())
     assert conds(st)["Degraded"] == ("False", "AsExpected")  # no current record: a running application is running
+
+
+def test_one_rule_a_problem_that_explains_a_silent_lease_replaces_it() -> None:
+    """holders.silence_explained: a cluster refusing the mirror explains every group's silent Lease, a problem of
+    the group itself explains its own; nothing else does (a silent Lease beside them stays a problem)."""
+    from sparkmirror_operator.holders import silence_explained
+
+    assert silence_explained("a", [("AuthenticationFailed", None)])  # the lag reader's refusal: the resource's
+    assert silence_explained("a", [("AuthorizationFailed", "c")])  # exit 3 of another group: the cluster refuses
+    assert silence_explained("a", [("ReplicationFactorRefused", "a")])  # its own job's words on its Lease
+    assert silence_explained("a", [("ApplicationFailed", "a")])
+    assert not silence_explained("a", [("ReplicationFactorRefused", "c")])  # another group's topic: not a's
+    assert not silence_explained("a", [("ClusterUnreachable", None), ("NoTopics", None)])  # a driver waits these out
+    assert not silence_explained("a", [("LeaseNotRenewed", "a"), ("LeaseNotRenewed", "c")]) and \
+        not silence_explained("a", [])
+    assert silence_explained("a", [], said={"a"}) and not silence_explained("a", [], said={"c"})  # its Lease record
+
+
+def test_the_rule_on_the_status_a_groups_own_words_replace_its_silence_not_anothers() -> None:
+    """Exit 4 of group a, restarted and RUNNING again without renewing: Degraded says a's words alone; a silent c
+    beside it is still said (Multiple)."""
+    from sparkmirror.resource.names import EXIT_TOO_FEW_BROKERS
+    from sparkmirror_operator.rolloutplan import Plan as Rollout
+
+    failures = {"a": {"generation": 1, "exitCode": EXIT_TOO_FEW_BROKERS, "message": "topic 'a.t' needs 3", "atMs": 1}}
+    quiet = {g: f"flow group {g}: generation 1 holds the Lease but it has not renewed its Lease for 16 s"
+             for g in ("a", "c")}
+    st = build_status(name="m", generation=3, plan=plan(RES), apps={"a": app("RUNNING"), "c": app("RUNNING")},
+                      lags=None, problems=[], old=None, now="T",
+                      rollout=Rollout(failures=failures, silent={"a": quiet["a"]}))
+    assert conds(st)["Degraded"] == ("True", "ReplicationFactorRefused")
+    st = build_status(name="m", generation=3, plan=plan(RES), apps={"a": app("RUNNING"), "c": app("RUNNING")},
+                      lags=None, problems=[], old=None, now="T", rollout=Rollout(failures=failures, silent=quiet))
+    degraded = next(c for c in st["conditions"] if c["type"] == "Degraded")
+    assert degraded["reason"] == "Multiple" and "flow group c: generation 1 holds the Lease" in degraded["message"]
+    assert "flow group a: generation 1 holds the Lease" not in degraded["message"]
