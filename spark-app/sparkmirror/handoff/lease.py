@@ -57,6 +57,8 @@ class LeaseGate:
         self.taken_back: set[int] = set()  # generations its flow groups were taken back from (and all before)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._renewing = threading.Event()  # set: no more renewals (a failure was reported, or `close`)
+        self._renewal: threading.Thread | None = None
         self._trouble = ""
         self._watch = None  # leasewatch.LeaseWatch, started on the first look
 
@@ -117,7 +119,10 @@ class LeaseGate:
                     time.sleep(0.5)
 
     def report_failure(self, code: int, message: str) -> None:
-        """names.LEASE_FAILURE on every Lease of this generation, before the driver exits with `code`."""
+        """names.LEASE_FAILURE on every Lease of this generation, before the driver exits with `code`. Renewing
+        stops first (a round under way finishes): the operator shows the record until the generation renews after
+        it, and a driver on its way out renewing once more would hide its own words."""
+        self._stop_renewing()
         at_ms = int(time.time() * 1000)  # the operator shows it until the generation renews its Lease after this
         self._annotate({ref: {LEASE_FAILURE: json.dumps({"generation": ref.generation, "exitCode": code,
                                                          "message": message[:900], "atMs": at_ms})}
@@ -234,10 +239,17 @@ class LeaseGate:
         """Renew each Lease while it names this generation (renewal.py), until `close`."""
         from .renewal import Renewal
 
-        Renewal(self.api, [(r.namespace, r.name, r.generation) for r in self.leases], self._stop).start()
+        self._renewal = Renewal(self.api, [(r.namespace, r.name, r.generation) for r in self.leases],
+                                self._renewing).start()
+
+    def _stop_renewing(self) -> None:
+        self._renewing.set()
+        if self._renewal is not None:
+            self._renewal.join(30)  # (a round is one read and one patch per Lease)
 
     def close(self) -> None:
         self._stop.set()
+        self._renewing.set()
 
 
 def _reason(e: Exception) -> str:
