@@ -17,7 +17,7 @@ from typing import Any
 
 from sparkmirror.consumerlag import STATUS_GROUPS
 from sparkmirror.resource.plan import Plan
-from .holders import LEASE_NOT_RENEWED, silence_explained
+from .holders import CLUSTER_REFUSALS, LEASE_NOT_RENEWED, silence_explained
 from .lag import GroupLag
 from .restarts import exit_code
 from .rolloutplan import Plan as Rollout
@@ -31,8 +31,8 @@ SUSPENDED = {"SUSPENDED", "SUSPENDING"}
 FAILED = {"FAILED", "SUBMISSION_FAILED", "FAILING", "UNKNOWN"}
 # problems that retrying cannot fix: the spec, a Secret, credentials or an application needs a change. Others
 # (an unreachable cluster, no topics yet, lag unknown) leave the resource Degraded but not Stalled.
-STALLING = {"InvalidSpec", "SecretMissing", "SecretUnreadable", *(k.value for k in Kind if k.refused), "ApplyFailed",
-            "ApplicationFailed", "ApplicationRefused", REPLICATION_REFUSED}
+STALLING = {"InvalidSpec", "SecretMissing", "SecretUnreadable", *CLUSTER_REFUSALS, "ApplyFailed", "ApplicationFailed",
+            "ApplicationRefused", REPLICATION_REFUSED}
 
 MAX_HANDOFFS = 10  # the handoff records status.handoffs keeps, newest last
 
