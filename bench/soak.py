@@ -10,6 +10,17 @@ bytes a range costs (`progress.footprint`), as `offset-history`; the Python driv
 (`python-driver-net`), its raw slope reported beside. At the end every record is counted on the target by its
 sequence number: missing, duplicated.
 
+The driver JVM is judged by its parts (bench/jvmmon.py), because its RSS grows by design toward bounds far above
+what a run of an hour reaches: its heap's pages become resident as G1 first touches them (bounded by -Xmx, the
+heap it may use by contract), and C1 compiles code that runs once an epoch only after hundreds of epochs (the code
+cache: bounded by ReservedCodeCacheSize, 48 MB with C1 alone). A 20-minute run judged on raw RSS failed at +41 MB/h
+while the live heap grew 0.9 MB in 6 minutes. So the soak samples the JVM every `--jvm-sample` s: its RSS split at
+the heap's address range (`jvm-heap`, `jvm-nonheap`), the code cache's committed size from Native Memory
+Tracking (`jvm-code`; NMT on unless `--no-nmt`), and every `--live-every` minutes a class histogram, which forces
+a full GC and measures what the driver keeps (`jvm-live-heap`). Judged are `jvm-live-heap` and `jvm-native`
+(non-heap RSS minus the code cache): a leak of Java objects shows in the first, of native memory in the second.
+Pinning -Xms would not flatten RSS (committed pages become resident only when touched), only raise its floor.
+
 Flat means: over the part of the run after `--warmup`, the least-squares slope of each kind's RSS, and the
 median of the last tenth against the median of the first tenth; a slope above `--max-slope` MB/h (default 5)
 fails the run (exit 1, a line naming the kind). The figures go into `bench/results/soak.json` and `soak.md`
@@ -27,6 +38,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 from sparkmirror.historybudget import size_history
 from sparkmirror.progress import ProgressTail
 from sparkmirror.progress.footprint import bytes_per_range
@@ -35,39 +47,53 @@ from sparkmirror_dev.testing import NumberedProducer, create_topic, numbered_cou
 
 from .runenv import Env
 from .jobproc import start_job, stop_job
+from .jvmmon import JvmMonitor, grown_classes
 from .procmon import ProcessTreeMonitor, Sample
 
 HERE = Path(__file__).resolve().parent
 PARTITIONS = 8
 MB = 1024 * 1024
 DEFAULT_MINUTES = 60.0
-NOT_JUDGED = frozenset({"total", "python-driver", "offset-history"})  # python-driver is judged net of its history
+# Not judged: the sums, and what grows toward a bound by design. The Python driver is judged net of its offset
+# history (capped); the driver JVM by its parts (jvmmon.py): not its heap's RSS (bounded by -Xmx) nor its code
+# cache (bounded by ReservedCodeCacheSize), but what it keeps on the heap (jvm-live-heap) and the rest of its RSS
+# (jvm-native; jvm-nonheap when the JVM runs without NMT, which says the code cache's size).
+NOT_JUDGED = frozenset({"total", "python-driver", "offset-history", "jvm", "jvm-heap", "jvm-code"})
 
 
-def rss_trend(samples: list[Sample], since: float,
-              history: list[tuple[float, int]] | None = None) -> dict[str, dict[str, float]]:
+def rss_trend(samples: list[Sample], since: float, history: list[tuple[float, int]] | None = None,
+              series: dict[str, list[tuple[float, int]]] | None = None) -> dict[str, dict[str, float]]:
     """Per kind of process, over the samples taken at or after `since`: first and last tenth's median RSS (MB),
     their difference, the peak, and the least-squares slope in MB per hour. With `history` ((time, bytes) of the
-    driver's offset history), also `offset-history` and `python-driver-net` (the Python driver's RSS minus it)."""
+    driver's offset history), also `offset-history` and `python-driver-net` (the Python driver's RSS minus it).
+    `series` adds kinds sampled on their own clock ((time, bytes) each: the JVM's parts, one process)."""
     window = [s for s in samples if s.t >= since]
     out: dict[str, dict[str, float]] = {}
     kinds = sorted({k for s in window for k, v in s.rss_by_kind.items() if v} | {"total"})
     if history:
         kinds += ["offset-history", "python-driver-net"]
-    tenth = max(1, len(window) // 10)
     for kind in kinds:
         pts = [(s.t, _value(s, kind, history or []) / MB) for s in window]
-        if len(pts) < 2:
-            continue
-        first, last = statistics.median(v for _, v in pts[:tenth]), statistics.median(v for _, v in pts[-tenth:])
-        t0 = pts[0][0]
-        slope = statistics.linear_regression([t - t0 for t, _ in pts], [v for _, v in pts]).slope
         procs = ([s.procs_by_kind.get(kind.removesuffix("-net"), 0) for s in window]
                  if kind not in ("total", "offset-history") else [0])
-        out[kind] = {"first_mb": round(first, 1), "last_mb": round(last, 1), "growth_mb": round(last - first, 1),
-                     "peak_mb": round(max(v for _, v in pts), 1), "slope_mb_per_hour": round(slope * 3600, 1),
-                     "processes_min": min(procs), "processes_max": max(procs)}
+        if trend := _trend(pts, procs):
+            out[kind] = trend
+    for kind, points in (series or {}).items():
+        if trend := _trend([(t, b / MB) for t, b in points if t >= since], [1]):
+            out[kind] = trend
     return out
+
+
+def _trend(pts: list[tuple[float, float]], procs: list[int]) -> dict[str, float] | None:
+    if len(pts) < 2:
+        return None
+    tenth = max(1, len(pts) // 10)
+    first, last = statistics.median(v for _, v in pts[:tenth]), statistics.median(v for _, v in pts[-tenth:])
+    t0 = pts[0][0]
+    slope = statistics.linear_regression([t - t0 for t, _ in pts], [v for _, v in pts]).slope
+    return {"first_mb": round(first, 1), "last_mb": round(last, 1), "growth_mb": round(last - first, 1),
+            "peak_mb": round(max(v for _, v in pts), 1), "slope_mb_per_hour": round(slope * 3600, 1),
+            "processes_min": min(procs), "processes_max": max(procs), "points": len(pts)}
 
 
 def _value(s: Sample, kind: str, history: list[tuple[float, int]]) -> int:
@@ -82,8 +108,9 @@ def _value(s: Sample, kind: str, history: list[tuple[float, int]]) -> int:
 
 def verdict(rss: dict[str, dict[str, float]], max_slope: float) -> list[str]:
     """One line per judged kind whose slope is above `max_slope` MB/h (empty: flat)."""
+    skip = NOT_JUDGED | ({"jvm-nonheap"} if "jvm-native" in rss else set())
     return [f"soak: FAIL {kind} grows {r['slope_mb_per_hour']} MB/h after the warm-up (limit {max_slope:g} MB/h)"
-            for kind, r in rss.items() if kind not in NOT_JUDGED and r["slope_mb_per_hour"] > max_slope]
+            for kind, r in rss.items() if kind not in skip and r["slope_mb_per_hour"] > max_slope]
 
 
 def commit_of() -> str:
@@ -135,8 +162,11 @@ def run(args: argparse.Namespace) -> dict:
         cfg = _config(src, tgt, topic, args)
         producer = NumberedProducer(src, topic, rate=args.rate, partitions=PARTITIONS)
         producer.start()
-        job = start_job(cfg, args.work / "job", "soak", {"spark.driver.memory": args.driver_memory})
+        confs = {"spark.driver.memory": args.driver_memory,
+                 **({"spark.driver.extraJavaOptions": "-XX:NativeMemoryTracking=summary"} if args.nmt else {})}
+        job = start_job(cfg, args.work / "job", "soak", confs)
         mon = ProcessTreeMonitor([job.pid], interval=args.sample).start()
+        jvm: JvmMonitor | None = None
         t_start = time.time()
         commit = commit_of()  # now: the job runs the code of this moment
         history: list[tuple[float, int]] = []
@@ -145,6 +175,7 @@ def run(args: argparse.Namespace) -> dict:
         try:
             _wait_for(lambda: job.poll() is not None or any(s.rss_by_kind.get("python-worker") for s in mon.samples),
                       300, "the first lane task")
+            jvm = JvmMonitor(_java_of(job.pid), interval=args.jvm_sample, live_every=args.live_every * 60).start()
             # what the driver holds: its reader at its cap (from its budget line) over the same progress topic
             budget = _budget_line(args.work / "job" / "soak.log")
             per_range, cap = _figures(budget) if budget else (bytes_per_range(), 0)
@@ -172,6 +203,8 @@ def run(args: argparse.Namespace) -> dict:
                           "catching up")
         finally:
             mon.stop()
+            if jvm is not None:
+                jvm.stop()
             code = stop_job(job)
             if tail is not None:
                 tail.close()
@@ -183,13 +216,57 @@ def run(args: argparse.Namespace) -> dict:
                 "minutes": round((t_stop - t_start) / 60, 1), "records": sent * PARTITIONS,
                 "records_per_second": round(sent * PARTITIONS / (t_stop - t_start)), "missing": missing,
                 "duplicated": duplicated, "job_exit": code, "crashed": crashed,
-                "rss": rss_trend(mon.samples, t_start + args.warmup * 60, history),
+                "rss": rss_trend(mon.samples, t_start + args.warmup * 60, history, _jvm_series(jvm)),
+                "jvm": _jvm_report(jvm, t_start, t_start + args.warmup * 60),
                 "samples": [{"t": round(s.t - t_start, 1), "procs": s.procs_by_kind,
                              **{k: round(v / MB, 1) for k, v in s.rss_by_kind.items()},
                              "offset-history": round(_value(s, "offset-history", history) / MB, 1)}
                             for s in mon.samples]}
     finally:
         env.stop()
+
+
+def _java_of(pid: int) -> int:
+    """The driver JVM: the job's child that runs java (spark-submit `exec`s it in the launcher's pid)."""
+    for child in psutil.Process(pid).children(recursive=True):
+        if "java" in child.name():
+            return child.pid
+    raise SystemExit("soak: the job runs no JVM")
+
+
+def _jvm_series(jvm: JvmMonitor | None) -> dict[str, list[tuple[float, int]]]:
+    if jvm is None:
+        return {}
+    series = {"jvm-heap": [(s.t, s.heap_rss) for s in jvm.samples],
+              "jvm-nonheap": [(s.t, s.nonheap_rss) for s in jvm.samples],
+              "jvm-live-heap": [(h.t, h.bytes) for h in jvm.live]}
+    with_nmt = [s for s in jvm.samples if "Code" in s.nmt_kb]
+    if with_nmt:
+        series["jvm-code"] = [(s.t, s.nmt_kb["Code"] * 1024) for s in with_nmt]
+        series["jvm-native"] = [(s.t, s.nonheap_rss - s.nmt_kb["Code"] * 1024) for s in with_nmt]
+    return series
+
+
+def _jvm_report(jvm: JvmMonitor | None, t_start: float, since: float) -> dict:
+    """The JVM's parts over the run: NMT committed per category (first and last sample after the warm-up), the
+    classes whose live bytes grew most between the first and last histogram after it, each sample."""
+    if jvm is None:
+        return {}
+    after = [s for s in jvm.samples if s.t >= since]
+    live = [h for h in jvm.live if h.t >= since]
+    nmt = {}
+    if after and after[0].nmt_kb:
+        first, last = after[0].nmt_kb, after[-1].nmt_kb
+        nmt = {k: {"first_mb": round(first.get(k, 0) / 1024, 1), "last_mb": round(last.get(k, 0) / 1024, 1),
+                   "growth_mb": round((last.get(k, 0) - first.get(k, 0)) / 1024, 1)} for k in last}
+    return {"pid": jvm.pid, "errors": jvm.errors, "nmt_committed": nmt,
+            "live_heap_grown": grown_classes(live[0], live[-1]) if len(live) >= 2 else [],
+            "live_heap": [{"t": round(h.t - t_start, 1), "mb": round(h.bytes / MB, 1)} for h in jvm.live],
+            "samples": [{"t": round(s.t - t_start, 1), "rss": round(s.rss / MB, 1),
+                         "heap_rss": round(s.heap_rss / MB, 1), "heap_committed": round(s.heap_committed / MB, 1),
+                         "heap_used": round(s.heap_used / MB, 1),
+                         "metaspace_committed": round(s.metaspace_committed / MB, 1),
+                         "nmt_total": round(s.nmt_kb.get("Total", 0) / 1024, 1)} for s in jvm.samples]}
 
 
 def write(result: dict, results: Path) -> None:
@@ -217,9 +294,24 @@ def write(result: dict, results: Path) -> None:
     for kind, r in result["rss"].items():
         lines.append(f"| {kind} | {r['first_mb']:,} | {r['last_mb']:,} | {r['growth_mb']:,} | {r['peak_mb']:,} | "
                      f"{r['slope_mb_per_hour']:,} | {r['processes_min']}-{r['processes_max']} |")
-    lines += ["", f"Judged (limit {c['max_slope']:g} MB/h): every kind but total, offset-history and python-driver "
-              "(judged as python-driver-net, its RSS minus the offset history it holds by design).", "",
+    lines += ["", f"Judged (limit {c['max_slope']:g} MB/h): every kind but total, offset-history, python-driver "
+              "(judged as python-driver-net, its RSS minus the offset history it holds by design) and the driver "
+              "JVM's raw RSS, which is judged by its parts: not jvm-heap (the RSS of the Java heap's mapping, bounded "
+              "by -Xmx) nor jvm-code (its code cache, bounded by ReservedCodeCacheSize), but jvm-live-heap (the heap "
+              f"used after a full GC, a class histogram every {c.get('live_every', 0):g} min) and jvm-native (the rest "
+              "of its RSS; jvm-nonheap, code cache included, when it runs without NMT).", "",
               *(result["verdict"] or ["Verdict: flat."])]
+    jvm = result.get("jvm") or {}
+    if jvm.get("nmt_committed"):
+        lines += ["", "Driver JVM, Native Memory Tracking, committed MB after the warm-up (first and last sample):", "",
+                  "| category | first | last | growth |", "| --- | --- | --- | --- |"]
+        lines += [f"| {k} | {v['first_mb']:,} | {v['last_mb']:,} | {v['growth_mb']:,} |"
+                  for k, v in jvm["nmt_committed"].items()]
+    if jvm.get("live_heap_grown"):
+        lines += ["", "Driver JVM, live heap: the classes that grew most between the first and last histogram after "
+                  "the warm-up:", "", "| class | instances | bytes | bytes at the end |", "| --- | --- | --- | --- |"]
+        lines += [f"| `{r['class']}` | {r['instances']:+,} | {r['bytes']:+,} | {r['last_bytes']:,} |"
+                  for r in jvm["live_heap_grown"]]
     (results / f"{stem}.md").write_text("\n".join(lines) + "\n")
 
 
@@ -236,6 +328,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-slope", type=float, default=5.0, help="MB/h a kind may grow after the warm-up")
     p.add_argument("--driver-memory", default="1g")
     p.add_argument("--sample", type=float, default=5.0, help="seconds between RSS samples")
+    p.add_argument("--jvm-sample", type=float, default=30.0,
+                   help="seconds between samples of the driver JVM's heap, RSS split and NMT; default %(default)s")
+    p.add_argument("--live-every", type=float, default=3.0,
+                   help="minutes between live-heap histograms of the driver JVM (each a full GC); default %(default)s")
+    p.add_argument("--no-nmt", dest="nmt", action="store_false",
+                   help="run the driver JVM without Native Memory Tracking (-XX:NativeMemoryTracking=summary)")
     p.add_argument("--work", type=Path, default=HERE / "work" / "soak")
     p.add_argument("--results", type=Path, default=HERE / "results")
     args = p.parse_args(argv)

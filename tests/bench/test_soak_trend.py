@@ -52,3 +52,26 @@ def test_the_python_driver_is_judged_net_of_the_history_it_holds_by_design() -> 
     assert trend["python-driver-net"]["processes_max"] == 1
     assert verdict(trend, 5.0) == ["soak: FAIL python-worker grows 8.0 MB/h after the warm-up (limit 5 MB/h)"]
     assert verdict(trend, 10.0) == []
+
+
+def test_the_driver_jvm_is_judged_by_what_it_keeps_not_by_its_heap_filling_toward_xmx() -> None:
+    """Heap pages touched for the first time and the code cache grow toward their bounds (-Xmx,
+    ReservedCodeCacheSize) and are reported, not judged; the live heap and the rest of the RSS are."""
+    from bench.soak import verdict
+
+    samples = [Sample(t, 0.0, 500 * MB, {}, {"jvm": int((450 + 40 * t / 3600) * MB)}, {"jvm": 1})
+               for t in range(0, 3600, 10)]
+    series = {"jvm-heap": [(t, int((250 + 30 * t / 3600) * MB)) for t in range(0, 3600, 30)],
+              "jvm-code": [(t, int((20 + 10 * t / 3600) * MB)) for t in range(0, 3600, 30)],
+              "jvm-nonheap": [(t, int((200 + 10 * t / 3600) * MB)) for t in range(0, 3600, 30)],
+              "jvm-native": [(t, 180 * MB) for t in range(0, 3600, 30)],
+              "jvm-live-heap": [(t, int((60 + 1 * t / 3600) * MB)) for t in range(0, 3600, 180)]}
+
+    trend = rss_trend(samples, since=600, series=series)
+
+    assert 39.5 <= trend["jvm"]["slope_mb_per_hour"] <= 40.5
+    assert trend["jvm-live-heap"]["points"] == 16 and trend["jvm-native"]["slope_mb_per_hour"] == 0
+    assert verdict(trend, 5.0) == []
+    series["jvm-native"] = [(t, int((180 + 6 * t / 3600) * MB)) for t in range(0, 3600, 30)]
+    assert verdict(rss_trend(samples, since=600, series=series), 5.0) == [
+        "soak: FAIL jvm-native grows 6.0 MB/h after the warm-up (limit 5 MB/h)"]
