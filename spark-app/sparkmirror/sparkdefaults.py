@@ -11,6 +11,12 @@ exactly-once latency (bench/results/latency.md, notes of the sixth session). Two
   buffers (1 MiB chunks) were humongous objects for the 1 MiB regions of a 1 GiB heap, and each of them
   started a GC: 2-4 at every boundary, one a concurrent marking cycle; none now.
 They are `spark.*.defaultJavaOptions`: options a user sets in `extraJavaOptions` come after them and win.
+
+What the driver keeps of past epochs for the UI and `recentProgress` is held to 30 epochs (15 minutes at the
+default `epochSeconds`). Spark keeps 1,000 jobs, stages and SQL executions (the UI's store exists with the UI off
+too) and 100 progress updates: every epoch is a job, a stage and two SQL executions, so the driver's live heap
+grew ~65 KB an epoch, ~8 MB/h, for 8 hours before Spark's caps held it (heap histograms of a soak, bench/soak.py).
+A mirror's epochs are alike; its own metrics, not Spark's job list, say how it does. A user's sparkConf wins.
 """
 from __future__ import annotations
 
@@ -20,4 +26,8 @@ SPARK_DEFAULTS: dict[str, str] = {
     "spark.driver.defaultJavaOptions": JVM_OPTIONS,
     "spark.executor.defaultJavaOptions": JVM_OPTIONS,
     "spark.broadcast.blockSize": "1m",
+    "spark.ui.retainedJobs": "30",
+    "spark.ui.retainedStages": "30",
+    "spark.sql.ui.retainedExecutions": "60",
+    "spark.sql.streaming.numRecentProgressUpdates": "30",
 }
