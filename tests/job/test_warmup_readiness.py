@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from sparkmirror.handoff.warmup import lane_target, not_ready_why, wait_for_tasks
+from sparkmirror.handoff.warmup import lane_target, not_ready_why, slots_short_why, task_slots, wait_for_tasks
 
 pytestmark = [pytest.mark.spark]
 
@@ -36,3 +36,12 @@ def test_tasks_are_counted_on_a_real_spark_and_none_running_is_not_ready(spark):
         assert running == 2 and not_ready_why(running, lane_target(spark, 2)) is None
     finally:
         job.join(60)
+
+
+def test_fewer_task_slots_than_lanes_is_said_with_its_cost(spark):
+    """kind's 2 lanes on one executor core: the second lane's task ran an epoch after the first (issue 35)."""
+    slots = task_slots(spark)
+    assert slots == 2  # local[2]
+    assert slots_short_why(2, slots) is None and slots_short_why(1, slots) is None
+    why = slots_short_why(3, slots)
+    assert why is not None and why.startswith("3 lane tasks but 2 task slot(s)") and "executor cores" in why
