@@ -5,6 +5,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -73,16 +74,16 @@ def wait_for(what: str, fn: Callable[[], Any], timeout: float = 60.0, interval: 
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
 
 
-@pytest.fixture(scope="module")
-def operator(kube, kmm2_crd) -> Iterator[None]:
-    """The real operator (kopf, all namespaces) running in-process against the session's API server."""
+@contextmanager
+def running_operator(kube, *scope: str) -> Iterator[None]:
+    """One life of the real operator (kopf, in-process) against the session's API server, watching `scope`
+    (`--all-namespaces`, or `--namespace NS`); stopped, its memory with it, when the block ends."""
     from kopf.testing import KopfRunner
 
     old = os.environ.get("KUBECONFIG")
     os.environ["KUBECONFIG"] = str(kube.kubeconfig)
     try:
-        with KopfRunner(["run", "--all-namespaces", "--standalone", "-m", "sparkmirror_operator.handlers"],
-                        timeout=60) as runner:
+        with KopfRunner(["run", *scope, "--standalone", "-m", "sparkmirror_operator.handlers"], timeout=60) as runner:
             yield
         if runner.exception is not None:
             raise runner.exception
@@ -91,6 +92,13 @@ def operator(kube, kmm2_crd) -> Iterator[None]:
             os.environ.pop("KUBECONFIG", None)
         else:
             os.environ["KUBECONFIG"] = old
+
+
+@pytest.fixture(scope="module")
+def operator(kube, kmm2_crd) -> Iterator[None]:
+    """The real operator (kopf, all namespaces) running in-process against the session's API server."""
+    with running_operator(kube, "--all-namespaces"):
+        yield
 
 
 @pytest.fixture

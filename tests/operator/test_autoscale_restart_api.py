@@ -4,14 +4,11 @@ operator (kopf, watching the test's namespace only) runs twice against the real 
 lag; the lanes' commits are written to the progress topic as a lane writes them."""
 from __future__ import annotations
 
-import os
 import time
-from contextlib import contextmanager
-from collections.abc import Iterator
 
 import pytest
 
-from .conftest import KMM2, wait_for
+from .conftest import KMM2, running_operator, wait_for
 from .test_autoscale_api import _commit, _entry, _seconds
 from .test_operator import names
 
@@ -20,24 +17,9 @@ pytestmark = [pytest.mark.k8s, pytest.mark.kafka]
 DELAY_S = 30
 
 
-@contextmanager
-def _operator(kube, namespace: str) -> Iterator[None]:
-    """One life of the operator: started, and stopped when the block ends (its memory goes with it)."""
-    from kopf.testing import KopfRunner
-
-    old = os.environ.get("KUBECONFIG")
-    os.environ["KUBECONFIG"] = str(kube.kubeconfig)
-    try:
-        with KopfRunner(["run", "--namespace", namespace, "--standalone", "-m", "sparkmirror_operator.handlers"],
-                        timeout=60) as runner:
-            yield
-        if runner.exception is not None:
-            raise runner.exception
-    finally:
-        if old is None:
-            os.environ.pop("KUBECONFIG", None)
-        else:
-            os.environ["KUBECONFIG"] = old
+def _operator(kube, namespace: str):
+    """One life of the operator, watching the test's namespace only."""
+    return running_operator(kube, "--namespace", namespace)
 
 
 def test_a_restarted_operator_goes_on_counting_the_scale_down_delay(kube, kmm2_crd, kapi, namespace, kafka_a,
