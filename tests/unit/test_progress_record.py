@@ -185,7 +185,7 @@ def test_commit_spans_keep_each_generations_first_and_last_commit_of_records_per
     p0, p1 = ("a", "t", 0), ("a", "t", 1)
     assert state.commit_spans == {("g", 1, p0): (1_000, 1_100), ("g", 2, p0): (2_900, 3_000),
                                   ("other", 2, p0): (3_050, 3_050), ("g", 1, p1): (1_000, 2_950)}
-    assert visible_pause(state.commit_spans, ("g", 2), {("g", 1)}) is None  # partition 1 not taken over yet
+    assert visible_pause(state.commit_spans, ("g", 2), {("g", 1)}) == 1_800  # p0 (as after a split: p1 elsewhere)
     state.add(rec(20, 10, 3_400, 2, p=1))
     assert visible_pause(state.commit_spans, ("g", 2), {("g", 1)}) == 1_800  # p0: 1,800; p1: 450
     assert visible_pause(state.commit_spans, ("g", 3), {("g", 2)}) is None

@@ -39,7 +39,7 @@ def visible_pause(spans: dict[tuple[str, int, SourcePartition], tuple[int, int]]
         if (group, gen) in before:
             theirs[sp] = max(theirs.get(sp, last), last)
     gaps = [mine[sp] - theirs[sp] for sp in mine.keys() & theirs.keys()]
-    if not gaps or not theirs.keys() <= mine.keys():
+    if not gaps:
         return None
     # below 0: a same-named earlier resource's ranges of this generation number (a progress topic reused)
     return max(gaps) if min(gaps) >= 0 else None
@@ -59,8 +59,9 @@ class PauseClock:
         self._last_read = 0.0
 
     def read(self, final: bool = False) -> int | None:
-        """Read what was committed since the last read (at most every EVERY_S unless `final`); the pause once
-        the new generation's first commit has been read."""
+        """Read what was committed since the last read (at most every EVERY_S unless `final`); the pause when
+        `final` (the first epoch after the takeover ended: every lane committed), None before: a lane that took
+        its partitions over later than another would be left out of an earlier reading."""
         if self.done or (not final and time.monotonic() - self._last_read < EVERY_S):
             return self.pause
         self._last_read = time.monotonic()
@@ -76,8 +77,8 @@ class PauseClock:
                         self.config.name, e)
             self.close()
             return None
-        self.pause = self._measured()
-        if self.pause is not None or final:
+        if final:
+            self.pause = self._measured()
             self.close()
         return self.pause
 
