@@ -19,15 +19,17 @@ _counter = itertools.count()
 
 
 def _watermarks(consumer, tp) -> tuple[int, int]:
-    """(low, high) of a partition, asked again while its leader is still being elected (a topic just made)."""
-    from confluent_kafka import KafkaException
+    """(low, high) of a partition, asked again while its leader is still being elected (a topic just made) or
+    moved (librdkafka does not flag NOT_LEADER_FOR_PARTITION retriable here; a loaded CI broker moved one)."""
+    from confluent_kafka import KafkaError, KafkaException
 
+    moving = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE}
     deadline = time.monotonic() + 30
     while True:
         try:
             return consumer.get_watermark_offsets(tp, timeout=30)
         except KafkaException as e:
-            if not e.args[0].retriable() or time.monotonic() > deadline:
+            if not (e.args[0].retriable() or e.args[0].code() in moving) or time.monotonic() > deadline:
                 raise
             time.sleep(0.5)
 

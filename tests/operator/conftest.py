@@ -57,8 +57,10 @@ def kmm2_crd(kube) -> Path:
     return CRD
 
 
-def wait_for(what: str, fn: Callable[[], Any], timeout: float = 60.0, interval: float = 0.2) -> Any:
-    """Poll fn until it returns something truthy; fail naming `what` and the last value or error."""
+def wait_for(what: str, fn: Callable[[], Any], timeout: float = 120.0, interval: float = 0.2) -> Any:
+    """Poll fn until it returns something truthy; fail naming `what` and the last value or error. 120 s by
+    default: in CI's loaded parallel phase the operator took over 60 s to act on a change (a wait, not a speed
+    claim: a passing wait costs nothing)."""
     start = time.monotonic()
     deadline = start + timeout
     last: Any = None
