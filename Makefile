@@ -14,7 +14,7 @@ help:
 	@echo "make demo   - start two local Kafka clusters and mirror between them on local Spark (DEMO_ARGS=-v: with logs)"
 	@echo "make test   - install what is missing, then run every test (the kind tests build their images here)"
 	@echo "make bench  - sparkmirror vs Apache Kafka MirrorMaker 2, side by side"
-	@echo "make campaign - load-sensitive handoff proofs (a successor frozen mid-handoff, the operator killed at each step), every record counted"
+	@echo "make campaign - load-sensitive handoff proofs (a successor frozen mid-handoff, the operator killed at each step, autoscaling through the operator), every record counted"
 	@echo "make chaos  - fault campaign: SIGKILLs and outages under load on 3-broker clusters, every record counted (CHAOS_ARGS=--kills 5)"
 	@echo "make soak   - memory over a 60-minute run at a steady rate, per kind of process; fails above 5 MB/h (SOAK_ARGS=--minutes 20 --warmup 5)"
 	@echo "make crds   - regenerate crds/ from the pydantic model"
@@ -64,9 +64,9 @@ chaos: setup
 	$(PY) -m bench.chaos $(CHAOS_ARGS)
 
 # Load-sensitive end-to-end proofs kept out of `make test`: a successor frozen (SIGSTOP) mid-handoff; the operator
-# SIGKILLed at each step of a handoff.
+# SIGKILLed at each step of a handoff; autoscaling through the operator on real Spark, counted.
 campaign: setup
-	SPARKMIRROR_CAMPAIGN=1 $(VENV)/bin/pytest -q -p no:cacheprovider tests/operator/test_handoff_rollback_e2e.py tests/operator/test_handoff_operator_killed.py $(PYTEST_ARGS)
+	SPARKMIRROR_CAMPAIGN=1 $(VENV)/bin/pytest -q -p no:cacheprovider tests/operator/test_handoff_rollback_e2e.py tests/operator/test_handoff_operator_killed.py tests/operator/test_autoscale_e2e.py $(PYTEST_ARGS)
 
 soak: venv kafka
 	$(PY) -m bench.soak $(SOAK_ARGS)
