@@ -54,7 +54,7 @@ class Arrivals(threading.Thread):
 
     def pauses_between(self, changes: list[int], end_ms: int) -> list[int]:
         """One pause per change (from each until the next; the last until `end_ms`), the longest of any partition."""
-        return [self.pause_ms(a, b) for a, b in zip(changes, changes[1:] + [end_ms])]
+        return pauses_between(dict(self.by_partition), changes, end_ms)
 
 
 def pause_ms(times: list[int], since_ms: int, until_ms: int) -> int:
@@ -73,6 +73,7 @@ def partition_pause_ms(by_partition: dict[int, list[int]], since_ms: int, until_
     return max((pause_ms(times, since_ms, until_ms) for times in by_partition.values()), default=until_ms - since_ms)
 
 
-def pauses_between(times: list[int], changes: list[int], end_ms: int) -> list[int]:
-    """One pause per change: from each change until the next one (the last: until `end_ms`)."""
-    return [pause_ms(times, a, b) for a, b in zip(changes, changes[1:] + [end_ms])]
+def pauses_between(by_partition: dict[int, list[int]], changes: list[int], end_ms: int) -> list[int]:
+    """One pause per change: from each change until the next one (the last: until `end_ms`), the longest of any
+    partition (`partition_pause_ms`)."""
+    return [partition_pause_ms(by_partition, a, b) for a, b in zip(changes, changes[1:] + [end_ms])]

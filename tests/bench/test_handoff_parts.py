@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 def test_pause_is_the_largest_gap_from_the_last_arrival_before_the_change() -> None:
     times = [0, 100, 200, 300, 1800, 1900, 2000, 5000, 5100]
     # the change at 250: the gap 300 -> 1800 is the pause; the one at 1950: 2000 -> 5000
-    assert pauses_between(times, [250, 1950], 6000) == [1500, 3000]
+    assert pauses_between({0: times}, [250, 1950], 6000) == [1500, 3000]
     # counted from the last record before the change: 200 -> 300 is not a pause, 300 -> 1800 is
     assert pause_ms(times, 310, 1900) == 1500
 
