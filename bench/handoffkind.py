@@ -34,10 +34,10 @@ from .arrivals import Arrivals
 PARTITIONS = 4
 SPARK = {"imagePullPolicy": "IfNotPresent", "parallelism": 2, "epochSeconds": 20,
          "driver": {"memory": "512m", "coreRequest": "100m"},
-         # a task slot per lane (Spark's cores; the pod still asks for 100m): with one slot the new generation's
-         # second lane task ran only after its first lane's 20 s standby epoch, and its partitions waited 3-10.7 s
-         # for the handoff (the old lane copying on, or not, until then; issue 35)
-         "executor": {"instances": 1, "cores": 2, "memory": "512m", "coreRequest": "100m"}}
+         # the product's defaults for slots: `cores` 1, which the operator renders as a task slot per lane (with
+         # one slot the new generation's second lane task ran only after its first lane's 20 s standby epoch, and
+         # its partitions waited 3-10.7 s for the handoff; issue 35)
+         "executor": {"instances": 1, "memory": "512m", "coreRequest": "100m"}}
 
 
 def _ready(st: dict) -> bool:

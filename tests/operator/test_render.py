@@ -213,3 +213,35 @@ def test_spark_jvms_get_the_epoch_boundary_options_and_a_users_conf_wins() -> No
     assert conf["spark.driver.defaultJavaOptions"] == "-XX:+UseParallelGC"
     assert conf["spark.executor.defaultJavaOptions"] == SPARK_DEFAULTS["spark.executor.defaultJavaOptions"]
     assert conf["spark.executor.extraJavaOptions"] == "-Dx=y"
+
+
+def _lanes(objs: list[dict], app: dict) -> int:
+    """The lane tasks of the flow group an application runs, from the ConfigMap it mounts."""
+    volumes = app["spec"]["executor"]["template"]["spec"]["volumes"]
+    cm = next(v["configMap"]["name"] for v in volumes if v["name"] == "flowgroup")
+    data = next(o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"] == cm)["data"]
+    group = FlowGroupConfig.model_validate(yaml.safe_load(data["flowgroup.yaml"]))
+    return sum(group.lanes_of(m) for m in group.mirrors)
+
+
+def test_every_lane_gets_a_task_slot_and_the_pod_asks_for_the_specs_cores() -> None:
+    """Lanes on fewer task slots take turns (a handoff then moves the later lanes' partitions an epoch late):
+    executor cores cover the lanes, the pod's CPU request stays the spec's."""
+    src = yaml.safe_load((DATA / "two-groups-scram.input.yaml").read_text())
+    src["spec"]["spark"]["executor"] = {"instances": 1, "cores": 1}
+    objs = render(src, Settings()).objects
+    apps = [o for o in objs if o["kind"] == "SparkApplication"]
+    assert apps and all(_lanes(objs, a) > 1 for a in apps)
+    for app in apps:
+        executor, lanes = app["spec"]["executor"], _lanes(objs, app)
+        assert executor["instances"] * executor["cores"] >= lanes > executor["instances"] * (executor["cores"] - 1)
+        assert executor["coreRequest"] in ("1", "2")  # the spec's cores (the east group's own executor: 2)
+    src["spec"]["spark"]["executor"] = {"instances": 2, "cores": 1, "coreRequest": "300m"}
+    for g in src["spec"]["flowGroups"]:
+        g.pop("executor", None)
+    src["spec"]["spark"]["sparkConf"] = {"spark.task.cpus": "2"}
+    objs = render(src, Settings()).objects
+    for app in (o for o in objs if o["kind"] == "SparkApplication"):
+        executor = app["spec"]["executor"]
+        assert executor["coreRequest"] == "300m"  # the user's request is kept whatever the slots
+        assert executor["instances"] * executor["cores"] >= 2 * _lanes(objs, app)  # task.cpus 2: 2 cores a lane

@@ -36,6 +36,12 @@ log = logging.getLogger(__name__)
 CONFIG_MOUNT = "/etc/sparkmirror/flowgroup/"
 
 
+def master_of(spec: dict) -> str:
+    """A local master with the task slots the application's executors would give on Kubernetes."""
+    executor = spec.get("executor") or {}
+    return f"local[{max(1, int(executor.get('instances', 1)) * int(executor.get('cores', 1)))}]"
+
+
 def failed_driver_message(rc: int) -> str:
     """The Kubeflow Spark operator's `applicationState.errorMessage` of a failed driver: built from the driver
     container's terminated state alone (its controller's `driver container failed with ExitCode: %d, Reason: %s`),
@@ -58,9 +64,11 @@ class Job:
 
 class LocalSparkRunner:
     def __init__(self, api: KubeApi, namespace: str, workdir: Path, *, running_after: float = 3.0,
-                 master: str = "local[2]", missing_images: frozenset[str] = frozenset()) -> None:
-        """missing_images: images no registry has; as with a kubelet, their driver pod never starts (the Spark
-        operator keeps the application SUBMITTED)."""
+                 master: str | None = None, missing_images: frozenset[str] = frozenset()) -> None:
+        """master: Spark's master for every job; None: `local[N]` with N the task slots the application's
+        executors give on Kubernetes (instances x cores), so lanes take turns here exactly when they would
+        there. missing_images: images no registry has; as with a kubelet, their driver pod never starts (the
+        Spark operator keeps the application SUBMITTED)."""
         self.api, self.namespace, self.workdir = api, namespace, workdir
         self.running_after, self.master = running_after, master
         self.missing_images = missing_images
@@ -169,7 +177,7 @@ class LocalSparkRunner:
             if ((var.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath") == \
                     f"metadata.labels['{SUBMISSION_LABEL}']":
                 env[var["name"]] = submission
-        cmd = [sys.executable, "-m", "sparkmirror.job", "--config", str(local_config), "--master", self.master,
+        cmd = [sys.executable, "-m", "sparkmirror.job", "--config", str(local_config), "--master", self.master or master_of(spec),
                "--checkpoint", str(self.workdir / "checkpoints" / name),
                "--conf", "spark.driver.memory=512m", "--conf", "spark.ui.enabled=false",
                "--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.driver.host=127.0.0.1"]

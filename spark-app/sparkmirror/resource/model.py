@@ -106,7 +106,8 @@ class DriverSpec(StrictModel):
 
 class ExecutorSpec(StrictModel):
     instances: int = Field(1, description="Number of Spark executors.", ge=1, le=1000)
-    cores: int = Field(1, description="CPU cores per executor.", ge=1, le=64)
+    cores: int = Field(1, description="CPU cores per executor; Spark's task slots are raised to one per lane "
+                                      "when fewer (the pod's CPU request stays these cores).", ge=1, le=64)
     coreRequest: str | None = Field(None, description="CPU request of executor pods (Kubernetes quantity, e.g. "
                                                       "500m); default: cores.", max_length=32, pattern=QUANTITY)
     coreLimit: str | None = Field(None, description="CPU limit of executor pods (Kubernetes quantity).",
