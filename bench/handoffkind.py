@@ -30,6 +30,7 @@ from sparkmirror_dev.testing import NumberedProducer, create_topic, numbered_cou
 from sparkmirror_operator.render import LABEL_COMPONENT, LABEL_FLOW_GROUP, LABEL_GENERATION, LABEL_INSTANCE
 
 from .arrivals import Arrivals
+from .podtime import PodSampler, extra_pod_seconds, kubectl_pods
 
 PARTITIONS = 4
 SPARK = {"imagePullPolicy": "IfNotPresent", "parallelism": 2, "epochSeconds": 20,
@@ -118,8 +119,10 @@ def _measure(g: KindGround, args: argparse.Namespace) -> dict:
     source = {"alias": "east", "bootstrapServers": g.east.internal_bootstrap}
     producer = NumberedProducer(g.east.external_bootstrap, topic, rate=args.rate, partitions=PARTITIONS)
     arrivals = Arrivals(g.west.external_bootstrap, f"east.{topic}")
+    pods = PodSampler(kubectl_pods(g.kubectl, MIRROR_NS, f"{LABEL_INSTANCE}={mirror}"))
     producer.start()
     arrivals.start()
+    pods.start()
     t0 = time.monotonic()
     g.apply([{"apiVersion": "sparkmirror.io/v1alpha1", "kind": "KafkaMirrorMaker2",
               "metadata": {"name": mirror, "namespace": MIRROR_NS},
@@ -169,17 +172,23 @@ def _measure(g: KindGround, args: argparse.Namespace) -> dict:
         time.sleep(1)
     time.sleep(5)  # a duplicate would land after the count was reached
     arrivals.stop()
+    pods.stop()
     lost, dup = numbered_counts(g.west.external_bootstrap, f"east.{topic}", PARTITIONS, sent)
     end = int(time.time() * 1000)
     changes = upgrades + restarts
     pauses = arrivals.pauses_between(changes, end)
     up_p, re_p = pauses[:len(upgrades)], pauses[len(upgrades):]
+    # each change's extra pod-seconds, up to the next change (the last restart: to the end of the run)
+    cost = [extra_pod_seconds(pods.samples, a, b) for a, b in zip(changes, [*changes[1:], end])]
     g.kubectl("-n", MIRROR_NS, "delete", "kafkamirrormaker2", mirror, "--wait=false", check=False)
     return {"upgrades": len(upgrades), "restarts": len(restarts), "records": sent * PARTITIONS,
             "pauses_ms": up_p, "restart_pauses_ms": re_p,
             "pause_ms_max": max(up_p, default=None), "pause_ms_median": statistics.median(up_p) if up_p else None,
             "restart_pause_ms_median": statistics.median(re_p) if re_p else None,
-            "lost": lost, "duplicated": dup, "handoffs": records, "restarted": restarted, "ground": g.timings,
+            "lost": lost, "duplicated": dup,
+            "handoff_extra_pod_s": cost[:len(upgrades)], "restart_extra_pod_s": cost[len(upgrades):],
+            "pod_samples": len(pods.samples), "pod_sample_errors": pods.errors,
+            "handoffs": records, "restarted": restarted, "ground": g.timings,
             "changes_ms": {"upgrades": upgrades, "restarts": restarts},
             # where the visible stream stood still (over 500 ms), to lay beside the handoffs' own timestamps
             "gaps_ms": [[a, b] for a, b in zip(arrivals.times, arrivals.times[1:]) if b - a > 500]}

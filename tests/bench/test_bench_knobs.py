@@ -1,13 +1,11 @@
 """The benchmark's sparkmirror knobs reach the flow group it runs, and their absence keeps the resource's defaults."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.cli import parse  # noqa: E402
-from bench.contenders import MirrorSetup, SparkMirror  # noqa: E402
+from bench.cli import parse
+from bench.contenders import MirrorSetup, SparkMirror
 
 
 def test_linger_and_commit_interval_reach_the_flow_group(tmp_path: Path, monkeypatch) -> None:

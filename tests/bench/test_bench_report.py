@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import re
 
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 
-from bench import data, report  # noqa: E402
-from bench.cli import pick_sizes  # noqa: E402
-from bench.runenv import RunResult  # noqa: E402
+from bench import data, report
+from bench.cli import pick_sizes
+from bench.runenv import RunResult
 
 KIB, B100 = "1 KiB", "100 B"
 

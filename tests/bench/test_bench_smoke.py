@@ -4,16 +4,14 @@ own, and that the report files were written. Speed is measured by `make bench`, 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 
-from bench import main  # noqa: E402
-from bench.contenders import SparkMirror  # noqa: E402
+from bench import main
+from bench.contenders import SparkMirror
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(900), pytest.mark.minutes(4), pytest.mark.solo]
 

@@ -3,17 +3,14 @@ request of over 10,000 metadata records ("Unable to perform excessively large ba
 benchmark's 1,000 topics of 10 partitions (11,000 records) met."""
 from __future__ import annotations
 
-import sys
 import types
 from concurrent.futures import Future
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench import data  # noqa: E402
-from sparkmirror.topicplan import MAX_RECORDS_PER_REQUEST  # noqa: E402
+from bench import data
+from sparkmirror.topicplan import MAX_RECORDS_PER_REQUEST
 
 
 class _Admin:

@@ -3,16 +3,13 @@ supervisor would (a KRaft broker exits when the quorum has not registered it in 
 campaign at fault 64 of 102), and the fault notes it."""
 from __future__ import annotations
 
-import sys
 import types
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.chaos import Chaos, Fault  # noqa: E402
-from sparkmirror_dev.procs import DevEnvError  # noqa: E402
+from bench.chaos import Chaos, Fault
+from sparkmirror_dev.procs import DevEnvError
 
 
 def _chaos(said: list[str]) -> Chaos:

@@ -2,17 +2,15 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.contenders import BenchError, MirrorMaker2  # noqa: E402
-from bench.latency import _watch  # noqa: E402
+from bench.contenders import BenchError, MirrorMaker2
+from bench.latency import _watch
 
 KILLED = (b"[2026-11-26 19:29:53,787] ERROR ExactlyOnceWorkerSourceTask{id=MirrorSourceConnector-0} Task threw an "
           b"uncaught and unrecoverable exception. Task is being killed and will not recover until manually "

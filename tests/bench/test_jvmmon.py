@@ -2,16 +2,14 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 
-from bench.jvmmon import JvmMonitor  # noqa: E402
+from bench.jvmmon import JvmMonitor
 
 HOLDER = """
 public class Holder {

@@ -2,15 +2,13 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 
-from bench.scale import ScaleRun, boundary_lines, parse_points, planning_lines, render  # noqa: E402
+from bench.scale import ScaleRun, boundary_lines, parse_points, planning_lines, render
 
 
 def test_points_name_topics_and_partitions_per_topic() -> None:

@@ -1,14 +1,12 @@
 """The soak's verdict without brokers: per kind of process, the RSS trend after the warm-up."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 
-from bench.procmon import Sample  # noqa: E402
-from bench.soak import MB, rss_trend  # noqa: E402
+from bench.procmon import Sample
+from bench.soak import MB, rss_trend
 
 
 def _sample(t: float, jvm_mb: float, worker_mb: float, workers: int = 2) -> Sample:
