@@ -39,6 +39,7 @@ from .resource.flowgroup import FlowGroupConfig, Mirror
 from .mm2formats import Checkpoint
 from .replicas import refused
 from .replication import GroupFilter, RecordStamper, policy_for, provenance
+from .transforms import RecordTransforms, compiled
 from .progress.record import anchor_key
 from .progress import Between, CommittedCounter, Inside, OffsetMap, ProgressTail, Range
 from .topicsync import list_offsets
@@ -105,14 +106,17 @@ class SourceCounter:
     records the copier wrote below an offset (and, for `between`, finds that many on the target).
 
     Reads read_committed and counts the records the copier copies (all of them, or under the identity policy
-    those the provenance header lets through). A range is one transaction (~100 ms of data); a stretch between
+    those the provenance header lets through, and of those the ones the mirror's transforms keep: a group on a
+    dropped record lands on the next kept one). A range is one transaction (~100 ms of data); a stretch between
     two held ranges is at most about one anchor block (`progress.record.ANCHOR_EVERY` source offsets). Results
     are cached: groups usually sit still.
     """
 
     def __init__(self, source_conf: dict[str, str], stamper: RecordStamper | None = None, timeout: float = 15.0,
-                 target_conf: dict[str, str] | None = None, source_alias: str = "") -> None:
+                 target_conf: dict[str, str] | None = None, source_alias: str = "",
+                 transforms: RecordTransforms | None = None) -> None:
         self.stamper, self.timeout, self.source_alias = stamper, timeout, source_alias
+        self.transforms = transforms
         self.consumer = self._consumer(source_conf)
         self._target_conf = target_conf
         self._target: Consumer | None = None
@@ -182,7 +186,9 @@ class SourceCounter:
         return source, target
 
     def _copies(self, m) -> bool:
-        return self.stamper is None or self.stamper.should_copy(m.headers())
+        if self.stamper is not None and not self.stamper.should_copy(m.headers()):
+            return False
+        return self.transforms is None or self.transforms.keeps(m)
 
     def _mirrored(self, m) -> bool:
         return self.stamper is None or provenance(m.headers())[-1:] == [self.source_alias]
@@ -280,7 +286,8 @@ class CheckpointEmitter:
         stamper = RecordStamper.of(self.policy, mirror.source, mirror.target)
         return SourceCounter(self.config.cluster(mirror.source).client_config(),
                              stamper if stamper.uses_provenance else None, self.timeout,
-                             self.config.cluster(mirror.target).client_config(), mirror.source)
+                             self.config.cluster(mirror.target).client_config(), mirror.source,
+                             compiled(mirror))
 
     def source_groups(self) -> list[str]:
         return matching_groups(self.source_admin, self.groups.matches, self.timeout)

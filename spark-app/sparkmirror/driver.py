@@ -132,6 +132,9 @@ class Driver:
                               jvm_memory=self.jvm_memory).start()
 
     def start(self) -> "Driver":
+        from .transforms import check as check_transforms
+
+        check_transforms(self.initial)  # a callable that does not import: refused now, not in a lane mid-copy
         self.initial = [c if c.worker.leaseName else _after_marked(c) for c in self.initial]
         for cfg in self.initial:
             self.groups[cfg.name] = FlowGroupRun(cfg, self._services(cfg))
@@ -398,6 +401,7 @@ class Driver:
             _tell_launcher()
         from .handoff.takeover import HandoffError
         from .historybudget import HistoryTooLarge
+        from .transforms import TransformRefused
 
         rc = 0
         try:
@@ -407,7 +411,7 @@ class Driver:
                 log.error("%s", e)
                 print(f"sparkmirror: {e}", file=sys.stderr, flush=True)
                 return 1
-            except HistoryTooLarge as e:  # the configuration cannot fit: restarting cannot help
+            except (HistoryTooLarge, TransformRefused) as e:  # the configuration cannot run: restarting cannot help
                 log.error("%s", e)
                 print(f"sparkmirror: {e}", file=sys.stderr, flush=True)
                 self._report_before_lease(EXIT_REFUSED, str(e))

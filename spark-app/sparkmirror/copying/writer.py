@@ -11,9 +11,10 @@ from collections.abc import Callable
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, KafkaException
 
 from ..replication import RecordStamper, policy_for
+from ..transforms import RecordTransforms, TransformFailed, compiled
 from .commit import CommitProtocol
 from .context import LaneContext
-from .errors import Fault, LaneFenced, Unreachable, classify, describe, is_fenced, kafka_error, talking_to
+from .errors import CopyError, Fault, LaneFenced, Unreachable, classify, describe, is_fenced, kafka_error, talking_to
 from .shares import Share
 from .start import new_producer, target_max_message_bytes
 from .targetwriter import TargetWriter
@@ -29,6 +30,8 @@ class RecordWriter(TargetWriter):
         stamper = RecordStamper.of(policy_for(ctx.mirror), ctx.mirror.source, ctx.mirror.target)
         # identity policy only: skip records that came from the target, stamp provenance on the rest
         self.stamper: RecordStamper | None = stamper if stamper.uses_provenance else None
+        # the mirror's record transforms (transforms.py): a dropped record is skipped like a loop
+        self.transforms: RecordTransforms | None = compiled(ctx.mirror)
 
     # ---- the producers' life -------------------------------------------------------------------------------
 
@@ -77,6 +80,7 @@ class RecordWriter(TargetWriter):
         assert self.protocol is not None
         producer = self.protocol.producer
         interval, route, stamper, errors = self.interval, self.ctx.route, self.stamper, self.errors
+        transforms = self.transforms
         for m in msgs:
             err = m.error()
             if err is not None:
@@ -93,6 +97,16 @@ class RecordWriter(TargetWriter):
             if stamper is not None:
                 if not stamper.should_copy(h, (key[0], key[1], off)):
                     continue  # came from the target: copying it back would loop; progress still advances
+            if transforms is not None:
+                try:
+                    out = transforms.apply(key[0], key[1], off, ts, k, v, h)
+                except TransformFailed as e:
+                    self._abort()
+                    raise CopyError(f"mirror {self.ctx.mirror.name}: {e}") from e
+                if out is None:
+                    continue  # dropped: progress still advances, the offset map counts it out (transforms.py)
+                k, v, h = out
+            if stamper is not None:
                 h = stamper.headers_for(h)
             share.count += 1
             share.nbytes += (len(k) if k else 0) + (len(v) if v else 0)

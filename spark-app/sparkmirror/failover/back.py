@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 from ..checkpoints import CheckpointEmitter, SourceCounter
 from ..replication import RecordStamper, policy_for
+from ..transforms import compiled
 from ..mm2formats import Checkpoint
 from ..progress.state import OffsetMap
 from ..resource.flowgroup import FlowGroupConfig, Mirror
@@ -86,7 +87,8 @@ def failback(forward_configs: list[FlowGroupConfig], forward: Mirror, reverse_co
     shared = "identity" in (forward.replicationPolicy, reverse.replicationPolicy)
     emitter = CheckpointEmitter(reverse_configs[0], reverse, timeout)  # reads b's groups before and after
     counter = SourceCounter(forward_configs[0].cluster(forward.source).client_config(),
-                            RecordStamper.of(policy, forward.source, forward.target), timeout)
+                            RecordStamper.of(policy, forward.source, forward.target), timeout,
+                            transforms=compiled(forward))
     try:
         positions = forward_positions(emitter, maps, select, shared)
         doc = failover(reverse_configs, reverse, select, timeout, wait_seconds, say,

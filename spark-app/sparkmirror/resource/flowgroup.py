@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .javaregex import JavaPatternError, compile_java
+from .transforms import Transform
 
 FLOWGROUP_API_VERSION = "sparkmirror.io/flowgroup/v1"
 
@@ -285,6 +286,10 @@ class Mirror(_Model):
         "Deletion propagation: remote topics the mirror created follow their source topic's deletion after a "
         "grace period (see sparkmirror/topicdeletion.py); none: off (left out, so a config without it keeps its "
         "hash and no worker generation rolls for it)."))
+    transforms: list[Transform] | None = Field(None, description=(
+        "Record transforms applied in order to every record copied (resource/transforms.py, compiled by "
+        "sparkmirror/transforms.py); none: records are copied as they are (left out, so a config without them "
+        "keeps its hash)."))
     emitCheckpoints: bool = True
     emitCheckpointsIntervalSeconds: float = Field(60.0, gt=0)
     syncGroupOffsets: bool = False

@@ -10,6 +10,7 @@ from .clientconf import JAVA_TO_LIBRDKAFKA, Client, ClientKey, ClientKeys, conne
 from .flowgroup import Cluster, ReplicationPolicy
 from .model import ConnectorSpec, MirrorSpec
 from .planresult import Plan, Problem
+from .transforms import TRANSFORM_HELP
 
 DEFAULT_POLICY_CLASSES = {"org.apache.kafka.connect.mirror.DefaultReplicationPolicy": ReplicationPolicy.DEFAULT,
                           "org.apache.kafka.connect.mirror.IdentityReplicationPolicy": ReplicationPolicy.IDENTITY}
@@ -142,6 +143,8 @@ def connector_config(mirror: MirrorSpec, path: str, out: Plan, exactly_once: boo
                 if not ok:
                     out.unsupported.append(f"{where}={raw} (only {str(MIRROR_KEYS_FIXED[key]).lower()} is "
                                            "supported)")
+            elif key in ("transforms", "predicates") or key.startswith(("transforms.", "predicates.")):
+                out.unsupported.append(f"{where}: Kafka Connect transforms: {TRANSFORM_HELP}")
             elif key.startswith(MIRROR_KEYS_NOT_APPLICABLE_PREFIXES):
                 out.not_applicable.append(where)
             elif (prefixed := connector_prefix(key)) is not None:

@@ -21,6 +21,7 @@ from .clusters import ClusterSpec, TargetClusterSpec
 from .flowgroup import CopyPath, DeleteRemoteTopics, Delivery  # one definition for the resource and the job's config
 from .schemabase import StrictModel, cel, connect_only, validations
 from .statusmodel import KafkaMirrorMaker2Status
+from .transforms import Transform
 
 GROUP = "sparkmirror.io"
 VERSION = "v1alpha1"
@@ -88,6 +89,11 @@ class MirrorSpec(StrictModel):
                                                           "off by default): a remote topic this mirror created is "
                                                           "deleted once its source topic has been gone for "
                                                           "graceSeconds; topics it did not create never are.")
+    transforms: list[Transform] | None = Field(None, description="Record transforms applied in order to every "
+                                               "record copied (MM2's `transforms` connector keys do not apply): "
+                                               "dropRecords, dropJsonFields, renameHeader, addHeader, python. "
+                                               "Exactly-once holds and dropped records stay in the offset map, so "
+                                               "checkpoints, failover and verify stay exact.", max_length=32)
 
 
 # ---- Spark-specific -------------------------------------------------------------------------------------

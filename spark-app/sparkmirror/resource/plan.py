@@ -259,6 +259,8 @@ def plan(resource: dict[str, Any] | KafkaMirrorMaker2, *, secrets: str = "files"
             fields["sourceOffsetsGroup"] = m.sourceOffsetsGroup
         if m.deleteRemoteTopics is not None:
             fields["deleteRemoteTopics"] = m.deleteRemoteTopics
+        if m.transforms:
+            fields["transforms"] = m.transforms
         if len(out.errors) > errors_before:
             continue
         try:

@@ -3,7 +3,8 @@
 Each side is read read_committed from its first offset to its last, so transaction markers and aborted records
 are not records. A source record is turned into the record the copier writes (`replication.RecordStamper`: under
 the identity policy, records that came from the target are not copied and the provenance header is stamped; the
-default policy changes nothing), so headers are compared exactly, provenance included. Under the identity policy
+default policy changes nothing; then the mirror's transforms, `transforms.py`: a dropped record is not expected
+on the target, a changed one is compared as changed), so headers are compared exactly, provenance included. Under the identity policy
 the target topic is shared with local producers: target records whose last provenance hop is not this mirror's
 source are not this mirror's and are left out. Everything else on the target inside the range counts.
 
@@ -24,6 +25,7 @@ from confluent_kafka import (TIMESTAMP_LOG_APPEND_TIME, TIMESTAMP_NOT_AVAILABLE,
                              KafkaException, TopicPartition)
 
 from ..replication import RecordStamper, provenance
+from ..transforms import RecordTransforms
 
 FIELDS = ("key", "value", "headers", "timestamp")
 
@@ -120,19 +122,25 @@ def read_side(conf: dict[str, str], topic: str, partition: int, first: int, last
         c.close()
 
 
-def read_source(conf: dict[str, str], r: dict, stamper: RecordStamper) -> Side:
+def read_source(conf: dict[str, str], r: dict, stamper: RecordStamper,
+                transforms: RecordTransforms | None = None) -> Side:
     """The source records of range `r` as the copier writes them."""
     side = Side()
 
     def take(m) -> None:
-        h = m.headers()
-        if stamper.uses_provenance:
-            if not stamper.should_copy(h):
-                return
-            h = stamper.headers_for(h)
+        k, v, h = m.key(), m.value(), m.headers()
         ts_type, ts = m.timestamp()
+        if stamper.uses_provenance and not stamper.should_copy(h):
+            return
+        if transforms is not None:
+            out = transforms.apply(m.topic(), m.partition(), m.offset(), ts, k, v, h)
+            if out is None:
+                return
+            k, v, h = out
+        if stamper.uses_provenance:
+            h = stamper.headers_for(h)
         timed = ts_type != TIMESTAMP_NOT_AVAILABLE
-        side.add(m.offset(), field_digests(m.key(), m.value(), h, ts if timed else None), timed)
+        side.add(m.offset(), field_digests(k, v, h, ts if timed else None), timed)
 
     read_side(conf, r["source_topic"], r["partition"], r["source_from"], r["source_to"], take)
     return side
@@ -174,14 +182,17 @@ def first_difference(source: Side, target: Side) -> dict | None:
     return None
 
 
-def check_range(r: dict, source_conf: dict[str, str], target_conf: dict[str, str], uses_provenance: bool) -> dict:
-    """One range compared (a Spark task): `r` plus counts, hashes, status and the first difference."""
+def check_range(r: dict, source_conf: dict[str, str], target_conf: dict[str, str], uses_provenance: bool,
+                transforms: list | None = None) -> dict:
+    """One range compared (a Spark task): `r` plus counts, hashes, status and the first difference. `transforms`:
+    the mirror's (resource/transforms.py models), compiled here on the executor."""
     stamper = RecordStamper(uses_provenance, r["source_cluster"], r["target_cluster"])
+    chain = RecordTransforms(transforms, f"mirrors[{r['mirror']}].transforms") if transforms else None
     t0 = time.monotonic()
     out = {**r, "sourceCount": None, "targetCount": None, "sourceHash": None, "targetHash": None,
            "status": "equal", "firstDifference": None, "error": None}
     try:
-        src = read_source(source_conf, r, stamper)
+        src = read_source(source_conf, r, stamper, chain)
         tgt = read_target(target_conf, r, stamper, src)
     except RangeUnreadable as e:
         out.update(status=e.status, error=str(e), seconds=round(time.monotonic() - t0, 3))

@@ -31,7 +31,7 @@ def committed_ranges(configs: list[FlowGroupConfig], range_records: int = DEFAUL
     return out
 
 
-def _task(arg: tuple[dict, dict[str, str], dict[str, str], bool]) -> dict:
+def _task(arg: tuple[dict, dict[str, str], dict[str, str], bool, list | None]) -> dict:
     from .compare import check_range
 
     return check_range(*arg)
@@ -42,7 +42,7 @@ def verify(spark, configs: list[FlowGroupConfig], ranges: list[VerifyRange]) -> 
     if not ranges:
         return []
     by_mirror = {(c.name, m.name): (c.cluster(m.source).client_config(), c.cluster(m.target).client_config(),
-                                    policy_for(m).uses_provenance) for c in configs for m in c.mirrors}
+                                    policy_for(m).uses_provenance, m.transforms) for c in configs for m in c.mirrors}
     tasks = [(r.as_dict(), *by_mirror[(r.flow_group, r.mirror)]) for r in ranges]
     sc = spark.sparkContext
     sc.setJobDescription(f"sparkmirror verify: {len(tasks)} ranges")
