@@ -1,0 +1,155 @@
+"""Record transforms (issue 38): each built-in and a Python callable on records, their refusals naming the field,
+the MM2 `transforms` keys pointed at the field, and offset translation across dropped records (a position on a
+dropped record lands on the next kept one)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from sparkmirror.copypath import copy_path_of
+from sparkmirror.progress import OffsetMap, ProgressRecord
+from sparkmirror.resource.flowgroup import CopyPath, Mirror
+from sparkmirror.resource.plan import plan
+from sparkmirror.transforms import RecordTransforms, TransformFailed, TransformRefused, check, compiled
+
+
+def chain(*transforms: dict) -> RecordTransforms:
+    m = Mirror(name="a", source="a", target="b", transforms=list(transforms))
+    c = compiled(m)
+    assert c is not None
+    return c
+
+
+def run(c: RecordTransforms, key=b"k", value=b"v", headers=None, off=0):
+    return c.apply("t", 0, off, 1000, key, value, headers)
+
+
+def test_drop_records_by_header_name_value_and_key() -> None:
+    by_name = chain({"type": "dropRecords", "header": "debug"})
+    assert run(by_name, headers=[("debug", None)]) is None
+    assert run(by_name, headers=[("other", b"x")]) == (b"k", b"v", [("other", b"x")])
+    assert run(by_name, headers=None) == (b"k", b"v", None)
+    by_value = chain({"type": "dropRecords", "header": "kind", "headerValue": "debug|trace"})
+    assert run(by_value, headers=[("kind", b"trace")]) is None
+    assert run(by_value, headers=[("kind", b"tracer")]) is not None  # whole value, as Java's matches()
+    assert run(by_value, headers=[("kind", None)]) is not None
+    by_key = chain({"type": "dropRecords", "key": r"tmp-\d+"})
+    assert run(by_key, key=b"tmp-12") is None
+    assert run(by_key, key=b"tmp-12x") is not None and run(by_key, key=None) is not None
+    both = chain({"type": "dropRecords", "header": "kind", "key": "a.*"})  # every condition given
+    assert run(both, key=b"ab", headers=[("kind", b"")]) is None
+    assert run(both, key=b"b", headers=[("kind", b"")]) is not None
+    assert run(both, key=b"ab") is not None
+    assert by_key.counts.dropped == 1 and both.counts.dropped == 1
+
+
+def test_drop_json_fields_nested_untouched_bytes_and_not_json() -> None:
+    c = chain({"type": "dropJsonFields", "fields": ["secret", "customer.email", "absent.deep"]})
+    v = json.dumps({"id": 1, "secret": "s", "customer": {"email": "e", "name": "n"}}).encode()
+    _, out, _ = run(c, value=v)
+    assert json.loads(out) == {"id": 1, "customer": {"name": "n"}}
+    same = b'{ "id" : 1 ,  "x": [1, 2] }'  # nothing to remove: the very bytes, not a re-serialisation
+    assert run(c, value=same)[1] is same
+    assert run(c, value=b"not json")[1] == b"not json" and run(c, value=b"[1]")[1] == b"[1]"
+    assert run(c, value=None)[1] is None
+    assert c.counts.not_json == 2 and c.counts.dropped == 0
+
+
+def test_rename_and_add_headers_keep_order_and_values() -> None:
+    c = chain({"type": "renameHeader", "from": "trace", "to": "x-trace"},
+              {"type": "addHeader", "name": "via", "value": "sparkmirror"})
+    h = [("a", b"1"), ("trace", b"t1"), ("trace", None)]
+    assert run(c, headers=h)[2] == [("a", b"1"), ("x-trace", b"t1"), ("x-trace", None), ("via", b"sparkmirror")]
+    assert run(c, headers=None)[2] == [("via", b"sparkmirror")]
+    assert h == [("a", b"1"), ("trace", b"t1"), ("trace", None)]  # the source record's list is not changed
+
+
+def test_python_callable_keeps_changes_drops_in_order_with_the_others() -> None:
+    c = chain({"type": "python", "callable": "tests.support.transformfns:tag_and_drop_elevens"},
+              {"type": "python", "callable": "tests.support.transformfns:shout"})
+    assert run(c, value=b'{"seq": 22}') is None
+    k, v, h = run(c, value=b'{"seq": 5}', headers=[("a", b"1")])
+    assert v == b'{"SEQ": 5}' and h == [("a", b"1"), ("py", b"10")]
+
+
+def test_python_failures_name_the_record_and_refusals_name_the_field() -> None:
+    with pytest.raises(TransformFailed, match=r"transforms\[0\] .*explode.* raised on t\[0\] offset 7: RuntimeError"):
+        run(chain({"type": "python", "callable": "tests.support.transformfns:explode"}), off=7)
+    with pytest.raises(TransformFailed, match="returned dict"):
+        run(chain({"type": "python", "callable": "tests.support.transformfns:not_a_record"}))
+    for spec, words in (("tests.support.nosuchmodule:f", "ModuleNotFoundError"),
+                        ("tests.support.transformfns:missing", "AttributeError"),
+                        ("tests.support.transformfns:NOT_CALLABLE", "is not callable")):
+        m = Mirror(name="a", source="a", target="b", transforms=[{"type": "addHeader", "name": "x", "value": ""},
+                                                                  {"type": "python", "callable": spec}])
+        with pytest.raises(TransformRefused, match=rf"mirrors\[a\]\.transforms\[1\]\.callable: .*{words}"):
+            check([type("Cfg", (), {"mirrors": [m]})()])
+
+
+def _resource(transforms=None, config=None) -> dict:
+    mirror = {"source": {"alias": "a", "bootstrapServers": "127.0.0.1:9092"}}
+    if transforms is not None:
+        mirror["transforms"] = transforms
+    if config is not None:
+        mirror["sourceConnector"] = {"config": config}
+    return {"apiVersion": "sparkmirror.io/v1alpha1", "kind": "KafkaMirrorMaker2", "metadata": {"name": "m"},
+            "spec": {"target": {"alias": "b", "bootstrapServers": "127.0.0.1:9093"}, "mirrors": [mirror],
+                     "copy": "batches"}}
+
+
+def test_resource_field_reaches_the_job_and_bad_input_names_the_field() -> None:
+    p = plan(_resource([{"type": "dropRecords", "key": "x.*"}]))
+    assert not p.errors
+    (g,) = p.groups
+    assert g.mirrors[0].transforms[0].key == "x.*"
+    assert "transforms" in g.to_yaml()
+    assert copy_path_of(g, g.mirrors[0])[0] == CopyPath.RECORDS  # the batch path rebuilds nothing for them yet
+    assert "transforms" not in plan(_resource()).groups[0].to_yaml()  # absent: the config's hash unchanged
+    for bad, where in (([{"type": "dropRecords", "key": "(["}], "transforms"),
+                       ([{"type": "dropRecords"}], "transforms"),
+                       ([{"type": "renameHeader", "from": "a"}], "to"),
+                       ([{"type": "python", "callable": "no colon"}], "callable"),
+                       ([{"type": "sqlFilter"}], "transforms")):
+        errors = plan(_resource(bad)).errors
+        assert errors and any(where in e.field and "spec.mirrors[0].transforms" in e.field for e in errors), errors
+    with pytest.raises(ValidationError):
+        Mirror(name="a", source="a", target="b", transforms=[{"type": "dropRecords", "headerValue": "x"}])
+
+
+def test_mm2_transforms_keys_point_at_the_field() -> None:
+    p = plan(_resource(config={"transforms": "drop", "transforms.drop.type": "x.Filter", "topics": "t.*"}))
+    said = [u for u in p.unsupported if "transforms" in u]
+    assert len(said) == 2 and all("use the mirror's own `transforms` field" in u for u in said)
+
+
+def test_translation_lands_a_position_on_a_dropped_record_on_the_next_kept_one() -> None:
+    """Source offsets 0..29 committed in three transactions; the transforms drop some, including a range's first
+    and last records and a whole range. Every source offset translates to the target offset of the first kept
+    record at or after it (counted with the same transforms, as checkpoints.SourceCounter does on the source)."""
+    c = chain({"type": "dropRecords", "header": "kind", "headerValue": "debug"},
+              {"type": "dropRecords", "key": "7|13"})
+    debug = {0, 4, 5, 9, 20, 21, 22, 23, 24}
+    source = [(o, str(o).encode(), [("kind", b"debug" if o in debug else b"info")]) for o in range(30)]
+    kept = [o for o, k, h in source if c.apply("t", 0, o, 0, k, b"", h) is not None]
+    assert 7 not in kept and 13 not in kept and 0 not in kept and 9 not in kept
+    target_of = {o: 500 + i for i, o in enumerate(kept)}  # the copier wrote the kept ones, consecutively
+    ranges = [(0, 9), (10, 19), (20, 24), (25, 29)]  # (20, 24): every record dropped, nothing written
+    m = OffsetMap()
+    for first, last in ranges:
+        written = [target_of[o] for o in kept if first <= o <= last]
+        m.append(ProgressRecord("a", "t", 0, last + 1, first, last, "a.t", written[0] if written else -1,
+                                written[-1] if written else -1, len(written), 0, 1))
+
+    def inside(r, offset: int) -> int:
+        return sum(1 for o, k, h in source if r.source_first <= o < offset
+                   and c.apply("t", 0, o, 0, k, b"", h) is not None)
+
+    for o in range(31):
+        expected = next((target_of[k] for k in kept if k >= o), 500 + len(kept))
+        assert m.translate(o, inside) == expected, o
+    assert m.translate(21, inside) == target_of[25]  # inside the range that wrote nothing: the next kept record
+    # and back: every target offset to the source offset of its record
+    for o, t in target_of.items():
+        assert m.translate_back(t, lambda r, n: [k for k in kept if r.source_first <= k <= r.source_last][n]) == o
