@@ -1,0 +1,74 @@
+"""What each record transform (issue 38, `mirrors[].transforms`) costs per record, in CPU on one core, printed:
+
+    python -m bench.transformcost [-n 200000] [--value-bytes 300]
+
+No Kafka: the compiled chain (`sparkmirror.transforms.RecordTransforms.apply`) the record path's writer calls for every
+record, on records like the lanes see (a key, a JSON value of about --value-bytes, three headers). Each transform
+alone, then all of them in one chain, each figure less the cost of calling an empty chain's loop: what a mirror pays
+on top of copying the record (the record path costs ~10-20 us a record; `python -m bench.batchcost`). Figures are
+printed, never asserted: they depend on the machine.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from sparkmirror.resource.flowgroup import Mirror
+from sparkmirror.transforms import RecordTransforms, compiled
+
+CASES: list[tuple[str, list[dict]]] = [
+    ("dropRecords header+value", [{"type": "dropRecords", "header": "kind", "headerValue": "debug|trace"}]),
+    ("dropRecords key regex", [{"type": "dropRecords", "key": r"tmp-\d+"}]),
+    ("dropJsonFields (2 fields)", [{"type": "dropJsonFields", "fields": ["secret", "customer.email"]}]),
+    ("dropJsonFields (absent)", [{"type": "dropJsonFields", "fields": ["nothere"]}]),
+    ("renameHeader", [{"type": "renameHeader", "from": "trace", "to": "x-trace"}]),
+    ("addHeader", [{"type": "addHeader", "name": "via", "value": "sparkmirror"}]),
+    ("python (identity)", [{"type": "python", "callable": "bench.transformcost:identity"}]),
+]
+
+
+def identity(r):
+    return r
+
+
+def records(n: int, value_bytes: int) -> list[tuple]:
+    pad = "x" * max(0, value_bytes - 120)
+    out = []
+    for i in range(n):
+        value = json.dumps({"id": i, "secret": "s", "customer": {"email": "e@x", "name": "n"}, "pad": pad}).encode()
+        out.append((f"key-{i}".encode(), value, [("kind", b"info"), ("trace", b"t-%d" % i), ("app", b"orders")]))
+    return out
+
+
+def per_record_ns(chain: RecordTransforms, recs: list[tuple]) -> float:
+    apply = chain.apply
+    t0 = time.process_time()
+    for off, (k, v, h) in enumerate(recs):
+        apply("t", 0, off, 0, k, v, h)
+    return (time.process_time() - t0) * 1e9 / len(recs)
+
+
+def chain_of(transforms: list[dict]) -> RecordTransforms:
+    c = compiled(Mirror(name="bench", source="a", target="b", transforms=transforms))
+    return c if c is not None else RecordTransforms([])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.transformcost")
+    ap.add_argument("-n", type=int, default=200_000)
+    ap.add_argument("--value-bytes", type=int, default=300)
+    args = ap.parse_args(argv)
+    recs = records(args.n, args.value_bytes)
+    base = min(per_record_ns(RecordTransforms([]), recs) for _ in range(3))
+    print(f"{args.n} records, JSON values of ~{args.value_bytes} bytes, 3 headers; CPU per record above an empty "
+          f"chain's loop ({base:.0f} ns):")
+    everything = [t for _, ts in CASES for t in ts]
+    for name, ts in [*CASES, ("all of the above, one chain", everything)]:
+        ns = min(per_record_ns(chain_of(ts), recs) for _ in range(3)) - base
+        print(f"  {name:32s} {ns / 1000:7.2f} us")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
