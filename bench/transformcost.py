@@ -5,8 +5,10 @@
 No Kafka: the compiled chain (`sparkmirror.transforms.RecordTransforms.apply`) the record path's writer calls for every
 record, on records like the lanes see (a key, a JSON value of about --value-bytes, three headers). Each transform
 alone, then all of them in one chain, each figure less the cost of calling an empty chain's loop: what a mirror pays
-on top of copying the record (the record path costs ~10-20 us a record; `python -m bench.batchcost`). Figures are
-printed, never asserted: they depend on the machine.
+on top of copying the record (the record path costs ~10-20 us a record; `python -m bench.batchcost`). Then the batch
+path's (`copying/transformbatch.py`): batches of --batch records decoded, run through the chain and, when touched,
+rebuilt, per record, for a chain that touches nothing (the batch still goes as bytes) and one that drops a record
+of each batch. Figures are printed, never asserted: they depend on the machine.
 """
 from __future__ import annotations
 
@@ -54,10 +56,35 @@ def chain_of(transforms: list[dict]) -> RecordTransforms:
     return c if c is not None else RecordTransforms([])
 
 
+def batches(recs: list[tuple], size: int) -> list:
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+    from sparkmirror.copying.batches import split_batches
+
+    out = []
+    for i in range(0, len(recs), size):
+        b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1,
+                                      producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+        for j, (k, v, h) in enumerate(recs[i:i + size]):
+            b.append(j, timestamp=1000, key=k, value=v, headers=h)
+        out += split_batches(bytes(b.build()))
+    return out
+
+
+def batch_per_record_ns(chain: RecordTransforms, bs: list) -> float:
+    from sparkmirror.copying.transformbatch import transform_batch
+
+    t0 = time.process_time()
+    for b in bs:
+        transform_batch(b, chain, "t", 0, 0)
+    return (time.process_time() - t0) * 1e9 / sum(b.record_count for b in bs)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.transformcost")
     ap.add_argument("-n", type=int, default=200_000)
     ap.add_argument("--value-bytes", type=int, default=300)
+    ap.add_argument("--batch", type=int, default=100)
     args = ap.parse_args(argv)
     recs = records(args.n, args.value_bytes)
     base = min(per_record_ns(RecordTransforms([]), recs) for _ in range(3))
@@ -66,6 +93,13 @@ def main(argv: list[str] | None = None) -> int:
     everything = [t for _, ts in CASES for t in ts]
     for name, ts in [*CASES, ("all of the above, one chain", everything)]:
         ns = min(per_record_ns(chain_of(ts), recs) for _ in range(3)) - base
+        print(f"  {name:32s} {ns / 1000:7.2f} us")
+    bs = batches(recs, args.batch)
+    print(f"batch path, batches of {args.batch} records, CPU per record (decode + chain + rebuild when touched):")
+    for name, ts in (("untouched (goes as bytes)", [{"type": "dropRecords", "key": "none"}]),
+                     ("one record a batch dropped", [{"type": "dropRecords", "key": r"key-\d*00"}]),
+                     ("addHeader (every batch rebuilt)", [{"type": "addHeader", "name": "via", "value": "x"}])):
+        ns = min(batch_per_record_ns(chain_of(ts), bs) for _ in range(3))
         print(f"  {name:32s} {ns / 1000:7.2f} us")
     return 0
 

@@ -14,7 +14,4 @@ def copy_path_of(config: FlowGroupConfig, mirror: Mirror) -> tuple[CopyPath, str
     if stamper.uses_provenance:
         return CopyPath.RECORDS, ("the identity replication policy writes provenance headers into every record, "
                                   "so its batches cannot go as they are: it copies records")
-    if mirror.transforms:
-        return CopyPath.RECORDS, ("record transforms change or drop records inside batches, and the batch path "
-                                  "does not rebuild batches for them yet: it copies records")
     return CopyPath.BATCHES, ""

@@ -87,10 +87,12 @@ def _count(bootstrap: str, topic: str) -> int:
         return 0
 
 
-def test_transforms_exactly_once_through_crashes_translated_and_verified(kafka_a, kafka_b, topic, flowgroup, job):
+@pytest.mark.parametrize("copy", ["records", "batches"])
+def test_transforms_exactly_once_through_crashes_translated_and_verified(kafka_a, kafka_b, topic, flowgroup, job,
+                                                                         copy):
     src = topic(kafka_a, PARTS)
     remote = f"a.{src}"
-    cfg = flowgroup(src, delivery="exactly-once", epochSeconds=5,
+    cfg = flowgroup(src, delivery="exactly-once", epochSeconds=5, copy=copy,
                     mirror={"transforms": TRANSFORMS, "groups": "xf-.*", "emitCheckpoints": True})
     producer = JsonProducer(kafka_a.bootstrap, src)
     producer.start()
@@ -112,6 +114,7 @@ def test_transforms_exactly_once_through_crashes_translated_and_verified(kafka_a
     assert jp.proc.poll() is None, jp.log()[-3000:]
     time.sleep(2)  # a duplicate would land after the count was reached
     assert jp.stop() == 0, jp.log()[-3000:]
+    assert f"copying {copy})" in jp.log(), "the lanes did not take the path asked for"
 
     source, target = read_topic(kafka_a.bootstrap, src), read_topic(kafka_b.bootstrap, remote)
     for part in range(PARTS):

@@ -105,7 +105,7 @@ def test_resource_field_reaches_the_job_and_bad_input_names_the_field() -> None:
     (g,) = p.groups
     assert g.mirrors[0].transforms[0].key == "x.*"
     assert "transforms" in g.to_yaml()
-    assert copy_path_of(g, g.mirrors[0])[0] == CopyPath.RECORDS  # the batch path rebuilds nothing for them yet
+    assert copy_path_of(g, g.mirrors[0]) == (CopyPath.BATCHES, "")  # touched batches rebuilt (transformbatch)
     assert "transforms" not in plan(_resource()).groups[0].to_yaml()  # absent: the config's hash unchanged
     for bad, where in (([{"type": "dropRecords", "key": "(["}], "transforms"),
                        ([{"type": "dropRecords"}], "transforms"),
@@ -153,3 +153,51 @@ def test_translation_lands_a_position_on_a_dropped_record_on_the_next_kept_one()
     # and back: every target offset to the source offset of its record
     for o, t in target_of.items():
         assert m.translate_back(t, lambda r, n: [k for k in kept if r.source_first <= k <= r.source_last][n]) == o
+
+
+def _batch(seqs: range, codec: int = 0, base: int = 0):
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+    from sparkmirror.copying.batches import split_batches
+
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=0, producer_id=7,
+                                  producer_epoch=0, base_sequence=0, batch_size=1 << 30)
+    for i, s in enumerate(seqs):
+        b.append(i, timestamp=1000 + s, key=f"k{s}".encode(), value=json.dumps({"seq": s, "secret": 1}).encode(),
+                 headers=[("kind", b"debug" if s % 5 == 0 else b"info")])
+    raw = bytearray(b.build())
+    raw[0:8] = base.to_bytes(8, "big")  # the base offset the broker gave it
+    (batch,) = split_batches(bytes(raw))
+    return batch
+
+
+def _records_of(batch):
+    from aiokafka.record.default_records import DefaultRecordBatch
+
+    return [(r.key, json.loads(r.value), list(r.headers), r.timestamp) for r in DefaultRecordBatch(bytearray(batch.raw))]
+
+
+@pytest.mark.parametrize("codec", [0, 1, 3])  # none, gzip, lz4
+def test_batch_path_forwards_untouched_batches_and_rebuilds_touched_ones(codec: int) -> None:
+    from sparkmirror.copying.transformbatch import transform_batch
+
+    drop = chain({"type": "dropRecords", "header": "kind", "headerValue": "debug"})
+    untouched = _batch(range(1, 5), codec, base=100)  # no seq % 5 == 0: the very batch, bytes as fetched
+    t = transform_batch(untouched, drop, "t", 0, 100)
+    assert t.batch is untouched and not t.touched and (t.source_first, t.source_last) == (100, 103)
+    mixed = _batch(range(0, 12), codec, base=200)  # 0, 5, 10 dropped
+    t = transform_batch(mixed, drop, "t", 0, 200)
+    assert t.touched and t.batch.record_count == 9 and t.batch.codec == mixed.codec
+    assert (t.source_first, t.source_last) == (200, 211)  # the range covers the dropped records too
+    assert [r[0] for r in _records_of(t.batch)] == [f"k{s}".encode() for s in range(12) if s % 5]
+    assert [r[3] for r in _records_of(t.batch)] == [1000 + s for s in range(12) if s % 5]  # the source's times
+    assert transform_batch(_batch(range(0, 1), codec, base=300), drop, "t", 0, 300).batch is None
+    # a resume inside a compressed batch: only the records at or past the position
+    t = transform_batch(mixed, drop, "t", 0, 207)
+    assert t.touched and [r[0] for r in _records_of(t.batch)] == [b"k7", b"k8", b"k9", b"k11"]
+    assert (t.source_first, t.source_last) == (207, 211)
+    fields = chain({"type": "dropJsonFields", "fields": ["secret"]}, {"type": "renameHeader", "from": "kind",
+                                                                        "to": "k"})
+    t = transform_batch(_batch(range(1, 3), codec), fields, "t", 0, 0)
+    assert t.touched and _records_of(t.batch) == [(b"k1", {"seq": 1}, [("k", b"info")], 1001),
+                                                  (b"k2", {"seq": 2}, [("k", b"info")], 1002)]

@@ -23,13 +23,16 @@ from .rebuild import rebuild
 from .shares import PartitionKey, Share
 from .start import new_producer, target_max_message_bytes
 from .targetwriter import TargetWriter
+from .transformbatch import TRANSFORMED, transform_batch
+from ..transforms import TransformFailed, compiled
 from .wire import Wire, WireError, wire_talk
 
 log = logging.getLogger(__name__)
 TOO_LARGE = (kerrors.MessageSizeTooLargeError, kerrors.RecordListTooLargeError)
-Planned = tuple[Batch, int, int, "str | None", int]
-"""A batch to produce, its records' first and last source offsets, why it was rebuilt (None: as fetched), and how
-many source batches it holds."""
+Planned = tuple[Batch | None, int, int, "str | None", int]
+"""A batch to produce (None: every record of it dropped by the mirror's transforms; its offsets still count), its
+records' first and last source offsets, why it was rebuilt (None: as fetched), and how many source batches it
+holds."""
 COALESCED = "coalesced"  # the rebuilt-batches label of small source batches merged (coalesce.py)
 
 
@@ -44,6 +47,7 @@ class BatchTarget(TargetWriter):
         self.wire: Wire | None = None
         self.forwarded = 0  # batches that went as they were fetched
         self.rebuilt: Counter[str] = Counter()  # batches rebuilt, per `Unforwardable.label`
+        self.transforms = compiled(ctx.mirror)  # the mirror's record transforms (transformbatch.py), if any
 
     def _talk(self, what: str):
         return wire_talk("target", self.ctx.mirror.target, what)
@@ -95,9 +99,11 @@ class BatchTarget(TargetWriter):
 
     # ---- writing -------------------------------------------------------------------------------------------
 
-    def _forwardable(self, f: Fetched, limit: int) -> list[Planned]:
+    def _forwardable(self, f: Fetched, limit: int, key: PartitionKey = ("", -1)) -> list[Planned]:
         """What to produce of a partition's fetch: small uncompressed batches merged into batches of up to
         `limit` bytes (coalesce.py), the batches that cannot go as they are rebuilt, the others as they are."""
+        if self.transforms is not None:
+            return self._transformed(f, key)
         out: list[Planned] = []
         rest, groups = f.batches, []
         if rest and rest[0].base_offset < f.fetch_offset:  # a resume inside it: rebuilt, alone
@@ -118,6 +124,33 @@ class BatchTarget(TargetWriter):
                 out.append((made.batch, made.source_first, made.source_last, why.label, 1))
         return out
 
+    def _transformed(self, f: Fetched, key: PartitionKey) -> list[Planned]:
+        """A mirror with transforms: each batch through them (no merging); a batch they leave as it was goes as
+        fetched (or rebuilt for its own reason), a touched one rebuilt from what they made, an emptied one left
+        out with its offsets."""
+        out: list[Planned] = []
+        topic, part = key
+        for b in f.batches:
+            try:
+                t = transform_batch(b, self.transforms, topic, part, f.fetch_offset)
+            except TransformFailed as e:
+                self._abort()
+                raise CopyError(f"mirror {self.ctx.mirror.name}: {e}") from e
+            if t.touched:
+                self.rebuilt[TRANSFORMED] += 1
+                out.append((t.batch, t.source_first, t.source_last, TRANSFORMED, 1))
+                continue
+            why = b.unforwardable()
+            if why is None:
+                out.append((b, b.base_offset, b.last_offset, None, 1))
+                self.forwarded += 1
+                continue
+            made = rebuild(b, f.fetch_offset)
+            self.rebuilt[why.label] += 1
+            if made is not None:
+                out.append((made.batch, made.source_first, made.source_last, why.label, 1))
+        return out
+
     def write(self, fetched: dict[PartitionKey, Fetched]) -> None:
         """Produce the fetched batches into the open interval, each to its remote topic's same partition."""
         assert self.protocol is not None
@@ -125,16 +158,19 @@ class BatchTarget(TargetWriter):
         for key, f in fetched.items():
             if f.batches:
                 limit = min(COALESCE_INTO, self.max_bytes.get(route[key]) or COALESCE_INTO)
-                plan[key] = self._forwardable(f, limit)
+                plan[key] = self._forwardable(f, limit, key)
         if not plan:
             return
-        to_target = {(route[k], k[1]): [b for b, _, _, _, _ in v] for k, v in plan.items() if v}
-        try:
-            with self._talk("producing"):
-                written = self.protocol.producer.produce(to_target)
-        except CopyError as e:
-            self._refused(e, plan)
-            raise
+        to_target = {(route[k], k[1]): batches for k, v in plan.items()
+                     if (batches := [b for b, _, _, _, _ in v if b is not None])}
+        written = {}
+        if to_target:
+            try:
+                with self._talk("producing"):
+                    written = self.protocol.producer.produce(to_target)
+            except CopyError as e:
+                self._refused(e, plan)
+                raise
         interval, errors = self.interval, self.errors
         for key, sent in plan.items():
             if not sent:
@@ -142,14 +178,18 @@ class BatchTarget(TargetWriter):
             share = interval.get(key)
             if share is None:
                 share = interval[key] = Share(sent[0][1], key[0], key[1], errors)
-            for (b, first, last, why, sources), w in zip(sent, written[(route[key], key[1])]):
+            results = iter(written.get((route[key], key[1]), ()))
+            for b, first, last, why, sources in sent:
                 if why is None:
                     share.batches += 1
                 else:
                     share.rebuilt = share.rebuilt or {}
                     share.rebuilt[why] = share.rebuilt.get(why, 0) + sources
-                n = b.record_count
                 share.src_last = last
+                if b is None:  # every record dropped by the transforms: the offsets count, nothing is written
+                    continue
+                w = next(results)
+                n = b.record_count
                 share.count += n
                 share.reports += n  # acknowledged: produce returned
                 share.nbytes += len(b.raw)
