@@ -325,6 +325,7 @@ class DriverServices:
                 "errors": errors, "partitions_detail": parts, "waiting": waiting, "waiting_since": since,
                 "error_counts": dict(m.error_counts), "latency": js.get("latency"),
                 "batches": js.get("batches", 0), "rebuilt": js.get("rebuilt") or {},
+                "transformed": js.get("transformed") or {},
                 **deletion_figures(m),
             }
         return out

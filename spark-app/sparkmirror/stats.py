@@ -49,6 +49,7 @@ class MirrorStats:
     latency_sum_ms: int = 0
     batches: int = 0  # batch path: batches forwarded as they were, since the driver started
     rebuilt: dict[str, int] = field(default_factory=dict)  # batch path: batches rebuilt, per reason
+    transformed: dict[str, int] = field(default_factory=dict)  # records the transforms dropped / found not JSON
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def update(self, rows: list) -> None:
@@ -76,6 +77,8 @@ class MirrorStats:
                 self.batches += r.get("batches") or 0
                 for why, n in (r.get("rebuilt") or {}).items():
                     self.rebuilt[why] = self.rebuilt.get(why, 0) + n
+                for what, n in (r.get("transformed") or {}).items():
+                    self.transformed[what] = self.transformed.get(what, 0) + n
                 ps.bytes_total += r["bytes"]
                 ps.records_per_s = r["records"] / secs
                 ps.bytes_per_s = r["bytes"] / secs
@@ -112,4 +115,5 @@ class MirrorStats:
                 "records_total": sum(p["records_total"] for p in parts),
                 "last_epoch_end_ms": self.last_epoch_end_ms, "waiting": self.waiting,
                 "waiting_since": self.waiting_since_ms / 1000 if self.waiting_since_ms else None,
-                "latency": latency, "batches": self.batches, "rebuilt": dict(self.rebuilt)}
+                "latency": latency, "batches": self.batches, "rebuilt": dict(self.rebuilt),
+                "transformed": dict(self.transformed)}

@@ -201,3 +201,28 @@ def test_batch_path_forwards_untouched_batches_and_rebuilds_touched_ones(codec: 
     t = transform_batch(_batch(range(1, 3), codec), fields, "t", 0, 0)
     assert t.touched and _records_of(t.batch) == [(b"k1", {"seq": 1}, [("k", b"info")], 1001),
                                                   (b"k2", {"seq": 2}, [("k", b"info")], 1002)]
+
+
+def test_dropped_and_not_json_are_counted_per_mirror_in_the_metrics() -> None:
+    from sparkmirror.copying.shares import Share
+    from sparkmirror.exposition import prometheus_text
+    from sparkmirror.stats import MirrorStats
+
+    a, b = Share(0, "t", 0, []), Share(10, "t", 0, [])
+    a.note({"dropped": 2}), b.note({"dropped": 1, "not_json": 4})
+    a.absorb(b)
+    assert a.transformed == {"dropped": 3, "not_json": 4}
+    stats = MirrorStats("m")
+    stats.update([{"source_topic": "t", "partition": 0, "target_topic": "a.t", "records": 5, "bytes": 50,
+                   "epoch_start_ms": 0, "epoch_end_ms": 1000, "lane": 0, "next_offset": 13, "source_end": 13,
+                   "lag": 0, "latency_ms_sum": 0, "latency_ms_max": 0, "transformed": a.transformed}])
+    snap = stats.snapshot()
+    assert snap["transformed"] == {"dropped": 3, "not_json": 4}
+    served = {"mirror": "m", "source": "a", "target": "b", "topics": 1, "partitions": 1, "lag": 0,
+              "records_per_s": 0.0, "bytes_per_s": 0.0, "records_total": 5, "heartbeats": 0, "checkpoint_groups": 0,
+              "updated": 0, "errors": {}, "partitions_detail": [], "transactions": 0,
+              "transformed": snap["transformed"]}  # metrics.py hands the stats' figures on as they are
+    text = prometheus_text("fg", {"m": served})
+    labels = 'flow_group="fg",mirror="m",outcome="{}",source="a",target="b"'
+    assert f"sparkmirror_mirror_records_transformed_total{{{labels.format('dropped')}}} 3.0" in text
+    assert f"sparkmirror_mirror_records_transformed_total{{{labels.format('not_json')}}} 4.0" in text

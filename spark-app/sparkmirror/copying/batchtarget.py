@@ -48,6 +48,7 @@ class BatchTarget(TargetWriter):
         self.forwarded = 0  # batches that went as they were fetched
         self.rebuilt: Counter[str] = Counter()  # batches rebuilt, per `Unforwardable.label`
         self.transforms = compiled(ctx.mirror)  # the mirror's record transforms (transformbatch.py), if any
+        self._notes: dict[PartitionKey, dict[str, int]] = {}  # what they dropped / found not JSON, for the shares
 
     def _talk(self, what: str):
         return wire_talk("target", self.ctx.mirror.target, what)
@@ -130,12 +131,18 @@ class BatchTarget(TargetWriter):
         out with its offsets."""
         out: list[Planned] = []
         topic, part = key
+        chain = self.transforms
+        assert chain is not None
+        note = self._notes.setdefault(key, {"dropped": 0, "not_json": 0})
         for b in f.batches:
+            not_json = chain.counts.not_json
             try:
-                t = transform_batch(b, self.transforms, topic, part, f.fetch_offset)
+                t = transform_batch(b, chain, topic, part, f.fetch_offset)
             except TransformFailed as e:
                 self._abort()
                 raise CopyError(f"mirror {self.ctx.mirror.name}: {e}") from e
+            note["dropped"] += t.dropped
+            note["not_json"] += chain.counts.not_json - not_json
             if t.touched:
                 self.rebuilt[TRANSFORMED] += 1
                 out.append((t.batch, t.source_first, t.source_last, TRANSFORMED, 1))
@@ -178,6 +185,8 @@ class BatchTarget(TargetWriter):
             share = interval.get(key)
             if share is None:
                 share = interval[key] = Share(sent[0][1], key[0], key[1], errors)
+            if key in self._notes:
+                share.note(self._notes.pop(key))
             results = iter(written.get((route[key], key[1]), ()))
             for b, first, last, why, sources in sent:
                 if why is None:

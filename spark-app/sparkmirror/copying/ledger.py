@@ -101,6 +101,9 @@ class Ledger:
             if share.rebuilt:
                 for why, n in share.rebuilt.items():
                     s.rebuilt[why] = s.rebuilt.get(why, 0) + n
+            if share.transformed:
+                for what, n in share.transformed.items():
+                    s.transformed[what] = s.transformed.get(what, 0) + n
             if share.count:
                 s.latency_ms_sum += share.count * done_ms - share.ts_sum
                 s.latency_ms_max = max(s.latency_ms_max, done_ms - share.ts_min)

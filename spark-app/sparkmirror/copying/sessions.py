@@ -209,6 +209,8 @@ def _count_carried(mine: dict[tuple[str, int], PartitionSummary],
         m.latency_ms_max = max(m.latency_ms_max, c.latency_ms_max)
         for why, n in c.rebuilt.items():
             m.rebuilt[why] = m.rebuilt.get(why, 0) + n
+        for what, n in c.transformed.items():
+            m.transformed[what] = m.transformed.get(what, 0) + n
         m.latency_le = [x + y for x, y in zip(m.latency_le, c.latency_le)]
         if c.source_first >= 0:
             m.source_first, m.target_first = c.source_first, c.target_first

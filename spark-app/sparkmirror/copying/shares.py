@@ -41,6 +41,7 @@ class Share:
     tgt_last: int = -1
     batches: int = 0  # batch path: batches forwarded as they were
     rebuilt: dict[str, int] | None = None  # batch path: batches rebuilt, per reason
+    transformed: dict[str, int] | None = None  # records the mirror's transforms dropped / found not JSON
 
     @property
     def acknowledged(self) -> bool:
@@ -64,6 +65,15 @@ class Share:
             self.rebuilt = self.rebuilt or {}
             for why, n in later.rebuilt.items():
                 self.rebuilt[why] = self.rebuilt.get(why, 0) + n
+        if later.transformed:
+            self.note(later.transformed)
+
+    def note(self, transformed: dict[str, int]) -> None:
+        """Add records the transforms dropped or found not JSON (`transforms.Counts`' outcomes)."""
+        mine = self.transformed = self.transformed or {}
+        for what, n in transformed.items():
+            if n:
+                mine[what] = mine.get(what, 0) + n
 
     def __call__(self, err: KafkaError | None, msg) -> None:
         """The delivery report of this share's next record."""

@@ -46,6 +46,7 @@ class PartitionSummary:
     latency_le: list[int] = field(default_factory=lambda: [0] * len(LATENCY_BUCKETS_MS))  # see latency_le()
     batches: int = 0  # batch path: batches forwarded as they were fetched
     rebuilt: dict[str, int] = field(default_factory=dict)  # batch path: batches rebuilt, per reason (rebuild.py)
+    transformed: dict[str, int] = field(default_factory=dict)  # records the transforms dropped / found not JSON
 
     def row(self) -> tuple:
         return tuple(asdict(self).values())
@@ -56,4 +57,5 @@ SUMMARY_SCHEMA = ("mirror string, lane int, source_topic string, partition int, 
                   "target_last long, next_offset long, source_end long, lag long, transactions long, "
                   "latency_ms_sum long, latency_ms_max long, epoch_start_ms long, epoch_end_ms long, "
                   "generation int, fenced boolean, error string, waiting string, waiting_since_ms long, "
-                  "latency_le array<bigint>, batches long, rebuilt map<string,bigint>")
+                  "latency_le array<bigint>, batches long, rebuilt map<string,bigint>, "
+                  "transformed map<string,bigint>")

@@ -30,6 +30,7 @@ class Transformed:
     touched: bool
     source_first: int
     source_last: int
+    dropped: int = 0
 
 
 def _records(batch: Batch):
@@ -67,12 +68,13 @@ def transform_batch(batch: Batch, chain: RecordTransforms, topic: str, partition
         out.append((ts, mk, mv, list(mh or ())))
     if not touched:
         return Transformed(batch, False, first, last)
+    dropped = sum(1 for r in _records(batch) if r.offset >= keep_from) - len(out)
     if not out:
-        return Transformed(None, True, first, last)
+        return Transformed(None, True, first, last, dropped)
     codec = (batch.attributes if batch.magic >= 2 else batch.raw[_LEGACY_ATTRIBUTES_AT]) & COMPRESSION_MASK
     builder = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=0, producer_id=-1,
                                         producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
     for i, (ts, k, v, h) in enumerate(out):
         builder.append(i, timestamp=ts, key=k, value=v, headers=h)
     (made,) = split_batches(bytes(builder.build()))
-    return Transformed(made, True, first, last)
+    return Transformed(made, True, first, last, dropped)

@@ -98,12 +98,16 @@ class RecordWriter(TargetWriter):
                 if not stamper.should_copy(h, (key[0], key[1], off)):
                     continue  # came from the target: copying it back would loop; progress still advances
             if transforms is not None:
+                not_json = transforms.counts.not_json
                 try:
                     out = transforms.apply(key[0], key[1], off, ts, k, v, h)
                 except TransformFailed as e:
                     self._abort()
                     raise CopyError(f"mirror {self.ctx.mirror.name}: {e}") from e
+                if transforms.counts.not_json != not_json:
+                    share.note({"not_json": 1})
                 if out is None:
+                    share.note({"dropped": 1})
                     continue  # dropped: progress still advances, the offset map counts it out (transforms.py)
                 k, v, h = out
             if stamper is not None:
