@@ -92,10 +92,19 @@ VALID = [
                                                           "producer.override.batch.size": "65536",
                                                           "sync.topic.acls.enabled": False}},
             name="connector-client-keys"),
+    variant("spec.mirrors.0.transforms", [{"type": "dropRecords", "header": "kind", "headerValue": "debug"},
+                                          {"type": "dropJsonFields", "fields": ["secret", "a.b"]},
+                                          {"type": "renameHeader", "from": "t", "to": "x-t"},
+                                          {"type": "addHeader", "name": "via", "value": "sparkmirror"},
+                                          {"type": "python", "callable": "my.module:fn"}], name="transforms"),
 ]
 
 # (case, resource, text the API server's message must contain)
 MALFORMED = [
+    ("transform missing its fields", variant("spec.mirrors.0.transforms", [{"type": "renameHeader", "from": "t"}]),
+     "renameHeader needs from, to"),
+    ("transform of an unknown kind", variant("spec.mirrors.0.transforms", [{"type": "regexRouter"}]),
+     "spec.mirrors[0].transforms[0].type"),
     ("mirror source equals target",
      variant("spec.mirrors.0.source.alias", "b"), "mirrors[].source.alias must differ from target.alias"),
     ("duplicate source aliases",
