@@ -59,6 +59,7 @@ class ReplicationPolicy:
 
     name = "default"
     uses_provenance = False
+    routes: tuple = ()  # the mirror's `route` transforms (resource/transforms.Route), applied to remote names
 
     def __init__(self, separator: str = ".", internal_topic_separator_enabled: bool = True,
                  heartbeats_topic: str = HEARTBEATS_TOPIC) -> None:
@@ -70,6 +71,13 @@ class ReplicationPolicy:
 
     # names ---------------------------------------------------------------------------------------------
     def format_remote_topic(self, source_alias: str, topic: str) -> str:
+        """The policy's remote name, then the mirror's routes (MM2's RegexRouter sees the policy's name too)."""
+        name = self.policy_remote_topic(source_alias, topic)
+        for route in self.routes:
+            name = route.rename(name)
+        return name
+
+    def policy_remote_topic(self, source_alias: str, topic: str) -> str:
         return f"{source_alias}{self.separator}{topic}"
 
     def topic_source(self, topic: str) -> str | None:
@@ -147,8 +155,8 @@ class IdentityReplicationPolicy(ReplicationPolicy):
     def _looks_like_heartbeat(self, topic: str) -> bool:
         return topic is not None and topic.endswith(self.heartbeats_topic())
 
-    def format_remote_topic(self, source_alias: str, topic: str) -> str:
-        return super().format_remote_topic(source_alias, topic) if self._looks_like_heartbeat(topic) else topic
+    def policy_remote_topic(self, source_alias: str, topic: str) -> str:
+        return super().policy_remote_topic(source_alias, topic) if self._looks_like_heartbeat(topic) else topic
 
     def topic_source(self, topic: str) -> str | None:
         return super().topic_source(topic) if self._looks_like_heartbeat(topic) else self.source_alias
@@ -161,10 +169,13 @@ def policy_for(mirror) -> ReplicationPolicy:  # mirror: sparkmirror.resource.flo
     """The policy a flow-group `Mirror` asks for (`replicationPolicy`, `separator`)."""
     kind = getattr(mirror.replicationPolicy, "value", mirror.replicationPolicy)
     if kind == "identity":
-        return IdentityReplicationPolicy(mirror.separator)
-    if kind == "default":
-        return DefaultReplicationPolicy(mirror.separator)
-    raise ValueError(f"replicationPolicy: unknown policy {kind!r} (known: default, identity)")
+        policy: ReplicationPolicy = IdentityReplicationPolicy(mirror.separator)
+    elif kind == "default":
+        policy = DefaultReplicationPolicy(mirror.separator)
+    else:
+        raise ValueError(f"replicationPolicy: unknown policy {kind!r} (known: default, identity)")
+    policy.routes = tuple(t for t in getattr(mirror, "transforms", None) or () if getattr(t, "type", "") == "route")
+    return policy
 
 
 # topic selection -------------------------------------------------------------------------------------------

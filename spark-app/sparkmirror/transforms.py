@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from .resource.javaregex import compile_java
-from .resource.transforms import AddHeader, DropJsonFields, DropRecords, PythonTransform, RenameHeader
+from .resource.transforms import AddHeader, DropJsonFields, DropRecords, PythonTransform, RenameHeader, Route
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +181,8 @@ class RecordTransforms:
                 self.steps.append(_add_header(t))
             elif isinstance(t, PythonTransform):
                 self.steps.append(_python(t, at))
+            elif isinstance(t, Route):
+                continue  # the remote topic's name (replication.policy_for), not the record's
             else:
                 raise TransformRefused(f"{at}: unknown transform {type(t).__name__}")
 
@@ -203,9 +205,11 @@ class RecordTransforms:
 
 
 def compiled(mirror) -> RecordTransforms | None:
-    """The chain of a flow-group `Mirror` (None when it has none). TransformRefused names the mirror's field."""
+    """The chain of a flow-group `Mirror` (None when it has none but routes, or none at all). TransformRefused names
+    the mirror's field."""
     ts = getattr(mirror, "transforms", None)
-    return RecordTransforms(ts, f"mirrors[{mirror.name}].transforms") if ts else None
+    chain = RecordTransforms(ts, f"mirrors[{mirror.name}].transforms") if ts else None
+    return chain if chain else None
 
 
 def check(configs: Sequence) -> None:

@@ -1,7 +1,8 @@
-"""Record transforms under exactly-once with crashes (issue 38): every built-in and a Python callable on one mirror,
-the job SIGKILLed twice mid-stream, then both topics read whole. Every kept record is on the target exactly once and
-in order, changed as configured; none of the dropped ones is; a consumer group committed on dropped records is
-translated to the next kept one; `verify`'s comparison of every committed range finds them equal."""
+"""Record transforms under exactly-once with crashes (issue 38): every built-in (a route too) and a Python callable on
+one mirror, the job SIGKILLed twice mid-stream, then both topics read whole. Every kept record is on the routed
+remote topic exactly once and in order, changed as configured; none of the dropped ones is; a consumer group
+committed on dropped records is translated to the next kept one; `verify`'s comparison of every committed range
+finds them equal."""
 from __future__ import annotations
 
 import json
@@ -30,6 +31,7 @@ TRANSFORMS = [
     {"type": "renameHeader", "from": "trace", "to": "x-trace"},
     {"type": "addHeader", "name": "via", "value": "sparkmirror"},
     {"type": "python", "callable": "tests.support.transformfns:tag_and_drop_elevens"},  # seq % 11 == 0, "py"
+    {"type": "route", "topics": r"a\.(.*)", "replacement": "dr-$1"},     # the remote topic's name
 ]
 
 
@@ -91,7 +93,7 @@ def _count(bootstrap: str, topic: str) -> int:
 def test_transforms_exactly_once_through_crashes_translated_and_verified(kafka_a, kafka_b, topic, flowgroup, job,
                                                                          copy):
     src = topic(kafka_a, PARTS)
-    remote = f"a.{src}"
+    remote = f"dr-{src}"  # routed
     cfg = flowgroup(src, delivery="exactly-once", epochSeconds=5, copy=copy,
                     mirror={"transforms": TRANSFORMS, "groups": "xf-.*", "emitCheckpoints": True})
     producer = JsonProducer(kafka_a.bootstrap, src)

@@ -96,7 +96,9 @@ VALID = [
                                           {"type": "dropJsonFields", "fields": ["secret", "a.b"]},
                                           {"type": "renameHeader", "from": "t", "to": "x-t"},
                                           {"type": "addHeader", "name": "via", "value": "sparkmirror"},
-                                          {"type": "python", "callable": "my.module:fn"}], name="transforms"),
+                                          {"type": "python", "callable": "my.module:fn"},
+                                          {"type": "route", "topics": "a\\.(.*)", "replacement": "dr-$1"}],
+            name="transforms"),
 ]
 
 # (case, resource, text the API server's message must contain)

@@ -226,3 +226,31 @@ def test_dropped_and_not_json_are_counted_per_mirror_in_the_metrics() -> None:
     labels = 'flow_group="fg",mirror="m",outcome="{}",source="a",target="b"'
     assert f"sparkmirror_mirror_records_transformed_total{{{labels.format('dropped')}}} 3.0" in text
     assert f"sparkmirror_mirror_records_transformed_total{{{labels.format('not_json')}}} 4.0" in text
+
+
+def test_route_names_the_remote_topic_and_two_topics_on_one_name_are_a_conflict() -> None:
+    from sparkmirror.replication import TopicFilter, policy_for
+    from sparkmirror.topicplan import SourceTopic, plan_sync
+
+    routes = [{"type": "route", "topics": r"a\.(orders|payments)-v\d+", "replacement": "dr-$1"},
+              {"type": "route", "topics": r"dr-(?<kind>.*)", "replacement": "${kind}.dr"},
+              {"type": "dropRecords", "key": "x"}]
+    m = Mirror(name="a", source="a", target="b", transforms=routes)
+    policy = policy_for(m)
+    assert policy.format_remote_topic("a", "orders-v2") == "orders.dr"  # each route on the one before's name
+    assert policy.format_remote_topic("a", "other") == "a.other"
+    assert compiled(m) is not None and len(compiled(m).steps) == 1  # routes are no record step
+    ident = policy_for(Mirror(name="a", source="a", target="b", replicationPolicy="identity",
+                              transforms=[{"type": "route", "topics": "(.*)", "replacement": "mirror-$1"}]))
+    assert ident.format_remote_topic("a", "t") == "mirror-t" and ident.uses_provenance
+    assert compiled(Mirror(name="a", source="a", target="b", transforms=routes[:1])) is None
+    sources = {t: SourceTopic(t, 1) for t in ("orders-v1", "orders-v2", "payments-v1")}
+    sync = plan_sync(m, policy, TopicFilter(".*", "__.*"), sources, {})
+    assert sorted((r.source_topic, r.target_topic) for r in sync.routes) == [("orders-v1", "orders.dr"),
+                                                                             ("payments-v1", "payments.dr")]
+    assert [t for t, _ in sync.conflicts] == ["orders-v2"]
+    for bad, words in (({"topics": "a(", "replacement": "x"}, "invalid regex"),
+                       ({"topics": "a", "replacement": "$1"}, "names group 1"),
+                       ({"topics": "(a)", "replacement": "x$"}, "names no group")):
+        errors = plan(_resource([{"type": "route", **bad}])).errors
+        assert any("spec.mirrors[0].transforms[0]" in e.field and words in e.message for e in errors), errors

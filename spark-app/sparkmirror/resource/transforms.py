@@ -79,6 +79,65 @@ class AddHeader(StrictModel):
     value: str = Field(description="Its value.", max_length=4096)
 
 
+def python_replacement(java: str) -> tuple[str, list[int | str]]:
+    """Java's replacement string (`Matcher.replaceAll`: `$1`, `${name}`, `\\$` for a dollar) as Python's (`\\g<1>`),
+    and the groups it names; ValueError for what Java would refuse."""
+    out, refs, i = [], [], 0
+    while i < len(java):
+        c = java[i]
+        if c == "\\":
+            if i + 1 == len(java):
+                raise ValueError("a replacement may not end with a backslash")
+            out.append(java[i + 1].replace("\\", "\\\\"))
+            i += 2
+        elif c == "$":
+            if java[i + 1:i + 2] == "{":
+                end = java.find("}", i)
+                if end < 0:
+                    raise ValueError("an unclosed ${name} in the replacement")
+                ref: int | str = java[i + 2:end]
+                i = end + 1
+            else:
+                j = i + 1
+                while j < len(java) and java[j].isdigit():
+                    j += 1
+                if j == i + 1:
+                    raise ValueError("a $ in the replacement names no group (write \\$ for a dollar)")
+                ref, i = int(java[i + 1:j]), j
+            refs.append(ref)
+            out.append(f"\\g<{ref}>")
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out), refs
+
+
+class Route(StrictModel):
+    """The remote topic's name (MM2's RegexRouter on the name the replication policy made): where `topics`
+    matches the whole name, it becomes `replacement`. Applied to the topic, not per record; routes apply in the
+    order listed, each to the name the one before made. Two source topics routed to one remote name are a
+    conflict: the second is not mirrored (`sparkmirror plan` shows it)."""
+
+    type: Literal["route"]
+    topics: str = Field(description="Regular expression (Java's, whole name) of the remote topic names to route, "
+                        "as the replication policy makes them (`a.orders`).", max_length=1024)
+    replacement: str = Field(description="The new name, Java's replacement syntax (`dr-$1`, `${name}`).",
+                             min_length=1, max_length=249)
+
+    @model_validator(mode="after")
+    def _groups(self) -> "Route":
+        rx = compile_java(_java(self.topics) or "")
+        _, refs = python_replacement(self.replacement)
+        for ref in refs:
+            if (isinstance(ref, int) and ref > rx.groups) or (isinstance(ref, str) and ref not in rx.groupindex):
+                raise ValueError(f"replacement names group {ref!r}, which topics does not have")
+        return self
+
+    def rename(self, name: str) -> str:
+        m = compile_java(self.topics).fullmatch(name)
+        return m.expand(python_replacement(self.replacement)[0]) if m else name
+
+
 class PythonTransform(StrictModel):
     """A function of a module in the image: given a `sparkmirror.transforms.Record`, it returns it, a changed copy,
     or None to drop it. It runs on the executors, once per record, in the lanes' Python workers."""
@@ -88,9 +147,9 @@ class PythonTransform(StrictModel):
                           max_length=512)
 
 
-Transform = Annotated[Union[DropRecords, DropJsonFields, RenameHeader, AddHeader, PythonTransform],
+Transform = Annotated[Union[DropRecords, DropJsonFields, RenameHeader, AddHeader, PythonTransform, Route],
                       Field(discriminator="type")]
 """One record transform of `mirrors[].transforms`."""
 
 TRANSFORM_HELP = ("use the mirror's own `transforms` field (dropRecords, dropJsonFields, renameHeader, addHeader, "
-                  "python); Kafka Connect SMTs do not run here")
+                  "route, python); Kafka Connect SMTs do not run here")
