@@ -5,7 +5,7 @@
 No Kafka: the compiled chain (`sparkmirror.transforms.RecordTransforms.apply`) the record path's writer calls for every
 record, on records like the lanes see (a key, a JSON value of about --value-bytes, three headers). Each transform
 alone, then all of them in one chain, each figure less the cost of calling an empty chain's loop: what a mirror pays
-on top of copying the record (the record path costs ~10-20 us a record; `python -m bench.batchcost`). Then the batch
+on top of copying the record (what copying costs: `python -m bench.batchcost`). Then the batch
 path's (`copying/transformbatch.py`): batches of --batch records decoded, run through the chain and, when touched,
 rebuilt, per record, for a chain that touches nothing (the batch still goes as bytes) and one that drops a record
 of each batch. Figures are printed, never asserted: they depend on the machine.
