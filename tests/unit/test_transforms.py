@@ -177,7 +177,7 @@ def _records_of(batch):
     return [(r.key, json.loads(r.value), list(r.headers), r.timestamp) for r in DefaultRecordBatch(bytearray(batch.raw))]
 
 
-@pytest.mark.parametrize("codec", [0, 1, 3])  # none, gzip, lz4
+@pytest.mark.parametrize("codec", [0, 1, 2, 3, 4])  # none, gzip, snappy, lz4, zstd
 def test_batch_path_forwards_untouched_batches_and_rebuilds_touched_ones(codec: int) -> None:
     from sparkmirror.copying.transformbatch import transform_batch
 
