@@ -254,3 +254,25 @@ def test_route_names_the_remote_topic_and_two_topics_on_one_name_are_a_conflict(
                        ({"topics": "(a)", "replacement": "x$"}, "names no group")):
         errors = plan(_resource([{"type": "route", **bad}])).errors
         assert any("spec.mirrors[0].transforms[0]" in e.field and words in e.message for e in errors), errors
+
+
+def test_batch_path_legacy_message_sets_keep_their_offsets() -> None:
+    """A compressed magic-1 message set is one wrapper whose header names its last offset only: the range is the
+    inner records', as rebuild.py gives it."""
+    import struct
+
+    from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+    from sparkmirror.copying.batches import split_batches
+    from sparkmirror.copying.transformbatch import transform_batch
+
+    b = LegacyRecordBatchBuilder(magic=1, compression_type=1, batch_size=1 << 20)
+    for i in range(3):
+        b.append(i, timestamp=1000 + i, key=b"k%d" % i, value=b"{}")
+    raw = bytearray(b.build())
+    struct.pack_into(">q", raw, 0, 42)  # as a broker stores it: the wrapper at the last inner offset (40..42)
+    (wrapper,) = split_batches(bytes(raw))
+    t = transform_batch(wrapper, chain({"type": "dropRecords", "key": "k1"}), "t", 0, 0)
+    assert (t.touched, t.dropped, t.source_first, t.source_last) == (True, 1, 40, 42)
+    assert t.batch.magic == 2 and [r[0] for r in _records_of(t.batch)] == [b"k0", b"k2"]
+    assert [r[3] for r in _records_of(t.batch)] == [1000, 1002]

@@ -47,8 +47,9 @@ def transform_batch(batch: Batch, chain: RecordTransforms, topic: str, partition
                     keep_from: int = 0) -> Transformed:
     """`batch`'s records at or past `keep_from` through `chain`. Untouched (every record kept as it was, none
     before `keep_from`): the fetched batch itself; the caller still rebuilds it for its own reasons
-    (`Batch.unforwardable`)."""
-    first, last = max(batch.base_offset, keep_from), batch.last_offset
+    (`Batch.unforwardable`). The source range is that of the records read, as `rebuild` gives it (a compressed
+    legacy message set's header names its last offset only)."""
+    seen: list[int] = []
     out: list[tuple] = []
     touched = batch.base_offset < keep_from
     apply = chain.apply
@@ -56,6 +57,7 @@ def transform_batch(batch: Batch, chain: RecordTransforms, topic: str, partition
         off = r.offset
         if off < keep_from:
             continue
+        seen.append(off)
         k, v, h = r.key, r.value, list(getattr(r, "headers", None) or ())
         ts = r.timestamp if r.timestamp is not None and r.timestamp >= 0 else 0
         made = apply(topic, partition, off, ts, k, v, h)
@@ -66,9 +68,11 @@ def transform_batch(batch: Batch, chain: RecordTransforms, topic: str, partition
         if not (_same(mk, k) and _same(mv, v) and _same(list(mh or ()), h)):
             touched = True
         out.append((ts, mk, mv, list(mh or ())))
+    first = seen[0] if seen else max(batch.base_offset, keep_from)
+    last = max(batch.last_offset, seen[-1] if seen else -1)
     if not touched:
         return Transformed(batch, False, first, last)
-    dropped = sum(1 for r in _records(batch) if r.offset >= keep_from) - len(out)
+    dropped = len(seen) - len(out)
     if not out:
         return Transformed(None, True, first, last, dropped)
     codec = (batch.attributes if batch.magic >= 2 else batch.raw[_LEGACY_ATTRIBUTES_AT]) & COMPRESSION_MASK
