@@ -156,13 +156,22 @@ class Wire:
 
     def transaction_coordinator(self, transactional_id: str) -> int:
         """The node id of `transactional_id`'s transaction coordinator."""
-        resp = self.call(FindCoordinatorRequest(key=transactional_id, key_type=1, coordinator_keys=[transactional_id]))
+        return self.coordinator(transactional_id, 1)
+
+    def coordinator(self, key: str, key_type: int = 0) -> int:
+        """The node id of `key`'s coordinator: key_type 0 a group's (consumer and share groups alike), 1 a
+        transactional id's."""
+        resp = self.call(FindCoordinatorRequest(key=key, key_type=key_type, coordinator_keys=[key]))
         coords = getattr(resp, "coordinators", None)
         if coords:
-            check(coords[0].error_code, f"finding the coordinator of {transactional_id}")
+            check(coords[0].error_code, f"finding the coordinator of {key}")
             return coords[0].node_id
-        check(resp.error_code, f"finding the coordinator of {transactional_id}")
+        check(resp.error_code, f"finding the coordinator of {key}")
         return resp.node_id
+
+    def broker_ids(self) -> list[int]:
+        """The node ids of the cluster's brokers, as the last metadata knew them."""
+        return sorted(b.node_id for b in self._manager.cluster.brokers())
 
 
 def bootstrap_refusal(config: dict[str, Any], timeout_s: float = 5.0) -> WireError | None:

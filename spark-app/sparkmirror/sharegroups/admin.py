@@ -1,0 +1,165 @@
+"""One cluster's share groups (I/O): list them, read their start offsets, set them. kafka-python carries the
+requests over `copying.wire.Wire` (its connection manager: version negotiation, TLS, SASL); confluent-kafka has
+no share-group admin API (docs/research/share-groups.md).
+
+A cluster without share groups says so in one of two ways: its ApiVersions lacks the keys (Kafka before 4.0,
+negotiation fails), or it answers UNSUPPORTED_VERSION (share groups not enabled: Kafka 4.1 without
+`share.version=1`). Both are `SharesUnsupported`, which callers say once and skip.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import kafka.errors as kerrors
+
+from ..copying.wire import Wire, WireError
+from .messages import (AlterShareGroupOffsetsRequest, DescribeShareGroupOffsetsRequest, ListGroupsRequest)
+
+TopicPartition = tuple[str, int]
+
+UNSUPPORTED_VERSION = 35
+NON_EMPTY_GROUP = 68
+GROUP_ID_NOT_FOUND = 69
+UNKNOWN_TOPIC_OR_PARTITION = 3
+_COORDINATOR_MOVED = {14, 15, 16}  # load in progress, not available, not coordinator: ask again
+
+
+class SharesUnsupported(RuntimeError):
+    """The cluster serves no share groups (too old a Kafka, or share groups not enabled)."""
+
+
+class ShareAdminError(RuntimeError):
+    """A share-group request the cluster answered with an error that is not the group's state."""
+
+
+@dataclass(frozen=True)
+class AlterOutcome:
+    """What AlterShareGroupOffsets did for one group: `error` the group-level error's name ("" none), `partitions`
+    (target topic, partition) -> the error's name of those it refused."""
+
+    group: str
+    error: str = ""
+    code: int = 0
+    partitions: dict[TopicPartition, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.code and not self.partitions
+
+
+def _name(code: int) -> str:
+    return kerrors.for_code(code).__name__ if code else ""
+
+
+class ShareGroupAdmin:
+    """Share-group requests to one cluster; `cluster` names it in errors."""
+
+    def __init__(self, conf: dict[str, str], cluster: str, timeout_s: float = 15.0) -> None:
+        self.cluster, self.timeout_ms = cluster, int(timeout_s * 1000)
+        try:
+            self.wire = Wire(conf, bootstrap_ms=self.timeout_ms)
+        except (WireError, kerrors.KafkaError) as e:
+            raise ShareAdminError(f"cluster {cluster!r}: cannot connect for share groups: {e}") from e
+
+    def close(self) -> None:
+        self.wire.close()
+
+    def _call(self, request: object, node_id: int | None, what: str) -> object:
+        try:
+            return self.wire.call(request, node_id, self.timeout_ms)
+        except WireError as e:
+            if issubclass(e.error, kerrors.IncompatibleBrokerVersion):
+                raise SharesUnsupported(f"cluster {self.cluster!r} has no share groups (its brokers do not serve "
+                                        f"{type(request).__name__}: Kafka 4.1 or newer needed)") from e
+            raise ShareAdminError(f"cluster {self.cluster!r}: {what} failed: {e}") from e
+
+    def _unsupported(self, code: int, what: str) -> None:
+        if code == UNSUPPORTED_VERSION:
+            raise SharesUnsupported(f"cluster {self.cluster!r} has share groups disabled ({what}: "
+                                    "UNSUPPORTED_VERSION; Kafka 4.1 needs the feature share.version=1)")
+
+    def list_groups(self) -> dict[str, str]:
+        """Share group -> its state (Empty, Stable, Dead), from every broker (each lists the groups it
+        coordinates)."""
+        self.wire.refresh_brokers()
+        req = ListGroupsRequest(states_filter=[], types_filter=["share"])
+        out: dict[str, str] = {}
+        for node in self.wire.broker_ids():
+            resp = self._call(req, node, "listing share groups")
+            self._unsupported(resp.error_code, "listing share groups")
+            if resp.error_code:
+                raise ShareAdminError(f"cluster {self.cluster!r}: listing share groups on broker {node}: "
+                                      f"{_name(resp.error_code)}")
+            for g in resp.groups:
+                if (getattr(g, "group_type", "") or "share").lower() == "share":
+                    out[g.group_id] = g.group_state
+        return out
+
+    def _coordinated(self, group: str, send, what: str):
+        """`send(coordinator)` -> (response, group-level code); asked again (up to 5 times) while the
+        coordinator moves or loads."""
+        for attempt in range(5):
+            node = self.coordinator(group)
+            resp, code = send(node)
+            if code not in _COORDINATOR_MOVED:
+                return resp, code
+            time.sleep(0.2 * (attempt + 1))
+        raise ShareAdminError(f"cluster {self.cluster!r}: {what} of share group {group}: its coordinator "
+                              f"kept answering {_name(code)}")
+
+    def coordinator(self, group: str) -> int:
+        try:
+            return self.wire.coordinator(group, 0)
+        except WireError as e:
+            raise ShareAdminError(f"cluster {self.cluster!r}: finding the coordinator of group {group}: {e}") from e
+
+    def start_offsets(self, group: str) -> dict[TopicPartition, int]:
+        """(topic, partition) -> the group's share-partition start offset, for the partitions that have one; {}
+        when the cluster has no such group."""
+        R = DescribeShareGroupOffsetsRequest
+        req = R(groups=[R.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)])
+
+        def send(node: int):
+            resp = self._call(req, node, f"describing share group {group}'s offsets")
+            g = resp.groups[0]
+            return g, g.error_code
+
+        g, code = self._coordinated(group, send, "describing the offsets")
+        self._unsupported(code, f"describing share group {group}'s offsets")
+        if code == GROUP_ID_NOT_FOUND:
+            return {}
+        if code:
+            raise ShareAdminError(f"cluster {self.cluster!r}: describing share group {group}'s offsets: "
+                                  f"{_name(code)} {g.error_message or ''}".rstrip())
+        return {(t.topic_name, p.partition_index): p.start_offset for t in g.topics for p in t.partitions
+                if p.error_code == 0 and p.start_offset >= 0}
+
+    def alter(self, group: str, offsets: Mapping[TopicPartition, int]) -> AlterOutcome:
+        """Set the group's start offsets. The broker takes them only while the group has no members
+        (NON_EMPTY_GROUP otherwise); Kafka 4.1 only for a group that exists (GROUP_ID_NOT_FOUND), 4.2 and later
+        make it. Those come back in the outcome, as do partitions refused (a topic not there yet)."""
+        A = AlterShareGroupOffsetsRequest
+        T = A.AlterShareGroupOffsetsRequestTopic
+        topics: dict[str, list] = {}
+        for (t, p), off in sorted(offsets.items()):
+            topics.setdefault(t, []).append(T.AlterShareGroupOffsetsRequestPartition(partition_index=p,
+                                                                                      start_offset=off))
+        req = A(group_id=group, topics=[T(topic_name=t, partitions=ps) for t, ps in topics.items()])
+
+        def send(node: int):
+            resp = self._call(req, node, f"setting share group {group}'s offsets")
+            return resp, resp.error_code
+
+        resp, code = self._coordinated(group, send, "setting the offsets")
+        self._unsupported(code, f"setting share group {group}'s offsets")
+        bad = {(t.topic_name, p.partition_index): _name(p.error_code) for t in resp.responses for p in t.partitions
+               if p.error_code}
+        return AlterOutcome(group, _name(code) + (f": {resp.error_message}" if code and resp.error_message else ""),
+                            code, bad)
+
+
+def selected(groups: Iterable[str], matches) -> list[str]:
+    """The share groups a mirror's group patterns select (`replication.GroupFilter.matches`)."""
+    return sorted(g for g in groups if matches(g))
