@@ -15,6 +15,9 @@ works against our mirror. With `syncGroupOffsets`, translated offsets are also c
 on the target, like MM2's `sync.group.offsets.enabled`: only for groups with no active members on the
 target, and never moving a group's committed offset backwards.
 
+Share groups (KIP-932) the same patterns select have their start offsets carried alongside, with the same
+translation (`sharegroups/`): set on the target with `syncGroupOffsets`, for groups with no members there.
+
 Pure parts: `translate()`, `offsets_to_sync()`. I/O: `SourceCounter`, `CheckpointEmitter` (reads
 the progress topic through `progress.ProgressTail`).
 """
@@ -42,6 +45,7 @@ from .replication import GroupFilter, RecordStamper, policy_for, provenance
 from .transforms import RecordTransforms, compiled
 from .progress.record import anchor_key
 from .progress import Between, CommittedCounter, Inside, OffsetMap, ProgressTail, Range
+from .sharegroups.sync import ShareGroupSync, ShareMove, translate_starts
 from .topicsync import list_offsets
 
 log = logging.getLogger(__name__)
@@ -269,6 +273,7 @@ class CheckpointEmitter:
         self._ask_source_at = 0.0  # while nothing is mirrored: when a round next lists the source's groups
         self._topic_ready = False
         self.last: dict[str, list[Checkpoint]] = {}
+        self.share_last: list[ShareMove] = []  # the share groups of the last round (sharegroups/sync.py)
         self.committed_last: dict[str, dict[tuple[str, int], int]] = {}  # group -> its mirrored source offsets
         self.lags: list[ConsumerLag] = []  # of the last round (consumerlag.py)
         self.lag_counters: tuple[CommittedCounter, CommittedCounter] | None = None  # source, target
@@ -288,6 +293,38 @@ class CheckpointEmitter:
                              stamper if stamper.uses_provenance else None, self.timeout,
                              self.config.cluster(mirror.target).client_config(), mirror.source,
                              compiled(mirror))
+
+    @cached_property
+    def shares(self) -> ShareGroupSync:
+        mirror = self.mirror
+        return ShareGroupSync(self.config.cluster(mirror.source).client_config(),
+                              self.config.cluster(mirror.target).client_config(), mirror.source, mirror.target,
+                              self.groups.matches, self.timeout)
+
+    def share_moves(self, select: Callable[[str], bool] = lambda _g: True,
+                    maps: Mapping[tuple[str, int], OffsetMap] | None = None,
+                    copies: Callable[[str], bool] = lambda _t: False) -> list[ShareMove]:
+        """The selected share groups' start offsets on the source, translated (rows not applied yet); `maps`:
+        the offset maps to use (a failover's final ones), else the tail's now."""
+        starts = self.shares.source_starts(select)
+        if not starts:
+            return []
+        with self.tail.lock:
+            if maps is None:
+                self.tail.poll(self.timeout)
+                maps = self.tail.maps()
+            return [r for g, s in sorted(starts.items())
+                    for r in translate_starts(g, s, maps, self.counter, self.counter.between, copies)]
+
+    def sync_share_groups(self) -> list[ShareMove]:
+        """A checkpoint round's share groups: set on the target where they moved; never an error of the round
+        (logged; the next round tries again)."""
+        try:
+            self.share_last = self.shares.apply(self.share_moves())
+        except Exception as e:  # noqa: BLE001 - share groups are a side service of the round
+            log.warning("mirrors[%s]: carrying share groups' start offsets failed (tried again next round): %s",
+                        self.mirror.name, e)
+        return self.share_last
 
     def source_groups(self) -> list[str]:
         return matching_groups(self.source_admin, self.groups.matches, self.timeout)
@@ -391,6 +428,7 @@ class CheckpointEmitter:
             return cps
         if self.mirror.syncGroupOffsets if sync_offsets is None else sync_offsets:
             self.sync_group_offsets(cps)
+            self.sync_share_groups()
         self.last = cps
         self.lags = self.consumer_lags(cps)
         if time.monotonic() >= self._prune_at:
@@ -454,5 +492,7 @@ class CheckpointEmitter:
             self.tail.close()
         if "counter" in self.__dict__:
             self.counter.close()
+        if "shares" in self.__dict__:
+            self.shares.close()
         for counter in self.lag_counters or ():
             counter.close()

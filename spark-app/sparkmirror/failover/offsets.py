@@ -25,6 +25,7 @@ from ..mm2formats import Checkpoint
 from ..progress.state import ProgressState
 from ..replication import should_replicate_topic
 from ..resource.flowgroup import FlowGroupConfig, Mirror
+from ..sharegroups.sync import ShareMove
 from ..topicplan import topic_filter
 from .report import Untranslated
 
@@ -83,6 +84,22 @@ def translate_now(emitter: CheckpointEmitter, select: Callable[[str], bool], sta
                 why = "the records of its committed range could not be counted on the source (see the log)"
             untranslated.setdefault(group, []).append(Untranslated(group, topic, part, offset, why))
     return checkpoints, untranslated
+
+
+def share_groups_now(emitter: CheckpointEmitter, select: Callable[[str], bool], state: ProgressState,
+                     leave: Callable[[str, str, int], bool] | None = None) -> tuple[list[ShareMove], str]:
+    """The selected share groups' start offsets on the source now, translated through `state`'s final map and set
+    on the target (asked again there, whatever the checkpoint rounds set); with why none could be, when the
+    source or target serves no share groups."""
+    config, mirror = emitter.config, emitter.mirror
+    maps = {(t, p): m for (c, t, p), m in state.maps.items() if (c, t, p) in state.latest}
+    mirrored = topic_filter(config, mirror)
+    rows = emitter.share_moves(select, maps, lambda t: should_replicate_topic(emitter.policy, mirrored, t,
+                                                                               mirror.target))
+    if leave is not None:
+        rows = [r for r in rows if not leave(r.group, r.source_topic, r.partition)]
+    rows = emitter.shares.apply(rows, force=True)
+    return rows, emitter.shares.unsupported or ""
 
 
 def last_checkpoints(config: FlowGroupConfig, mirror: Mirror, select: Callable[[str], bool], topic: str,

@@ -8,6 +8,9 @@ Actions per partition:
 - untranslated: no exact target position is known (nothing of the partition mirrored yet, or the offset is
   older than the progress history); the group has no offset there and would start at `auto.offset.reset`.
 Consumers can move when every partition is `committed` or `kept`: exit 0; else 1.
+
+Share groups (`shareGroups`, KIP-932) have rows of their own (`sharegroups/sync.ShareMove`: set, kept, active,
+missing, failed, untranslated); every one `set` or `kept` for the report to be ok.
 """
 from __future__ import annotations
 
@@ -123,6 +126,13 @@ def table(doc: dict) -> str:
         widths = [max(len(c[i]) for c in cells) for i in range(len(head) - 1)]
         for c in cells:
             out.append("  " + "  ".join(v.ljust(w) for v, w in zip(c, widths)) + "  " + c[-1])
+    for g in doc.get("shareGroups", []):
+        for r in g["partitions"]:
+            target = "-" if r["targetOffset"] is None else f"{r['targetTopic']}[{r['partition']}]@{r['targetOffset']}"
+            out.append(f"  share group {r['group']}: {r['sourceTopic']}[{r['partition']}] start {r['sourceOffset']} -> "
+                       f"{target}: {r['action']}" + (f" ({r['detail']})" if r["detail"] else ""))
+    if doc.get("shareGroupsNote"):
+        out.append(f"  share groups: {doc['shareGroupsNote']}")
     out.append((f"consumers can move back to {doc['target']}" if doc.get("failback") else
                 "consumers can move to the target") if doc["ok"] else
                "consumers cannot all move yet: see the groups marked active or untranslated, and NOT MOVED")
@@ -131,21 +141,31 @@ def table(doc: dict) -> str:
 
 def document(mirror: str, source: str, target: str, offsets_from: str, stopped: list[dict],
              rows: list[PartitionMove], not_copied: int | None = None, not_moved: list[str] = (),
-             ages: Mapping[str, int] | None = None, unmoved: Iterable[str] = ()) -> dict:
+             ages: Mapping[str, int] | None = None, unmoved: Iterable[str] = (), shares: Iterable = (),
+             shares_note: str = "") -> dict:
     """`not_copied`: records the source held that the mirror had not copied when it stopped (None: unknown, the
     source did not answer). `not_moved`: why selected groups could not be moved though they have no row (e.g. no
     checkpoint with the source gone); any makes the report not `ok`, so consumers are not told to move.
     `ages`: group -> how old its last checkpoint was (ms; the source gone): its consumers repeat what they read
-    since. `unmoved`: groups without rows that could not be moved, named in `groupsNotMoved` with the others."""
+    since. `unmoved`: groups without rows that could not be moved, named in `groupsNotMoved` with the others.
+    `shares`: the share groups' rows (`ShareMove`); `shares_note`: why share groups were not carried, if so."""
     groups: dict[str, list[dict]] = {}
     for r in rows:
         groups.setdefault(r.group, []).append(r.as_dict())
     entries = [{"group": g, "partitions": p, "moved": all(r["action"] in MOVED for r in p),
                 "checkpointAgeMs": (ages or {}).get(g)} for g, p in sorted(groups.items())]
     not_moved_groups = sorted({*(e["group"] for e in entries if not e["moved"]), *unmoved})
+    share_groups: dict[str, list[dict]] = {}
+    for s in shares:
+        share_groups.setdefault(s.group, []).append(s.as_dict())
+    share_entries = [{"group": g, "partitions": p, "moved": all(r["action"] in ("set", "kept") for r in p)}
+                     for g, p in sorted(share_groups.items())]
+    shares_not_moved = [e["group"] for e in share_entries if not e["moved"]]
     return {"mirror": mirror, "source": source, "target": target, "offsetsFrom": offsets_from,
             "stopped": stopped, "notCopied": not_copied, "notMoved": list(not_moved), "groups": entries,
-            "groupsNotMoved": not_moved_groups, "ok": can_move(rows) and not not_moved and not not_moved_groups}
+            "groupsNotMoved": not_moved_groups, "shareGroups": share_entries, "shareGroupsNotMoved": shares_not_moved,
+            "shareGroupsNote": shares_note,
+            "ok": can_move(rows) and not not_moved and not not_moved_groups and not shares_not_moved}
 
 
 _LITERAL = re.compile(r"(?:[A-Za-z0-9_-]|\\[.\-]|\.)+")

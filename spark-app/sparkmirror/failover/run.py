@@ -9,7 +9,7 @@ from dataclasses import replace
 from ..checkpoints import CheckpointEmitter
 from ..replication import GroupFilter
 from ..resource.flowgroup import FlowGroupConfig, Mirror
-from .offsets import commit, last_checkpoints, on_target, source_error, translate_now
+from .offsets import commit, last_checkpoints, on_target, share_groups_now, source_error, translate_now
 from .report import decide, document, to_commit
 from .stop import mirror_lag, mirror_progress, stop, undo, wait_caught_up
 
@@ -44,6 +44,8 @@ def failover(configs: list[FlowGroupConfig], mirror: Mirror, select: Callable[[s
     not_moved: list[str] = []
     unmoved: list[str] = []  # selected groups without a row that could not be moved
     ages: dict[str, int] | None = None  # group -> age of its last checkpoint (ms), when the source is gone
+    shares: list = []  # share groups' rows (sharegroups/sync.ShareMove)
+    shares_note = ""  # why share groups were not carried, when they were not
     try:
         if progress is not None:
             checkpoints, untranslated = translate_now(emitter, select, progress)
@@ -77,10 +79,15 @@ def failover(configs: list[FlowGroupConfig], mirror: Mirror, select: Callable[[s
         failed = commit(emitter, to_commit(rows))
         rows = [replace(r, action="failed", detail=failed[r.group]) if r.group in failed and r.action == "committed"
                 else r for r in rows]
+        if progress is not None:
+            shares, shares_note = share_groups_now(emitter, select, progress, leave)
+        else:
+            shares_note = ("the source does not answer, so share groups' start offsets cannot be read: they stay on "
+                           f"target {mirror.target!r} where the last checkpoint round set them (syncGroupOffsets)")
     finally:
         emitter.close()
     return document(mirror.name, mirror.source, mirror.target, "source" if unreachable is None else "checkpoints",
-                    stopped, rows, not_copied, not_moved, ages, unmoved)
+                    stopped, rows, not_copied, not_moved, ages, unmoved, shares, shares_note)
 
 
 def undo_all(configs: list[FlowGroupConfig], mirror: Mirror, timeout: float = 30.0) -> dict:
