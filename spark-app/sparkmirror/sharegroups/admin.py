@@ -98,22 +98,26 @@ class ShareGroupAdmin:
         return out
 
     def _coordinated(self, group: str, send, what: str):
-        """`send(coordinator)` -> (response, group-level code); asked again (up to 5 times) while the
-        coordinator moves or loads."""
-        for attempt in range(5):
-            node = self.coordinator(group)
+        """`send(coordinator)` -> (response, group-level code); asked again, for up to the time-out, while the
+        coordinator moves or loads (a young cluster makes its offsets topic on the first group's lookup)."""
+        deadline = time.monotonic() + self.timeout_ms / 1000
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                node = self.wire.coordinator(group, 0)
+            except WireError as e:
+                if not e.retriable or time.monotonic() >= deadline:
+                    raise ShareAdminError(f"cluster {self.cluster!r}: {e}") from e
+                time.sleep(min(1.0, 0.1 * attempt))
+                continue
             resp, code = send(node)
             if code not in _COORDINATOR_MOVED:
                 return resp, code
-            time.sleep(0.2 * (attempt + 1))
-        raise ShareAdminError(f"cluster {self.cluster!r}: {what} of share group {group}: its coordinator "
-                              f"kept answering {_name(code)}")
-
-    def coordinator(self, group: str) -> int:
-        try:
-            return self.wire.coordinator(group, 0)
-        except WireError as e:
-            raise ShareAdminError(f"cluster {self.cluster!r}: finding the coordinator of group {group}: {e}") from e
+            if time.monotonic() >= deadline:
+                raise ShareAdminError(f"cluster {self.cluster!r}: {what} of share group {group}: its coordinator "
+                                      f"kept answering {_name(code)}")
+            time.sleep(min(1.0, 0.1 * attempt))
 
     def start_offsets(self, group: str) -> dict[TopicPartition, int]:
         """(topic, partition) -> the group's share-partition start offset, for the partitions that have one; {}

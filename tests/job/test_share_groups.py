@@ -1,0 +1,154 @@
+"""Share groups (KIP-932) across a failover: their start offsets carried by checkpoint rounds and by `failover`.
+
+Real Kafka 4.4 brokers; the consumers are Kafka's own tools (kafka-console-share-consumer's main class, from the
+release's jars), the offsets looked at with kafka-share-groups' too. Every record is numbered: none may be
+missing after the failover; records delivered on both clusters (what the source group had acknowledged past its
+start offset) are allowed by share-group semantics, and counted.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+
+from sparkmirror.progress.state import OffsetMap, Range
+from sparkmirror.sharegroups.admin import NON_EMPTY_GROUP, AlterOutcome, ShareGroupAdmin
+from sparkmirror.sharegroups.messages import DescribeShareGroupOffsetsResponse
+from sparkmirror.sharegroups.sync import applied, decide, translate_starts
+from sparkmirror.failover.run import failover
+from sparkmirror_dev import install, paths
+from sparkmirror_dev.procs import java_cmd
+from sparkmirror_dev.testing import count_records, produce_numbered, unique_name
+
+from .conftest import wait_for
+
+pytestmark = pytest.mark.minutes(3)
+SHARE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleShareConsumer"  # kafka-console-share-consumer.sh
+SHARE_GROUPS = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"  # kafka-share-groups.sh
+RECORD = re.compile(r"(\d+):(\d+)")
+
+
+def _tool(main: str, *args: str, timeout: float = 120) -> str:
+    """One of Kafka's own tools of the test ground's release; its standard output without the log lines."""
+    res = subprocess.run(java_cmd(install.kafka(paths.KAFKA_VERSION), main, *args, heap="256m"),
+                         capture_output=True, text=True, timeout=timeout)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
+    return res.stdout
+
+
+def _earliest(bootstrap: str, group: str) -> None:
+    """The group starts at the beginning where it has no state (kafka-configs, a group config): the same on
+    both clusters, as group configs are not carried."""
+    _tool(install.tool_class(paths.KAFKA_VERSION, "ConfigCommand"), "--bootstrap-server", bootstrap, "--alter",
+          "--entity-type", "groups", "--entity-name", group, "--add-config", "share.auto.offset.reset=earliest")
+
+
+def _share_consume(bootstrap: str, topic: str, group: str, max_messages: int | None = None) -> list[tuple[int, int]]:
+    """kafka-console-share-consumer: (partition, sequence) of every record it printed (and so acknowledged)."""
+    args = ["--bootstrap-server", bootstrap, "--topic", topic, "--group", group, "--timeout-ms", "12000"]
+    if max_messages is not None:
+        args += ["--max-messages", str(max_messages)]
+    out = _tool(SHARE_CONSUMER, *args, timeout=180)
+    return [(int(m[1]), int(m[2])) for line in out.splitlines() if (m := RECORD.fullmatch(line.strip()))]
+
+
+def _described(bootstrap: str, group: str) -> list[str]:
+    """kafka-share-groups --describe --offsets: the table's rows of `group`."""
+    out = _tool(SHARE_GROUPS, "--bootstrap-server", bootstrap, "--describe", "--group", group, "--offsets")
+    return [line for line in out.splitlines() if line.startswith(group + " ")]
+
+
+def test_start_offsets_translate_through_the_offset_map() -> None:
+    # source 0..99 -> target 0..99, 100..199 -> 150..249 (another writer wrote in between)
+    m = OffsetMap([Range(0, 99, 0, 99, 100, 1, 0, "a.t", "t", 0, "a-to-b", "a"),
+                   Range(100, 199, 150, 249, 100, 2, 0, "a.t", "t", 0, "a-to-b", "a")])
+    rows = translate_starts("sg", {("t", 0): 120, ("t", 1): 5, ("other", 0): 3}, {("t", 0): m},
+                            copies=lambda t: t == "t")
+    assert [(r.source_topic, r.partition, r.target_topic, r.target_offset, r.action) for r in rows] == [
+        ("t", 0, "a.t", 170, "set"), ("t", 1, "", None, "untranslated")]  # "other": not the mirror's
+    assert decide(rows, {("a.t", 0): 170})[0].action == "kept"
+    assert decide(rows, {("a.t", 0): 10})[0].detail == "was 10"
+    busy = applied(rows, AlterOutcome("sg", "GroupNotEmptyError", NON_EMPTY_GROUP))
+    assert [r.action for r in busy] == ["active", "untranslated"]
+    refused = applied(rows, AlterOutcome("sg", partitions={("a.t", 0): "UnknownTopicOrPartitionError"}))
+    assert refused[0].action == "failed" and "UnknownTopicOrPartition" in refused[0].detail
+
+
+@pytest.mark.kafka
+def test_share_offsets_admin_against_the_broker(kafka_a, topic) -> None:
+    """Our schemas encode what Kafka 4.4 decodes, and decode what it answers; Kafka's own tool reads the same."""
+    src = topic(kafka_a, 2)
+    produce_numbered(kafka_a.bootstrap, src, 2, 0, 50)
+    group = unique_name("sg-admin")
+    admin = ShareGroupAdmin({"bootstrap.servers": kafka_a.bootstrap}, "a")
+    try:
+        assert admin.start_offsets(group) == {}  # no such group yet
+        out = admin.alter(group, {(src, 0): 10, (src, 1): 20, (src, 9): 1})  # 4.4 makes the group
+        assert out.code == 0 and out.partitions == {(src, 9): "UnknownTopicOrPartitionError"}
+        assert admin.start_offsets(group) == {(src, 0): 10, (src, 1): 20}
+        assert admin.list_groups()[group] == "Empty"
+        rows = {tuple(r.split()[1:4]) for r in _described(kafka_a.bootstrap, group)}
+        assert rows == {(src, "0", "10"), (src, "1", "20")}
+        assert DescribeShareGroupOffsetsResponse.max_version == 1  # Lag (KIP-1226) known, negotiated
+    finally:
+        admin.close()
+
+
+@pytest.mark.kafka
+def test_share_group_fails_over_without_loss(kafka_a, kafka_b, topic, flowgroup, job, figure) -> None:
+    src = topic(kafka_a, 2)
+    dst = f"a.{src}"
+    group = unique_name("sg-app")
+    cfg = flowgroup(src, mirror={"groups": "sg-.*", "syncGroupOffsets": True, "emitCheckpointsIntervalSeconds": 2})
+    mirror = cfg.mirrors[0]
+    produce_numbered(kafka_a.bootstrap, src, 2, 0, 100)
+    every = {(p, s) for p in range(2) for s in range(100)}
+    running = job(cfg)
+    wait_for(lambda: count_records(kafka_b.bootstrap, dst) == 200, 240, "the 200 records on the target")
+
+    # the share group consumes part of the topic on the source
+    for bootstrap in (kafka_a.bootstrap, kafka_b.bootstrap):
+        _earliest(bootstrap, group)
+    on_source = _share_consume(kafka_a.bootstrap, src, group, max_messages=70)
+    assert len(on_source) == 70
+    source_rows = _described(kafka_a.bootstrap, group)
+    print("source share group:", *source_rows, sep="\n  ")
+
+    # the checkpoint rounds (syncGroupOffsets) set the same start offsets on the target, the group idle there
+    src_admin = ShareGroupAdmin({"bootstrap.servers": kafka_a.bootstrap}, "a")
+    dst_admin = ShareGroupAdmin({"bootstrap.servers": kafka_b.bootstrap}, "b")
+    try:
+        starts = src_admin.start_offsets(group)
+        assert starts  # the source group has state
+        want = {(dst, p): off for (_t, p), off in starts.items()}  # a fresh topic copied whole: same offsets
+        wait_for(lambda: dst_admin.start_offsets(group) == want, 60, f"{want} set on the target by checkpoints")
+    finally:
+        src_admin.close()
+        dst_admin.close()
+
+    # failover: the mirror stops, the share group is set (or kept where the rounds set it) on the target
+    doc = failover([cfg], mirror, lambda g: g == group, timeout=30)
+    assert doc["ok"], doc
+    shares = {r["partition"]: r for g in doc["shareGroups"] for r in g["partitions"]}
+    assert {p: (r["action"], r["sourceOffset"], r["targetOffset"]) for p, r in shares.items()} == {
+        p: ("kept", off, off) for (_t, p), off in starts.items()}
+    assert doc["shareGroupsNotMoved"] == [] and doc["shareGroupsNote"] == ""
+    print("target share group:", *_described(kafka_b.bootstrap, group), sep="\n  ")
+
+    # the rest consumed on the target: nothing missing; repeats counted
+    on_target = _share_consume(kafka_b.bootstrap, dst, group)
+    missing = every - set(on_source) - set(on_target)
+    duplicates = len(on_source) + len(on_target) - len(every) + len(missing)
+    repeated_within = len(on_target) - len(set(on_target))
+    figure("share records consumed on the source", len(on_source))
+    figure("share records consumed on the target", len(on_target))
+    figure("share records missing", len(missing))
+    figure("share records delivered twice (allowed)", duplicates)
+    print(f"share group {group}: {len(on_source)} on the source, {len(on_target)} on the target, "
+          f"{len(missing)} missing, {duplicates} delivered on both")
+    assert not missing, sorted(missing)[:20]
+    assert repeated_within == 0  # the target group read each of its records once
+    # every duplicate lies past a partition's start offset on the source: acknowledged there, in flight by SPSO
+    assert all(s >= starts.get((src, p), 0) for p, s in set(on_source) & set(on_target))
+    running.proc.wait(120)
