@@ -45,7 +45,7 @@ from .replication import GroupFilter, RecordStamper, policy_for, provenance
 from .transforms import RecordTransforms, compiled
 from .progress.record import anchor_key
 from .progress import Between, CommittedCounter, Inside, OffsetMap, ProgressTail, Range
-from .sharegroups.sync import ShareGroupSync, ShareMove, translate_starts
+from .sharegroups.moves import ShareMove, translate_starts
 from .topicsync import list_offsets
 
 log = logging.getLogger(__name__)
@@ -274,6 +274,7 @@ class CheckpointEmitter:
         self._topic_ready = False
         self.last: dict[str, list[Checkpoint]] = {}
         self.share_last: list[ShareMove] = []  # the share groups of the last round (sharegroups/sync.py)
+        self.shares_note = ""  # why share groups are not carried here, if so
         self.committed_last: dict[str, dict[tuple[str, int], int]] = {}  # group -> its mirrored source offsets
         self.lags: list[ConsumerLag] = []  # of the last round (consumerlag.py)
         self.lag_counters: tuple[CommittedCounter, CommittedCounter] | None = None  # source, target
@@ -295,7 +296,16 @@ class CheckpointEmitter:
                              compiled(mirror))
 
     @cached_property
-    def shares(self) -> ShareGroupSync:
+    def shares(self):  # -> sharegroups.sync.ShareGroupSync | None
+        """The share groups' carrier; None where kafka-python's wire (the job's image has it) is not installed,
+        such as the operator's image: `shares_note` says so."""
+        try:
+            from .sharegroups.sync import ShareGroupSync
+        except ImportError as e:
+            self.shares_note = (f"share groups not carried: {e.name} is not installed here (it is in the job's "
+                                "image; run `sparkmirror failover` from there)")
+            log.warning("mirrors[%s]: %s", self.mirror.name, self.shares_note)
+            return None
         mirror = self.mirror
         return ShareGroupSync(self.config.cluster(mirror.source).client_config(),
                               self.config.cluster(mirror.target).client_config(), mirror.source, mirror.target,
@@ -306,7 +316,7 @@ class CheckpointEmitter:
                     copies: Callable[[str], bool] = lambda _t: False) -> list[ShareMove]:
         """The selected share groups' start offsets on the source, translated (rows not applied yet); `maps`:
         the offset maps to use (a failover's final ones), else the tail's now."""
-        starts = self.shares.source_starts(select)
+        starts = self.shares.source_starts(select) if self.shares is not None else {}
         if not starts:
             return []
         with self.tail.lock:
@@ -320,7 +330,8 @@ class CheckpointEmitter:
         """A checkpoint round's share groups: set on the target where they moved; never an error of the round
         (logged; the next round tries again)."""
         try:
-            self.share_last = self.shares.apply(self.share_moves())
+            moves = self.share_moves()
+            self.share_last = self.shares.apply(moves) if moves else []
         except Exception as e:  # noqa: BLE001 - share groups are a side service of the round
             log.warning("mirrors[%s]: carrying share groups' start offsets failed (tried again next round): %s",
                         self.mirror.name, e)
@@ -492,7 +503,7 @@ class CheckpointEmitter:
             self.tail.close()
         if "counter" in self.__dict__:
             self.counter.close()
-        if "shares" in self.__dict__:
+        if self.__dict__.get("shares") is not None:
             self.shares.close()
         for counter in self.lag_counters or ():
             counter.close()

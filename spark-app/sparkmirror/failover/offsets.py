@@ -25,7 +25,7 @@ from ..mm2formats import Checkpoint
 from ..progress.state import ProgressState
 from ..replication import should_replicate_topic
 from ..resource.flowgroup import FlowGroupConfig, Mirror
-from ..sharegroups.sync import ShareMove
+from ..sharegroups.moves import ShareMove
 from ..topicplan import topic_filter
 from .report import Untranslated
 
@@ -98,6 +98,8 @@ def share_groups_now(emitter: CheckpointEmitter, select: Callable[[str], bool], 
                                                                                mirror.target))
     if leave is not None:
         rows = [r for r in rows if not leave(r.group, r.source_topic, r.partition)]
+    if not rows:
+        return [], emitter.shares_note or (emitter.shares.unsupported if emitter.shares is not None else "") or ""
     rows = emitter.shares.apply(rows, force=True)
     return rows, emitter.shares.unsupported or ""
 

@@ -10,7 +10,8 @@ Actions per partition:
 Consumers can move when every partition is `committed` or `kept`: exit 0; else 1.
 
 Share groups (`shareGroups`, KIP-932) have rows of their own (`sharegroups/sync.ShareMove`: set, kept, active,
-missing, failed, untranslated); every one `set` or `kept` for the report to be ok.
+missing, failed, untranslated, unsupported); every one `set`, `kept` or `unsupported` (a target without share
+groups: said in `shareGroupsNote`) for the report to be ok.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 
 from ..mm2formats import Checkpoint
+from ..sharegroups.moves import SETTLED
 
 MOVED = ("committed", "kept")
 
@@ -158,7 +160,7 @@ def document(mirror: str, source: str, target: str, offsets_from: str, stopped: 
     share_groups: dict[str, list[dict]] = {}
     for s in shares:
         share_groups.setdefault(s.group, []).append(s.as_dict())
-    share_entries = [{"group": g, "partitions": p, "moved": all(r["action"] in ("set", "kept") for r in p)}
+    share_entries = [{"group": g, "partitions": p, "moved": all(r["action"] in SETTLED for r in p)}
                      for g, p in sorted(share_groups.items())]
     shares_not_moved = [e["group"] for e in share_entries if not e["moved"]]
     return {"mirror": mirror, "source": source, "target": target, "offsetsFrom": offsets_from,

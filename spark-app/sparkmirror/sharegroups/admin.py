@@ -10,18 +10,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 
 import kafka.errors as kerrors
 
 from ..copying.wire import Wire, WireError
-from .messages import (AlterShareGroupOffsetsRequest, DescribeShareGroupOffsetsRequest, ListGroupsRequest)
+from .messages import AlterShareGroupOffsetsRequest, DescribeShareGroupOffsetsRequest, ListGroupsRequest
+from .moves import GROUP_ID_NOT_FOUND, UNSUPPORTED_VERSION, AlterOutcome, TopicPartition
 
-TopicPartition = tuple[str, int]
-
-UNSUPPORTED_VERSION = 35
-NON_EMPTY_GROUP = 68
-GROUP_ID_NOT_FOUND = 69
 UNKNOWN_TOPIC_OR_PARTITION = 3
 _COORDINATOR_MOVED = {14, 15, 16}  # load in progress, not available, not coordinator: ask again
 
@@ -32,21 +27,6 @@ class SharesUnsupported(RuntimeError):
 
 class ShareAdminError(RuntimeError):
     """A share-group request the cluster answered with an error that is not the group's state."""
-
-
-@dataclass(frozen=True)
-class AlterOutcome:
-    """What AlterShareGroupOffsets did for one group: `error` the group-level error's name ("" none), `partitions`
-    (target topic, partition) -> the error's name of those it refused."""
-
-    group: str
-    error: str = ""
-    code: int = 0
-    partitions: dict[TopicPartition, str] = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        return not self.code and not self.partitions
 
 
 def _name(code: int) -> str:

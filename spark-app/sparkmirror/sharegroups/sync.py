@@ -7,108 +7,24 @@ a share group is a group of the same coordinator, and MM2's filter is by name, n
 
 What is carried: a share group's start offset (SPSO) per partition, the earliest offset still in flight on the
 source. Records after it may have been acknowledged already, so translating it as a committed consumer offset
-is translated (`OffsetMap.translate`) is conservative: those are delivered again on the target (at least once),
+is (`OffsetMap.translate`) is conservative: those are delivered again on the target (at least once),
 nothing is skipped. A partition the source group has no state for gets none on the target either: its consumers
 start at the target group's `share.auto.offset.reset`, as they would on the source (group configs are not
 carried: set them on the target too).
 
-Pure: `translate_starts`, `decide`. I/O: `ShareGroupSync`.
+Pure: `moves` (`translate_starts`, `decide`, `applied`). I/O: `ShareGroupSync` (kafka-python: the job's image
+has it, the operator's not).
 """
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Callable
+from dataclasses import replace
 
-from ..progress import Between, Inside, OffsetMap
-from .admin import (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, AlterOutcome, ShareAdminError, ShareGroupAdmin,
-                    SharesUnsupported, TopicPartition)
+from .admin import ShareAdminError, ShareGroupAdmin, SharesUnsupported
+from .moves import MOVED, ShareMove, TopicPartition, applied, decide
 
 log = logging.getLogger(__name__)
-MOVED = ("set", "kept")
-
-
-@dataclass(frozen=True)
-class ShareMove:
-    """One partition of a share group: its start offset on the source, where it translates to, what was done.
-
-    Actions: `set` (set on the target), `kept` (the target group already starts there or later: never moved
-    back), `active` (the group has members on the target: its offsets cannot be set), `missing` (Kafka 4.1: the
-    group must exist on the target; a share consumer joining it once makes it), `failed` (the target refused, see
-    detail), `untranslated` (no exact target position: nothing of the partition mirrored yet, or older than the
-    history held)."""
-
-    group: str
-    source_topic: str
-    target_topic: str
-    partition: int
-    source_offset: int
-    target_offset: int | None
-    action: str
-    detail: str = ""
-
-    def as_dict(self) -> dict:
-        return {k[0] + k.title().replace("_", "")[1:]: v for k, v in asdict(self).items()}
-
-
-def translate_starts(group: str, starts: Mapping[TopicPartition, int], maps: Mapping[TopicPartition, OffsetMap],
-                     inside: Inside | None = None, between: Between | None = None,
-                     copies: Callable[[str], bool] = lambda _t: False) -> list[ShareMove]:
-    """One group's partitions with a target position (action `set`, to be decided against the target) or none
-    (`untranslated`). Partitions of topics the mirror does not copy (`copies(topic)` false, no offset map) are
-    left out."""
-    rows = []
-    for (topic, part), offset in sorted(starts.items()):
-        m = maps.get((topic, part))
-        if m is None or not m.records:
-            if m is not None or copies(topic):
-                rows.append(ShareMove(group, topic, "", part, offset, None, "untranslated",
-                                      "nothing of this partition was mirrored yet"))
-            continue
-        target = m.translate(offset, inside, between)
-        if target is None:
-            rows.append(ShareMove(group, topic, m.records[-1].target_topic, part, offset, None, "untranslated",
-                                  f"start offset {offset} is older than the progress history held (from source "
-                                  f"offset {m.records[0].source_first})"))
-            continue
-        rows.append(ShareMove(group, topic, m.records[-1].target_topic, part, offset, target, "set"))
-    return rows
-
-
-def decide(rows: list[ShareMove], on_target: Mapping[TopicPartition, int]) -> list[ShareMove]:
-    """`set` rows whose target group already starts at or past the translated offset become `kept`."""
-    out = []
-    for r in rows:
-        have = on_target.get((r.target_topic, r.partition))
-        if r.action == "set" and have is not None and r.target_offset is not None and have >= r.target_offset:
-            r = replace(r, action="kept", detail=f"the group already starts at {have} on the target")
-        elif r.action == "set" and have is not None:
-            r = replace(r, detail=f"was {have}")
-        out.append(r)
-    return out
-
-
-def applied(rows: list[ShareMove], outcome: AlterOutcome) -> list[ShareMove]:
-    """The `set` rows after AlterShareGroupOffsets answered `outcome`."""
-    if outcome.code == NON_EMPTY_GROUP:
-        action, detail = "active", "the group has members on the target: stop its consumers there, run again"
-    elif outcome.code == GROUP_ID_NOT_FOUND:
-        action, detail = "missing", ("the target (Kafka 4.1) sets offsets only of a share group that exists: let "
-                                     "a share consumer join it there once, run again")
-    elif outcome.code:
-        action, detail = "failed", outcome.error
-    else:
-        action = detail = ""
-    out = []
-    for r in rows:
-        if r.action == "set":
-            bad = outcome.partitions.get((r.target_topic, r.partition))
-            if action:
-                r = replace(r, action=action, detail=detail)
-            elif bad:
-                r = replace(r, action="failed", detail=f"the target refused the partition: {bad}")
-        out.append(r)
-    return out
 
 
 class ShareGroupSync:
@@ -168,7 +84,7 @@ class ShareGroupSync:
                     self._sent[group] = want
             except SharesUnsupported as e:
                 self._said(e)
-                group_rows = [replace(r, action="failed", detail=str(e)) if r.action == "set" else r
+                group_rows = [replace(r, action="unsupported", detail=str(e)) if r.action == "set" else r
                               for r in group_rows]
             except ShareAdminError as e:
                 log.warning("share group %s: %s", group, e)

@@ -1,0 +1,114 @@
+"""What carrying a share group does, per partition (pure): translated through the offset map, decided against
+the target, the target's answer. No Kafka client here, so the failover report and the operator read it."""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, replace
+
+from ..progress import Between, Inside, OffsetMap
+
+TopicPartition = tuple[str, int]
+UNSUPPORTED_VERSION = 35
+NON_EMPTY_GROUP = 68
+GROUP_ID_NOT_FOUND = 69
+MOVED = ("set", "kept")
+SETTLED = (*MOVED, "unsupported")  # what does not hold a failover back: no share group can exist on such a target
+
+
+@dataclass(frozen=True)
+class AlterOutcome:
+    """What AlterShareGroupOffsets did for one group: `error` the group-level error's name ("" none), `partitions`
+    (target topic, partition) -> the error's name of those it refused."""
+
+    group: str
+    error: str = ""
+    code: int = 0
+    partitions: dict[TopicPartition, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.code and not self.partitions
+
+
+@dataclass(frozen=True)
+class ShareMove:
+    """One partition of a share group: its start offset on the source, where it translates to, what was done.
+
+    Actions: `set` (set on the target), `kept` (the target group already starts there or later: never moved
+    back), `active` (the group has members on the target: its offsets cannot be set), `missing` (Kafka 4.1: the
+    group must exist on the target; a share consumer joining it once makes it), `failed` (the target refused, see
+    detail), `untranslated` (no exact target position: nothing of the partition mirrored yet, or older than the
+    history held), `unsupported` (the target serves no share groups: Kafka before 4.1, or 4.1 without
+    `share.version=1`; said, and not held against a failover, as its consumers cannot share-consume there)."""
+
+    group: str
+    source_topic: str
+    target_topic: str
+    partition: int
+    source_offset: int
+    target_offset: int | None
+    action: str
+    detail: str = ""
+
+    def as_dict(self) -> dict:
+        return {k[0] + k.title().replace("_", "")[1:]: v for k, v in asdict(self).items()}
+
+
+def translate_starts(group: str, starts: Mapping[TopicPartition, int], maps: Mapping[TopicPartition, OffsetMap],
+                     inside: Inside | None = None, between: Between | None = None,
+                     copies: Callable[[str], bool] = lambda _t: False) -> list[ShareMove]:
+    """One group's partitions with a target position (action `set`, to be decided against the target) or none
+    (`untranslated`). Partitions of topics the mirror does not copy (`copies(topic)` false, no offset map) are
+    left out."""
+    rows = []
+    for (topic, part), offset in sorted(starts.items()):
+        m = maps.get((topic, part))
+        if m is None or not m.records:
+            if m is not None or copies(topic):
+                rows.append(ShareMove(group, topic, "", part, offset, None, "untranslated",
+                                      "nothing of this partition was mirrored yet"))
+            continue
+        target = m.translate(offset, inside, between)
+        if target is None:
+            rows.append(ShareMove(group, topic, m.records[-1].target_topic, part, offset, None, "untranslated",
+                                  f"start offset {offset} is older than the progress history held (from source "
+                                  f"offset {m.records[0].source_first})"))
+            continue
+        rows.append(ShareMove(group, topic, m.records[-1].target_topic, part, offset, target, "set"))
+    return rows
+
+
+def decide(rows: list[ShareMove], on_target: Mapping[TopicPartition, int]) -> list[ShareMove]:
+    """`set` rows whose target group already starts at or past the translated offset become `kept`."""
+    out = []
+    for r in rows:
+        have = on_target.get((r.target_topic, r.partition))
+        if r.action == "set" and have is not None and r.target_offset is not None and have >= r.target_offset:
+            r = replace(r, action="kept", detail=f"the group already starts at {have} on the target")
+        elif r.action == "set" and have is not None:
+            r = replace(r, detail=f"was {have}")
+        out.append(r)
+    return out
+
+
+def applied(rows: list[ShareMove], outcome: AlterOutcome) -> list[ShareMove]:
+    """The `set` rows after AlterShareGroupOffsets answered `outcome`."""
+    if outcome.code == NON_EMPTY_GROUP:
+        action, detail = "active", "the group has members on the target: stop its consumers there, run again"
+    elif outcome.code == GROUP_ID_NOT_FOUND:
+        action, detail = "missing", ("the target (Kafka 4.1) sets offsets only of a share group that exists: let "
+                                     "a share consumer join it there once, run again")
+    elif outcome.code:
+        action, detail = "failed", outcome.error
+    else:
+        action = detail = ""
+    out = []
+    for r in rows:
+        if r.action == "set":
+            bad = outcome.partitions.get((r.target_topic, r.partition))
+            if action:
+                r = replace(r, action=action, detail=detail)
+            elif bad:
+                r = replace(r, action="failed", detail=f"the target refused the partition: {bad}")
+        out.append(r)
+    return out
