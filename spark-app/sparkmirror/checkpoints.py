@@ -309,7 +309,8 @@ class CheckpointEmitter:
         mirror = self.mirror
         return ShareGroupSync(self.config.cluster(mirror.source).client_config(),
                               self.config.cluster(mirror.target).client_config(), mirror.source, mirror.target,
-                              self.groups.matches, self.timeout)
+                              self.groups.matches, self.timeout,
+                              lambda tps: list_offsets(self.source_admin, tps, OffsetSpec.latest(), self.timeout))
 
     def share_moves(self, select: Callable[[str], bool] = lambda _g: True,
                     maps: Mapping[tuple[str, int], OffsetMap] | None = None,

@@ -102,6 +102,11 @@ class ShareGroupAdmin:
     def start_offsets(self, group: str) -> dict[TopicPartition, int]:
         """(topic, partition) -> the group's share-partition start offset, for the partitions that have one; {}
         when the cluster has no such group."""
+        return {tp: start for tp, (start, _lag) in self.describe(group).items()}
+
+    def describe(self, group: str) -> dict[TopicPartition, tuple[int, int]]:
+        """(topic, partition) -> (start offset, lag) of the partitions that have a start offset; lag -1 where the
+        broker does not tell it (Kafka 4.1: DescribeShareGroupOffsets v0, before KIP-1226)."""
         R = DescribeShareGroupOffsetsRequest
         req = R(groups=[R.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)])
 
@@ -117,8 +122,8 @@ class ShareGroupAdmin:
         if code:
             raise ShareAdminError(f"cluster {self.cluster!r}: describing share group {group}'s offsets: "
                                   f"{_name(code)} {g.error_message or ''}".rstrip())
-        return {(t.topic_name, p.partition_index): p.start_offset for t in g.topics for p in t.partitions
-                if p.error_code == 0 and p.start_offset >= 0}
+        return {(t.topic_name, p.partition_index): (p.start_offset, getattr(p, "lag", -1))
+                for t in g.topics for p in t.partitions if p.error_code == 0 and p.start_offset >= 0}
 
     def alter(self, group: str, offsets: Mapping[TopicPartition, int]) -> AlterOutcome:
         """Set the group's start offsets. The broker takes them only while the group has no members

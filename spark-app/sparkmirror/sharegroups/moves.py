@@ -54,6 +54,17 @@ class ShareMove:
         return {k[0] + k.title().replace("_", "")[1:]: v for k, v in asdict(self).items()}
 
 
+def settled_starts(described: Mapping[TopicPartition, tuple[int, int]], ends: Mapping[TopicPartition, int]
+                   ) -> dict[TopicPartition, int]:
+    """The start offset to carry per partition, from (start offset, lag) as DescribeShareGroupOffsets answered and
+    each partition's end offset read before that answer: the start offset, or, where the broker says nothing
+    is left to deliver (lag 0, KIP-1226), that end when further on. Kafka 4.4 can leave the start offset it
+    reports where it was once every record after it is acknowledged (seen: start 0, lag 0, after a share consumer
+    acknowledged all 100 records of a partition): carried as it is, every record would be delivered again on the
+    target. The end read before the answer is at or below the broker's end then, so nothing is skipped."""
+    return {tp: max(start, ends.get(tp, start)) if lag == 0 else start for tp, (start, lag) in described.items()}
+
+
 def translate_starts(group: str, starts: Mapping[TopicPartition, int], maps: Mapping[TopicPartition, OffsetMap],
                      inside: Inside | None = None, between: Between | None = None,
                      copies: Callable[[str], bool] = lambda _t: False) -> list[ShareMove]:

@@ -18,11 +18,12 @@ has it, the operator's not).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from .admin import ShareAdminError, ShareGroupAdmin, SharesUnsupported
-from .moves import MOVED, ShareMove, TopicPartition, applied, decide
+from .markers import RecordFinder
+from .moves import MOVED, ShareMove, TopicPartition, applied, decide, settled_starts
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +33,11 @@ class ShareGroupSync:
     then skipped: never an error of the mirror."""
 
     def __init__(self, source_conf: dict[str, str], target_conf: dict[str, str], source: str, target: str,
-                 matches: Callable[[str], bool], timeout: float = 15.0) -> None:
+                 matches: Callable[[str], bool], timeout: float = 15.0,
+                 latest: Callable[[list[TopicPartition]], Mapping[TopicPartition, int]] | None = None) -> None:
+        """latest(partitions): their end offsets on the source (see `moves.settled_starts`)."""
+        self.latest = latest
+        self.finder = RecordFinder(target_conf, timeout)
         self._confs = {source: source_conf, target: target_conf}
         self.source, self.target, self.matches, self.timeout = source, target, matches, timeout
         self._admins: dict[str, ShareGroupAdmin] = {}
@@ -54,13 +59,23 @@ class ShareGroupSync:
         try:
             src = self._admin(self.source)
             groups = sorted(g for g in src.list_groups() if self.matches(g) and select(g))
-            return {g: src.start_offsets(g) for g in groups}
+            return {g: self._starts(src, g) for g in groups}
         except SharesUnsupported as e:
             self._said(e)
             return {}
         except ShareAdminError as e:
             log.warning("share groups of %s not read (tried again next round): %s", self.source, e)
             return {}
+
+    def _starts(self, src: ShareGroupAdmin, group: str) -> dict[TopicPartition, int]:
+        """A group's start offsets to carry: where a partition has nothing left to deliver, its end read between
+        two answers of the broker (`moves.settled_starts`)."""
+        first = src.describe(group)
+        done = sorted(tp for tp, (_start, lag) in first.items() if lag == 0)
+        if not done or self.latest is None:
+            return {tp: start for tp, (start, _lag) in first.items()}
+        ends = dict(self.latest(done))
+        return settled_starts(src.describe(group), ends)
 
     def apply(self, rows: list[ShareMove], force: bool = False) -> list[ShareMove]:
         """Decide each group's rows against the target and set what moves; `force`: also what was set before
@@ -76,6 +91,9 @@ class ShareGroupSync:
                 continue
             try:
                 tgt = self._admin(self.target)
+                group_rows = [replace(r, target_offset=self.finder.first_at(r.target_topic, r.partition,
+                                                                            r.target_offset))
+                              if r.action == "set" and r.target_offset is not None else r for r in group_rows]
                 group_rows = decide(group_rows, tgt.start_offsets(group))
                 todo = {(r.target_topic, r.partition): r.target_offset for r in group_rows if r.action == "set"}
                 if todo:
@@ -94,6 +112,7 @@ class ShareGroupSync:
         return out
 
     def close(self) -> None:
+        self.finder.close()
         for admin in self._admins.values():
             admin.close()
         self._admins.clear()
