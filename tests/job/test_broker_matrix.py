@@ -284,7 +284,7 @@ def _checkpoint_and_fail_over(cfg: FlowGroupConfig, path: Path, source: KafkaClu
                "-o", "json", "--log-file", str(tmp_path / "failover.log")])
     doc = json.loads(capfd.readouterr().out)
     assert rc == 0 and doc["ok"], doc
-    assert [g["group"] for g in doc["groups"]] == [group]  # a share group has no offsets to move: left alone
+    assert [g["group"] for g in doc["groups"]] == [group]  # the share group is not a consumer group: its rows are shareGroups
     if share is not None:
         assert _share_group_exists(source, share)
     rows = {r["partition"]: r for g in doc["groups"] for r in g["partitions"]}
