@@ -193,3 +193,18 @@ def test_share_group_fails_over_without_loss(kafka_a, kafka_b, topic, flowgroup,
     # every duplicate lies past a partition's start offset on the source: acknowledged there, in flight by SPSO
     assert all(s >= starts.get((src, p), 0) for p, s in set(on_source) & set(on_target))
     running.proc.wait(120)
+
+
+def test_failover_report_names_share_groups_moved_and_not() -> None:
+    from sparkmirror.failover.report import document, table
+
+    rows = [ShareMove("sg-a", "t", "a.t", 0, 30, 30, "set"), ShareMove("sg-a", "t", "a.t", 1, 100, 101, "kept"),
+            ShareMove("sg-b", "t", "a.t", 0, 7, 7, "active", "the group has members on the target"),
+            ShareMove("sg-c", "t", "a.t", 0, 5, 5, "unsupported", "cluster 'b' has no share groups")]
+    doc = document("a-to-b", "a", "b", "source", [], [], 0, shares=rows)
+    assert [(g["group"], g["moved"]) for g in doc["shareGroups"]] == [("sg-a", True), ("sg-b", False),
+                                                                      ("sg-c", True)]
+    assert doc["shareGroupsNotMoved"] == ["sg-b"] and not doc["ok"]
+    assert "share group sg-b: t[0] start 7 -> a.t[0]@7: active (the group has members" in table(doc)
+    ok = document("a-to-b", "a", "b", "source", [], [], 0, shares=rows[:2] + rows[3:])
+    assert ok["ok"] and ok["shareGroupsNotMoved"] == []
