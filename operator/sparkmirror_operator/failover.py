@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkmirror.failover.report import MOVED, named_groups
+from sparkmirror.sharegroups.moves import SETTLED
 from sparkmirror.resource.flowgroup import FlowGroupConfig, SecretResolver
 from sparkmirror.resource.javaregex import compile_java
 from sparkmirror.resource.plan import Plan
@@ -87,7 +88,11 @@ def record_of(mirror: str, doc: dict[str, Any]) -> dict[str, Any]:
     at = dt.datetime.fromtimestamp(at_ms / 1000, dt.timezone.utc).replace(microsecond=0).isoformat() \
         .replace("+00:00", "Z") if at_ms else _now()
     not_moved += doc.get("notMoved") or []  # why groups without rows did not move (no checkpoint, ...)
-    groups_not_moved = sorted({g["group"] for g in doc["groups"]} - groups_moved | set(doc.get("groupsNotMoved", [])))
+    not_moved += [f"share group {r['group']} {r['sourceTopic']}[{r['partition']}]: {r['action']}"
+                  + (f" ({r['detail']})" if r["detail"] else "")
+                  for g in doc.get("shareGroups", []) for r in g["partitions"] if r["action"] not in SETTLED]
+    groups_not_moved = sorted({g["group"] for g in doc["groups"]} - groups_moved | set(doc.get("groupsNotMoved", []))
+                              | set(doc.get("shareGroupsNotMoved", [])))
     ages = {g["group"]: g["checkpointAgeMs"] for g in doc["groups"] if g.get("checkpointAgeMs") is not None}
     oldest = sorted(ages, key=lambda g: -ages[g])[:NOT_MOVED_SHOWN]
     return {"mirror": mirror, "state": "FailedOver", "time": at,

@@ -72,6 +72,16 @@ def test_the_record_counts_what_moved_and_names_what_did_not() -> None:
     assert record["groupsNotMoved"] == ["g2", "g3"] and record["checkpointAgeMs"] == {"g1": 4200}
     assert record["notMoved"] == ["group g3: no checkpoint on target 'b'"]
     assert "groups not moved: g2, g3" in failover.summary(record) and "up to 4 s old" in failover.summary(record)
+    # share groups (KIP-932): one active on the target is named; one the target cannot hold (unsupported) is not
+    shares = {**DOC, "shareGroups": [
+        {"group": "s1", "moved": False, "partitions": [{"group": "s1", "sourceTopic": "t", "partition": 0,
+                                                         "action": "active", "detail": "members on the target"}]},
+        {"group": "s2", "moved": True, "partitions": [{"group": "s2", "sourceTopic": "t", "partition": 0,
+                                                        "action": "unsupported", "detail": "no share groups"}]}],
+        "shareGroupsNotMoved": ["s1"]}
+    record = failover.record_of("a", shares)
+    assert record["groupsNotMoved"] == ["g2", "s1"]
+    assert record["notMoved"][-1] == "share group s1 t[0]: active (members on the target)"
 
 
 def test_a_failed_over_group_renders_no_application_and_is_not_expected_to_run() -> None:
