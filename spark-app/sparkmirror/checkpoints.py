@@ -33,8 +33,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
-from confluent_kafka import (Consumer, ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaError, KafkaException,
-                             Producer, TopicPartition)
+from confluent_kafka import (Consumer, ConsumerGroupState, ConsumerGroupTopicPartitions, IsolationLevel, KafkaError,
+                             KafkaException, Producer, TopicPartition)
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from .consumerlag import ConsumerLag, committed_offsets, consumer_lags, matching_groups
@@ -310,7 +310,8 @@ class CheckpointEmitter:
         return ShareGroupSync(self.config.cluster(mirror.source).client_config(),
                               self.config.cluster(mirror.target).client_config(), mirror.source, mirror.target,
                               self.groups.matches, self.timeout,
-                              lambda tps: list_offsets(self.source_admin, tps, OffsetSpec.latest(), self.timeout))
+                              lambda tps: list_offsets(self.source_admin, tps, OffsetSpec.latest(), self.timeout,
+                                                       isolation_level=IsolationLevel.READ_COMMITTED))
 
     def share_moves(self, select: Callable[[str], bool] = lambda _g: True,
                     maps: Mapping[tuple[str, int], OffsetMap] | None = None,

@@ -68,11 +68,12 @@ UNKNOWN_CONFIG = re.compile(r"Unknown topic config name: (\S+)")
 # ---------------------------------------------------------------------------------------------- I/O
 
 def list_offsets(admin: AdminClient, tps: list[tuple[str, int]], spec: OffsetSpec,
-                 timeout: float) -> dict[tuple[str, int], int]:
-    """Offsets of (topic, partition) by `spec`; a partition that vanished since it was listed is left out."""
+                 timeout: float, **options) -> dict[tuple[str, int], int]:
+    """Offsets of (topic, partition) by `spec`; a partition that vanished since it was listed is left out.
+    `options`: AdminClient.list_offsets's (isolation_level)."""
     if not tps:
         return {}
-    futs = admin.list_offsets({TopicPartition(t, p): spec for t, p in tps}, request_timeout=timeout)
+    futs = admin.list_offsets({TopicPartition(t, p): spec for t, p in tps}, request_timeout=timeout, **options)
     out = {}
     for tp, fut in futs.items():
         try:

@@ -61,7 +61,8 @@ def settled_starts(described: Mapping[TopicPartition, tuple[int, int]], ends: Ma
     is left to deliver (lag 0, KIP-1226), that end when further on. Kafka 4.4 can leave the start offset it
     reports where it was once every record after it is acknowledged (seen: start 0, lag 0, after a share consumer
     acknowledged all 100 records of a partition): carried as it is, every record would be delivered again on the
-    target. The end read before the answer is at or below the broker's end then, so nothing is skipped."""
+    target. The end read before the answer (the last stable offset: right for read_committed share groups too) is at
+    or below the broker's end then, so nothing is skipped."""
     return {tp: max(start, ends.get(tp, start)) if lag == 0 else start for tp, (start, lag) in described.items()}
 
 
