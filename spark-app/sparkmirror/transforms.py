@@ -2,7 +2,7 @@
 record: `(topic, partition, offset, timestamp, key, value, headers) -> (key, value, headers) | None` (None: dropped).
 
 Shared by everything that must see a source record as the copier writes it: the record path's writer, the
-checkpoints' and failover's counting of copied records (`checkpoints.SourceCounter`), `verify`'s source side.
+checkpoints' and failover's counting of copied records (`sourcecounter.SourceCounter`), `verify`'s source side.
 A dropped record is like one filtered as a loop: not written, yet its offset lies inside the interval's progress
 range, so `OffsetMap.translate` counts the copied records below a position with these same transforms and a
 position on a dropped record lands on the next kept one.

@@ -123,7 +123,7 @@ def test_a_stretch_translates_only_when_both_sides_hold_the_same_records(monkeyp
     gives no answer rather than a position that would skip records."""
     from array import array
 
-    from sparkmirror.checkpoints import SourceCounter
+    from sparkmirror.sourcecounter import SourceCounter
     from sparkmirror.progress import Range
 
     before = Range(0, 9, 0, 9, 10, 0, 0, "a.t", "t", 0, "m", "a")

@@ -127,7 +127,7 @@ def test_mm2_transforms_keys_point_at_the_field() -> None:
 def test_translation_lands_a_position_on_a_dropped_record_on_the_next_kept_one() -> None:
     """Source offsets 0..29 committed in three transactions; the transforms drop some, including a range's first
     and last records and a whole range. Every source offset translates to the target offset of the first kept
-    record at or after it (counted with the same transforms, as checkpoints.SourceCounter does on the source)."""
+    record at or after it (counted with the same transforms, as sourcecounter.SourceCounter does on the source)."""
     c = chain({"type": "dropRecords", "header": "kind", "headerValue": "debug"},
               {"type": "dropRecords", "key": "7|13"})
     debug = {0, 4, 5, 9, 20, 21, 22, 23, 24}

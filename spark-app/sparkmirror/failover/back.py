@@ -20,7 +20,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from ..checkpoints import CheckpointEmitter, SourceCounter
+from ..checkpoints import CheckpointEmitter
+from ..sourcecounter import SourceCounter
 from ..replication import RecordStamper, policy_for
 from ..transforms import compiled
 from ..mm2formats import Checkpoint

@@ -48,7 +48,7 @@ the block it resumes in from its progress) is also written, in the same transact
   value = the progress record's value, unchanged
 Compaction keeps one range per block, so a partition's map keeps a range every ~`ANCHOR_EVERY` offsets as long
 as the key lives; between two ranges held, translation counts records on both clusters
-(`checkpoints.SourceCounter.between`), never more than about one block. Readers put anchors into the offset map
+(`sourcecounter.SourceCounter.between`), never more than about one block. Readers put anchors into the offset map
 only, never into the latest record or the totals. An anchor lives as long as its key: one record (~350 bytes) per
 block a partition ever mirrored (20,000 for a billion offsets), read with the rest of the topic at lane start.
 Marks and ACL records are not progress: readers keep them apart and never count them; a mark key of a kind this
