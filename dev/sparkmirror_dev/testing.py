@@ -193,10 +193,15 @@ class NumberedProducer(threading.Thread):
     second, until stopped; `sent` is then the number of sequences every partition got."""
 
     def __init__(self, bootstrap: str, topic: str, rate: float = 200.0, partitions: int = 3,
-                 config: dict | None = None) -> None:
+                 config: dict | None = None,
+                 record: Callable[[int, int], tuple[bytes | None, bytes | None, list | tuple | None]] | None = None
+                 ) -> None:
+        """record(partition, seq) -> (key, value, headers): what to write instead of the numbered default (a test
+        whose records must carry more, e.g. JSON values and headers to transform)."""
         super().__init__(daemon=True)
         self.bootstrap, self.topic, self.rate, self.partitions = bootstrap, topic, rate, partitions
         self.config = config or {}  # producer settings on top of the defaults (e.g. to outlast a long outage)
+        self.record = record or (lambda part, seq: (str(seq).encode(), f"{part}:{seq}".encode(), None))
         self.sent = 0
         self.errors: list = []
         self._stop_evt = threading.Event()
@@ -207,7 +212,8 @@ class NumberedProducer(threading.Thread):
         seq = 0
         while not self._stop_evt.is_set():
             for part in range(self.partitions):
-                p.produce(self.topic, key=str(seq).encode(), value=f"{part}:{seq}".encode(), partition=part,
+                key, value, headers = self.record(part, seq)
+                p.produce(self.topic, key=key, value=value, headers=headers, partition=part,
                           on_delivery=lambda err, _m: err and self.errors.append(err))
             seq += 1
             if seq % 20 == 0:

@@ -8,16 +8,14 @@ from __future__ import annotations
 import json
 import random
 import signal
-import threading
 import time
 
 import pytest
-from confluent_kafka import Producer
 
 from sparkmirror.checkpoints import CheckpointEmitter
 from sparkmirror.verify.compare import check_range
 from sparkmirror.verify.run import committed_ranges
-from sparkmirror_dev.testing import commit_group, unique_name
+from sparkmirror_dev.testing import NumberedProducer, commit_group, unique_name
 
 from .conftest import read_topic, wait_for
 
@@ -51,37 +49,6 @@ def expected_target(part: int, seq: int) -> tuple[bytes, dict, tuple]:
              ("py", str(seq * 2).encode())))
 
 
-class JsonProducer(threading.Thread):
-    """Sequences 0.. on every partition, `rate` a second, until stopped; `sent` then says how many."""
-
-    def __init__(self, bootstrap: str, topic: str, rate: float = 150.0) -> None:
-        super().__init__(daemon=True)
-        self.bootstrap, self.topic, self.rate, self.sent = bootstrap, topic, rate, 0
-        self.errors: list = []
-        self._stop_evt = threading.Event()
-
-    def run(self) -> None:
-        p = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "linger.ms": 5})
-        seq = 0
-        while not self._stop_evt.is_set():
-            for part in range(PARTS):
-                k, v, h = source_record(part, seq)
-                p.produce(self.topic, key=k, value=v, headers=h, partition=part,
-                          on_delivery=lambda err, _m: err and self.errors.append(err))
-            seq += 1
-            if seq % 20 == 0:
-                p.poll(0)
-                time.sleep(20 / self.rate)
-        assert p.flush(60) == 0
-        self.sent = seq
-
-    def stop(self) -> int:
-        self._stop_evt.set()
-        self.join(90)
-        assert not self.errors, self.errors[:3]
-        return self.sent
-
-
 def _count(bootstrap: str, topic: str) -> int:
     try:
         return sum(len(v) for v in read_topic(bootstrap, topic, timeout=20).values())
@@ -96,7 +63,7 @@ def test_transforms_exactly_once_through_crashes_translated_and_verified(kafka_a
     remote = f"dr-{src}"  # routed
     cfg = flowgroup(src, delivery="exactly-once", epochSeconds=5, copy=copy,
                     mirror={"transforms": TRANSFORMS, "groups": "xf-.*", "emitCheckpoints": True})
-    producer = JsonProducer(kafka_a.bootstrap, src)
+    producer = NumberedProducer(kafka_a.bootstrap, src, rate=150.0, partitions=PARTS, record=source_record)
     producer.start()
     rng = random.Random(11)
     for i in range(2):

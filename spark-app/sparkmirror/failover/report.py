@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from ..mm2formats import Checkpoint
+from ..positionmove import PartitionMove
 from ..sharegroups.moves import SETTLED
 
 MOVED = ("committed", "kept")
@@ -34,19 +35,6 @@ class Untranslated:
     why: str
 
 
-@dataclass(frozen=True)
-class PartitionMove:
-    group: str
-    source_topic: str
-    target_topic: str
-    partition: int
-    source_offset: int
-    target_offset: int | None
-    action: str
-    detail: str = ""
-
-    def as_dict(self) -> dict:
-        return {k[0] + k.title().replace("_", "")[1:]: v for k, v in asdict(self).items()}
 
 
 def decide(group: str, checkpoints: Iterable[Checkpoint], on_target: Mapping[tuple[str, int], int], members: int,

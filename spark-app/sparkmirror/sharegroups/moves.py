@@ -3,8 +3,9 @@ the target, the target's answer. No Kafka client here, so the failover report an
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 
+from ..positionmove import PartitionMove
 from ..progress import Between, Inside, OffsetMap
 
 TopicPartition = tuple[str, int]
@@ -30,8 +31,7 @@ class AlterOutcome:
         return not self.code and not self.partitions
 
 
-@dataclass(frozen=True)
-class ShareMove:
+class ShareMove(PartitionMove):
     """One partition of a share group: its start offset on the source, where it translates to, what was done.
 
     Actions: `set` (set on the target), `kept` (the target group already starts there or later: never moved
@@ -40,18 +40,6 @@ class ShareMove:
     detail), `untranslated` (no exact target position: nothing of the partition mirrored yet, or older than the
     history held), `unsupported` (the target serves no share groups: Kafka before 4.1, or 4.1 without
     `share.version=1`; said, and not held against a failover, as its consumers cannot share-consume there)."""
-
-    group: str
-    source_topic: str
-    target_topic: str
-    partition: int
-    source_offset: int
-    target_offset: int | None
-    action: str
-    detail: str = ""
-
-    def as_dict(self) -> dict:
-        return {k[0] + k.title().replace("_", "")[1:]: v for k, v in asdict(self).items()}
 
 
 def settled_starts(described: Mapping[TopicPartition, tuple[int, int]], ends: Mapping[TopicPartition, int]
