@@ -46,7 +46,7 @@ def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     settings.watching.server_timeout = 300
     settings.execution.max_workers = 8
     settings.posting.reporting_instance = identity()  # which replica acted, on every Event it posts
-    memo.reconciler = Reconciler(KubeApi(api_client()), Settings.from_env())
+    memo.reconciler = Reconciler(KubeApi(api_client()), Settings.from_env(), refresh_s=STATUS_INTERVAL)
 
 
 def _finish(body: kopf.Body, patch: kopf.Patch, result: Result) -> None:

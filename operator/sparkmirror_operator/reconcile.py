@@ -91,14 +91,16 @@ def _ident(obj: dict[str, Any]) -> str:
 
 
 class Reconciler:
-    def __init__(self, api: KubeApi, settings: Settings | None = None, lag_timeout: float = 5.0) -> None:
+    def __init__(self, api: KubeApi, settings: Settings | None = None, lag_timeout: float = 5.0,
+                 refresh_s: float | None = None) -> None:
         self.api = api
         self.settings = settings or Settings()
         self.lag_timeout = lag_timeout
         self._locks: dict[tuple[str, str], threading.Lock] = {}
         self._locks_lock = threading.Lock()
         self.renewals = RenewalClock()  # when each Lease's renewal was seen, on this operator's clock
-        self.autoscaler = Autoscaler()  # spec.autoscaling: the samples of each flow group, the decisions
+        # spec.autoscaling: the samples of each flow group (one a status refresh, `refresh_s`), the decisions
+        self.autoscaler = Autoscaler() if refresh_s is None else Autoscaler(refresh_s=refresh_s)
         self._applied_scale: dict[tuple[str, str], scaling.Scale] = {}  # the scale last applied, per resource
 
     def _lock(self, namespace: str, name: str) -> threading.Lock:

@@ -3,10 +3,12 @@ group, `autoscale.decide` judges them, and the scale it settles on is handed to 
 executors), so a change reaches the job as a new worker generation taken over by handoff, never a restart.
 
 What must survive an operator restart lives on the status (`status.autoscaling`: the scale, the last change's
-time, the measured per-lane capacity, the within-target streak); the samples are this operator's memory only. A
-restarted operator goes on counting the scale-down delay from `withinTargetSince` once its first sample is within
-target too (the time it was gone counts as the lag stood when it left), and until its own samples cover the
-delay it goes down no further than `withinTargetLanes`, which errs towards keeping lanes.
+time, the measured per-lane capacity, the blind halving made, the within-target streak); the samples are this
+operator's memory only. A restarted operator goes on counting the scale-down delay from `withinTargetSince` once
+its first sample is within target too and the streak was last seen (`withinTargetSeen`) no more than a few
+refreshes before it (`autoscale.away_s`: a quick restart is not an absence, a longer one starts the delay over,
+as time nobody looked is not time within target), and until its own samples cover the delay it goes down no
+further than `withinTargetLanes`, which errs towards keeping lanes.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from pydantic import ValidationError
 from sparkmirror.resource.autoscaling import AutoscalingSpec, AutoscalingStatus
 from sparkmirror.resource.flowgroup import FlowGroupConfig
 from sparkmirror.resource.model import KafkaMirrorMaker2
-from sparkmirror.autoscale import Decision, Sample, Streak, decide
+from sparkmirror.autoscale import REFRESH_S, Decision, Sample, Streak, decide
 from .lag import GroupLag
 
 HISTORY_MARGIN_S = 120.0  # samples kept beyond the scale-down delay (the incoming rate's window fits in it)
@@ -84,11 +86,13 @@ def _seconds(text: str | None) -> float | None:
 class Autoscaler:
     """The samples of every flow group this operator watches, and the decisions made from them."""
 
-    def __init__(self, clock: Callable[[], float] | None = None) -> None:
+    def __init__(self, clock: Callable[[], float] | None = None, refresh_s: float = REFRESH_S) -> None:
         import time
 
         self.clock = clock or time.time
+        self.refresh_s = refresh_s  # how often the status refresh samples: the away rule's unit
         self._history: dict[tuple[str, str], list[Sample]] = {}
+        self._streaks: dict[tuple[str, str], Streak | None] = {}  # the last decision's, to its last sample
         self._lock = threading.Lock()
 
     def step(self, body: dict[str, Any], kmm2: KafkaMirrorMaker2, groups: list[FlowGroupConfig],
@@ -107,15 +111,17 @@ class Autoscaler:
             lanes, executors = int(old.get("lanes", lanes)), int(old.get("executors", executors))
             lag = lags.get(cfg.name) or GroupLag()
             sample = Sample(now, lag.lag, lag.records_per_second, lanes, executors)
-            key = (f"{meta['namespace']}/{meta['name']}", cfg.name)
+            key = (f"{meta['namespace']}/{meta['name']}/{meta.get('uid', '')}", cfg.name)  # not a namesake's
             with self._lock:
                 history = [s for s in self._history.get(key, [])
                            if s.time_s >= now - spec.scaleDownDelaySeconds - HISTORY_MARGIN_S] + [sample]
                 self._history[key] = history
+                restored = self._streaks[key] if key in self._streaks else _streak(old)
             last_change = _seconds(old.get("lastChangeTime"))
             d = decide(history, spec, last_change_s=last_change, mirrors=len(cfg.mirrors),
                        cores_per_executor=cores, busy=busy,
-                       known_capacity=(old.get("figures") or {}).get("perLanePerSecond"), restored=_streak(old))
+                       known_capacity=(old.get("figures") or {}).get("perLanePerSecond"), restored=restored,
+                       probed_s=_seconds_or_none(old.get("capacityProbeTime")), refresh_s=self.refresh_s)
             figures = dict(d.figures)
             if "perLanePerSecond" not in figures and (old.get("figures") or {}).get("perLanePerSecond"):
                 figures["perLanePerSecond"] = old["figures"]["perLanePerSecond"]
@@ -128,7 +134,11 @@ class Autoscaler:
                                       time=old["time"] if stands and old.get("time") else _rfc3339(now),
                                       lastChangeTime=_rfc3339(now) if changed else old.get("lastChangeTime"),
                                       withinTargetSince=_rfc3339(d.streak.since_s) if d.streak else None,
-                                      withinTargetLanes=d.streak.want if d.streak else None)
+                                      withinTargetLanes=d.streak.want if d.streak else None,
+                                      withinTargetSeen=_seen(d, old),
+                                      capacityProbeTime=_rfc3339(d.probed_s) if d.probed_s is not None else None)
+            with self._lock:
+                self._streaks[key] = d.streak
             out.status.append(entry.as_status())
             out.scale[cfg.name] = (entry.lanes, entry.executors)
             if changed:
@@ -138,12 +148,33 @@ class Autoscaler:
 
 
 def _streak(entry: dict[str, Any]) -> Streak | None:
-    """The within-target streak the last decision recorded (None when it recorded none or it cannot be read)."""
+    """The within-target streak the last decision recorded (None when it recorded none or it cannot be read; its
+    last sample None when not recorded, as an older operator did not)."""
     try:
         since = _seconds(entry.get("withinTargetSince"))
         want = entry.get("withinTargetLanes")
-        return Streak(since, int(want)) if since is not None and want is not None else None
+        return Streak(since, int(want), _seconds_or_none(entry.get("withinTargetSeen"))) \
+            if since is not None and want is not None else None
     except (TypeError, ValueError):
+        return None
+
+
+def _seen(d: Decision, old: dict[str, Any]) -> str | None:
+    """withinTargetSeen: the streak's last sample; while a settled hold goes on with the streak recorded, the one
+    recorded stands (this operator judges from its memory; one started again finds it old and starts over,
+    which no settled hold minds)."""
+    if d.streak is None or d.streak.seen_s is None:
+        return None
+    if d.settled and old.get("withinTargetSeen") and old.get("withinTargetSince") == _rfc3339(d.streak.since_s):
+        return old["withinTargetSeen"]
+    return _rfc3339(d.streak.seen_s)
+
+
+def _seconds_or_none(text: Any) -> float | None:
+    """A recorded time, None when absent or unreadable (edited by hand): the decision then goes without it."""
+    try:
+        return _seconds(text) if isinstance(text, str) else None
+    except ValueError:
         return None
 
 

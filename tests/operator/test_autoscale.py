@@ -3,12 +3,15 @@ records/s each, fed load steps and flapping load, every decision applied as the 
 handoff a change takes), checked against the bounds, the cooldown and the scale-down delay."""
 from __future__ import annotations
 
+import itertools
+import math
+
 import pytest
 from pydantic import ValidationError
 
 from sparkmirror.resource.autoscaling import AutoscalingSpec
 from sparkmirror.resource.plan import plan
-from sparkmirror.autoscale import Decision, Sample, Streak, decide, executors_for
+from sparkmirror.autoscale import Decision, Sample, Streak, away_s, decide, executors_for
 
 CAPACITY = 1000.0  # records/s one lane copies
 STEP_S = 10.0  # the status refresh
@@ -16,17 +19,19 @@ HANDOFF_S = 30.0  # a decision takes effect once the next generation took over
 
 
 def simulate(spec: AutoscalingSpec, load, seconds: float, lanes: int = 2, mirrors: int = 1,
-             cores: int = 1, restarts: tuple[float, ...] = (),
+             cores: int = 1, restarts: tuple[float, ...] = (), away: tuple[float, float] | None = None,
              keep_streak: bool = True, known: float | None = None) -> list[tuple[float, int, int, float, Decision]]:
     """(time, lanes, executors, lag, decision) every refresh; `load(t)` is the incoming records/s. At each of
-    `restarts` the operator starts again: its samples are gone, the status (capacity, last change and, with
-    `keep_streak`, the within-target streak) is not. `known`: the per-lane capacity measured before."""
+    `restarts` the operator starts again: its samples are gone, the status (capacity, last change, the blind
+    halving and, with `keep_streak`, the within-target streak) is not. `away` (from, to): no operator runs, no
+    sample is taken, then it starts again. `known`: the per-lane capacity measured before."""
     t, lag, executors = 0.0, 0.0, executors_for(lanes, mirrors, cores, spec)
     history: list[Sample] = []
     pending: tuple[float, int, int] | None = None
     last_change: float | None = None
     capacity: float | None = known  # what the status keeps between decisions
     streak: Streak | None = None
+    probed: float | None = None
     out = []
     while t < seconds:
         if any(t < r <= t + STEP_S for r in restarts):
@@ -38,12 +43,15 @@ def simulate(spec: AutoscalingSpec, load, seconds: float, lanes: int = 2, mirror
         copied = min(lanes * mirrors * CAPACITY * STEP_S, lag + incoming)
         lag += incoming - copied
         t += STEP_S
+        if away is not None and away[0] < t < away[1]:
+            history = []  # the operator is gone: no sample, its memory with it
+            continue
         history.append(Sample(t, int(lag), copied / STEP_S, lanes, executors))
         history = [s for s in history if s.time_s >= t - 900]
         d = decide(history, spec, last_change_s=last_change, mirrors=mirrors, cores_per_executor=cores,
                    busy="handoff under way" if pending else None, known_capacity=capacity,
-                   restored=streak if keep_streak else None)
-        capacity, streak = d.figures.get("perLanePerSecond", capacity), d.streak
+                   restored=streak if keep_streak else None, probed_s=probed, refresh_s=STEP_S)
+        capacity, streak, probed = d.figures.get("perLanePerSecond", capacity), d.streak, d.probed_s
         if d.changes:
             pending, last_change = (t + HANDOFF_S, d.lanes, d.executors), t
         out.append((t, lanes, executors, lag, d))
@@ -104,12 +112,66 @@ def test_a_restarted_operator_goes_on_counting_the_scale_down_delay() -> None:
 def test_a_lag_above_target_ends_the_streak() -> None:
     """A streak restored from the status is not carried over a sample above target: the delay starts again."""
     spec = AutoscalingSpec(minLanes=1, maxLanes=8, targetLagSeconds=60, scaleDownDelaySeconds=300)
-    restored = Streak(since_s=0.0, want=2)
+    restored = Streak(since_s=0.0, want=2, seen_s=390.0)
     over = decide([Sample(400, 90_000, 1000.0, 6, 6), Sample(410, 0, 1000.0, 6, 6)], spec, restored=restored,
                   known_capacity=1000.0)
-    assert over.action == "hold" and over.streak == Streak(410, 2), over
+    assert over.action == "hold" and over.streak == Streak(410, 2, 410), over
     within = decide([Sample(400, 0, 1000.0, 6, 6)], spec, restored=restored, known_capacity=1000.0)
-    assert (within.action, within.lanes) == ("down", 2) and within.streak == Streak(0.0, 2), within
+    assert (within.action, within.lanes) == ("down", 2) and within.streak == Streak(0.0, 2, 400), within
+
+
+def test_unmeasured_capacity_halves_once_then_holds_until_a_backlog_measures_it() -> None:
+    """Six lanes for a load that needs two to three (1800-2800/s at 1000/s a lane) and no lane ever behind, so no
+    capacity measured: one blind halving (a probe), then the lanes hold, across an operator restart too (the
+    probe is on the status); halving again would leave one lane, a backlog, and a climb back. A later burst the
+    three lanes cannot carry measures the capacity, and from then the scale-down is sized by it."""
+    spec = AutoscalingSpec(minLanes=1, maxLanes=8, targetLagSeconds=60, cooldownSeconds=60,
+                           scaleDownDelaySeconds=300)
+
+    def load(t: float) -> float:
+        return 3600.0 if 2400 <= t < 3000 else 2300.0 + 500.0 * math.sin(t / 200)
+
+    run = simulate(spec, load, 4800, lanes=6, restarts=(1200.0,))
+    calm = [r for r in run if r[0] < 2400]
+    assert [lanes for lanes, _ in itertools.groupby(lanes for _, lanes, _, _, _ in calm)] == [6, 3], changes(run)
+    assert changes(run)[0] == (spec.scaleDownDelaySeconds + STEP_S, "down", 3), changes(run)
+    assert "capacity unmeasured: halved, once" in next(d for *_, d in calm if d.changes).reason
+    assert all(lag == 0 for _, _, _, lag, _ in calm), "three lanes carry it: never behind"
+    held = calm[-1][4]
+    assert (held.action, held.probed_s) == ("hold", spec.scaleDownDelaySeconds + STEP_S), held
+    assert held.reason == ("within target; the lanes were halved once without a measured capacity: no further "
+                           "scale-down until a backlog measures one"), held
+    assert {d.reason for t, *_, d in calm if t > 400} == {held.reason}  # stands, across the restart too
+    up = next(d for t, *_, d in run if d.changes and t >= 2400)
+    assert up.action == "up" and up.figures["perLanePerSecond"] == CAPACITY and up.probed_s is None, up
+    assert run[-1][1] in (3, 4) and run[-1][4].probed_s is None and run[-1][3] == 0, changes(run)
+    assert min(lanes for t, lanes, *_ in run if t > 2400) >= 3, changes(run)  # measured: never below the load
+
+
+def test_time_away_does_not_count_as_within_target() -> None:
+    """A gap with no samples longer than the away limit (3 refreshes, at least 30 s) breaks the streak: between
+    two samples, and between the status's streak and the first sample of an operator started again."""
+    spec = AutoscalingSpec(minLanes=1, maxLanes=8, targetLagSeconds=60, scaleDownDelaySeconds=300)
+    assert away_s(30.0) == 90.0 and away_s(2.0) == 30.0
+    now = [Sample(400, 0, 1000.0, 6, 6)]
+    seen_lately = decide(now, spec, restored=Streak(0.0, 2, seen_s=380.0), known_capacity=1000.0)
+    assert (seen_lately.action, seen_lately.lanes) == ("down", 2), seen_lately
+    for restored in (Streak(0.0, 2, seen_s=100.0), Streak(0.0, 2)):  # away 300 s; when last seen unknown
+        d = decide(now, spec, restored=restored, known_capacity=1000.0)
+        assert d.action == "hold" and d.streak == Streak(400, 2, 400), d
+        assert d.reason == "within target; scaling down only after 300 s of it", d
+    gapped = [Sample(t, 0, 1000.0, 6, 6) for t in [*range(0, 110, 10), *range(300, 410, 10)]]
+    d = decide(gapped, spec, known_capacity=1000.0)
+    assert d.action == "hold" and d.streak is not None and d.streak.since_s == 300, d
+    assert decide(gapped, spec, known_capacity=1000.0, refresh_s=100.0).action == "down"  # 200 s: within 3 x 100
+
+    def load(t: float) -> float:
+        return 1500.0
+
+    stayed = changes(simulate(spec, load, 1200, lanes=6, known=CAPACITY, restarts=(200.0,)))
+    assert stayed[0] == (spec.scaleDownDelaySeconds + STEP_S, "down", 2), stayed  # the restart: no matter
+    back = changes(simulate(spec, load, 1200, lanes=6, known=CAPACITY, away=(100.0, 400.0)))
+    assert back[0][1:] == ("down", 2) and back[0][0] >= 400 + spec.scaleDownDelaySeconds, back
 
 
 def test_flapping_load_does_not_flap_the_lanes() -> None:

@@ -93,6 +93,12 @@ class AutoscalingStatus(BaseModel):
                                           "operator restarts.")
     withinTargetLanes: int | None = Field(None, description="The most lanes per mirror the load needed over the "
                                           "last scale-down delay: what a scale-down goes to.")
+    withinTargetSeen: str | None = Field(None, description="The last refresh that saw the lag within target (RFC "
+                                         "3339): a restarted operator counts the time since as within target "
+                                         "only when it is no longer than a few refreshes.")
+    capacityProbeTime: str | None = Field(None, description="When the lanes were halved with no per-lane "
+                                          "capacity measured (RFC 3339): done once, further scale-down waits for "
+                                          "a backlog to measure the capacity.")
 
     def as_status(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_none=True)

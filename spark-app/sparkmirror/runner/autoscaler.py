@@ -4,7 +4,8 @@ lag and rate this driver's own monitors measure, and a change made as a new work
 
 Locally the executors are the master's task threads (`local.default_master`), sized for `maxLanes` at start: only
 the lanes change. What the operator keeps on the status (the last change, the measured per-lane capacity, the
-within-target streak) lives here for the life of the run.
+blind halving made, the within-target streak) lives here for the life of the run; a look that comes late (the
+driver busy) is a gap in the samples like the operator's, judged against `interval` (`autoscale.away_s`).
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ class _Group:
     last_change_s: float | None = None
     capacity: float | None = None
     streak: Streak | None = None
+    probed_s: float | None = None
     last: Decision | None = None
 
 
@@ -75,8 +77,10 @@ class LocalAutoscaler:
             g.history = [s for s in g.history if s.time_s >= now - spec.scaleDownDelaySeconds - HISTORY_MARGIN_S]
             g.history.append(Sample(now, lag, rate, lanes, executors_for(lanes, len(cfg.mirrors), LOCAL_CORES, spec)))
             d = decide(g.history, spec, last_change_s=g.last_change_s, mirrors=len(cfg.mirrors),
-                       cores_per_executor=LOCAL_CORES, known_capacity=g.capacity, restored=g.streak)
-            g.capacity, g.streak, g.last = d.figures.get("perLanePerSecond", g.capacity), d.streak, d
+                       cores_per_executor=LOCAL_CORES, known_capacity=g.capacity, restored=g.streak,
+                       probed_s=g.probed_s, refresh_s=self.interval)
+            g.capacity, g.streak, g.probed_s, g.last = (d.figures.get("perLanePerSecond", g.capacity), d.streak,
+                                                        d.probed_s, d)
             if d.changes and d.lanes != lanes:
                 changed[cfg.name] = scaled(cfg, d.lanes)
                 g.last_change_s = now
