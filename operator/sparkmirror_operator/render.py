@@ -30,6 +30,7 @@ from sparkmirror.resource.model import API_VERSION, KIND, KafkaMirrorMaker2
 from sparkmirror.resource.names import (LEASE_HOLDER, LEASE_REVOKED, LEASE_TRANSACTIONAL_IDS, SUBMISSION_ENV,
                                         SUBMISSION_LABEL, application_name,
                                         config_map_name, lease_name, short_name, transactional_ids)
+from sparkmirror.historybudget import MIB, parse_memory
 from sparkmirror.sparkdefaults import SPARK_DEFAULTS
 
 from .observed import ANNOTATION_LAST_GENERATION, ANNOTATION_MOVED_AT, ANNOTATION_ROLLED_BACK, Observed
@@ -218,6 +219,26 @@ def executor_cores(lanes: int, instances: int, cores: int, task_cpus: int = 1) -
     return max(cores, -(-lanes * max(1, task_cpus) // max(1, instances)))
 
 
+PYTHON_WORKER_MIB = 128
+"""Memory overhead per task slot the operator adds: each slot runs a lane in its own Python worker (its clients and
+buffers; the soak measured a lane worker's Python heap at 87 MB), which lives in the pod beside the JVM."""
+OVERHEAD_KEYS = ("spark.executor.memoryOverhead", "spark.executor.memoryOverheadFactor",
+                 "spark.kubernetes.memoryOverheadFactor")
+
+
+def executor_overhead(memory: str, cores: int, slots: int, spark_conf: dict[str, Any]) -> str | None:
+    """The executor pod's memory overhead when the operator gave it more slots than the spec's cores (None: Spark's
+    own default stands): Spark's default for a Python application on Kubernetes (40% of the executor's memory, at
+    least 384 MiB) plus a Python worker's allowance per added slot. A user's overhead setting wins."""
+    if slots <= cores or any(k in spark_conf for k in OVERHEAD_KEYS):
+        return None
+    try:
+        mib = parse_memory(memory) // MIB
+    except ValueError:
+        return None  # the resource's own pattern admits it; Spark will say what it makes of it
+    return f"{max(384, int(0.4 * mib)) + (slots - cores) * PYTHON_WORKER_MIB}m"
+
+
 def render_spark_application(ctx: GroupContext) -> list[dict[str, Any]]:
     """The Kubeflow Spark operator's SparkApplication for one flow group."""
     kmm2, spark = ctx.kmm2, ctx.kmm2.spec.spark
@@ -252,6 +273,7 @@ def render_spark_application(ctx: GroupContext) -> list[dict[str, Any]]:
     slots = executor_cores(lanes, instances, executor.cores, int(task_cpus) if task_cpus.isdigit() else 1)
     # more slots than the spec's cores ask the scheduler for no more CPU: the pod requests what the spec says
     core_request = executor.coreRequest or (str(executor.cores) if slots != executor.cores else None)
+    overhead = executor_overhead(executor.memory, executor.cores, slots, spark_conf)
     app: dict[str, Any] = {
         "apiVersion": SPARK_APP_API,
         "kind": "SparkApplication",
@@ -272,7 +294,8 @@ def render_spark_application(ctx: GroupContext) -> list[dict[str, Any]]:
                           spark.driver.coreLimit, [{"name": "metrics", "containerPort": ctx.settings.metrics_port,
                                                     "protocol": "TCP"}], [SUBMISSION_FROM_LABEL]),
             "executor": {**pod(EXECUTOR_CONTAINER, slots, executor.memory, core_request, executor.coreLimit),
-                         "instances": instances},
+                         "instances": instances,
+                         **({"memoryOverhead": overhead} if overhead else {})},
         },
     }
     # a stopping driver drains (see DRAIN_MARGIN_SECONDS)

@@ -236,6 +236,15 @@ def test_every_lane_gets_a_task_slot_and_the_pod_asks_for_the_specs_cores() -> N
         executor, lanes = app["spec"]["executor"], _lanes(objs, app)
         assert executor["instances"] * executor["cores"] >= lanes > executor["instances"] * (executor["cores"] - 1)
         assert executor["coreRequest"] in ("1", "2")  # the spec's cores (the east group's own executor: 2)
+        assert "memoryOverhead" not in executor  # the input sets spark.executor.memoryOverhead: the user's wins
+    del src["spec"]["spark"]["sparkConf"]["spark.executor.memoryOverhead"]
+    src["spec"]["spark"]["executor"] = {"instances": 1, "cores": 1, "memory": "2g"}
+    for g in src["spec"]["flowGroups"]:
+        g.pop("executor", None)
+    objs = render(src, Settings()).objects
+    for app in (o for o in objs if o["kind"] == "SparkApplication"):
+        # Spark's own default for a Python application (40% of 2g) and a Python worker's 128 MiB per added slot
+        assert app["spec"]["executor"]["memoryOverhead"] == f"{819 + 128 * (_lanes(objs, app) - 1)}m"
     src["spec"]["spark"]["executor"] = {"instances": 2, "cores": 1, "coreRequest": "300m"}
     for g in src["spec"]["flowGroups"]:
         g.pop("executor", None)
