@@ -15,7 +15,7 @@ its own (a fresh interpreter, so no contender inherits another's clients or warm
 - `records-loop`: the least a record path does for the same promise: a read_committed confluent-kafka
   consumer and a transactional producer, a commit every 100 ms, no progress records;
 - `batches`: `BatchReader` -> `BatchWriter` on the hand-written wire layer (`copying/protocol.py`,
-  `copying/connection.py`), a transaction every 100 ms, the next Fetch under way while a round is produced;
+  `wire/connection.py`), a transaction every 100 ms, the next Fetch under way while a round is produced;
 - `batches-coalesced`: the same, with small uncompressed source batches merged first as the lane's target writer
   merges them (`copying/coalesce.py`): less work for the target broker, more for the mirror;
 - `batches@7489faf`: the same loop on the batch path before it (kafka-python's protocol classes and
@@ -95,7 +95,7 @@ def run_batches(source: str, target: str, topic: str, dest: str, partitions: int
                 coalesced: bool = False) -> dict[str, Any]:
     from sparkmirror.copying.batchreader import BatchReader
     from sparkmirror.copying.batchwriter import BatchWriter
-    from sparkmirror.copying.wire import Wire
+    from sparkmirror.wire.cluster import Wire
 
     src, dst = Wire({"bootstrap.servers": source}), Wire({"bootstrap.servers": target})
     try:
@@ -284,7 +284,7 @@ def count_committed(bootstrap: str, topic: str, partitions: int, expected: int) 
 def source_batches(bootstrap: str, topic: str, partitions: int) -> tuple[int, int]:
     """(batches, bytes) the source holds: read as the batch path reads them."""
     from sparkmirror.copying.batchreader import BatchReader
-    from sparkmirror.copying.wire import Wire
+    from sparkmirror.wire.cluster import Wire
 
     w = Wire({"bootstrap.servers": bootstrap})
     try:

@@ -170,7 +170,7 @@ what most clusters hold, not huge batches that would flatter a path copying whol
 def source_batch_sizes(bootstrap: str, topic: str, partition: int = 0) -> dict[str, float]:
     """Records and bytes per stored batch of one preloaded partition, as a Fetch returns them."""
     from sparkmirror.copying.batchreader import BatchReader
-    from sparkmirror.copying.wire import Wire
+    from sparkmirror.wire.cluster import Wire
 
     wire = Wire({"bootstrap.servers": bootstrap})
     try:

@@ -12,8 +12,8 @@ Everything else (a broker away, a handshake cut short by a restart) is transient
 
 The broker's codes are the Kafka protocol's numbers, the same in librdkafka (`KafkaError.code()`, positive) and
 kafka-python (`error.errno`), so one table serves both paths: `refusal.kind_of` (librdkafka: the record path, topic
-management, the operator) and `copying.connection` (the batch path's own wire). A refusal that new credentials
-could cure (authentication, TLS: a Secret being rotated) is waited on for the credentials' grace first
+management, the operator) and `wire.connection` (the wire of the batch path and the share-group admin). A refusal
+that new credentials could cure (authentication, TLS: a Secret being rotated) is waited on for the credentials' grace first
 (`credentials.RefusalGrace`); an authorization refusal ends the mirror at once. Pure: no Kafka client.
 """
 from __future__ import annotations

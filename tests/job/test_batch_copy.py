@@ -13,7 +13,7 @@ from sparkmirror.copying.batches import Codec
 from sparkmirror.copying.batchreader import BatchReader
 from sparkmirror.copying.batchwriter import BatchWriter
 from sparkmirror.copying.errors import LaneFenced
-from sparkmirror.copying.wire import Wire
+from sparkmirror.wire.cluster import Wire
 from sparkmirror_dev.testing import create_topic, produce_waiting, read_topic, unique_name
 
 from .conftest import end_offsets

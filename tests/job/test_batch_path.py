@@ -12,7 +12,7 @@ from confluent_kafka import Producer
 
 from sparkmirror.copying import copy_lane
 from sparkmirror.copying.batchreader import BatchReader
-from sparkmirror.copying.wire import Wire
+from sparkmirror.wire.cluster import Wire
 from sparkmirror.lanes import plan_lanes
 from sparkmirror.progress import ensure_progress_topic, read_progress
 from sparkmirror_dev.testing import commit_group, create_topic

@@ -12,7 +12,7 @@ from confluent_kafka import Producer
 
 from sparkmirror.copying.batchreader import BatchReader
 from sparkmirror.copying.batchwriter import BatchWriter
-from sparkmirror.copying.wire import Wire
+from sparkmirror.wire.cluster import Wire
 from sparkmirror_dev.kafka import KafkaCluster, ReplicatedKafkaCluster
 from sparkmirror_dev.testing import create_topic, open_transactions, produce_waiting, read_topic, unique_name
 

@@ -16,6 +16,9 @@ THIRD_PARTY_K8S = ("kubernetes", "kopf")
 THIRD_PARTY_KAFKA = ("confluent_kafka",)
 THIRD_PARTY_SPARK = ("pyspark",)
 DEV_ONLY = ("sparkmirror_dev", "tests", "bench", "psutil", "pytest")
+# what only the job's image installs (pyproject's `job` extra beyond the operator's): the batch path's codecs,
+# CRC32C and record classes, Spark's Arrow and pandas
+JOB_ONLY = ("aiokafka", "crc32c", "snappy", "lz4", "zstandard", "pyarrow", "pandas")
 SPARK_SIDE = ("sparkmirror.driver", "sparkmirror.datasource", "sparkmirror.job", "sparkmirror.copying", "sparkmirror.runner", "sparkmirror.metrics",
               "sparkmirror.mirrormonitor", "sparkmirror.stats",
               "sparkmirror.verify")
@@ -52,6 +55,12 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
                                *THIRD_PARTY_SPARK, *DEV_ONLY)),
     ("sparkmirror.credentials", ("sparkmirror_operator", *SPARK_SIDE, *THIRD_PARTY_K8S, *THIRD_PARTY_KAFKA,
                                  *THIRD_PARTY_SPARK, *DEV_ONLY)),
+    # the wire (kafka-python): shared by the batch path and the share-group admin, so it knows neither
+    ("sparkmirror.wire", ("sparkmirror_operator", "sparkmirror.sharegroups", *SPARK_SIDE, *THIRD_PARTY_K8S,
+                          *THIRD_PARTY_KAFKA, *THIRD_PARTY_SPARK, *JOB_ONLY, *DEV_ONLY)),
+    # share groups and the failover that carries them run in the operator too (spec.failover)
+    ("sparkmirror.sharegroups", ("sparkmirror_operator", *SPARK_SIDE, *THIRD_PARTY_K8S, *THIRD_PARTY_SPARK,
+                                 *JOB_ONLY, *DEV_ONLY)),
     # the CLI front door only dispatches to entry points
     ("sparkmirror.cli", ("sparkmirror_operator", "sparkmirror_dev", *THIRD_PARTY_K8S, *THIRD_PARTY_SPARK)),
     # the one place of the job that reads the operator's Lease (the Kubernetes client, never kopf)

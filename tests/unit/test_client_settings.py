@@ -224,7 +224,8 @@ def test_the_cli_refuses_an_owned_key_in_one_line(tmp_path) -> None:
 
 def test_the_batch_path_takes_the_clusters_connection_settings() -> None:
     from sparkmirror.copying.errors import CopyError
-    from sparkmirror.copying.wire import wire_config
+    from sparkmirror.copying.wiretalk import wire_talk
+    from sparkmirror.wire.settings import WireSettingError, wire_config
 
     conf = one_group(resource(target_config={"socket.timeout.ms": "20000", "reconnect.backoff.max.ms": "2000",
                                              "connections.max.idle.ms": "60000", "metadata.max.age.ms": "30000",
@@ -233,7 +234,11 @@ def test_the_batch_path_takes_the_clusters_connection_settings() -> None:
     assert wire_config(conf) == {"bootstrap_servers": "127.0.0.1:9093", "request_timeout_ms": 20000,
                                  "reconnect_backoff_max_ms": 2000, "connections_max_idle_ms": 60000,
                                  "metadata_max_age_ms": 30000, "socket_connection_setup_timeout_ms": 5000}
-    with pytest.raises(CopyError, match="client setting socket.timeout.ms='soon': expected a number"):
+    with pytest.raises(WireSettingError, match="client setting socket.timeout.ms='soon': expected a number"):
+        wire_config({"socket.timeout.ms": "soon"})
+    # a lane opens its wire inside `wire_talk`: the setting stops the mirror as a CopyError naming it
+    with pytest.raises(CopyError, match="client setting socket.timeout.ms='soon': expected a number"), \
+            wire_talk("target", "b", "connecting"):
         wire_config({"socket.timeout.ms": "soon"})
 
 

@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from sparkmirror.copying import errors
-from sparkmirror.copying.connection import WireError, tls_kind
+from sparkmirror.wire.connection import WireError, tls_kind
 from sparkmirror.copying.errors import Fault, Refused, Unreachable, classify, talking_to, transient_reason
 from sparkmirror.credentials import RefusalGrace
 from sparkmirror.faultkind import BROKER_CODES, TLS_REFUSING, Kind, of_tls_reason, refusal_in, refusal_text

@@ -25,7 +25,8 @@ progress records and the offset map:
   `lane_copy` picks the path): where batches are read (`batchsource.py` over `batchreader.py`'s Fetch at
   read_committed), where they are written (`batchtarget.py` over `batchwriter.py`'s producer on the wire), where
   their transaction is committed (`batchcommit.py`), rebuilt when they cannot go as they are (`rebuild.py`), merged when small (`coalesce.py`), the
-  loop (`batchloop.py`); the wire format (`batches.py`, `protocol.py`), connections (`connection.py`, `wire.py`);
+  loop (`batchloop.py`); the wire format (`batches.py`, `protocol.py`), the wire's errors in the lane's terms
+  (`wiretalk.py`); connections are `sparkmirror.wire`'s, shared with the share-group admin;
 - `summary.py`: the per-partition row a lane task yields (`PartitionSummary`, `SUMMARY_SCHEMA`).
 
 Named `copying`, not `copy`: `spark-submit sparkmirror/job.py` puts this directory's parent first on

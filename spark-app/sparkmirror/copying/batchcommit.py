@@ -19,12 +19,13 @@ from kafka.partitioner.default import murmur2
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from ..progress import ProgressRecord
+from ..wire.cluster import Wire
+from ..wire.connection import WireError
 from .batches import Batch, split_batches
 from .batchwriter import BatchWriter
 from .commit import CommitProtocol, OnDelivery, flush_quietly, transact
 from .errors import LaneFenced
 from .ledger import now_ms
-from .wire import Wire, WireError
 
 FenceFactory = Callable[[], Producer]
 """A librdkafka producer holding the lane's transactional.id (at-least-once's progress writer)."""

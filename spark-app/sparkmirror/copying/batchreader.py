@@ -16,11 +16,11 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from ..wire.cluster import Leader, Wire
+from ..wire.connection import BrokerConnection, WireError, check
 from . import protocol
 from .batches import CONTROL, HEADER_SIZE, TRANSACTIONAL, Batch, split_batches
-from .connection import BrokerConnection
 from .errors import SourceGapError
-from .wire import Leader, Wire, WireError, check
 
 PartitionKey = tuple[str, int]
 READ_COMMITTED = 1
@@ -111,7 +111,7 @@ class BatchReader:
         for node, positions in per_node.items():
             try:
                 conn = self.wire.connection(node)
-                version = conn.fetch_version
+                version = conn.version(protocol.API_FETCH, protocol.FETCH_VERSIONS, "Fetch")
                 correlation = conn.next_id()
                 buf = protocol.request(protocol.API_FETCH, version, correlation, conn.client_id,
                                        version >= protocol.FETCH_FLEXIBLE)

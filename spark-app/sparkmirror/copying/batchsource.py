@@ -13,12 +13,13 @@ import time
 from ..outage import Backoff, Outage
 from ..progress import partition_lag
 from ..resource.clientconf import BATCH_FETCH_KEYS
+from ..wire.cluster import RECEIVE_MAX_BYTES, Wire
 from .batchreader import BatchReader, Fetched
 from .context import LaneContext
 from .errors import Unreachable
 from .shares import PartitionKey
 from .summary import PartitionSummary
-from .wire import RECEIVE_MAX_BYTES, Wire, wire_talk
+from .wiretalk import wire_talk
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,9 @@ from .start import new_producer, target_max_message_bytes
 from .targetwriter import TargetWriter
 from .transformbatch import TRANSFORMED, transform_batch
 from ..transforms import TransformFailed, compiled
-from .wire import Wire, WireError, wire_talk
+from ..wire.cluster import Wire
+from ..wire.connection import WireError
+from .wiretalk import wire_talk
 
 log = logging.getLogger(__name__)
 TOO_LARGE = (kerrors.MessageSizeTooLargeError, kerrors.RecordListTooLargeError)

@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 import kafka.errors as kerrors
 from kafka.protocol.producer import InitProducerIdRequest
 
+from ..wire.cluster import Leader, Wire
+from ..wire.connection import BrokerConnection, WireError, check
 from . import protocol
 from .batches import Batch, rewrite
-from .connection import BrokerConnection
 from .errors import LaneFenced
-from .wire import Leader, Wire, WireError, check
 
 log = logging.getLogger(__name__)
 PartitionKey = tuple[str, int]
@@ -268,7 +268,8 @@ class BatchWriter:
         r = st.next_round
         keys = [k for k in st.keys if st.first[k] + r < st.upto[k]]
         conn = st.conn
-        version, correlation = conn.produce_version, conn.next_id()
+        version = conn.version(protocol.API_PRODUCE, protocol.PRODUCE_VERSIONS, "Produce")
+        correlation = conn.next_id()
         req = protocol.ProduceBuilder(version, correlation, conn.client_id, self.tid, -1, self.timeout_ms,
                                       Counter(t for t, _ in keys))
         for key in keys:
@@ -289,7 +290,8 @@ class BatchWriter:
                        out: dict[PartitionKey, list[Written]]) -> None:
         keys = st.in_flight[0]
         try:
-            answered = protocol.parse_produce(st.conn.receive(small=True), st.conn.produce_version)
+            version = st.conn.version(protocol.API_PRODUCE, protocol.PRODUCE_VERSIONS, "Produce")
+            answered = protocol.parse_produce(st.conn.receive(small=True), version)
         except WireError as e:
             if not e.retriable:
                 raise

@@ -1,6 +1,7 @@
 """Kafka's wire format for the batch path's hot requests (issue 36): Fetch (v4-v12) and Produce (v3-v11) encoded
-and decoded with `struct` over one buffer, plus the few requests a connection of its own needs before them
-(ApiVersions v0, SaslHandshake v1, SaslAuthenticate v1). Pure: bytes in, values out.
+and decoded with `struct` over one buffer, on the shared framing of `wire/protocol.py` (header, strings,
+arrays, the response cursor, version picking, and the requests a connection sends first). Pure: bytes in,
+values out.
 
 Why by hand: kafka-python encodes and decodes every field through generic Python structs built from Kafka's
 JSON schemas (an object per topic, partition and aborted transaction, a method call per field), and its
@@ -11,83 +12,33 @@ and a Produce request is one `bytearray` the rewritten batches are appended to, 
 once between the two sockets. AddPartitionsToTxn (v0-v3) and EndTxn (v0-v3) are here too: an exactly-once lane sends
 two or three of them every commit interval (100 ms), and through kafka-python each cost its I/O thread and the
 caller about 1 CPU ms (bench: the I/O thread alone 0.22 CPU s of a lane's 1.8 in a 25-s copy). Rare requests
-(Metadata, FindCoordinator, InitProducerId) stay kafka-python's (`wire.Wire`).
+(Metadata, FindCoordinator, InitProducerId) stay kafka-python's (`wire.cluster.Wire`).
 
 Versions: topic names, not ids (Fetch < 13, Produce < 13); Produce <= 11 because v12 implies transaction
 protocol v2, and the writer uses the classic one (AddPartitionsToTxn). Every broker from 3.x to 4.x serves
 Fetch 4-12 and Produce 3-11 (Kafka 4.0 removed Fetch 0-3 and Produce 0-2); `pick` takes the highest both
-sides know from the broker's ApiVersions answer.
+sides know from the broker's ApiVersions answer (`BrokerConnection.version`, once per connection).
 """
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
 
-API_PRODUCE, API_FETCH, API_SASL_HANDSHAKE, API_VERSIONS, API_SASL_AUTHENTICATE = 0, 1, 17, 18, 36
+from ..wire.protocol import (I32, I64, Cursor, ProtocolError, array_len, bytes_len, finish, pick, request,
+                             string_field)
+
+__all__ = ["API_ADD_PARTITIONS_TO_TXN", "API_END_TXN", "API_FETCH", "API_PRODUCE", "FETCH_FLEXIBLE", "FETCH_VERSIONS",
+           "PRODUCE_FLEXIBLE", "PRODUCE_VERSIONS", "TXN_FLEXIBLE", "TXN_VERSIONS", "Cursor", "FetchPosition",
+           "FetchedPartition", "ProduceBuilder", "Produced", "ProtocolError", "add_partitions_to_txn", "end_txn",
+           "fetch_body", "finish", "parse_add_partitions_to_txn", "parse_end_txn", "parse_fetch", "parse_produce",
+           "pick", "produce_answer_floor", "request"]
+
+API_PRODUCE, API_FETCH = 0, 1
 API_ADD_PARTITIONS_TO_TXN, API_END_TXN = 24, 26
 FETCH_VERSIONS = range(4, 13)
 PRODUCE_VERSIONS = range(3, 12)
 TXN_VERSIONS = range(0, 4)  # AddPartitionsToTxn v4+ batches transactions (brokers only); EndTxn v0-v3 alike
 FETCH_FLEXIBLE, PRODUCE_FLEXIBLE, TXN_FLEXIBLE = 12, 9, 3
-
-_I8, _I16, _I32, _I64 = struct.Struct(">b"), struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
-_HEADER = struct.Struct(">ihhih")  # size, api key, version, correlation id, client id length
-
-
-class ProtocolError(ValueError):
-    """A response that does not parse as the request's version says it should."""
-
-
-def pick(mine: range, broker: tuple[int, int] | None, api: str) -> int:
-    """The highest version of `api` in `mine` within the broker's [min, max]."""
-    if broker is not None:
-        lo, hi = max(mine.start, broker[0]), min(mine.stop - 1, broker[1])
-        if lo <= hi:
-            return hi
-    raise ProtocolError(f"the broker serves {api} versions {broker}, this client {mine.start}-{mine.stop - 1}")
-
-
-# -- encoding -------------------------------------------------------------------------------------------------
-
-
-def uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _string(s: str | None, flexible: bool) -> bytes:
-    if s is None:
-        return b"\x00" if flexible else b"\xff\xff"
-    raw = s.encode()
-    return (uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
-
-
-def _array_len(n: int, flexible: bool) -> bytes:
-    return uvarint(n + 1) if flexible else _I32.pack(n)
-
-
-def _bytes_len(n: int, flexible: bool) -> bytes:
-    return uvarint(n + 1) if flexible else _I32.pack(n)
-
-
-def request(api_key: int, version: int, correlation_id: int, client_id: str, flexible: bool) -> bytearray:
-    """A request's size placeholder and header (v1, or v2 with its empty tagged fields); the body is appended
-    and `finish` fills in the size."""
-    cid = client_id.encode()
-    out = bytearray(_HEADER.pack(0, api_key, version, correlation_id, len(cid)))
-    out += cid
-    if flexible:
-        out.append(0)
-    return out
-
-
-def finish(buf: bytearray) -> bytearray:
-    _I32.pack_into(buf, 0, len(buf) - 4)
-    return buf
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,28 +60,28 @@ def fetch_body(buf: bytearray, version: int, positions: list[FetchPosition], max
     topics: dict[str, list[FetchPosition]] = {}
     for p in positions:
         topics.setdefault(p.topic, []).append(p)
-    buf += _array_len(len(topics), flex)
+    buf += array_len(len(topics), flex)
     for topic, parts in topics.items():
-        buf += _string(topic, flex)
-        buf += _array_len(len(parts), flex)
+        buf += string_field(topic, flex)
+        buf += array_len(len(parts), flex)
         for p in parts:
-            buf += _I32.pack(p.partition)
+            buf += I32.pack(p.partition)
             if version >= 9:
-                buf += _I32.pack(p.leader_epoch)
-            buf += _I64.pack(p.offset)
+                buf += I32.pack(p.leader_epoch)
+            buf += I64.pack(p.offset)
             if version >= 12:
-                buf += _I32.pack(-1)  # last fetched epoch: a consumer does not truncate
+                buf += I32.pack(-1)  # last fetched epoch: a consumer does not truncate
             if version >= 5:
-                buf += _I64.pack(-1)
-            buf += _I32.pack(p.max_bytes)
+                buf += I64.pack(-1)
+            buf += I32.pack(p.max_bytes)
             if flex:
                 buf.append(0)
         if flex:
             buf.append(0)
     if version >= 7:
-        buf += _array_len(0, flex)  # forgotten topics
+        buf += array_len(0, flex)  # forgotten topics
     if version >= 11:
-        buf += _string("", flex)  # rack id
+        buf += string_field("", flex)  # rack id
     if flex:
         buf.append(0)
     return buf
@@ -146,9 +97,9 @@ class ProduceBuilder:
         """`counts`: each topic's partition count in this request; a topic's partitions are added together."""
         self.version, self.flex = version, version >= PRODUCE_FLEXIBLE
         self.buf = request(API_PRODUCE, version, correlation_id, client_id, self.flex)
-        self.buf += _string(transactional_id, self.flex)
+        self.buf += string_field(transactional_id, self.flex)
         self.buf += struct.pack(">hi", acks, timeout_ms)
-        self.buf += _array_len(len(counts), self.flex)
+        self.buf += array_len(len(counts), self.flex)
         self._counts = dict(counts)
         self._topic: str | None = None
         self._end = -1  # where the open partition's records must end
@@ -171,10 +122,10 @@ class ProduceBuilder:
             if count is None:
                 raise ValueError(f"topic {topic} is not announced, or its partitions are not together")
             self._topic = topic
-            self.buf += _string(topic, self.flex)
-            self.buf += _array_len(count, self.flex)
-        self.buf += _I32.pack(index)
-        self.buf += _bytes_len(size, self.flex)
+            self.buf += string_field(topic, self.flex)
+            self.buf += array_len(count, self.flex)
+        self.buf += I32.pack(index)
+        self.buf += bytes_len(size, self.flex)
         self._end = len(self.buf) + size
         self.keys.append((topic, index))
         return self.buf
@@ -195,14 +146,14 @@ def add_partitions_to_txn(version: int, correlation_id: int, client_id: str, tra
     """AddPartitionsToTxn v0-v3: the partitions joining the producer's open transaction."""
     flex = version >= TXN_FLEXIBLE
     buf = request(API_ADD_PARTITIONS_TO_TXN, version, correlation_id, client_id, flex)
-    buf += _string(transactional_id, flex)
+    buf += string_field(transactional_id, flex)
     buf += struct.pack(">qh", producer_id, producer_epoch)
-    buf += _array_len(len(topics), flex)
+    buf += array_len(len(topics), flex)
     for topic, partitions in topics.items():
-        buf += _string(topic, flex)
-        buf += _array_len(len(partitions), flex)
+        buf += string_field(topic, flex)
+        buf += array_len(len(partitions), flex)
         for p in partitions:
-            buf += _I32.pack(p)
+            buf += I32.pack(p)
         if flex:
             buf.append(0)
     if flex:
@@ -230,7 +181,7 @@ def end_txn(version: int, correlation_id: int, client_id: str, transactional_id:
     """EndTxn v0-v3: commit or abort the producer's open transaction."""
     flex = version >= TXN_FLEXIBLE
     buf = request(API_END_TXN, version, correlation_id, client_id, flex)
-    buf += _string(transactional_id, flex)
+    buf += string_field(transactional_id, flex)
     buf += struct.pack(">qhb", producer_id, producer_epoch, 1 if committed else 0)
     if flex:
         buf.append(0)
@@ -244,89 +195,7 @@ def parse_end_txn(body: memoryview, version: int) -> int:
     return c.i16()
 
 
-def sasl_handshake(correlation_id: int, client_id: str, mechanism: str) -> bytearray:
-    buf = request(API_SASL_HANDSHAKE, 1, correlation_id, client_id, False)
-    buf += _string(mechanism, False)
-    return finish(buf)
-
-
-def sasl_authenticate(correlation_id: int, client_id: str, token: bytes) -> bytearray:
-    buf = request(API_SASL_AUTHENTICATE, 1, correlation_id, client_id, False)
-    buf += _I32.pack(len(token)) + token
-    return finish(buf)
-
-
-def api_versions(correlation_id: int, client_id: str) -> bytearray:
-    return finish(request(API_VERSIONS, 0, correlation_id, client_id, False))
-
-
 # -- decoding -------------------------------------------------------------------------------------------------
-
-
-class Cursor:
-    """Reads a response body in place; strings are decoded, records and tokens stay views of the buffer."""
-    __slots__ = ("buf", "pos", "flex")
-
-    def __init__(self, buf: memoryview, flex: bool, pos: int = 0) -> None:
-        self.buf, self.pos, self.flex = buf, pos, flex
-
-    def i8(self) -> int:
-        self.pos += 1
-        return _I8.unpack_from(self.buf, self.pos - 1)[0]
-
-    def i16(self) -> int:
-        self.pos += 2
-        return _I16.unpack_from(self.buf, self.pos - 2)[0]
-
-    def i32(self) -> int:
-        self.pos += 4
-        return _I32.unpack_from(self.buf, self.pos - 4)[0]
-
-    def i64(self) -> int:
-        self.pos += 8
-        return _I64.unpack_from(self.buf, self.pos - 8)[0]
-
-    def uvarint(self) -> int:
-        shift = result = 0
-        buf, pos = self.buf, self.pos
-        while True:
-            b = buf[pos]
-            pos += 1
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                self.pos = pos
-                return result
-            shift += 7
-
-    def length(self) -> int:
-        """An array's, string's or bytes' length, -1 for null."""
-        if self.flex:
-            return self.uvarint() - 1
-        return self.i32()
-
-    def string(self) -> str | None:
-        n = self.uvarint() - 1 if self.flex else self.i16()
-        if n < 0:
-            return None
-        self.pos += n
-        return bytes(self.buf[self.pos - n:self.pos]).decode()
-
-    def bytes(self) -> memoryview | None:
-        n = self.length()
-        if n < 0:
-            return None
-        self.pos += n
-        if self.pos > len(self.buf):
-            raise ProtocolError("a field runs past the end of the response")
-        return self.buf[self.pos - n:self.pos]
-
-    def tags(self) -> None:
-        """Skip tagged fields (flexible versions only): none of them is read here."""
-        if self.flex:
-            for _ in range(self.uvarint()):
-                self.uvarint()  # the tag
-                size = self.uvarint()  # (not `self.pos += self.uvarint()`: that adds to the position before it)
-                self.pos += size
 
 
 @dataclass(slots=True)
@@ -419,28 +288,3 @@ def parse_produce(body: memoryview, version: int) -> list[Produced]:
             out.append(Produced(topic, partition, err, base, message))
         c.tags()
     return out
-
-
-def parse_api_versions(body: memoryview) -> tuple[int, dict[int, tuple[int, int]]]:
-    """(error code, api key -> (min, max)) of an ApiVersions v0 response."""
-    c = Cursor(body, False)
-    error = c.i16()
-    out: dict[int, tuple[int, int]] = {}
-    for _ in range(max(c.length(), 0)):
-        key, lo, hi = struct.unpack_from(">hhh", body, c.pos)
-        c.pos += 6
-        out[key] = (lo, hi)
-    return error, out
-
-
-def parse_sasl_handshake(body: memoryview) -> tuple[int, list[str]]:
-    c = Cursor(body, False)
-    error = c.i16()
-    return error, [c.string() or "" for _ in range(max(c.length(), 0))]
-
-
-def parse_sasl_authenticate(body: memoryview) -> tuple[int, str | None, bytes]:
-    c = Cursor(body, False)
-    error, message = c.i16(), c.string()
-    token = c.bytes()
-    return error, message, bytes(token) if token is not None else b""

@@ -98,7 +98,7 @@ NOT_APPLICABLE: dict[str, str] = {
 }
 # per-client keys that do nothing on `copy: batches`: batches are read and written by the mirror's own Fetch and
 # Produce requests and keep the source's bytes (codec included); connection settings in the cluster's `config`
-# (request.timeout.ms, socket buffers, reconnect backoff, ...) do reach them, see copying/wire.py
+# (request.timeout.ms, socket buffers, reconnect backoff, ...) do reach them, see wire/settings.py
 BATCHES_WHY = ("copy: batches forwards the source's record batches as bytes with the mirror's own Fetch and "
                "Produce requests (compression kept as the source wrote it); per-client consumer and producer "
                "settings apply to copy: records only, but for the Fetch keys fetch.max.wait.ms, "

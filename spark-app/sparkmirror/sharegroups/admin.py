@@ -1,5 +1,5 @@
 """One cluster's share groups (I/O): list them, read their start offsets, set them. kafka-python carries the
-requests over `copying.wire.Wire` (its connection manager: version negotiation, TLS, SASL); confluent-kafka has
+requests over `wire.cluster.Wire` (its connection manager: version negotiation, TLS, SASL); confluent-kafka has
 no share-group admin API (docs/research/share-groups.md).
 
 A cluster without share groups says so in one of two ways: its ApiVersions lacks the keys (Kafka before 4.0,
@@ -13,7 +13,8 @@ from collections.abc import Iterable, Mapping
 
 import kafka.errors as kerrors
 
-from ..copying.wire import Wire, WireError
+from ..wire.cluster import Wire, WireError
+from ..wire.settings import WireSettingError
 from .messages import AlterShareGroupOffsetsRequest, DescribeShareGroupOffsetsRequest, ListGroupsRequest
 from .moves import GROUP_ID_NOT_FOUND, UNSUPPORTED_VERSION, AlterOutcome, TopicPartition
 
@@ -40,7 +41,7 @@ class ShareGroupAdmin:
         self.cluster, self.timeout_ms = cluster, int(timeout_s * 1000)
         try:
             self.wire = Wire(conf, bootstrap_ms=self.timeout_ms)
-        except (WireError, kerrors.KafkaError) as e:
+        except (WireError, WireSettingError, kerrors.KafkaError) as e:
             raise ShareAdminError(f"cluster {cluster!r}: cannot connect for share groups: {e}") from e
 
     def close(self) -> None:

@@ -1,5 +1,6 @@
-"""One broker connection for the batch path's hot requests (Fetch, Produce): a blocking socket the lane's task
-thread writes requests to and reads responses from itself, several requests in flight, answered in order.
+"""One broker connection for requests encoded by hand (the batch path's Fetch, Produce and transaction requests):
+a blocking socket the caller's thread writes requests to and reads responses from itself, several requests in
+flight, answered in order. What it speaks beyond ApiVersions and SASL is the caller's (`version` picks it).
 
 Why not kafka-python's connections: they run on an IO thread behind futures, timers and an event loop, and
 copy each response frame through a parser's buffer; a lane needs none of it, since its one thread sends a
@@ -97,9 +98,15 @@ class BrokerConnection:
         except BaseException:
             self.close()
             raise
-        self.fetch_version = protocol.pick(protocol.FETCH_VERSIONS, self.versions.get(protocol.API_FETCH), "Fetch")
-        self.produce_version = protocol.pick(protocol.PRODUCE_VERSIONS, self.versions.get(protocol.API_PRODUCE),
-                                             "Produce")
+        self._picked: dict[int, int] = {}
+
+    def version(self, api_key: int, mine: range, api: str) -> int:
+        """The highest version of `api` both `mine` and the broker serve (`protocol.pick`: `ProtocolError` when
+        none), picked once per connection."""
+        v = self._picked.get(api_key)
+        if v is None:
+            v = self._picked[api_key] = protocol.pick(mine, self.versions.get(api_key), api)
+        return v
 
     def _authenticate(self, config: dict[str, Any]) -> None:
         mechanism_name = config.get("sasl_mechanism", "PLAIN")

@@ -1,18 +1,17 @@
-"""One cluster on the wire for the batch path (issue 36), in two parts:
+"""One cluster on the wire, in two parts:
 
-- the rare requests (Metadata, FindCoordinator, InitProducerId, AddPartitionsToTxn, EndTxn) go through
+- the rare requests (Metadata, FindCoordinator, InitProducerId, the share-group admin's, ...) go through
   kafka-python 3.x's connection manager (connections, ApiVersions negotiation, TLS, SASL) on its own IO thread,
-  with its protocol classes generated from Kafka's JSON schemas;
-- the hot ones (Fetch, Produce) go through `connection.BrokerConnection`s, one per broker, on the caller's
-  thread, encoded and decoded by hand in `protocol` (why: see there).
+  with its protocol classes generated from Kafka's JSON schemas (`call`, `call_many`);
+- requests encoded by hand (the batch path's Fetch, Produce and transaction requests, `copying/protocol.py`)
+  go through `connection.BrokerConnection`s, one per broker, on the caller's thread (`connection`).
 
-Versions: the classic transaction protocol (AddPartitionsToTxn <= v3, EndTxn <= v3) is used, which Kafka 4.x
-brokers keep serving beside transaction protocol v2; Fetch and Produce versions are `protocol`'s.
+Used by the batch path (`copying/`, issue 36) and the share-group admin (`sharegroups/`): kafka-python only, no
+other client, so either imports it without the other's dependencies.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,56 +19,13 @@ import kafka.errors as kerrors
 from kafka.net.compat import KafkaNetClient
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
-from ..faultkind import of_broker_code
-from .connection import BrokerConnection, WireError, check, tls_kind
-from .errors import CopyError, Unreachable, accepted, refused
+from .connection import BrokerConnection, WireError, check
+from .settings import wire_config
 
-__all__ = ["Leader", "Wire", "WireError", "check", "wire_config", "wire_talk"]
+__all__ = ["RECEIVE_MAX_BYTES", "Leader", "Wire", "WireError", "bootstrap_refusal", "check", "wire_config"]
 RECEIVE_MAX_BYTES = 64 << 20
 """The largest response taken: kafka-python's default (1 MB) is below one Fetch of a few partitions; the
 reader asks for at most 50 MiB (`BatchReader.max_bytes`)."""
-
-_CONF = {  # librdkafka's names (the lane's client settings) -> kafka-python's
-    "bootstrap.servers": "bootstrap_servers", "security.protocol": "security_protocol",
-    "sasl.mechanism": "sasl_mechanism", "sasl.mechanisms": "sasl_mechanism",
-    "sasl.username": "sasl_plain_username", "sasl.password": "sasl_plain_password",
-    "ssl.ca.location": "ssl_cafile", "ssl.certificate.location": "ssl_certfile",
-    "ssl.key.location": "ssl_keyfile", "ssl.key.password": "ssl_password", "client.id": "client_id",
-}
-_CONF_MS = {  # connection settings a cluster's config gives every client (docs/client-settings.md), in ms
-    "socket.timeout.ms": "request_timeout_ms", "request.timeout.ms": "request_timeout_ms",
-    "reconnect.backoff.ms": "reconnect_backoff_ms", "reconnect.backoff.max.ms": "reconnect_backoff_max_ms",
-    "socket.connection.setup.timeout.ms": "socket_connection_setup_timeout_ms",
-    "connections.max.idle.ms": "connections_max_idle_ms", "metadata.max.age.ms": "metadata_max_age_ms",
-}
-
-
-def wire_config(conf: dict[str, str]) -> dict[str, Any]:
-    """kafka-python settings for a lane's librdkafka client settings (the ones both clients know). Several CA
-    files reach a lane as PEM text (`ssl.ca.pem`): kafka-python takes no such text, so an SSL context of our own
-    carries it (with the client certificate and key files, when given)."""
-    out: dict[str, Any] = {_CONF[k]: v for k, v in conf.items() if k in _CONF}
-    for k, v in conf.items():
-        if k in _CONF_MS:
-            try:
-                out[_CONF_MS[k]] = int(v)
-            except ValueError:
-                raise CopyError(f"client setting {k}={v!r}: expected a number of milliseconds") from None
-    if "security_protocol" in out:
-        out["security_protocol"] = out["security_protocol"].upper()
-    if conf.get("ssl.endpoint.identification.algorithm", "https").lower() == "none":
-        out["ssl_check_hostname"] = False
-    if conf.get("ssl.ca.pem"):
-        import ssl
-
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-        ctx.check_hostname = out.get("ssl_check_hostname", True)
-        ctx.load_verify_locations(cadata=conf["ssl.ca.pem"])
-        if out.get("ssl_certfile"):
-            ctx.load_cert_chain(out["ssl_certfile"], out.get("ssl_keyfile"), out.get("ssl_password"))
-        out["ssl_context"] = ctx
-    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,32 +144,3 @@ def bootstrap_refusal(config: dict[str, Any], timeout_s: float = 5.0) -> WireErr
             if e.kind.refused:
                 return e
     return None
-
-
-@contextmanager
-def wire_talk(side: str, cluster: str, what: str) -> Iterator[None]:
-    """Run the batch path's I/O against one cluster, as `errors.talking_to` does for librdkafka's: a retriable
-    error or a broken connection is `Unreachable` (waited out), a refusal (`WireError.kind`) `errors.refused`'s
-    (waited on for the credentials' grace, then `Refused` naming the cluster and the kind), another answer a
-    `CopyError` naming the cluster and what was done; fencing (`LaneFenced`) passes through."""
-    try:
-        yield
-    except WireError as e:
-        if e.kind.refused:  # waited on for the credentials' grace when new ones could cure it
-            raise refused(side, cluster, e.kind, f"{what}: {e}") from e
-        if e.retriable or issubclass(e.error, kerrors.KafkaConnectionError):
-            raise Unreachable(side, cluster, f"{what}: {e}") from e
-        raise CopyError(f"{side} cluster {cluster!r}: {what} failed: {e}") from e
-    except kerrors.KafkaError as e:  # kafka-python's own client (bootstrap, metadata)
-        kind = of_broker_code(getattr(e, "errno", None) or 0)
-        if kind.refused:
-            raise refused(side, cluster, kind, f"{what}: {type(e).__name__}: {e}") from e
-        if getattr(e, "retriable", False) or isinstance(e, kerrors.KafkaConnectionError):
-            raise Unreachable(side, cluster, f"{what}: {type(e).__name__}: {e}") from e
-        raise CopyError(f"{side} cluster {cluster!r}: {what} failed: {type(e).__name__}: {e}") from e
-    except OSError as e:  # a socket refused or reset outside a request
-        kind = tls_kind(e)
-        if kind.refused:
-            raise refused(side, cluster, kind, f"{what}: {e!r}") from e
-        raise Unreachable(side, cluster, f"{what}: {e}") from e
-    accepted(cluster)
