@@ -26,7 +26,8 @@ FROM python AS operator
 # numeric user, so `runAsNonRoot` can be verified by the kubelet
 RUN useradd --uid 10001 --gid 0 --home-dir /home/sparkmirror --create-home sparkmirror
 COPY pyproject.toml /tmp/pyproject.toml
-# dependencies first (a layer that survives source changes), then the package itself
+# dependencies first (a layer that survives source changes), then the package itself; the `operator` extra has
+# kafka-python for spec.failover's share groups, none of the job's (tests/unit/test_operator_image_imports.py)
 RUN pip install -q $(python3 -c 'import tomllib; p = tomllib.load(open("/tmp/pyproject.toml", "rb"))["project"]; \
         print(" ".join(p["dependencies"] + p["optional-dependencies"]["operator"]))')
 COPY --from=wheel /wheels /wheels

@@ -13,6 +13,10 @@ learn it from the failover mark on the target's progress topic):
 Records are written to the status before the applications are pruned (see reconcile.py), so a concurrent
 reconcile that reads the resource afterwards does not run the failover again.
 
+Share groups (KIP-932) of the mirror are carried as `sparkmirror failover` carries them (`sharegroups/`, over
+kafka-python's `sparkmirror.wire`, which the operator's image installs): the record says per group whether its
+start offsets moved and why not.
+
 The operator's own clients get the Secrets' values in memory (`Cluster.resolved`), never in a file or a log.
 """
 from __future__ import annotations
@@ -24,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkmirror.failover.report import MOVED, named_groups
-from sparkmirror.sharegroups.moves import SETTLED
+from sparkmirror.sharegroups.moves import MOVED as SHARE_MOVED
 from sparkmirror.resource.flowgroup import FlowGroupConfig, SecretResolver
 from sparkmirror.resource.javaregex import compile_java
 from sparkmirror.resource.plan import Plan
@@ -32,6 +36,7 @@ from .status import Problem
 
 log = logging.getLogger(__name__)
 NOT_MOVED_SHOWN = 20
+SHARE_NOT_MOVED_SHOWN = 5  # a share group's partitions not moved, named on the status
 TIMEOUT = 30.0
 STOPPING = ("FailedOver", "Retrying")  # record states whose flow groups get no application
 
@@ -88,11 +93,7 @@ def record_of(mirror: str, doc: dict[str, Any]) -> dict[str, Any]:
     at = dt.datetime.fromtimestamp(at_ms / 1000, dt.timezone.utc).replace(microsecond=0).isoformat() \
         .replace("+00:00", "Z") if at_ms else _now()
     not_moved += doc.get("notMoved") or []  # why groups without rows did not move (no checkpoint, ...)
-    not_moved += [f"share group {r['group']} {r['sourceTopic']}[{r['partition']}]: {r['action']}"
-                  + (f" ({r['detail']})" if r["detail"] else "")
-                  for g in doc.get("shareGroups", []) for r in g["partitions"] if r["action"] not in SETTLED]
-    groups_not_moved = sorted({g["group"] for g in doc["groups"]} - groups_moved | set(doc.get("groupsNotMoved", []))
-                              | set(doc.get("shareGroupsNotMoved", [])))
+    groups_not_moved = sorted({g["group"] for g in doc["groups"]} - groups_moved | set(doc.get("groupsNotMoved", [])))
     ages = {g["group"]: g["checkpointAgeMs"] for g in doc["groups"] if g.get("checkpointAgeMs") is not None}
     oldest = sorted(ages, key=lambda g: -ages[g])[:NOT_MOVED_SHOWN]
     return {"mirror": mirror, "state": "FailedOver", "time": at,
@@ -100,7 +101,28 @@ def record_of(mirror: str, doc: dict[str, Any]) -> dict[str, Any]:
             "groupsMoved": len(groups_moved), "partitionsMoved": len(moved), "notMoved": not_moved[:NOT_MOVED_SHOWN],
             "groupsNotMoved": groups_not_moved[:NOT_MOVED_SHOWN],
             **({"checkpointAgeMs": {g: ages[g] for g in sorted(oldest)}} if ages else {}),
-            "notCopied": doc.get("notCopied"), "ok": bool(doc["ok"])}
+            **share_groups_of(doc), "notCopied": doc.get("notCopied"), "ok": bool(doc["ok"])}
+
+
+def share_groups_of(doc: dict[str, Any]) -> dict[str, Any]:
+    """The share groups (KIP-932) of a failover report, per group as the status holds them: moved or not and why,
+    those not moved first; `shareGroupsNote` why none were carried (the source or target serves none, ...). Nothing
+    when the mirror has no share group with a start offset and nothing to say of them."""
+    note = doc.get("shareGroupsNote") or ""
+    if not doc.get("shareGroups") and not note:
+        return {}
+    entries = []
+    for g in doc.get("shareGroups", []):
+        rows = g["partitions"]
+        why = [f"{r['sourceTopic']}[{r['partition']}]: {r['action']}"
+               + (f" ({r['detail']})" if r["detail"] and not (note and r["action"] == "unsupported") else "")
+               for r in rows if r["action"] not in SHARE_MOVED]
+        entries.append({"group": g["group"], "moved": bool(g["moved"]),
+                        "partitionsMoved": sum(r["action"] in SHARE_MOVED for r in rows),
+                        "notMoved": why[:SHARE_NOT_MOVED_SHOWN]})
+    entries.sort(key=lambda e: (e["moved"], e["group"]))
+    moved = sum(all(r["action"] in SHARE_MOVED for r in g["partitions"]) for g in doc.get("shareGroups", []))
+    return {"shareGroupsMoved": moved, "shareGroups": entries[:NOT_MOVED_SHOWN], "shareGroupsNote": note}
 
 
 def summary(record: dict[str, Any]) -> str:
@@ -114,6 +136,14 @@ def summary(record: dict[str, Any]) -> str:
         text += "; groups not moved: " + ", ".join(record["groupsNotMoved"][:5])
     if record.get("notMoved"):
         text += "; not moved: " + "; ".join(record["notMoved"][:3])
+    shares = record.get("shareGroups") or []
+    if shares:
+        stuck = [f"{e['group']} ({e['notMoved'][0]})" if e["notMoved"] else e["group"] for e in shares
+                 if not e["moved"]]
+        text += f"; share groups: {record.get('shareGroupsMoved', 0)} moved" + (
+            "; share groups not moved: " + ", ".join(stuck[:3]) if stuck else "")
+    if record.get("shareGroupsNote"):
+        text += f"; share groups: {record['shareGroupsNote']}"
     if record.get("checkpointAgeMs"):
         text += f"; checkpoints used up to {max(record['checkpointAgeMs'].values()) / 1000:.0f} s old"
     if record.get("notCopied"):

@@ -146,13 +146,13 @@ class CheckpointEmitter:
 
     @cached_property
     def shares(self):  # -> sharegroups.sync.ShareGroupSync | None
-        """The share groups' carrier; None where kafka-python's wire (the job's image has it) is not installed,
-        such as the operator's image: `shares_note` says so."""
+        """The share groups' carrier (kafka-python's wire, `sparkmirror.wire`: the job's and the operator's images
+        have it); None where kafka-python is not installed: `shares_note` says so."""
         try:
             from .sharegroups.sync import ShareGroupSync
         except ImportError as e:
-            self.shares_note = (f"share groups not carried: {e.name} is not installed here (it is in the job's "
-                                "image; run `sparkmirror failover` from there)")
+            self.shares_note = (f"share groups not carried: {e.name} is not installed here (pyproject's job and "
+                                "operator extras install it)")
             log.warning("mirrors[%s]: %s", self.mirror.name, self.shares_note)
             return None
         mirror = self.mirror

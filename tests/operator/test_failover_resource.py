@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 
 from sparkmirror.resource.plan import plan
+from sparkmirror.resource.statusmodel import KafkaMirrorMaker2Status
 from sparkmirror_operator import failover
 from sparkmirror_operator.render import render
 from sparkmirror_operator.status import build_status
@@ -72,16 +73,29 @@ def test_the_record_counts_what_moved_and_names_what_did_not() -> None:
     assert record["groupsNotMoved"] == ["g2", "g3"] and record["checkpointAgeMs"] == {"g1": 4200}
     assert record["notMoved"] == ["group g3: no checkpoint on target 'b'"]
     assert "groups not moved: g2, g3" in failover.summary(record) and "up to 4 s old" in failover.summary(record)
-    # share groups (KIP-932): one active on the target is named; one the target cannot hold (unsupported) is not
+    # share groups (KIP-932), per group: one set, one active on the target (named, why), one the target cannot
+    # hold (unsupported: settled, said once in the note, not held against the failover)
+    row = {"group": "s0", "sourceTopic": "t", "targetTopic": "a.t", "partition": 0, "sourceOffset": 5,
+           "targetOffset": 5, "action": "set", "detail": ""}
     shares = {**DOC, "shareGroups": [
-        {"group": "s1", "moved": False, "partitions": [{"group": "s1", "sourceTopic": "t", "partition": 0,
-                                                         "action": "active", "detail": "members on the target"}]},
-        {"group": "s2", "moved": True, "partitions": [{"group": "s2", "sourceTopic": "t", "partition": 0,
-                                                        "action": "unsupported", "detail": "no share groups"}]}],
-        "shareGroupsNotMoved": ["s1"]}
+        {"group": "s0", "moved": True, "partitions": [row, {**row, "partition": 1, "action": "kept",
+                                                            "detail": "the group already starts at 9"}]},
+        {"group": "s1", "moved": False, "partitions": [
+            {**row, "group": "s1", "action": "active", "detail": "members on the target"},
+            {**row, "group": "s1", "partition": 1}]},
+        {"group": "s2", "moved": True, "partitions": [{**row, "group": "s2", "action": "unsupported",
+                                                        "detail": "cluster 'b' has no share groups"}]}],
+        "shareGroupsNotMoved": ["s1"], "shareGroupsNote": "cluster 'b' has no share groups"}
     record = failover.record_of("a", shares)
-    assert record["groupsNotMoved"] == ["g2", "s1"]
-    assert record["notMoved"][-1] == "share group s1 t[0]: active (members on the target)"
+    assert record["groupsNotMoved"] == ["g2"] and record["notMoved"] == ["g2 t[0]: untranslated (nothing mirrored yet)"]
+    assert record["shareGroupsMoved"] == 1 and record["shareGroupsNote"] == "cluster 'b' has no share groups"
+    assert record["shareGroups"] == [
+        {"group": "s1", "moved": False, "partitionsMoved": 1, "notMoved": ["t[0]: active (members on the target)"]},
+        {"group": "s0", "moved": True, "partitionsMoved": 2, "notMoved": []},
+        {"group": "s2", "moved": True, "partitionsMoved": 0, "notMoved": ["t[0]: unsupported"]}]
+    text = failover.summary(record)
+    assert "share groups: 1 moved; share groups not moved: s1 (t[0]: active (members on the target))" in text, text
+    assert KafkaMirrorMaker2Status.model_validate({"failover": [record]}).failover[0].shareGroups[0].group == "s1"
 
 
 def test_a_failed_over_group_renders_no_application_and_is_not_expected_to_run() -> None:

@@ -92,6 +92,18 @@ class RollbackRecord(StrictModel):
                                                     "generation before took its flow groups back.")
 
 
+class FailoverShareGroup(StrictModel):
+    """One share group (KIP-932) carried by a failover the operator ran: its start offsets set on the target."""
+
+    group: str = Field(description="The share group.")
+    moved: bool = Field(description="Every partition with a start offset on the source was set or kept on the "
+                                    "target, or the target serves no share groups (nothing to carry there).")
+    partitionsMoved: int = Field(0, description="Its partitions whose start offset was set or kept on the target.")
+    notMoved: list[str] = Field(default_factory=list, description="Its partitions not moved, why (at most 5): "
+                                "active (members on the target), missing (Kafka 4.1: the group must exist there), "
+                                "untranslated, failed; or unsupported, said, when the target has no share groups.")
+
+
 class FailoverRecord(StrictModel):
     """One mirror failed over by the operator (spec.failover)."""
 
@@ -115,9 +127,17 @@ class FailoverRecord(StrictModel):
     checkpointAgeMs: dict[str, int] = Field(default_factory=dict, description="With the source unreachable: per "
                                             "group (the 20 oldest), how old the checkpoint it moved to was, ms; its "
                                             "consumers repeat what they read on the source since.")
+    shareGroupsMoved: int = Field(0, description="Share groups (KIP-932) whose start offsets were set or kept on "
+                                                 "the target.")
+    shareGroups: list[FailoverShareGroup] = Field(default_factory=list, description="Per selected share group "
+                                                  "with a start offset on the source (at most 20, those not moved "
+                                                  "first): moved or not, and why.")
+    shareGroupsNote: str = Field("", description="Why share groups were not carried at all, when they were not "
+                                                 "(the source or target serves none; the source did not answer).")
     notCopied: int | None = Field(None, description="Records the source held that were not copied when the mirror "
                                                     "stopped (unknown when the source did not answer).")
-    ok: bool = Field(False, description="Every checkpointed group can move to the target.")
+    ok: bool = Field(False, description="Every checkpointed group, and every share group, can move to the "
+                                        "target.")
 
 
 class KafkaMirrorMaker2Status(StrictModel):

@@ -12,8 +12,8 @@ nothing is skipped. A partition the source group has no state for gets none on t
 start at the target group's `share.auto.offset.reset`, as they would on the source (group configs are not
 carried: set them on the target too).
 
-Pure: `moves` (`translate_starts`, `decide`, `applied`). I/O: `ShareGroupSync` (kafka-python: the job's image
-has it, the operator's not).
+Pure: `moves` (`translate_starts`, `decide`, `applied`). I/O: `ShareGroupSync` (kafka-python: the job's
+and the operator's images have it).
 """
 from __future__ import annotations
 
