@@ -18,10 +18,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from sparkmirror.copying import errors
 from sparkmirror.copying.batchreader import BatchReader
 from sparkmirror.copying.batchwriter import BatchWriter
-from sparkmirror.wire.connection import BrokerConnection
 from sparkmirror.copying.errors import Refused, Unreachable, talking_to
 from sparkmirror.copying.wiretalk import wire_talk
 from sparkmirror.wire.cluster import Wire, wire_config
+from sparkmirror.wire.connection import BrokerConnection
 from sparkmirror.credentials import GRACE_ENV
 from sparkmirror.faultkind import Kind
 from sparkmirror.refusal import ClusterFailure, check_cluster

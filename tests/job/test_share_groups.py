@@ -7,11 +7,7 @@ start offset) are allowed by share-group semantics, and counted.
 """
 from __future__ import annotations
 
-import re
-import subprocess
-
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from sparkmirror.progress.state import OffsetMap, Range
 from sparkmirror.sharegroups.admin import ShareGroupAdmin, SharesUnsupported
@@ -19,54 +15,13 @@ from sparkmirror.sharegroups.messages import DescribeShareGroupOffsetsResponse
 from sparkmirror.sharegroups.moves import NON_EMPTY_GROUP, AlterOutcome, ShareMove, applied, decide, translate_starts
 from sparkmirror.sharegroups.sync import ShareGroupSync
 from sparkmirror.failover.run import failover
-from sparkmirror_dev import install, paths
-from sparkmirror_dev.procs import java_cmd
 from sparkmirror_dev.testing import count_records, produce_numbered, unique_name
+
+from tests.support.sharetools import described, end_offsets, share_consume, start_earliest
 
 from .conftest import wait_for
 
 pytestmark = pytest.mark.minutes(3)
-SHARE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleShareConsumer"  # kafka-console-share-consumer.sh
-SHARE_GROUPS = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"  # kafka-share-groups.sh
-RECORD = re.compile(r"(\d+):(\d+)")
-
-
-def _tool(main: str, *args: str, timeout: float = 120) -> str:
-    """One of Kafka's own tools of the test ground's release; its standard output without the log lines."""
-    res = subprocess.run(java_cmd(install.kafka(paths.KAFKA_VERSION), main, *args, heap="256m"),
-                         capture_output=True, text=True, timeout=timeout)
-    assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
-    return res.stdout
-
-
-def _earliest(bootstrap: str, group: str) -> None:
-    """The group starts at the beginning where it has no state (kafka-configs, a group config): the same on
-    both clusters, as group configs are not carried."""
-    _tool(install.tool_class(paths.KAFKA_VERSION, "ConfigCommand"), "--bootstrap-server", bootstrap, "--alter",
-          "--entity-type", "groups", "--entity-name", group, "--add-config", "share.auto.offset.reset=earliest")
-
-
-def _share_consume(bootstrap: str, topic: str, group: str, max_messages: int | None = None) -> list[tuple[int, int]]:
-    """kafka-console-share-consumer: (partition, sequence) of every record it printed (and so acknowledged)."""
-    args = ["--bootstrap-server", bootstrap, "--topic", topic, "--group", group, "--timeout-ms", "12000"]
-    if max_messages is not None:
-        args += ["--max-messages", str(max_messages)]
-    out = _tool(SHARE_CONSUMER, *args, timeout=180)
-    return [(int(m[1]), int(m[2])) for line in out.splitlines() if (m := RECORD.fullmatch(line.strip()))]
-
-
-def _ends(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_name("ends")})
-    try:
-        return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)}
-    finally:
-        c.close()
-
-
-def _described(bootstrap: str, group: str) -> list[str]:
-    """kafka-share-groups --describe --offsets: the table's rows of `group`."""
-    out = _tool(SHARE_GROUPS, "--bootstrap-server", bootstrap, "--describe", "--group", group, "--offsets")
-    return [line for line in out.splitlines() if line.startswith(group + " ")]
 
 
 def test_start_offsets_translate_through_the_offset_map() -> None:
@@ -98,7 +53,7 @@ def test_share_offsets_admin_against_the_broker(kafka_a, topic) -> None:
         assert out.code == 0 and out.partitions == {(src, 9): "UnknownTopicOrPartitionError"}
         assert admin.start_offsets(group) == {(src, 0): 10, (src, 1): 20}
         assert admin.list_groups()[group] == "Empty"
-        rows = {tuple(r.split()[1:4]) for r in _described(kafka_a.bootstrap, group)}
+        rows = {tuple(r.split()[1:4]) for r in described(kafka_a.bootstrap, group)}
         assert rows == {(src, "0", "10"), (src, "1", "20")}
         assert DescribeShareGroupOffsetsResponse.max_version == 1  # Lag (KIP-1226) known, negotiated
     finally:
@@ -146,10 +101,10 @@ def test_share_group_fails_over_without_loss(kafka_a, kafka_b, topic, flowgroup,
 
     # the share group consumes part of the topic on the source
     for bootstrap in (kafka_a.bootstrap, kafka_b.bootstrap):
-        _earliest(bootstrap, group)
-    on_source = _share_consume(kafka_a.bootstrap, src, group, max_messages=130)  # one partition, and part of the other
+        start_earliest(bootstrap, group)
+    on_source = share_consume(kafka_a.bootstrap, src, group, max_messages=130)  # one partition, and part of the other
     assert len(on_source) == 130
-    source_rows = _described(kafka_a.bootstrap, group)
+    source_rows = described(kafka_a.bootstrap, group)
     print("source share group:", *source_rows, sep="\n  ")
 
     # the console consumer acknowledges what it prints, in order, and releases the rest when it stops: each
@@ -161,7 +116,7 @@ def test_share_group_fails_over_without_loss(kafka_a, kafka_b, topic, flowgroup,
     assert all(seqs == list(range(len(seqs))) for seqs in read.values())
     dst_admin = ShareGroupAdmin({"bootstrap.servers": kafka_b.bootstrap}, "b")
     try:
-        ends = _ends(kafka_b.bootstrap, dst, 2)
+        ends = end_offsets(kafka_b.bootstrap, dst, 2)
         want = {(dst, p): off if off < 100 else ends[p] for (_t, p), off in starts.items()}
         wait_for(lambda: dst_admin.start_offsets(group) == want, 60, f"{want} set on the target by checkpoints")
     finally:
@@ -174,10 +129,10 @@ def test_share_group_fails_over_without_loss(kafka_a, kafka_b, topic, flowgroup,
     assert {p: (r["action"], r["sourceOffset"], r["targetOffset"]) for p, r in shares.items()} == {
         p: ("kept", off, want[(dst, p)]) for (_t, p), off in starts.items()}
     assert doc["shareGroupsNotMoved"] == [] and doc["shareGroupsNote"] == ""
-    print("target share group:", *_described(kafka_b.bootstrap, group), sep="\n  ")
+    print("target share group:", *described(kafka_b.bootstrap, group), sep="\n  ")
 
     # the rest consumed on the target: nothing missing; repeats counted
-    on_target = _share_consume(kafka_b.bootstrap, dst, group)
+    on_target = share_consume(kafka_b.bootstrap, dst, group)
     missing = every - set(on_source) - set(on_target)
     duplicates = len(on_source) + len(on_target) - len(every) + len(missing)
     repeated_within = len(on_target) - len(set(on_target))
