@@ -9,59 +9,20 @@ import logging
 import os
 import signal
 import sys
-import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from .faultkind import Kind, refusal_in
 from .queries import (RESTARTABLE, RESTARTS, checkpoint_root_of, drain, mirror_of, stop_query,
                       root_message, spark_session, start_queries, start_query)
 from .resource.flowgroup import FlowGroupConfig
-from .replicas import ReplicationFactorRefused, refusal_in as too_few_brokers
-from .resource.names import EXIT_FAILED, EXIT_REFUSED, EXIT_TOO_FEW_BROKERS, EXIT_UNAUTHORIZED
+from .replicas import ReplicationFactorRefused
+from .resource.names import EXIT_FAILED, EXIT_REFUSED, EXIT_TOO_FEW_BROKERS
 from .stats import MirrorStats
+from .exitcodes import NAMED_EXIT_CODES, exit_code_of
+from .flowgrouprun import FlowGroupRun
 
 log = logging.getLogger("sparkmirror.driver")
-
-
-@dataclass
-class FlowGroupRun:
-    """One flow group's worker generation in this driver: its config, services and queries, and the two files
-    its queries' planning looks at (see `start_queries`): go (taken over) and drain (stop planning)."""
-
-    config: FlowGroupConfig
-    services: object
-    queries: list = field(default_factory=list)
-    files: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="sparkmirror-gen-")))
-    checkpoint_root: str = ""
-    taken_back: int = 0  # the marks say this generation took the group back from that one (handoff/takeback.py)
-
-    @property
-    def go_file(self) -> str:
-        return str(self.files / "go")
-
-    @property
-    def drain_file(self) -> str:
-        return str(self.files / "drain")
-
-    @property
-    def copying(self) -> bool:
-        """Whether this generation's lanes may hold their ids: it took the flow group over here, or its go mark
-        is on the progress topic (a restarted generation's lanes start on it while the driver is in standby).
-        A generation in standby that never took over must not fence: the ids may be the active one's."""
-        return Path(self.go_file).exists() or bool(self.services is not None and self.services.marked_go())
-
-    def go(self) -> None:
-        Path(self.go_file).touch()
-
-    def stop_planning(self) -> None:
-        Path(self.drain_file).touch()
-
-    def resume_planning(self) -> None:
-        """A hot spare that took its flow group back (handoff/spare.py): its queries plan epochs again."""
-        Path(self.drain_file).unlink(missing_ok=True)
 
 
 class Driver:
@@ -456,17 +417,6 @@ class Driver:
         finally:
             self.stop()
         return rc
-
-
-NAMED_EXIT_CODES = frozenset({EXIT_UNAUTHORIZED, EXIT_TOO_FEW_BROKERS})  # the status gives each its own reason
-
-
-def exit_code_of(error: str) -> int:
-    """The exit code of a mirror's failure (names.EXIT_*): a cluster's ACLs refusing it and a target with too few
-    brokers have their own, so the operator's status names the refusal rather than a failed application."""
-    if refusal_in(error) == Kind.AUTHORIZATION:
-        return EXIT_UNAUTHORIZED
-    return EXIT_TOO_FEW_BROKERS if too_few_brokers(error) else EXIT_FAILED
 
 
 PIDFILE_ENV = "SPARKMIRROR_DRIVER_PIDFILE"

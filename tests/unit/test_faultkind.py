@@ -138,7 +138,7 @@ def test_topic_management_waits_a_curable_refusal_out_for_its_own_grace() -> Non
 def test_a_refusal_is_found_again_in_the_text_it_crossed_spark_as() -> None:
     """A lane's `Refused` reaches the driver as its query's exception text: the kind is read back from the
     text `refusal_text` made (our own words, the kind's code), and the driver's exit code follows it."""
-    from sparkmirror.driver import exit_code_of
+    from sparkmirror.exitcodes import exit_code_of
     from sparkmirror.resource.names import EXIT_FAILED, EXIT_UNAUTHORIZED
 
     for kind in (Kind.AUTHENTICATION, Kind.AUTHORIZATION, Kind.TLS):
