@@ -30,9 +30,9 @@ def lane(kafka_a, kafka_b, topic, flowgroup):
         parts = list(plan_lanes(mirror.name, 1, [(src, dst, 2)])[0].partitions)
 
         def run(epoch: int | None, prev: int | None, attempt: int = 0, carry: float = 0.0,
-                more: tuple[LanePartition, ...] = (), watch=None) -> LaneCopy:
-            c = lane_copy(cfg, mirror, 0, parts + list(more), 2.0, epoch=epoch, prev_epoch=prev, attempt=attempt,
-                          carry_seconds=carry, watch=watch)
+                more: tuple[LanePartition, ...] = (), watch=None, seconds: float = 2.0, stop=None) -> LaneCopy:
+            c = lane_copy(cfg, mirror, 0, parts + list(more), seconds, stop, epoch=epoch, prev_epoch=prev,
+                          attempt=attempt, carry_seconds=carry, watch=watch)
             run_epoch(c)
             return c
 
@@ -136,6 +136,65 @@ def test_partitions_gained_at_an_epochs_end_are_copied_once(kafka_a, kafka_b, la
     assert sum(copied) == 200
     assert numbered_sequences(kafka_b.bootstrap, dst) == {p: list(range(100)) for p in range(2)}
     assert numbered_sequences(kafka_b.bootstrap, new_dst) == {p: list(range(100)) for p in range(2)}
+
+
+LONG_EPOCH = 60.0
+"""An epoch far longer than a gained partition may wait for its first copy (`TAKEN_WITHIN`)."""
+TAKEN_WITHIN = 15.0
+"""Seconds from the lane's start until a partition it gains 1 s into its epoch is on the target: a bound on taking
+it mid-epoch (start, preparation, a commit), not a speed claim."""
+
+
+@pytest.mark.parametrize("delivery,copy", [(Delivery.EXACTLY_ONCE, "records"), (Delivery.EXACTLY_ONCE, "batches"),
+                                            (Delivery.AT_LEAST_ONCE, "batches")])
+def test_a_partition_gained_mid_epoch_is_copied_within_the_epoch(kafka_a, kafka_b, lane, delivery, copy, caplog):
+    """Partitions the source gains mid-epoch are copied from their first offset while the epoch runs, on either
+    path (issue 36: a batch lane took them only at its next epoch). Then another copy of the lane takes over
+    (exactly-once: fencing the running one while it copies, its open transaction aborted as a crash leaves it;
+    at-least-once: once it stopped) and goes on from the progress topic: the progress covered the gained
+    partitions from their first offset, so every record of both topics is there once."""
+    caplog.set_level(logging.INFO, logger="sparkmirror")
+    src, dst, run = lane(delivery, copy)
+    new_src, new_dst, more = run.new_topic()
+    produce_numbered(kafka_a.bootstrap, src, 2, 0, 100)
+    produce_numbered(kafka_a.bootstrap, new_src, 2, 0, 80)
+    stop, ran, failed = threading.Event(), [], []
+
+    def epoch() -> None:
+        try:
+            ran.append(run(None, None, watch=_LateGain(more, 1.0), seconds=LONG_EPOCH, stop=stop.is_set))
+        except BaseException as e:  # noqa: BLE001 - raised in the test's thread below
+            failed.append(e)
+
+    t0 = time.monotonic()
+    runner = threading.Thread(target=epoch, name="gaining-lane", daemon=True)
+    runner.start()
+    try:
+        wait_for(lambda: numbered_sequences(kafka_b.bootstrap, new_dst) == {p: list(range(80)) for p in range(2)}
+                 or bool(failed), TAKEN_WITHIN, f"the gained topic's first records on the target ({copy})")
+        seen = time.monotonic() - t0
+        assert not failed and runner.is_alive(), "the epoch ended instead of taking the partitions in place"
+        produce_numbered(kafka_a.bootstrap, src, 2, 100, 40)  # while it copies on
+        produce_numbered(kafka_a.bootstrap, new_src, 2, 80, 40)
+        if delivery is Delivery.AT_LEAST_ONCE:  # its progress follows what it copied: stop, then take over
+            wait_for(lambda: [numbered_sequences(kafka_b.bootstrap, t) for t in (dst, new_dst)] == [
+                {p: list(range(n)) for p in range(2)} for n in (140, 120)], 30, "the records produced while it copies")
+            stop.set()
+            runner.join(30)
+        taker = run(None, None, more=more)  # exactly-once: fences the lane while it copies the gained topic
+    finally:
+        stop.set()
+        runner.join(60)
+    assert not runner.is_alive() and not failed, failed
+    assert "2 partitions added to its kept clients" in caplog.text
+    assert caplog.text.count("started in") == 2, "a lane started afresh for the partitions it gained"
+    if delivery is Delivery.AT_LEAST_ONCE:  # it stopped with all of them committed: the taker had nothing left
+        assert sum(s.records for s in taker.result) == 0
+    assert numbered_sequences(kafka_b.bootstrap, dst) == {p: list(range(140)) for p in range(2)}
+    assert numbered_sequences(kafka_b.bootstrap, new_dst) == {p: list(range(120)) for p in range(2)}
+    assert seen < TAKEN_WITHIN < LONG_EPOCH
+    print(f"{copy}/{delivery.value}: the gained topic's first records on the target {seen:.1f} s after the lane "
+          f"began (a {LONG_EPOCH:.0f}-s epoch)")
 
 
 @pytest.mark.parametrize("delivery", [Delivery.EXACTLY_ONCE, Delivery.AT_LEAST_ONCE])

@@ -5,13 +5,11 @@ must be rebuilt (rebuild.py). Everything else is the record path's: the start or
 before the progress is read, the ledger and its progress records (the offset map), the committer, outages
 ridden out, kept clients between epochs (sessions.py) and the epoch (epoch.py).
 
-Partitions the plan gains reach a batch lane at its next epoch (`BatchGrowth`); the record path also takes them
-mid-epoch (growth.py). A mirror under the identity replication policy copies records: provenance headers are
+Partitions the lane gains are taken in place as on the record path (growth.py): the plan's, between epochs, and the
+source's, mid-epoch (routewatch.py), prepared on a thread while the loop copies on and taken in between two commit
+intervals (`BatchGrowth`). A mirror under the identity replication policy copies records: provenance headers are
 written into each record (`copypath.copy_path_of` says which path a mirror takes, and why)."""
 from __future__ import annotations
-
-import logging
-import time
 
 from ..copypath import copy_path_of
 from ..resource.flowgroup import CopyPath, Delivery, FlowGroupConfig, Mirror
@@ -19,48 +17,26 @@ from .batchcommit import BatchAtLeastOnce, BatchExactlyOnce
 from .batchloop import run_batch_loop
 from .batchsource import BatchSource
 from .batchtarget import BatchTarget
-from .context import LaneContext
-from .ledger import Ledger
+from .growth import Growth
 from .lane import LaneCopy
 from .shares import PartitionKey
-from .start import lane_topic_ids, resume_positions
-
-log = logging.getLogger(__name__)
 
 
-class BatchGrowth:
-    """Partitions a batch lane adds: those its kept clients did not copy yet, between epochs."""
+class BatchGrowth(Growth):
+    """Partitions a batch lane adds to its kept connections: growth.py's, the kept producer being the wire's.
 
-    def __init__(self, ctx: LaneContext, source: BatchSource, target: BatchTarget, ledger: Ledger) -> None:
-        self.ctx, self.source, self.target, self.ledger = ctx, source, target, ledger
-        self.added: list[PartitionKey] = []
-        self.preparing = False
+    Exactly-once holds as on the record path: a new partition's resume offset is read from the progress topic
+    after the lane's InitProducerId fenced its older copies; its first batches join the open transaction
+    (AddPartitionsToTxn) when first produced, under sequences from 0, and its progress record goes in the same
+    transaction. A lane that stops before that commit leaves neither its batches nor its progress."""
 
-    def kept(self, kept_route: dict[PartitionKey, str]) -> None:
-        self.added = [k for k in self.ctx.route if k not in kept_route]
+    def fits(self, max_bytes: dict[str, int], have: dict[str, int]) -> None:
+        """Always: batches are sized per remote topic (batchtarget.py reads `max_bytes` per batch), no producer
+        setting holds a size."""
 
-    def extend(self) -> None:
-        """The added partitions' resume offsets from the progress topic, then read from there."""
-        ctx, t0 = self.ctx, time.monotonic()
-        route = {k: ctx.route[k] for k in self.added}
-        self.ledger.topic_ids = lane_topic_ids(ctx.config, ctx.mirror, ctx.route)
-        positions, totals = resume_positions(ctx.config, ctx.mirror, list(route), self.ledger.topic_ids, route)
-        self.ledger.resumed(positions, totals)
-        assert self.target.protocol is not None
-        self.target.protocol.resumed({(ctx.mirror.source, t, p): o for (t, p), o in positions.items()
-                                      if (t, p) in totals})
-        self.source.add(positions)
-        log.info("lane %s: %d partitions added in %.0f ms", ctx.tid, len(route), (time.monotonic() - t0) * 1000)
-        self.added = []
-
-    def grow(self, gained) -> None:
-        """Mid-epoch gains wait for the next epoch's plan."""
-
-    def grown(self, block: bool) -> None:
-        pass
-
-    def settle(self) -> None:
-        pass
+    def producer_knows(self, route: dict[PartitionKey, str], producer) -> None:
+        """Nothing to teach: the wire producer asks the target's metadata for a partition new to it when it first
+        produces there, and waits for one not listed yet as for a leader moving (batchwriter.py)."""
 
 
 class BatchLaneCopy(LaneCopy):
@@ -74,12 +50,11 @@ class BatchLaneCopy(LaneCopy):
                                else BatchAtLeastOnce)
         self.writer = BatchTarget(ctx, self.abort_quietly)  # type: ignore[assignment]
         self.reader = BatchSource(ctx, self.outage, self.backoff)  # type: ignore[assignment]
-        self.growth = BatchGrowth(ctx, self.reader, self.writer, self.ledger)  # type: ignore[assignment]
-        self.watch = None  # see BatchGrowth
+        self.growth = BatchGrowth(ctx, self.reader, self.writer, self.ledger)
 
     def copy(self, deadline: float) -> None:
-        self.writer.guarded(run_batch_loop, self.reader, self.writer, self.committer, self.pauses,
-                            self.should_stop, deadline)
+        self.writer.guarded(run_batch_loop, self.reader, self.writer, self.committer, self.growth, self.pauses,
+                            self.should_stop, self.watch, deadline)
 
 
 def lane_copy(config: FlowGroupConfig, mirror: Mirror, *args, **kwargs) -> LaneCopy:

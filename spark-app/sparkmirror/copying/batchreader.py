@@ -92,6 +92,19 @@ class BatchReader:
         self._aborting = {k: set() for k in positions}
         self._leaders = self.wire.leaders({t for t, _ in positions}) if positions else {}
 
+    def add(self, positions: dict[PartitionKey, int]) -> None:
+        """Read `positions`' partitions too, from the next Fetch on; the others go on where they are, a Fetch under
+        way included (a lane gaining partitions mid-epoch waits for no answer). A partition read already is
+        assigned again (`assign`: the answers under way are dropped)."""
+        if any(k in self.positions for k in positions):
+            self.assign({**self.positions, **positions})
+            return
+        if positions:
+            self._leaders.update(self.wire.leaders({t for t, _ in positions}))
+        for key, offset in positions.items():
+            self.positions[key] = offset
+            self._aborting[key] = set()
+
     def fetch(self) -> dict[PartitionKey, Fetched]:
         """One Fetch per leader, all at once; each partition's forwardable batches since its position."""
         self.send()

@@ -57,10 +57,10 @@ class BatchSource:
             self.consumer.assign(positions)
 
     def add(self, positions: dict[PartitionKey, int]) -> None:
-        """Read partitions the lane gained too, the others from where they are."""
+        """Read partitions the lane gained too, the others from where they are (the Fetch under way goes on)."""
         assert self.consumer is not None
         with self._talk("reading the source's metadata"):
-            self.consumer.assign({**self.consumer.positions, **positions})
+            self.consumer.add(positions)
 
     def take(self, kept: BatchSource, committed: dict[PartitionKey, int]) -> None:
         """Continue with the connections of the lane's previous copier, from the committed positions."""

@@ -200,6 +200,9 @@ class BatchWriter:
             try:
                 if not set(pending) <= set(self._leaders):
                     self._leaders = self.wire.leaders({t for t, _ in pending} | {t for t, _ in self._leaders})
+                unlisted = sorted(set(pending) - set(self._leaders))
+                if unlisted:  # a partition just added (a lane growing): the broker answering has not heard yet
+                    raise WireError(kerrors.UnknownTopicOrPartitionError, f"no leader of {unlisted} yet")
                 failed = self._attempt(pending, batches, seqs, out, upto)
             except WireError as e:  # the metadata request itself
                 if not e.retriable:

@@ -1,7 +1,8 @@
 """A lane taking partitions in place: the ones its kept clients did not copy yet (its plan grew between epochs)
 and the ones the source gains mid-epoch (routewatch.py). Each is started as a fresh lane's partitions are
 (max.message.bytes, topic ids, resume offsets from the progress topic, read after the kept producer fenced this
-lane's older copies), without a new producer or init_transactions."""
+lane's older copies), without a new producer or init_transactions. Both copy paths grow alike: the batch path's
+`BatchGrowth` (batchlane.py) is this with its own two checks of the kept producer (`fits`, `producer_knows`)."""
 from __future__ import annotations
 
 import logging
@@ -9,15 +10,15 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_for
 from dataclasses import dataclass
+from typing import Protocol
 
 from ..lanes import LanePartition
 from .context import LaneContext
 from .errors import talking_to
 from .ledger import Ledger
-from .reader import SourceReader
 from .shares import PartitionKey
 from .start import TopicIds, lane_topic_ids, resume_positions, target_max_message_bytes
-from .writer import RecordWriter
+from .targetwriter import TargetWriter
 
 log = logging.getLogger(__name__)
 
@@ -42,10 +43,16 @@ class Prepared:
     read_ms: float
 
 
+class Reads(Protocol):
+    """What growth asks of a lane's reader (reader.SourceReader, batchsource.BatchSource)."""
+
+    def add(self, positions: dict[PartitionKey, int]) -> None: ...
+
+
 class Growth:
     """Partitions a lane adds to its running clients."""
 
-    def __init__(self, ctx: LaneContext, reader: SourceReader, writer: RecordWriter, ledger: Ledger) -> None:
+    def __init__(self, ctx: LaneContext, reader: Reads, writer: TargetWriter, ledger: Ledger) -> None:
         self.ctx, self.reader, self.writer, self.ledger = ctx, reader, writer, ledger
         self.added: list[PartitionKey] = []  # partitions the kept clients did not copy yet (extend)
         self._gaining: list[tuple[PartitionKey, str]] = []  # gained mid-epoch, to prepare next (grow)
@@ -72,16 +79,14 @@ class Growth:
         t0 = time.monotonic()
         with talking_to("target", ctx.mirror.target, "describing the lane's new remote topics"):
             max_bytes = target_max_message_bytes(ctx.target_conf, set(route.values()) - set(have))
-        if min([1_000_000, *max_bytes.values()]) < min([1_000_000, *have.values()]):
-            # the kept producer's batches would be too large for a new topic: only a new producer fits
-            raise Regrow(f"a new remote topic takes records up to {min(max_bytes.values())} bytes")
+        self.fits(max_bytes, have)
         ids = lane_topic_ids(ctx.config, ctx.mirror, route)
         known = TopicIds({**self.ledger.topic_ids.source, **ids.source}, {**self.ledger.topic_ids.target, **ids.target})
         t1 = time.monotonic()
         positions, totals = resume_positions(ctx.config, ctx.mirror, list(route), known, route)
         t2 = time.monotonic()
         with talking_to("target", ctx.mirror.target, "reading the target's metadata"):
-            self._producer_knows(route, producer)
+            self.producer_knows(route, producer)
         return Prepared(route, max_bytes, ids, positions, {k: v for k, v in totals.items() if k in route},
                         (t1 - t0) * 1000, (t2 - t1) * 1000)
 
@@ -143,7 +148,13 @@ class Growth:
             self._preparing = None
         self._gaining = []
 
-    def _producer_knows(self, route: dict[PartitionKey, str], producer) -> None:
+    def fits(self, max_bytes: dict[str, int], have: dict[str, int]) -> None:
+        """Can the kept producer write the new remote topics (`max_bytes`: their max.message.bytes)?"""
+        if min([1_000_000, *max_bytes.values()]) < min([1_000_000, *have.values()]):
+            # the kept producer's batches would be too large for a new topic: only a new producer fits
+            raise Regrow(f"a new remote topic takes records up to {min(max_bytes.values())} bytes")
+
+    def producer_knows(self, route: dict[PartitionKey, str], producer) -> None:
         """The kept producer learns the remote partitions it is to write now: it refuses a partition missing from
         the metadata it holds (_UNKNOWN_PARTITION) and looks again only every topic.metadata.refresh.interval.ms,
         so a partition added to a topic it already wrote failed the lane. A remote partition the target's answer
