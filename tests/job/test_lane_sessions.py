@@ -88,6 +88,7 @@ class _LateGain:
 
     def __init__(self, gained: tuple[LanePartition, ...], after: float) -> None:
         self.gained, self.after, self.at, self.growing = list(gained), after, 0.0, False
+        self.handed = 0.0  # when the copier got them (time.monotonic())
 
     def changed(self) -> bool:
         return False
@@ -96,6 +97,7 @@ class _LateGain:
         self.at = self.at or time.monotonic() + self.after
         if self.gained and time.monotonic() >= self.at:
             out, self.gained = self.gained, []
+            self.handed = time.monotonic()
             return out
         return []
 
@@ -140,9 +142,10 @@ def test_partitions_gained_at_an_epochs_end_are_copied_once(kafka_a, kafka_b, la
 
 LONG_EPOCH = 60.0
 """An epoch far longer than a gained partition may wait for its first copy (`TAKEN_WITHIN`)."""
-TAKEN_WITHIN = 15.0
-"""Seconds from the lane's start until a partition it gains 1 s into its epoch is on the target: a bound on taking
-it mid-epoch (start, preparation, a commit), not a speed claim."""
+TAKEN_WITHIN = 10.0
+"""Seconds from a lane's gaining a partition until its records are on the target: a bound on taking it mid-epoch
+(preparation, a commit), not a speed claim. The lane's own start is not counted: on brokers just started (their
+coordinators loading) the first case's records were on the target 10.3 s after the lane began."""
 
 
 @pytest.mark.parametrize("delivery,copy", [(Delivery.EXACTLY_ONCE, "records"), (Delivery.EXACTLY_ONCE, "batches"),
@@ -158,21 +161,20 @@ def test_a_partition_gained_mid_epoch_is_copied_within_the_epoch(kafka_a, kafka_
     new_src, new_dst, more = run.new_topic()
     produce_numbered(kafka_a.bootstrap, src, 2, 0, 100)
     produce_numbered(kafka_a.bootstrap, new_src, 2, 0, 80)
-    stop, ran, failed = threading.Event(), [], []
+    stop, ran, failed, watch = threading.Event(), [], [], _LateGain(more, 1.0)
 
     def epoch() -> None:
         try:
-            ran.append(run(None, None, watch=_LateGain(more, 1.0), seconds=LONG_EPOCH, stop=stop.is_set))
+            ran.append(run(None, None, watch=watch, seconds=LONG_EPOCH, stop=stop.is_set))
         except BaseException as e:  # noqa: BLE001 - raised in the test's thread below
             failed.append(e)
 
-    t0 = time.monotonic()
     runner = threading.Thread(target=epoch, name="gaining-lane", daemon=True)
     runner.start()
     try:
         wait_for(lambda: numbered_sequences(kafka_b.bootstrap, new_dst) == {p: list(range(80)) for p in range(2)}
-                 or bool(failed), TAKEN_WITHIN, f"the gained topic's first records on the target ({copy})")
-        seen = time.monotonic() - t0
+                 or bool(failed), LONG_EPOCH / 2, f"the gained topic's first records on the target ({copy})")
+        seen = time.monotonic() - watch.handed  # handed before any of their records could be copied
         assert not failed and runner.is_alive(), "the epoch ended instead of taking the partitions in place"
         produce_numbered(kafka_a.bootstrap, src, 2, 100, 40)  # while it copies on
         produce_numbered(kafka_a.bootstrap, new_src, 2, 80, 40)
@@ -194,7 +196,7 @@ def test_a_partition_gained_mid_epoch_is_copied_within_the_epoch(kafka_a, kafka_
     assert numbered_sequences(kafka_b.bootstrap, new_dst) == {p: list(range(120)) for p in range(2)}
     assert seen < TAKEN_WITHIN < LONG_EPOCH
     print(f"{copy}/{delivery.value}: the gained topic's first records on the target {seen:.1f} s after the lane "
-          f"began (a {LONG_EPOCH:.0f}-s epoch)")
+          f"gained it (a {LONG_EPOCH:.0f}-s epoch)")
 
 
 @pytest.mark.parametrize("delivery", [Delivery.EXACTLY_ONCE, Delivery.AT_LEAST_ONCE])
