@@ -9,7 +9,7 @@ scraping a running mirror, plotted to `charts/sparkmirror/dashboards/sparkmirror
 4. runs every query of `dashboards/sparkmirror.json` through Prometheus' HTTP API (`query_range`), with Grafana's
    variables expanded to "all", and plots one panel per dashboard panel.
 The operator does not run here: its panel shows what the operator's metrics give in a cluster, so it stays empty.
-Needs matplotlib (`pip install matplotlib`); not part of `make test`.
+Needs matplotlib (a dependency of sparkmirror-dev, installed by `make setup`); not part of `make test`.
 """
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ from typing import Any
 from sparkmirror_dev.testing import NumberedProducer, check_numbered, count_records
 
 from tests.support.spark_runner import LocalSparkRunner
+from tests.support.waiting import wait_for
 
 
 class CountedMirror:
@@ -43,8 +44,6 @@ class CountedMirror:
         return count_records(self.target, self.remote, 20)
 
     def start(self, body: dict[str, Any], copied: int, timeout: float) -> None:
-        from tests.operator.conftest import wait_for
-
         self.kapi.create(body)
         wait_for("copying", lambda: self.copied() > copied, timeout=timeout, interval=2.0)
 
@@ -56,8 +55,6 @@ class CountedMirror:
 
     def caught_up(self, timeout: float) -> None:
         """Every record sent is on the target, and a duplicate had the time to land after the count was reached."""
-        from tests.operator.conftest import wait_for
-
         sent = self.stop()
         wait_for(f"{self.remote} to catch up", lambda: self.copied() >= self.partitions * sent, timeout=timeout,
                  interval=2.0)
