@@ -8,12 +8,13 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON = $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON = $(abspath $(PY))
 
-.PHONY: help setup tools venv kafka kubernetes test test-fast demo bench chaos campaign soak crds dev-up dev-down clean
+.PHONY: help setup tools venv kafka kubernetes test test-fast demo bench bench-autoscale chaos campaign soak crds dev-up dev-down clean
 
 help:
 	@echo "make demo   - start two local Kafka clusters and mirror between them on local Spark (DEMO_ARGS=-v: with logs)"
 	@echo "make test   - install what is missing, then run every test (the kind tests build their images here)"
 	@echo "make bench  - sparkmirror vs Apache Kafka MirrorMaker 2, side by side"
+	@echo "make bench-autoscale - the same 4x burst with autoscaling on and off through the operator (about 25 min; AUTOSCALE_ARGS=--help)"
 	@echo "make campaign - load-sensitive handoff proofs (a successor frozen mid-handoff, the operator killed at each step, autoscaling through the operator), every record counted"
 	@echo "make chaos  - fault campaign: SIGKILLs and outages under load on 3-broker clusters, every record counted (CHAOS_ARGS=--kills 5)"
 	@echo "make soak   - memory over a 60-minute run at a steady rate, per kind of process; fails above 5 MB/h (SOAK_ARGS=--minutes 20 --warmup 5)"
@@ -59,6 +60,10 @@ demo: venv kafka
 
 bench: setup
 	$(PY) -m bench $(BENCH_ARGS)
+
+# The operator on the local API server, the stand-in Spark operator, real Kafka: bench/results/autoscale.{json,md,png}
+bench-autoscale: setup
+	$(PY) -m bench.autoscale $(AUTOSCALE_ARGS)
 
 chaos: setup
 	$(PY) -m bench.chaos $(CHAOS_ARGS)

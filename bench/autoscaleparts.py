@@ -88,9 +88,10 @@ def within_bounds(mode: dict[str, Any], low: int, high: int) -> bool:
 
 
 def document(modes: dict[str, dict[str, Any]], config: dict[str, Any], commit: dict[str, Any],
-             finished: str) -> dict[str, Any]:
-    """autoscale.json: each mode's figures, the load and spec they ran under, the commit they ran at."""
-    return {"finished": finished, "commit": commit, "config": config, "modes": modes}
+             finished: str, failed: dict[str, str] | None = None) -> dict[str, Any]:
+    """autoscale.json: each mode's figures, the load and spec they ran under, the commit they ran at, and the
+    modes that did not finish, with why."""
+    return {"finished": finished, "commit": commit, "config": config, "modes": modes, "failed": failed or {}}
 
 
 def markdown(doc: dict[str, Any], picture: str) -> str:
@@ -115,6 +116,8 @@ def markdown(doc: dict[str, Any], picture: str) -> str:
         lines.append(f"| {name} | {f(m['drain_s'])} | {f(m['drain_after_burst_s'])} | {f(m['core_s'])} | "
                      f"{m['lanes_min']}..{m['lanes_max']} | {f(m['max_lag'])} | {f(m['max_lag_s'])} | "
                      f"{m['records']:,} | {m['lost']} | {m['duplicated']} |")
+    lines += [f"| {name} | failed: {why.replace('|', '/')} | | | | | | | | |"
+              for name, why in (doc.get("failed") or {}).items()]
     lines += ["", "Drain: from the burst's start to the first status refresh after its end whose lag is back at "
               "the warm-up's (the lag a mirror keeping up carries between commits). Core s: executor cores held "
               "(both generations during a handoff) integrated over the load (the catch-up after it is left out).",

@@ -107,6 +107,8 @@ def test_the_document_and_its_table() -> None:
     assert "| on | 50 | 30 | 140 | 1..3 | 30,000 | 50 |" in md
     assert "| off | never | never |" in md and "![lag and lanes](autoscale.png)" in md
     assert "800 us" in md
+    failed = autoscaleparts.document({}, doc["config"], doc["commit"], doc["finished"], {"on": "TimeoutError: a|b"})
+    assert "| on | failed: TimeoutError: a/b |" in autoscaleparts.markdown(failed, "autoscale.png")
 
 
 def test_the_picture(tmp_path: Path) -> None:
