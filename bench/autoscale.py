@@ -120,7 +120,8 @@ class Sampler(threading.Thread):
                 cores += int(ex.get("instances", 1)) * int(ex.get("cores", 1))
         lanes = None
         if group.get("workerGeneration") is not None:
-            config = self.runner.workdir / f"{application_name(NAME, group.get('name', 'a'), group['workerGeneration'])}.yaml"
+            app = application_name(NAME, group.get("name", "a"), group["workerGeneration"])
+            config = self.runner.workdir / f"{app}.yaml"  # the runner's copy of the generation's flow group
             if config.exists():
                 import yaml
 
@@ -177,6 +178,7 @@ def run_mode(mode: str, kube: Any, kapi: Any, source: str, target: str, args: ar
                   for e in kapi.list("Event", namespace) if e.get("reason") in ("ScaledUp", "ScaledDown")]
     sent = counted.sent or 0
     lost, duplicated = numbered_counts(target, counted.remote, args.partitions, sent)
+    kapi.delete("KafkaMirrorMaker2", namespace, NAME)  # its status refresh reads no lag during the next mode
     load_end = args.warmup + args.burst + args.after
     out = summary(sampler.points, args.warmup, args.warmup + args.burst, load_end, lost, duplicated,
                   sent * args.partitions)
@@ -184,7 +186,8 @@ def run_mode(mode: str, kube: Any, kapi: Any, source: str, target: str, args: ar
                sampler_errors=sampler.errors[:5],
                runner_errors=runner_errors[:5])
     print(f"  {mode}: drain {out['drain_s']} s, {out['core_s']} core s, lanes {out['lanes_min']}..{out['lanes_max']}"
-          f", max lag {out['max_lag']}, {out['records']:,} records, lost {lost}, duplicated {duplicated}", flush=True)
+          f", max lag {out['max_lag']}, produced/s {out['produced_per_s']}, {out['records']:,} records, lost {lost}, "
+          f"duplicated {duplicated}", flush=True)
     return out
 
 

@@ -62,6 +62,19 @@ def drain_seconds(points: Sequence[Point], burst_start: float, burst_end: float,
     return None
 
 
+def phase_rates(points: Sequence[Point], burst_start: float, burst_end: float, load_end: float
+                ) -> dict[str, float | None]:
+    """Records/s the source really received in each phase (its end offsets at the refreshes), so the burst's
+    factor is measured, not assumed; None where a phase has fewer than two readings."""
+    def rate(lo: float, hi: float) -> float | None:
+        inside = [p for p in points if lo <= p.t <= hi and p.produced is not None]
+        if len(inside) < 2 or inside[-1].t <= inside[0].t:
+            return None
+        grew = inside[-1].produced - inside[0].produced  # type: ignore[operator]
+        return round(grew / (inside[-1].t - inside[0].t), 1)
+    return {"warmup": rate(0, burst_start), "burst": rate(burst_start, burst_end), "after": rate(burst_end, load_end)}
+
+
 def summary(points: Sequence[Point], burst_start: float, burst_end: float, load_end: float, lost: int,
             duplicated: int, records: int) -> dict[str, Any]:
     """One mode's figures (see the module's definitions) over the load, [0, load_end]: the catch-up after the
@@ -79,7 +92,8 @@ def summary(points: Sequence[Point], burst_start: float, burst_end: float, load_
             "baseline_lag": baseline, "max_lag": max(lags, default=None),
             "max_lag_s": round(max(lag_s), 1) if lag_s else None,
             "lanes_min": min(lanes, default=None), "lanes_max": max(lanes, default=None),
-            "refreshes": len(points), "series": [asdict(p) | {"lag_s": p.lag_s} for p in series]}
+            "produced_per_s": phase_rates(points, burst_start, burst_end, load_end), "refreshes": len(points),
+            "series": [asdict(p) | {"lag_s": p.lag_s} for p in series]}
 
 
 def within_bounds(mode: dict[str, Any], low: int, high: int) -> bool:
@@ -108,15 +122,17 @@ def markdown(doc: dict[str, Any], picture: str) -> str:
                 if c.get("record_cost_us") else "") +
              f"`off`: {c['off_lanes']} lane(s) fixed; `on`: spec.autoscaling {c['autoscaling']}.", "",
              "| mode | drain s (burst start -> lag back) | after burst s | core s | lanes | max lag | max lag s | "
-             "records | lost | duplicated |",
-             "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
+             "records | lost | duplicated | produced/s warm-up, burst, after |",
+             "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
     for name, m in doc["modes"].items():
         def f(v: Any) -> str:
             return "never" if v is None else f"{v:,.0f}"
+        produced = m.get("produced_per_s") or {}
         lines.append(f"| {name} | {f(m['drain_s'])} | {f(m['drain_after_burst_s'])} | {f(m['core_s'])} | "
                      f"{m['lanes_min']}..{m['lanes_max']} | {f(m['max_lag'])} | {f(m['max_lag_s'])} | "
-                     f"{m['records']:,} | {m['lost']} | {m['duplicated']} |")
-    lines += [f"| {name} | failed: {why.replace('|', '/')} | | | | | | | | |"
+                     f"{m['records']:,} | {m['lost']} | {m['duplicated']} | "
+                     f"{', '.join('-' if v is None else f'{v:,.0f}' for v in produced.values())} |")
+    lines += [f"| {name} | failed: {why.replace('|', '/')} | | | | | | | | | |"
               for name, why in (doc.get("failed") or {}).items()]
     lines += ["", "Drain: from the burst's start to the first status refresh after its end whose lag is back at "
               "the warm-up's (the lag a mirror keeping up carries between commits). Core s: executor cores held "

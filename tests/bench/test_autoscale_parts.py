@@ -46,11 +46,19 @@ def test_summary_judges_the_load_only_and_keeps_the_catch_up_in_the_series() -> 
     assert s["drain_s"] == 50 and s["drain_after_burst_s"] == 30
     assert s["max_lag"] == 30000 and s["lanes_min"] == 1 and s["lanes_max"] == 3
     assert s["core_s"] == 1 * 80 + 3 * 20 + 1 * 20  # to t=120; the catch-up's 30 s are not counted
+    assert s["produced_per_s"] == {"warmup": None, "burst": None, "after": None}  # no end offsets read here
     assert s["refreshes"] == 6 and len(s["series"]) == 7 and s["series"][3]["decided"] == 3
     assert s["series"][0]["lag_s"] == pytest.approx(100 / 600)
     assert autoscaleparts.within_bounds(s, 1, 3) and not autoscaleparts.within_bounds(s, 1, 2)
     never = autoscaleparts.summary(points[:4], 50, 70, 120, 0, 0, 0)
     assert never["drain_s"] is None and never["drain_after_burst_s"] is None
+
+
+def test_the_load_each_phase_really_had() -> None:
+    points = [Point(t, 0, 1.0, 1, 1, 1, None, produced) for t, produced in
+              ((0, 1000), (10, 7000), (20, 13000), (30, 37000), (40, 61000), (50, 67000), (60, 73000))]
+    assert autoscaleparts.phase_rates(points, 20, 40, 60) == {"warmup": 600.0, "burst": 2400.0, "after": 600.0}
+    assert autoscaleparts.phase_rates(points[:2], 20, 40, 60) == {"warmup": 600.0, "burst": None, "after": None}
 
 
 def test_lag_seconds_as_the_autoscaler_reads_them() -> None:
