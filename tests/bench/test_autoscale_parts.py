@@ -134,8 +134,8 @@ def test_a_record_costs_its_lane_the_time_set() -> None:
     env = {**os.environ, "SPARKMIRROR_BENCH_RECORD_COST_US": "500", "PYTHONPATH": str(REPO)}
     took = float(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                                 check=True, cwd=REPO).stdout)
-    assert 0.09 <= took < 0.5, took  # 200 x 500 us = 0.1 s, slept in 10 ms slices
+    assert 0.09 <= took < 1.0, took  # 200 x 500 us = 0.1 s, slept in 10 ms slices (a loaded machine oversleeps)
     start = time.monotonic()
     free = subprocess.run([sys.executable, "-c", code], env={**env, "SPARKMIRROR_BENCH_RECORD_COST_US": "0"},
                           capture_output=True, text=True, check=True, cwd=REPO).stdout
-    assert float(free) < 0.05 and time.monotonic() - start < 30
+    assert float(free) < 0.09 and time.monotonic() - start < 60  # no cost: no sleep at all
