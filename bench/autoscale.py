@@ -259,6 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     from .autoscaleplot import plot
 
     at = handoffresults.commit(ROOT)  # the code that runs is the code at the start
+    load_before = os.getloadavg()  # a loaded machine stretches every handoff: said beside the figures
     work = args.work / time.strftime("%Y%m%dT%H%M%S")
     args.work = work
     work.mkdir(parents=True, exist_ok=True)
@@ -286,7 +287,9 @@ def main(argv: list[str] | None = None) -> int:
     config = {"rate_records": args.rate, "burst_factor": args.burst_factor, "partitions": args.partitions,
               "warmup_s": args.warmup, "burst_s": args.burst, "after_s": args.after,
               "record_cost_us": args.record_cost_us, "off_lanes": args.off_lanes, "epoch_s": args.epoch,
-              "status_interval_s": args.status_interval, "autoscaling": autoscaling_spec(args)}
+              "status_interval_s": args.status_interval, "autoscaling": autoscaling_spec(args),
+              "machine": {"cpus": os.cpu_count(), "loadavg_start": [round(x, 1) for x in load_before],
+                          "loadavg_end": [round(x, 1) for x in os.getloadavg()]}}
     doc = autoscaleparts.document(modes, config, at, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), failed)
     args.results.mkdir(parents=True, exist_ok=True)
     (args.results / "autoscale.json").write_text(json.dumps(doc, indent=2) + "\n")

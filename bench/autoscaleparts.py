@@ -120,7 +120,9 @@ def markdown(doc: dict[str, Any], picture: str) -> str:
              + (f"each record costs its lane {c['record_cost_us']:g} us (a Python transform that sleeps: a "
                 "lane's capacity set by the load, not by the 2 cores the brokers share). "
                 if c.get("record_cost_us") else "") +
-             f"`off`: {c['off_lanes']} lane(s) fixed; `on`: spec.autoscaling {c['autoscaling']}.", "",
+             f"`off`: {c['off_lanes']} lane(s) fixed; `on`: spec.autoscaling {c['autoscaling']}."
+             + (f" Machine: {c['machine']['cpus']} CPUs, load average {c['machine']['loadavg_start'][0]} at the "
+                f"start, {c['machine']['loadavg_end'][0]} at the end." if c.get("machine") else ""), "",
              "| mode | drain s (burst start -> lag back) | after burst s | core s | lanes | max lag | max lag s | "
              "records | lost | duplicated | produced/s warm-up, burst, after |",
              "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |"]

@@ -100,7 +100,8 @@ def _doc() -> dict:
     points = [_p(0, 100), _p(40, 100), _p(60, 9000), _p(80, 30000, lanes=3, cores=3, decided=3), _p(100, 50)]
     args = _args()
     config = {"rate_records": 600, "burst_factor": 4.0, "partitions": 4, "warmup_s": 50.0, "burst_s": 20.0,
-              "after_s": 50.0, "record_cost_us": 800.0, "off_lanes": 1, "autoscaling": autoscale.autoscaling_spec(args)}
+              "after_s": 50.0, "record_cost_us": 800.0, "off_lanes": 1, "autoscaling": autoscale.autoscaling_spec(args),
+              "machine": {"cpus": 2, "loadavg_start": [3.2, 2.0, 1.0], "loadavg_end": [4.5, 3.0, 2.0]}}
     modes = {"on": autoscaleparts.summary(points, 50, 70, 120, 0, 0, 4800),
              "off": autoscaleparts.summary([_p(t, 100 + 100 * t) for t in range(0, 120, 10)], 50, 70, 120, 0, 0, 4800)}
     return autoscaleparts.document(modes, config, {"sha": "abc123", "dirty": False}, "2026-11-29T11:00:00Z")
@@ -114,7 +115,7 @@ def test_the_document_and_its_table() -> None:
     md = autoscaleparts.markdown(doc, "autoscale.png")
     assert "| on | 50 | 30 | 140 | 1..3 | 30,000 | 50 |" in md
     assert "| off | never | never |" in md and "![lag and lanes](autoscale.png)" in md
-    assert "800 us" in md
+    assert "800 us" in md and "2 CPUs, load average 3.2 at the start, 4.5 at the end" in md
     failed = autoscaleparts.document({}, doc["config"], doc["commit"], doc["finished"], {"on": "TimeoutError: a|b"})
     assert "| on | failed: TimeoutError: a/b |" in autoscaleparts.markdown(failed, "autoscale.png")
 
