@@ -117,15 +117,20 @@ class BatchTarget(TargetWriter):
                 out.append((merge(group), b.base_offset, group[-1].last_offset, COALESCED, len(group)))
                 self.rebuilt[COALESCED] += len(group)
                 continue
-            if why is None:
-                out.append((b, b.base_offset, b.last_offset, None, 1))
-                self.forwarded += 1
-                continue
-            made = rebuild(b, f.fetch_offset)
-            self.rebuilt[why.label] += 1
-            if made is not None:
-                out.append((made.batch, made.source_first, made.source_last, why.label, 1))
+            self._as_it_is(b, why, f.fetch_offset, out)
         return out
+
+    def _as_it_is(self, b: Batch, why: Unforwardable | None, fetch_offset: int, out: list[Planned]) -> None:
+        """One batch no transform changed: forwarded as fetched, or rebuilt for `why` (left out when nothing of it
+        is to be copied), counted either way."""
+        if why is None:
+            out.append((b, b.base_offset, b.last_offset, None, 1))
+            self.forwarded += 1
+            return
+        made = rebuild(b, fetch_offset)
+        self.rebuilt[why.label] += 1
+        if made is not None:
+            out.append((made.batch, made.source_first, made.source_last, why.label, 1))
 
     def _transformed(self, f: Fetched, key: PartitionKey) -> list[Planned]:
         """A mirror with transforms: each batch through them (no merging); a batch they leave as it was goes as
@@ -149,15 +154,7 @@ class BatchTarget(TargetWriter):
                 self.rebuilt[TRANSFORMED] += 1
                 out.append((t.batch, t.source_first, t.source_last, TRANSFORMED, 1))
                 continue
-            why = b.unforwardable()
-            if why is None:
-                out.append((b, b.base_offset, b.last_offset, None, 1))
-                self.forwarded += 1
-                continue
-            made = rebuild(b, f.fetch_offset)
-            self.rebuilt[why.label] += 1
-            if made is not None:
-                out.append((made.batch, made.source_first, made.source_last, why.label, 1))
+            self._as_it_is(b, b.unforwardable(), f.fetch_offset, out)
         return out
 
     def write(self, fetched: dict[PartitionKey, Fetched]) -> None:
