@@ -31,7 +31,6 @@ topics (`<alias><sep>checkpoints<sep>internal`), plus everything the mirror's `t
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
