@@ -129,7 +129,7 @@ def _unplanned(east: KafkaCluster, kafka_b: KafkaCluster, tmp_path, job, capfd, 
             return []
         return _rounds([r.timestamp for r in recs if Checkpoint.decode(r.key, r.value).group == group])
 
-    wait_for(lambda: bool(rounds()), 120, "the group's first checkpoint on the target")
+    wait_for(lambda: bool(rounds()), 240, "the group's first checkpoint on the target")
     first = rounds()[0]
     time.sleep(max(0.0, first / 1000 + 6 * INTERVAL + 2 - time.time()))  # >= 30 s of checkpoints
     killed_ms = int(time.time() * 1000)
