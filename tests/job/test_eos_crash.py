@@ -160,7 +160,9 @@ def test_stop_with_a_lane_stuck_leaves_no_transaction_open(kafka_a, kafka_b, top
     t0 = time.monotonic()
     assert jp.stop(150) == 0, jp.log()[-3000:]
     figure("stop_with_frozen_lane", f"stopped in {time.monotonic() - t0:.0f}s with a frozen lane")
-    assert re.search(r"an epoch outlived the drain; fenced its \d+ lane transactional ids", jp.log()), \
+    # the frozen lane is an epoch past the drain, or a lane carrying on between epochs (no query shows it)
+    assert re.search(r"(an epoch outlived the drain|lanes may carry on between epochs); fenced its \d+ lane "
+                     r"transactional ids", jp.log()), \
         jp.log()[-3000:]
     assert open_transactions(kafka_b.bootstrap, remote, PARTS) == {}
     sent = producer.stop()

@@ -138,3 +138,34 @@ def test_acl_records_and_unknown_marks_are_read_apart_and_never_count_as_progres
         assert list(tail.latest()) == [("t", 0)]
     finally:
         tail.close()
+
+
+def test_a_lanes_own_commit_behind_another_lanes_open_transaction_is_read(kafka_b) -> None:
+    """Another lane's transaction opened before this lane's last commit and is still open (that lane was cut off
+    by a target outage): a read_committed consumer reaches PARTITION_EOF at the last stable offset, below this
+    lane's commit. The read once stopped there and the lane resumed an interval early, copying it twice (CI: 20
+    duplicates after a 70-s target outage); it waits for the open transaction to resolve instead."""
+    conf = {"bootstrap.servers": kafka_b.bootstrap}
+    topic = unique_name("progress-open")
+    ensure_progress_topic(conf, topic)
+    cut_off = Producer({**conf, "transactional.id": unique_name("cut-off-lane")})
+    cut_off.init_transactions(30)
+    cut_off.begin_transaction()
+    cut_off.produce(topic, partition=0, key=json.dumps(["a", "t", 1]).encode(), value=_value(3))
+    cut_off.flush(30)  # on the log, open: the last stable offset stays here
+    mine = Producer({**conf, "transactional.id": unique_name("this-lane")})
+    mine.init_transactions(30)
+    mine.begin_transaction()
+    mine.produce(topic, partition=0, key=json.dumps(["a", "t", 0]).encode(), value=_value(9))
+    mine.commit_transaction(30)
+    resolve = threading.Timer(3.0, lambda: cut_off.abort_transaction(30))
+    resolve.start()
+    try:
+        t0 = time.monotonic()
+        state = read_progress(conf, topic, "a", [("t", 0)], timeout=30)
+        took = time.monotonic() - t0
+    finally:
+        resolve.join(30)
+    assert ("a", "t", 0) in state.latest, "this lane's committed progress was not read"
+    assert state.latest[("a", "t", 0)].next_offset == 10
+    assert took >= 2.0, f"read in {took:.1f} s: it cannot have waited for the open transaction"

@@ -80,6 +80,8 @@ class ProgressReader:
                                   "enable.auto.commit": False, "isolation.level": "read_committed",
                                   "enable.partition.eof": True, "auto.offset.reset": "earliest",
                                   "fetch.max.bytes": 16 * 1024 * 1024})
+        self._target_conf = target_conf
+        self._log_ends: Consumer | None = None  # read_uncommitted: see _watermarks
         self._assigned: set[int] = set()
         self._missing = ""
         self._anchors = False
@@ -168,7 +170,8 @@ class ProgressReader:
             if time.monotonic() > deadline:
                 if not bounded:
                     break
-                raise TimeoutError(f"reading progress topic {self.topic!r} did not reach its end in {timeout:.0f}s")
+                raise TimeoutError(f"reading progress topic {self.topic!r} did not reach its end in {timeout:.0f}s "
+                                   "(a transaction still open below it, or the cluster slow to answer)")
             if stop_at is not None:
                 for tp in self.consumer.position([TopicPartition(self.topic, p) for p in todo]):
                     if tp.offset >= stop_at.get(tp.partition, 0):
@@ -189,7 +192,11 @@ class ProgressReader:
                 err = msg.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
-                        todo.discard(msg.partition())
+                        # read_committed: the EOF comes at the last stable offset. Below the end offsets it is
+                        # another transaction still open (a lane cut off by an outage, a frozen one), and this
+                        # lane's own later commits sit past it: wait for it to resolve, as the position says
+                        if not bounded or msg.offset() >= ends.get(msg.partition(), 0):
+                            todo.discard(msg.partition())
                         continue
                     raise KafkaException(err)
                 if bounded:
@@ -230,12 +237,22 @@ class ProgressReader:
         return self.state
 
     def _watermarks(self, partition: int, timeout: float) -> tuple[int, int]:
-        """A partition's offsets; a just-created topic's partition has no leader for a moment (NOT_LEADER...,
-        LEADER_NOT_AVAILABLE): asked again until `timeout`, like the client does for fetches."""
+        """A partition's offsets, its end being the log's end (high watermark). Asked by a read_committed
+        consumer, the end would be the last stable offset: with another lane's transaction open (a lane cut off
+        by an outage keeps one until it is fenced or times out), this lane's own later commits lie past it, and
+        a lane resuming from there copied an interval twice. So a read_uncommitted consumer asks; reaching that
+        end read_committed waits for the open transactions below it to resolve.
+
+        A just-created topic's partition has no leader for a moment (NOT_LEADER..., LEADER_NOT_AVAILABLE): asked
+        again until `timeout`, like the client does for fetches."""
+        if self._log_ends is None:
+            self._log_ends = Consumer({**self._target_conf, "group.id": f"sparkmirror-progress-ends-"
+                                       f"{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
+                                       "isolation.level": "read_uncommitted"})
         deadline = time.monotonic() + timeout
         while True:
             try:
-                return self.consumer.get_watermark_offsets(TopicPartition(self.topic, partition), timeout=timeout)
+                return self._log_ends.get_watermark_offsets(TopicPartition(self.topic, partition), timeout=timeout)
             except KafkaException as e:
                 err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
                 if err is None or err.code() not in _NO_LEADER_YET or time.monotonic() > deadline:
@@ -271,6 +288,8 @@ class ProgressReader:
 
     def close(self) -> None:
         self.consumer.close()
+        if self._log_ends is not None:
+            self._log_ends.close()
 
 
 def read_progress(target_conf: dict[str, str], topic: str, source_cluster: str | None = None,
