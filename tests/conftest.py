@@ -190,43 +190,14 @@ def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator["KubeApiServer"]:
 
 
 @pytest.fixture
-def namespace(kube: "KubeApiServer", request: pytest.FixtureRequest) -> Iterator[str]:
-    """A fresh namespace for this test only. Its KafkaMirrorMaker2 resources are removed afterwards: this API
-    server has no namespace controller, and every later operator (all namespaces) would take them on, their
-    status timers waiting on Kafka clusters long stopped; in CI's parallel phase a worker gathered dozens, and
-    the operator of a later module took over 120 s to act on its own test's change."""
+def namespace(kube: "KubeApiServer", request: pytest.FixtureRequest) -> str:
+    """A fresh namespace for this test only (left behind on purpose: inspecting it after a failure helps)."""
     from kubernetes import client
 
     name = unique_name(request.node.name)[:63].rstrip("-")
     with kube.api_client() as api:
         client.CoreV1Api(api).create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
-    yield name
-    _remove_mirror_resources(kube, name)
-
-
-def _remove_mirror_resources(kube: "KubeApiServer", namespace: str) -> None:
-    """Delete the namespace's KafkaMirrorMaker2 resources at once: finalizers dropped first, so no operator
-    (running or stopped) holds them. Nothing to do where the CRD was never installed."""
-    from kubernetes import client
-    from kubernetes.client.rest import ApiException
-
-    args = ("sparkmirror.io", "v1alpha1", namespace, "kafkamirrormaker2s")
-    with kube.api_client() as api:
-        objects = client.CustomObjectsApi(api)
-        try:
-            items = objects.list_namespaced_custom_object(*args)["items"]
-        except ApiException as e:
-            if e.status == 404:
-                return
-            raise
-        for item in items:
-            try:
-                objects.patch_namespaced_custom_object(*args, item["metadata"]["name"],
-                                                       {"metadata": {"finalizers": None}})
-                objects.delete_namespaced_custom_object(*args, item["metadata"]["name"])
-            except ApiException as e:
-                if e.status != 404:
-                    raise
+    return name
 
 
 @pytest.fixture(scope="session")

@@ -30,9 +30,32 @@ def kmm2_crd(kube) -> Path:
 
 @pytest.fixture(scope="module")
 def operator(kube, kmm2_crd) -> Iterator[None]:
-    """The real operator (kopf, all namespaces) running in-process against the session's API server."""
+    """The real operator (kopf, all namespaces) running in-process against the session's API server. The
+    resources earlier modules left go first: this API server has no namespace controller, and an operator of all
+    namespaces would take every one on, its status timers waiting on Kafka clusters long stopped (in CI's
+    parallel phase a worker gathered dozens, and the operator took over 120 s to act on its own test's change)."""
+    _sweep_mirror_resources(kube)
     with running_operator(kube, "--all-namespaces"):
         yield
+
+
+def _sweep_mirror_resources(kube) -> None:
+    """Every KafkaMirrorMaker2 on the server deleted at once, finalizers dropped first: no operator runs now
+    (this worker runs one module at a time) to act on the deletion."""
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    group, version, plural = "sparkmirror.io", "v1alpha1", "kafkamirrormaker2s"
+    with kube.api_client() as api:
+        objects = client.CustomObjectsApi(api)
+        for item in objects.list_cluster_custom_object(group, version, plural)["items"]:
+            where = (group, version, item["metadata"]["namespace"], plural, item["metadata"]["name"])
+            try:
+                objects.patch_namespaced_custom_object(*where, {"metadata": {"finalizers": None}})
+                objects.delete_namespaced_custom_object(*where)
+            except ApiException as e:
+                if e.status != 404:
+                    raise
 
 
 @pytest.fixture
