@@ -16,6 +16,8 @@ from sparkmirror_dev import install, paths
 from sparkmirror_dev.kafka import KafkaCluster
 from sparkmirror_dev.procs import DevEnvError
 
+pytestmark = pytest.mark.minutes(0.9)
+
 
 def _java_children() -> set[int]:
     return {p.pid for p in psutil.Process().children(recursive=True) if "java" in p.name()}

@@ -18,7 +18,7 @@ from sparkmirror_dev.testing import create_topic, open_transactions, produce_wai
 
 from .conftest import end_offsets
 
-pytestmark = pytest.mark.minutes(3)
+pytestmark = pytest.mark.minutes(1.3)
 
 PARTS = 4
 PER_PART = 2500

@@ -31,11 +31,11 @@ from sparkmirror_dev.testing import NumberedProducer, check_numbered, create_top
 from .committed import Progress, wait_committed
 from .conftest import wait_for
 
-pytestmark = [pytest.mark.kafka, pytest.mark.minutes(9)]
+pytestmark = [pytest.mark.kafka, pytest.mark.minutes(6.5)]
 
 PARTS = 3
 SANS = ["DNS:localhost", "IP:127.0.0.1"]  # the broker's names: Kafka refuses a new keystore whose names differ
-SETTLE_S = 25.0  # a file change to every client of the job made again: a 5 s credentials check, a 5 s epoch
+SETTLE_S = 15.0  # a file change to every client of the job made again: a 5 s credentials check, a 5 s epoch
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +114,7 @@ def test_certificates_rotated_while_mirroring(tls_kafka, job, tmp_path, figure, 
             time.sleep(0.5)
 
     with progress.sampling():  # the committed end every second, from before the rotations to after them
-        watch(20)
+        watch(10)
         baseline = progress.longest_still(0.0)  # epoch boundaries and all, before anything is rotated
         listener = k.bootstrap_of("MTLS")
         steps: dict[str, float] = {}
@@ -126,7 +126,7 @@ def test_certificates_rotated_while_mirroring(tls_kafka, job, tmp_path, figure, 
             k.alter_broker_config(props)  # a JVM starting on this small machine: seconds, before the broker changes
             steps[what] = time.monotonic()
             wait_for(lambda: served_certificate(listener) == der(issued), 60, f"the listener serving the {what}")
-            watch(15)
+            watch(10)
 
         def client_files(issued: Issued, what: str, ca: bytes) -> None:
             steps[what] = time.monotonic()
@@ -147,7 +147,7 @@ def test_certificates_rotated_while_mirroring(tls_kafka, job, tmp_path, figure, 
         steps["old principals' ACLs deleted"] = time.monotonic()
         for gen in (1, 2):
                 k.disallow(f"User:CN=mirror-gen{gen}", timeout=120)  # a busy machine: the controller lags
-        watch(20)
+        watch(10)
 
     sent = producer.stop()
     wait_committed(k.bootstrap, remote, sent * PARTS, alive, 180, "catch-up")
@@ -166,7 +166,7 @@ def test_certificates_rotated_while_mirroring(tls_kafka, job, tmp_path, figure, 
            f"each step: "
            + "; ".join(f"{w}: {'-' if m is None else f'{m:.1f} s'}" for w, m in moved.items()))
     assert all(m is not None for m in moved.values()), moved
-    # the driver's clients were made again at each of the 3 changes of the job's files (5 s checks, 25 s apart);
+    # the driver's clients were made again at each of the 3 changes of the job's files (5 s checks, 15 s apart);
     # the lanes' are made afresh at their next epoch or start, in whichever worker: the deleted ACLs prove it
     for holder in ("the services' clients", "the topic sync's clients"):
         assert log.count(f"changed: making {holder} again") == 3, holder

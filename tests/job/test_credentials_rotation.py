@@ -32,7 +32,7 @@ from sparkmirror.progress import ensure_progress_topic
 from .committed import Progress, wait_committed
 from .conftest import close_kept_lanes, numbered_sequences, produce_numbered, read_topic, wait_for
 
-pytestmark = [pytest.mark.kafka, pytest.mark.minutes(10)]
+pytestmark = [pytest.mark.kafka, pytest.mark.minutes(3.7)]
 
 PARTS = 3
 USER = "mirror"

@@ -20,7 +20,7 @@ from sparkmirror_dev.testing import NumberedProducer, check_numbered, open_trans
 
 from .conftest import read_topic, wait_for
 
-pytestmark = pytest.mark.minutes(8)
+pytestmark = pytest.mark.minutes(6.0)
 
 PARTS = 3
 

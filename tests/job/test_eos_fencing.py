@@ -18,6 +18,8 @@ from sparkmirror_dev.testing import NumberedProducer
 
 from .test_eos_crash import PARTS
 
+pytestmark = pytest.mark.minutes(2.3)
+
 
 def _one_lane(kafka_a, kafka_b, topic, flowgroup):
     """A flow group of one lane over a source topic of PARTS partitions and its remote topic."""

@@ -16,7 +16,7 @@ from sparkmirror_dev.testing import (commit_group, consume_as_group, create_topi
 
 from .conftest import mirror_once
 
-pytestmark = pytest.mark.kafka
+pytestmark = [pytest.mark.kafka, pytest.mark.minutes(1.6)]
 
 
 def _read_some(bootstrap: str, group: str, topic: str, partitions: int, n: int | dict[int, int]) -> dict[int, list[int]]:

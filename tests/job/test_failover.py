@@ -25,7 +25,7 @@ from sparkmirror_dev.testing import (commit_group, consume_as_group, count_recor
 
 from .conftest import mirror_once, wait_for
 
-pytestmark = pytest.mark.minutes(3)
+pytestmark = pytest.mark.minutes(2.7)
 
 
 def _read_as(bootstrap: str, group: str, topic: str, upto: dict[int, int]) -> dict[int, list[int]]:

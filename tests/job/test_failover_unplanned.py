@@ -25,7 +25,7 @@ from sparkmirror_dev.testing import consume_as_group, create_topic, read_topic, 
 
 from .conftest import numbered_sequences, wait_for
 
-pytestmark = [pytest.mark.kafka, pytest.mark.minutes(2)]
+pytestmark = [pytest.mark.kafka, pytest.mark.minutes(1.4)]
 
 INTERVAL = 5.0   # emit.checkpoints.interval.seconds
 RATE = 40        # sequences per second on each of the 2 partitions

@@ -15,7 +15,7 @@ from sparkmirror_dev.testing import NumberedProducer, check_numbered, count_reco
 
 from .conftest import wait_for
 
-pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.minutes(3)]
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.minutes(2.0)]
 
 
 def commit_gaps(bootstrap: str, cfg: FlowGroupConfig, since_ms: int) -> list[tuple[int, int]]:

@@ -13,7 +13,7 @@ from sparkmirror_dev.testing import check_numbered, produce_numbered
 
 from .conftest import wait_for
 
-pytestmark = [pytest.mark.kafka, pytest.mark.minutes(2)]
+pytestmark = [pytest.mark.kafka, pytest.mark.minutes(0.8)]
 PARTITIONS = 4
 BUDGET = re.compile(r"offset history budget: 25% of driver memory 512 MiB = 128\.0 MiB for (\d+) source partitions "
                     r"at ([\d.]+) bytes/range \(measured\): cap ([\d,]+) ranges/partition \(derived\)")

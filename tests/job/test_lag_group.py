@@ -17,6 +17,8 @@ from sparkmirror_dev.procs import java_cmd
 from sparkmirror_dev.testing import create_topic, read_topic
 from .conftest import close_kept_lanes, end_offsets, mirror_once, produce_numbered, unique_name
 
+pytestmark = pytest.mark.minutes(1.0)
+
 PARTS = 3
 RECORDS = 150
 EXTRA_ON_0 = 40  # partition 0 holds more: the tool's rows must differ per partition

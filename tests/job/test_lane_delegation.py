@@ -22,6 +22,8 @@ from sparkmirror_dev.workers import run_lane
 
 from .conftest import close_kept_lanes, numbered_sequences, produce_numbered, unique_name, wait_for
 
+pytestmark = pytest.mark.minutes(1.5)
+
 EPOCH_S = 2.0
 
 

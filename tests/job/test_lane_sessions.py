@@ -18,6 +18,8 @@ from sparkmirror.progress import ensure_progress_topic
 
 from .conftest import close_kept_lanes, numbered_sequences, produce_numbered, read_topic, wait_for
 
+pytestmark = pytest.mark.minutes(2.7)
+
 
 @pytest.fixture
 def lane(kafka_a, kafka_b, topic, flowgroup):

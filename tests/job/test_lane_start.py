@@ -15,6 +15,8 @@ from sparkmirror.copying.start import offsets_held, offsets_unsettled
 
 from .conftest import produce_numbered
 
+pytestmark = pytest.mark.minutes(0.9)
+
 
 def test_a_lane_takes_a_record_when_it_arrives_and_then_all_that_are_queued(kafka_a, topic) -> None:
     """next_batch: a batch consume() waits out its whole timeout unless the batch fills; the lane's read returns

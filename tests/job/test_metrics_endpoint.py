@@ -6,6 +6,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+import pytest
 from confluent_kafka.admin import AdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -17,6 +18,8 @@ from sparkmirror.progress import ensure_progress_topic
 from sparkmirror.topicsync import TopicSync
 
 from .conftest import produce_numbered, wait_for
+
+pytestmark = pytest.mark.minutes(0.9)
 
 
 def samples(text: str) -> dict[tuple[str, tuple], float]:

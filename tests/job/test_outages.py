@@ -24,7 +24,7 @@ from sparkmirror.resource.flowgroup import FlowGroupConfig
 from .conftest import wait_for
 from .test_eos_crash import PARTS, NumberedProducer, _target_count
 
-pytestmark = pytest.mark.minutes(5)
+pytestmark = pytest.mark.minutes(5.8)
 
 OUTAGE_S = 70.0
 

@@ -14,7 +14,7 @@ from sparkmirror_dev.testing import produce_numbered, read_topic
 
 from .conftest import wait_for
 
-pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+pytestmark = [pytest.mark.minutes(1.1), pytest.mark.kafka, pytest.mark.spark]
 
 
 def test_a_query_whose_python_worker_connects_back_late_starts_again(kafka_a, kafka_b, topic, flowgroup, job,

@@ -24,7 +24,7 @@ from sparkmirror.resource.names import EXIT_TOO_FEW_BROKERS
 from sparkmirror.resource.flowgroup import Cluster, FlowGroupConfig, Mirror
 from sparkmirror.topicsync import TopicSync, TopicSyncError
 
-pytestmark = pytest.mark.kafka
+pytestmark = [pytest.mark.kafka, pytest.mark.minutes(1.1)]
 
 
 @pytest.fixture(scope="module")

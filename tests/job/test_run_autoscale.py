@@ -18,7 +18,7 @@ from sparkmirror_dev.testing import NumberedProducer, check_numbered, count_reco
 
 from .conftest import wait_for
 
-pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.minutes(3)]
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.minutes(1.5)]
 
 
 def test_the_local_runner_scales_up_by_the_operators_rule(kafka_a, kafka_b, topic, flowgroup, tmp_path,

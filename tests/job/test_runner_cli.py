@@ -18,6 +18,8 @@ from sparkmirror_dev.testing import create_topic, unique_name
 
 from .conftest import produce_numbered, read_topic, wait_for
 
+pytestmark = pytest.mark.minutes(2.4)
+
 
 def resource(source_bootstrap: str, target_bootstrap: str, topics: str, name: str | None = None,
              source: str = "a", target: str = "b", **spec) -> dict:

@@ -27,7 +27,7 @@ from sparkmirror_operator.lag import group_lag
 
 from .conftest import produce_numbered, read_topic, unique_name, wait_for
 
-pytestmark = [pytest.mark.kafka, pytest.mark.minutes(6)]
+pytestmark = [pytest.mark.kafka, pytest.mark.minutes(3.5)]
 MARKER = "LEAKMARK"  # in every password of `secured_kafka` (tests/conftest.py SECURED_USERS)
 SECRET = "sec"       # the Secret the operator's view of a config names: secret:/sec/<file name>
 

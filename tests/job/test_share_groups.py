@@ -21,7 +21,7 @@ from tests.support.sharetools import described, end_offsets, share_consume, star
 
 from .conftest import wait_for
 
-pytestmark = pytest.mark.minutes(3)
+pytestmark = pytest.mark.minutes(2.1)
 
 
 def test_start_offsets_translate_through_the_offset_map() -> None:

@@ -14,7 +14,7 @@ from sparkmirror_dev.standalone import SPARK_HOME, StandaloneCluster, master_sta
 from .conftest import read_topic, wait_for
 from .test_eos_crash import PARTS, NumberedProducer, _check, _target_count
 
-pytestmark = pytest.mark.minutes(2)
+pytestmark = pytest.mark.minutes(1.2)
 
 JOB = Path(__file__).resolve().parents[2] / "spark-app" / "sparkmirror" / "job.py"
 

@@ -23,7 +23,7 @@ from sparkmirror_dev.testing import check_numbered, create_topic, produce_number
 
 from .conftest import close_kept_lanes, mirror_once, wait_for
 
-pytestmark = [pytest.mark.kafka, pytest.mark.minutes(4)]
+pytestmark = [pytest.mark.kafka, pytest.mark.minutes(1.5)]
 GRACE = 6
 PARTS = 2
 

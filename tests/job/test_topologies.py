@@ -17,7 +17,7 @@ from sparkmirror_dev.testing import create_topic, read_topic, unique_name
 
 from .conftest import mirror_once
 
-pytestmark = pytest.mark.kafka
+pytestmark = [pytest.mark.kafka, pytest.mark.minutes(2.4)]
 
 N = 60  # sequences per partition and origin
 PARTS = 2

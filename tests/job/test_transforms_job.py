@@ -19,7 +19,7 @@ from sparkmirror_dev.testing import NumberedProducer, commit_group, unique_name
 
 from .conftest import read_topic, wait_for
 
-pytestmark = pytest.mark.minutes(5)
+pytestmark = pytest.mark.minutes(2.2)
 
 PARTS = 2
 TRANSFORMS = [

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
 from confluent_kafka import Producer
 
 from sparkmirror.copying import copy_lane
@@ -13,6 +14,8 @@ from sparkmirror.progress import ProgressRecord, ensure_progress_topic
 from sparkmirror.runner.resources import load
 
 from .test_runner_cli import resource, sparkmirror, write
+
+pytestmark = pytest.mark.minutes(1.3)
 
 BASE_TS = int(time.time() * 1000) - 3_600_000  # recent: older ones would fall to the brokers' retention
 

@@ -18,7 +18,7 @@ from sparkmirror.resource.names import LEASE_HOLDER, lease_ready_key, lease_took
 from .conftest import KMM2, condition, kmm2_status, wait_for
 from .test_operator import names
 
-pytestmark = [pytest.mark.k8s, pytest.mark.kafka]
+pytestmark = [pytest.mark.minutes(1.8), pytest.mark.k8s, pytest.mark.kafka]
 
 
 @dataclass

@@ -9,7 +9,7 @@ import pytest
 
 from .conftest import wait_for
 
-pytestmark = [pytest.mark.k8s, pytest.mark.kafka, pytest.mark.spark, pytest.mark.minutes(3)]
+pytestmark = [pytest.mark.k8s, pytest.mark.kafka, pytest.mark.spark, pytest.mark.minutes(1.4)]
 KMM2 = "KafkaMirrorMaker2"
 
 

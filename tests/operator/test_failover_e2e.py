@@ -16,7 +16,7 @@ from tests.support.sharetools import described, share_consume, start_earliest
 
 from .conftest import KMM2, condition as _cond, kmm2_status as _status, merge_patch as _patch, wait_for
 
-pytestmark = [pytest.mark.k8s, pytest.mark.kafka, pytest.mark.spark, pytest.mark.minutes(3)]
+pytestmark = [pytest.mark.k8s, pytest.mark.kafka, pytest.mark.spark, pytest.mark.minutes(2.4)]
 
 
 @pytest.mark.timeout(900)

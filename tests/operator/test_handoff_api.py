@@ -18,7 +18,7 @@ from sparkmirror_operator.restarts import ANNOTATION_REFUSED
 from .conftest import wait_for
 from .test_operator import KMM2, names, resource, secret
 
-pytestmark = pytest.mark.k8s
+pytestmark = [pytest.mark.k8s, pytest.mark.minutes(2.1)]
 
 
 def _report(kapi: KubeApi, namespace: str, lease: str, annotations: dict[str, str | None]) -> None:

@@ -16,7 +16,7 @@ from sparkmirror_operator.reconcile import Reconciler
 
 from .conftest import wait_for
 
-pytestmark = pytest.mark.k8s
+pytestmark = [pytest.mark.k8s, pytest.mark.minutes(2.5)]
 KMM2 = "KafkaMirrorMaker2"
 
 
