@@ -115,7 +115,6 @@ def _unplanned(east: KafkaCluster, kafka_b: KafkaCluster, tmp_path, job, capfd, 
     resource = tmp_path / "mirror.yaml"
     resource.write_text(json.dumps(doc))
     cfg = load([str(resource)]).configs[0]
-    mirror = cfg.mirrors[0]
     dst, ckpt_topic = f"{alias}.{src}", f"{alias}.checkpoints.internal"
     writer, reader = _Writer(east.bootstrap, src), _Group(east.bootstrap, group, src)
     writer.start()

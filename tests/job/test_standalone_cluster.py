@@ -11,7 +11,7 @@ import pytest
 
 from sparkmirror_dev.standalone import SPARK_HOME, StandaloneCluster, master_state
 
-from .conftest import read_topic, wait_for
+from .conftest import wait_for
 from .test_eos_crash import PARTS, NumberedProducer, _check, _target_count
 
 pytestmark = pytest.mark.minutes(1.2)
