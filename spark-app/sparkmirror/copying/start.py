@@ -111,7 +111,7 @@ def resume_positions(config: FlowGroupConfig, mirror: Mirror, partitions: list[t
     target_conf = config.cluster(mirror.target).client_config()
     with talking_to("target", mirror.target, f"reading progress topic {config.progressTopic}"):
         state = read_progress(target_conf, config.progressTopic, mirror.source, partitions,
-                              resource=config.resource)
+                              resource=config.resource, log_end=True)  # after init_transactions: see reader.py
     why = state.superseded_why(config.resource, config.resourceUid, config.name, config.worker.generation)
     if why is not None:  # read after this lane's fencing: see handoff/takeover.py
         raise Superseded(why)

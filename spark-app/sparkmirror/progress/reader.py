@@ -214,10 +214,17 @@ class ProgressReader:
         return n
 
     # -- the two ways to read
-    def read_to_end(self, timeout: float = 60.0) -> ProgressState:
+    def read_to_end(self, timeout: float = 60.0, log_end: bool = False) -> ProgressState:
         """Everything committed up to the end offsets seen now. Not "until EOF": while other lanes keep
         committing small transactions, a read_committed consumer never gets PARTITION_EOF (the open transaction
         always sits at the end); everything below the end offsets is decided once those transactions resolve.
+
+        The end is the last stable offset: what is decided now (a driver starting after a crash reads its marks
+        before anything fenced the dead lanes, whose transactions stay open until their timeout). `log_end`:
+        the log's end (high watermark) instead, for a lane resuming after its own init_transactions. Another
+        lane's transaction may be open below its own later commits (a lane cut off by an outage keeps one until
+        it is fenced or times out); stopping at the stable offset, a lane resumed an interval early and copied
+        it twice (CI: 20 duplicates after a 70-s target outage). It waits for that transaction to resolve.
 
         RuntimeError when the topic does not exist (after waiting up to 15 s for a just-created one to appear).
         """
@@ -228,7 +235,7 @@ class ProgressReader:
             raise RuntimeError(f"progress topic {self.topic!r} not found on the target: {self._missing}")
         ends = {}
         for p in parts:
-            lo, hi = self._watermarks(p, timeout)
+            lo, hi = self._watermarks(p, timeout, log_end)
             if hi > lo:
                 ends[p] = hi
         if ends:
@@ -236,23 +243,23 @@ class ProgressReader:
             self._consume(ends, timeout, 0.5)
         return self.state
 
-    def _watermarks(self, partition: int, timeout: float) -> tuple[int, int]:
-        """A partition's offsets, its end being the log's end (high watermark). Asked by a read_committed
-        consumer, the end would be the last stable offset: with another lane's transaction open (a lane cut off
-        by an outage keeps one until it is fenced or times out), this lane's own later commits lie past it, and
-        a lane resuming from there copied an interval twice. So a read_uncommitted consumer asks; reaching that
-        end read_committed waits for the open transactions below it to resolve.
+    def _watermarks(self, partition: int, timeout: float, log_end: bool = False) -> tuple[int, int]:
+        """A partition's offsets. Its end as this read_committed consumer is told it: the last stable offset;
+        `log_end`: the high watermark, which only a read_uncommitted consumer is told.
 
         A just-created topic's partition has no leader for a moment (NOT_LEADER..., LEADER_NOT_AVAILABLE): asked
         again until `timeout`, like the client does for fetches."""
-        if self._log_ends is None:
-            self._log_ends = Consumer({**self._target_conf, "group.id": f"sparkmirror-progress-ends-"
-                                       f"{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
-                                       "isolation.level": "read_uncommitted"})
+        asker = self.consumer
+        if log_end:
+            if self._log_ends is None:
+                self._log_ends = Consumer({**self._target_conf, "group.id": f"sparkmirror-progress-ends-"
+                                           f"{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
+                                           "isolation.level": "read_uncommitted"})
+            asker = self._log_ends
         deadline = time.monotonic() + timeout
         while True:
             try:
-                return self._log_ends.get_watermark_offsets(TopicPartition(self.topic, partition), timeout=timeout)
+                return asker.get_watermark_offsets(TopicPartition(self.topic, partition), timeout=timeout)
             except KafkaException as e:
                 err = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
                 if err is None or err.code() not in _NO_LEADER_YET or time.monotonic() > deadline:
@@ -294,8 +301,9 @@ class ProgressReader:
 
 def read_progress(target_conf: dict[str, str], topic: str, source_cluster: str | None = None,
                   source_partitions: Iterable[tuple[str, int]] | None = None,
-                  timeout: float = 60.0, resource: str | None = None) -> ProgressState:
-    """Read the progress topic read_committed up to its end into a ProgressState.
+                  timeout: float = 60.0, resource: str | None = None, log_end: bool = False) -> ProgressState:
+    """Read the progress topic read_committed up to its end into a ProgressState (`log_end`: see
+    `ProgressReader.read_to_end`).
 
     Call it only after `init_transactions()` of the lane that will use the result: that aborts the lane's own
     open transaction, so what is read here cannot change under the lane any more. Filters by source cluster
@@ -303,7 +311,7 @@ def read_progress(target_conf: dict[str, str], topic: str, source_cluster: str |
     """
     reader = ProgressReader(target_conf, topic, source_cluster, source_partitions, resource=resource)
     try:
-        return reader.read_to_end(timeout)
+        return reader.read_to_end(timeout, log_end)
     finally:
         reader.close()
 
