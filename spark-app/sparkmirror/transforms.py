@@ -18,6 +18,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from .replication import policy_for
 from .resource.javaregex import compile_java
 from .resource.transforms import AddHeader, DropJsonFields, DropRecords, PythonTransform, RenameHeader, Route
 
@@ -166,9 +167,12 @@ def _python(t: PythonTransform, where: str) -> Step:
 class RecordTransforms:
     """A mirror's transforms as one chain. `apply(...)` is the record as written, or None when dropped."""
 
-    def __init__(self, transforms: Sequence, where: str = "transforms") -> None:
+    def __init__(self, transforms: Sequence, where: str = "transforms",
+                 exempt: Callable[[str], bool] | None = None) -> None:
         self.counts = Counts()
         self.steps: list[Step] = []
+        self._exempt = exempt  # topics whose records pass untouched: the mirror's heartbeats (see `compiled`)
+        self._exempt_seen: dict[str, bool] = {}
         for i, t in enumerate(transforms):
             at = f"{where}[{i}]"
             if isinstance(t, DropRecords):
@@ -190,6 +194,12 @@ class RecordTransforms:
         return bool(self.steps)
 
     def apply(self, topic: str, part: int, off: int, ts: int, k, v, h) -> Kvh | None:
+        if self._exempt is not None:
+            exempt = self._exempt_seen.get(topic)
+            if exempt is None:
+                exempt = self._exempt_seen[topic] = self._exempt(topic)
+            if exempt:
+                return k, v, h
         for step in self.steps:
             out = step(topic, part, off, ts, k, v, h)
             if out is None:
@@ -206,9 +216,16 @@ class RecordTransforms:
 
 def compiled(mirror) -> RecordTransforms | None:
     """The chain of a flow-group `Mirror` (None when it has none but routes, or none at all). TransformRefused names
-    the mirror's field."""
+    the mirror's field.
+
+    Heartbeats topics (the mirror's policy says which; MM2 mirrors them whatever the topic filter) pass untouched:
+    their records are MM2's own binary format, which the heartbeat chain and MM2's tools read downstream. A user's
+    transforms are written for the data topics; a JSON or Python transform meeting a heartbeat failed and stopped
+    the mirror (seen in CI once another test had created `heartbeats` on the shared source cluster)."""
     ts = getattr(mirror, "transforms", None)
-    chain = RecordTransforms(ts, f"mirrors[{mirror.name}].transforms") if ts else None
+    if not ts:
+        return None
+    chain = RecordTransforms(ts, f"mirrors[{mirror.name}].transforms", exempt=policy_for(mirror).is_heartbeats_topic)
     return chain if chain else None
 
 

@@ -276,3 +276,20 @@ def test_batch_path_legacy_message_sets_keep_their_offsets() -> None:
     assert (t.touched, t.dropped, t.source_first, t.source_last) == (True, 1, 40, 42)
     assert t.batch.magic == 2 and [r[0] for r in _records_of(t.batch)] == [b"k0", b"k2"]
     assert [r[3] for r in _records_of(t.batch)] == [1000, 1002]
+
+
+def test_heartbeats_pass_untouched_whatever_the_chain() -> None:
+    """MM2 mirrors heartbeats topics whatever the filter; their records are MM2's binary format, read downstream by
+    the heartbeat chain and MM2's tools. A Python transform decoding values as text once stopped the mirror on one
+    (CI, once another test had created `heartbeats` on the shared source cluster)."""
+    c = chain({"type": "python", "callable": "tests.support.transformfns:tag_and_drop_elevens"},
+              {"type": "addHeader", "name": "x", "value": "1"})
+    beat = b"\x00\x00\x00\x01\xff\xfe"  # not UTF-8
+    for topic in ("heartbeats", "west.heartbeats", "east.west.heartbeats"):
+        assert c.apply(topic, 0, 11, 1000, b"k", beat, None) == (b"k", beat, None), topic
+    with pytest.raises(TransformFailed, match="raised on t"):
+        c.apply("t", 0, 0, 1000, b"k", beat, None)  # a data topic still goes through the chain
+    identity = compiled(Mirror(name="a", source="a", target="b", replicationPolicy="identity",
+                               transforms=[{"type": "addHeader", "name": "x", "value": "1"}]))
+    assert identity is not None and identity.apply("heartbeats", 0, 0, 1000, b"k", beat, None)[2] is None
+    assert identity.apply("t", 0, 0, 1000, b"k", beat, None)[2] == [("x", b"1")]
