@@ -106,6 +106,30 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
         env.stop()
 
 
+@pytest.fixture(autouse=True)
+def _no_heartbeats_left(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After a test on the shared clusters, the heartbeats topics it made go: every mirror copies heartbeats topics
+    whatever its filter (as MM2 does), so one left on cluster a changed what later tests on it count (their
+    partitions, their records) depending on the order tests ran in."""
+    yield
+    if "kafka" not in request.fixturenames:
+        return
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    env: LocalKafka = request.getfixturevalue("kafka")
+    for cluster in env.clusters.values():
+        if cluster.pid is None:
+            continue
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        try:
+            beats = [t for t in admin.list_topics(timeout=5).topics if t.endswith("heartbeats")]
+            for future in admin.delete_topics(beats, operation_timeout=30).values() if beats else ():
+                future.result(30)
+        except KafkaException:
+            pass  # a cluster a test left stopped or unreachable: nothing to tidy there
+
+
 @pytest.fixture(scope="module")
 def kafka_releases(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
     """Clusters of other Kafka releases or modes for one module (the broker matrix): `.start({name: (version,
