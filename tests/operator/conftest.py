@@ -45,11 +45,12 @@ def _sweep_mirror_resources(kube) -> None:
     from kubernetes import client
     from kubernetes.client.rest import ApiException
 
-    group, version, plural = "sparkmirror.io", "v1alpha1", "kafkamirrormaker2s"
+    from sparkmirror.resource.model import GROUP, PLURAL, VERSION
+
     with kube.api_client() as api:
         objects = client.CustomObjectsApi(api)
-        for item in objects.list_cluster_custom_object(group, version, plural)["items"]:
-            where = (group, version, item["metadata"]["namespace"], plural, item["metadata"]["name"])
+        for item in objects.list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]:
+            where = (GROUP, VERSION, item["metadata"]["namespace"], PLURAL, item["metadata"]["name"])
             try:
                 objects.patch_namespaced_custom_object(*where, {"metadata": {"finalizers": None}})
                 objects.delete_namespaced_custom_object(*where)
