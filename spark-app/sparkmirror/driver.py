@@ -359,7 +359,8 @@ class Driver:
             stopping.set()
             self.lost.set()  # also ends a standby wait
 
-        if threading.current_thread() is threading.main_thread():
+        main = threading.current_thread() is threading.main_thread()
+        if main:
             signal.signal(signal.SIGTERM, on_signal)
             signal.signal(signal.SIGINT, on_signal)
             _tell_launcher()
@@ -386,6 +387,8 @@ class Driver:
                 if self.lease is not None:  # the status' words (names.LEASE_FAILURE)
                     self.lease.report_failure(EXIT_TOO_FEW_BROKERS, str(e))
                 return EXIT_TOO_FEW_BROKERS
+            if main:  # SparkContext put its own SIGINT handler in (cancel jobs, KeyboardInterrupt): drain instead
+                signal.signal(signal.SIGINT, on_signal)
             while not stopping.is_set():
                 if self.lost.is_set():
                     if self.lease is not None and self.lease.successor is not None and not stopping.is_set():

@@ -97,12 +97,16 @@ class JobProcess:
         self.cmd = [*base, "--config", str(self.config_path), "--checkpoint", str(self.checkpoint)]
         if cmd is None:
             self.cmd += ["--master", master, "--conf", "spark.driver.memory=512m", "--conf", "spark.ui.enabled=false"]
+        # the driver writes its pid here once it handles SIGTERM (the contract of the image's launcher): a stop
+        # sent before then would kill a driver still starting rather than drain it
+        self.pidfile = workdir / f"{config.name}.pid"
         self.env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-                    **(env or {})}
+                    "SPARKMIRROR_DRIVER_PIDFILE": str(self.pidfile), **(env or {})}
         self.proc: subprocess.Popen | None = None
         self._subprocess = subprocess
 
     def start(self) -> "JobProcess":
+        self.pidfile.unlink(missing_ok=True)
         out = open(self.log_path, "ab")
         self.proc = self._subprocess.Popen(self.cmd, stdout=out, stderr=self._subprocess.STDOUT,
                                            stdin=self._subprocess.DEVNULL, env=self.env, start_new_session=True)
@@ -135,6 +139,7 @@ class JobProcess:
         if self.proc is None:
             return None
         if self.proc.poll() is None:
+            self._wait_handling_sigterm(timeout)
             self.proc.terminate()
             try:
                 self.proc.wait(timeout)
@@ -143,6 +148,20 @@ class JobProcess:
         rc = self.proc.poll()
         self.kill(9)
         return rc
+
+    def _wait_handling_sigterm(self, timeout: float) -> None:
+        """Until the driver says it handles SIGTERM (a job whose target was already caught up by an earlier run can
+        be stopped while Python still imports Spark: the signal's default action would end it with -15)."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            try:
+                if self.pidfile.read_text().strip() == str(self.proc.pid):
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
