@@ -17,7 +17,9 @@ Per mirror (always served, so alerts and the dashboard work with per-partition f
   sparkmirror_mirror_topics, sparkmirror_mirror_partitions, sparkmirror_mirror_up, sparkmirror_mirror_stalled,
   sparkmirror_mirror_stalled_seconds (waiting for a cluster), sparkmirror_mirror_errors_total (label
   `service`), sparkmirror_mirror_batches_total and sparkmirror_mirror_batches_rebuilt_total (label `reason`; the
-  batch path's batches forwarded and rebuilt), sparkmirror_mirror_records_transformed_total (label `outcome`:
+  batch path's batches forwarded and rebuilt), sparkmirror_mirror_copy_path (1, labels `path`: batches or records,
+  and `fallback`: why a mirror copies records where batches were asked for or the default, identity_policy or
+  client_settings, empty otherwise), sparkmirror_mirror_records_transformed_total (label `outcome`:
   dropped, not_json; the mirror's record transforms), sparkmirror_heartbeats_total, sparkmirror_checkpoints_groups,
   sparkmirror_mirror_remote_topics_deleted and _pending_deletion (deletion propagation, from the topic records),
   sparkmirror_consumer_group_lag_records, sparkmirror_consumer_group_target_lag_records (label `group`);
@@ -49,8 +51,8 @@ EXPORTED = (
     "sparkmirror_mirror_last_commit_timestamp_seconds", "sparkmirror_mirror_replication_latency_seconds",
     "sparkmirror_mirror_topics", "sparkmirror_mirror_partitions", "sparkmirror_mirror_up", "sparkmirror_mirror_stalled",
     "sparkmirror_mirror_stalled_seconds", "sparkmirror_mirror_errors_total", "sparkmirror_mirror_batches_total",
-    "sparkmirror_mirror_batches_rebuilt_total", "sparkmirror_mirror_records_transformed_total",
-    "sparkmirror_heartbeats_total", "sparkmirror_checkpoints_groups",
+    "sparkmirror_mirror_batches_rebuilt_total", "sparkmirror_mirror_copy_path",
+    "sparkmirror_mirror_records_transformed_total", "sparkmirror_heartbeats_total", "sparkmirror_checkpoints_groups",
     "sparkmirror_mirror_remote_topics_deleted", "sparkmirror_mirror_remote_topics_pending_deletion",
     "sparkmirror_consumer_group_lag_records", "sparkmirror_consumer_group_target_lag_records",
     "sparkmirror_flow_group_generation",
@@ -113,6 +115,9 @@ def families(flow_group: str, snapshot: dict[str, dict], generation: int | None 
               "were fetched.", ml)
     m_reb = c("sparkmirror_mirror_batches_rebuilt_total", "Record batches the batch path rebuilt before the target "
               "took them, by reason (old_magic, log_append_time, offset_gaps, starts_before).", [*ml, "reason"])
+    m_path = g("sparkmirror_mirror_copy_path", "1 for the path the mirror's lanes take (path: batches or records); "
+               "fallback: why they copy records where batches were asked for or the default (identity_policy, "
+               "client_settings; empty: none).", [*ml, "path", "fallback"])
     m_xf = c("sparkmirror_mirror_records_transformed_total", "Records the mirror's transforms dropped (outcome "
              "dropped) or copied unchanged as their value was not a JSON object for dropJsonFields (not_json).",
              [*ml, "outcome"])
@@ -188,6 +193,8 @@ def families(flow_group: str, snapshot: dict[str, dict], generation: int | None 
         m_bat.add_metric(mv, s.get("batches") or 0)
         for why, n in sorted((s.get("rebuilt") or {}).items()):
             m_reb.add_metric([*mv, why], n)
+        if s.get("copy") is not None:
+            m_path.add_metric([*mv, str(s["copy"]["path"].value), s["copy"]["fallback"]], 1)
         for what, n in sorted((s.get("transformed") or {}).items()):
             m_xf.add_metric([*mv, what], n)
         m_hb.add_metric(mv, s["heartbeats"])
@@ -204,7 +211,7 @@ def families(flow_group: str, snapshot: dict[str, dict], generation: int | None 
         f_mem.add_metric([flow_group, area], n)
     partition = [p_lag, p_lag_s, p_stall, p_end, p_pos, p_tot, p_bytes, p_tx, p_last] if per_partition else []
     return [*partition, m_tot, m_bytes, m_tx, m_lag, m_lag_s, m_stall, m_last, m_lat, m_top, m_par, m_up, m_wait,
-            m_wait_s, m_err, m_bat, m_reb, m_xf, m_hb, m_ck, m_del, m_gone, g_lag, g_tlag, f_gen, f_mem]
+            m_wait_s, m_err, m_bat, m_reb, m_path, m_xf, m_hb, m_ck, m_del, m_gone, g_lag, g_tlag, f_gen, f_mem]
 
 
 def prometheus_text(flow_group: str, snapshot: dict[str, dict], generation: int | None = None,

@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from .copypath import copy_path_of
 from .copying.errors import transient_reason
 from .credentials import CredentialWatch
 from .exposition import EXPORTED, PER_PARTITION, families, prometheus_text  # noqa: F401 - the endpoint's API
@@ -326,6 +327,7 @@ class DriverServices:
                 "error_counts": dict(m.error_counts), "latency": js.get("latency"),
                 "batches": js.get("batches", 0), "rebuilt": js.get("rebuilt") or {},
                 "transformed": js.get("transformed") or {},
+                "copy": copy_path_of(self.config, m.mirror)._asdict(),
                 **deletion_figures(m),
             }
         return out

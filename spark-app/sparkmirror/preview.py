@@ -216,7 +216,7 @@ def preview(observations: list[MirrorObservation], warnings: Iterable[str] = ())
         tkey = cluster_key(cfg, m.target)
         for r in obs.plan.routes:
             writers.setdefault((tkey, r.target_topic), []).append((cfg.name, m.name, r.source_topic))
-        copy_path, fallback = copy_path_of(cfg, m)
+        copy_path, fallback, _ = copy_path_of(cfg, m)
         group["mirrors"].append({
             "name": m.name, "source": m.source, "target": m.target, "replicationPolicy": policy.name,
             "lanes": cfg.lanes_of(m), "syncTopicConfigs": m.syncTopicConfigs,

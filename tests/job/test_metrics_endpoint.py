@@ -15,6 +15,7 @@ from sparkmirror.lanes import plan_lanes
 from sparkmirror.metrics import DriverServices, prometheus_text
 from sparkmirror.mirrormonitor import MirrorMonitor
 from sparkmirror.progress import ensure_progress_topic
+from sparkmirror.resource.flowgroup import CopyPath
 from sparkmirror.topicsync import TopicSync
 
 from .conftest import produce_numbered, wait_for
@@ -63,7 +64,9 @@ def test_text_from_snapshot() -> None:
                                          "records_total": 9, "records_committed": 9, "bytes_committed": 90,
                                          "transactions": 3, "latency_ms_avg": None, "latency_ms_max": None,
                                          "last_commit_ms": 1_600_000_000_000}],
-                  "transactions": 8}}
+                  "transactions": 8,
+                  "copy": {"path": CopyPath.RECORDS, "why": "the identity replication policy ...",
+                           "fallback": "identity_policy"}}}
     ss = samples(prometheus_text("fg", snap, generation=3, jvm_memory={"heap_used": 10, "heap_max": 100}))
     lab = dict(flow_group="fg", mirror="m", topic="t", partition=0, remote_topic="a.t")
     assert find(ss, "sparkmirror_partition_lag_records", **lab) == [5]
@@ -88,6 +91,7 @@ def test_text_from_snapshot() -> None:
     assert find(ss, "sparkmirror_mirror_errors_total", mirror="m", service="checkpoints") == [2]
     assert find(ss, "sparkmirror_mirror_up", mirror="m") == [1]
     assert find(ss, "sparkmirror_heartbeats_total", mirror="m") == [3]
+    assert find(ss, "sparkmirror_mirror_copy_path", mirror="m", path="records", fallback="identity_policy") == [1]
     assert find(ss, "sparkmirror_flow_group_generation", flow_group="fg") == [3]
     assert find(ss, "sparkmirror_driver_jvm_memory_bytes", area="heap_max") == [100]
     # no per-second gauges and no milliseconds: rates are rate() of the counters

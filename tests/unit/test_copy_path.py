@@ -1,5 +1,6 @@
-"""`copy: records | batches` from the resource to the lanes: the spec's choice, a flow group's own, and the
-mirrors that fall back to records (the identity policy), said the same way by the lanes and by `plan`."""
+"""`copy: records | batches` from the resource to the lanes: the spec's choice, a flow group's own, the default
+(batches), and the mirrors that fall back to records (the identity policy; per-client settings only records
+honour, where `copy` was left unset), said the same way by the lanes, by `plan` and by the metrics."""
 from __future__ import annotations
 
 import pytest
@@ -20,9 +21,29 @@ def _resource(**spec_over) -> dict:
             "metadata": {"name": "m", "namespace": "ns"}, "spec": spec}
 
 
-def test_records_unless_asked() -> None:
-    for g in flow_group_configs(_resource()):
-        assert g.copy_path == CopyPath.RECORDS and copy_path_of(g, g.mirrors[0]) == (CopyPath.RECORDS, "")
+def test_batches_unless_asked_otherwise() -> None:
+    for g in flow_group_configs(_resource(mirrors=_resource()["spec"]["mirrors"][:1])):
+        assert g.copy_path == CopyPath.BATCHES and copy_path_of(g, g.mirrors[0]) == (CopyPath.BATCHES, "", "")
+    (rec,) = flow_group_configs(_resource(copy="records", mirrors=_resource()["spec"]["mirrors"][:1]))
+    assert copy_path_of(rec, rec.mirrors[0]) == (CopyPath.RECORDS, "", "")
+
+
+def test_settings_only_records_honour_choose_records_when_copy_is_left_unset() -> None:
+    """A resource that worked before batches became the default keeps working: its group copies records and says
+    which fields made it so; asking for batches refuses the same fields by name."""
+    one = _resource()["spec"]["mirrors"][:1]
+    target = {"alias": "b", "bootstrapServers": "127.0.0.1:9093", "config": {"compression.type": "zstd"}}
+    (g,) = flow_group_configs(_resource(mirrors=one, target=target))
+    choice = copy_path_of(g, g.mirrors[0])
+    assert choice.path == CopyPath.RECORDS and choice.fallback == "client_settings"
+    assert "spec.target.config[compression.type] is honoured by the record path only" in choice.why
+    assert "copyFallback" in g.to_yaml()
+    with pytest.raises(ResourceInvalid, match=r"spec.target.config\[compression.type\]"):
+        flow_group_configs(_resource(mirrors=one, target=target, copy="batches"))
+    # the Fetch keys the batch path honours do not make it fall back
+    honoured = [{**one[0], "sourceConnector": {"config": {"consumer.fetch.max.bytes": "1048576"}}}]
+    (h,) = flow_group_configs(_resource(mirrors=honoured))
+    assert copy_path_of(h, h.mirrors[0]).path == CopyPath.BATCHES
 
 
 def test_the_spec_and_a_flow_group_choose_and_identity_falls_back_with_a_reason() -> None:
@@ -31,10 +52,10 @@ def test_the_spec_and_a_flow_group_choose_and_identity_falls_back_with_a_reason(
                                     {"name": "rec", "mirrors": ["a"], "copy": "records"}]))}
     assert groups["rec"].copy_path == CopyPath.RECORDS
     ident = groups["ident"]
-    path, why = copy_path_of(ident, ident.mirrors[0])
-    assert path == CopyPath.RECORDS and "identity replication policy" in why
+    path, why, fallback = copy_path_of(ident, ident.mirrors[0])
+    assert path == CopyPath.RECORDS and "identity replication policy" in why and fallback == "identity_policy"
     (one,) = flow_group_configs(_resource(copy="batches", mirrors=_resource()["spec"]["mirrors"][:1]))
-    assert copy_path_of(one, one.mirrors[0]) == (CopyPath.BATCHES, "")
+    assert copy_path_of(one, one.mirrors[0]) == (CopyPath.BATCHES, "", "")
     assert "copy: batches" in one.to_yaml()
 
 

@@ -130,6 +130,12 @@ def test_each_mirror_row_says_its_copy_path_and_why_it_falls_back() -> None:
     assert ident["copy"] == "records" and "identity replication policy" in ident["copyFallback"]
     (plain,) = preview([observed(batches("default"), {"orders": 1}, {})]).flow_groups[0]["mirrors"]
     assert plain["copy"] == "batches" and plain["copyFallback"] is None
-    (records,) = preview([observed(group("g", ("a", "h1:9092"), ("b", "h2:9092")), {"orders": 1}, {})]
+    (default,) = preview([observed(group("g", ("a", "h1:9092"), ("b", "h2:9092")), {"orders": 1}, {})]
                          ).flow_groups[0]["mirrors"]
+    assert default["copy"] == "batches" and default["copyFallback"] is None
+    asked = group("g", ("a", "h1:9092"), ("b", "h2:9092")).model_copy(update={"copy_path": CopyPath.RECORDS})
+    (records,) = preview([observed(asked, {"orders": 1}, {})]).flow_groups[0]["mirrors"]
     assert records["copy"] == "records" and records["copyFallback"] is None
+    settings = asked.model_copy(update={"copyFallback": "spec.target.config[compression.type] is honoured by ..."})
+    (fallback,) = preview([observed(settings, {"orders": 1}, {})]).flow_groups[0]["mirrors"]
+    assert fallback["copy"] == "records" and "compression.type" in fallback["copyFallback"]

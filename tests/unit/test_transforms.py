@@ -105,7 +105,7 @@ def test_resource_field_reaches_the_job_and_bad_input_names_the_field() -> None:
     (g,) = p.groups
     assert g.mirrors[0].transforms[0].key == "x.*"
     assert "transforms" in g.to_yaml()
-    assert copy_path_of(g, g.mirrors[0]) == (CopyPath.BATCHES, "")  # touched batches rebuilt (transformbatch)
+    assert copy_path_of(g, g.mirrors[0]) == (CopyPath.BATCHES, "", "")  # touched batches rebuilt (transformbatch)
     assert "transforms" not in plan(_resource()).groups[0].to_yaml()  # absent: the config's hash unchanged
     for bad, where in (([{"type": "dropRecords", "key": "(["}], "transforms"),
                        ([{"type": "dropRecords"}], "transforms"),

@@ -59,6 +59,6 @@ class BatchLaneCopy(LaneCopy):
 
 def lane_copy(config: FlowGroupConfig, mirror: Mirror, *args, **kwargs) -> LaneCopy:
     """The lane of the path `mirror` takes (`copy_path_of`)."""
-    path, _ = copy_path_of(config, mirror)
+    path = copy_path_of(config, mirror).path
     cls = BatchLaneCopy if path == CopyPath.BATCHES else LaneCopy
     return cls(config, mirror, *args, **kwargs)

@@ -372,8 +372,11 @@ class FlowGroupConfig(_Model):
     clusters: list[Cluster]
     mirrors: list[Mirror] = Field(min_length=1)
     delivery: Delivery = Delivery.EXACTLY_ONCE
-    copy_path: CopyPath = Field(CopyPath.RECORDS, alias="copy", description="How lanes move data: records, or "
-                                "Kafka's record batches forwarded as bytes (batches).")
+    copy_path: CopyPath = Field(CopyPath.BATCHES, alias="copy", description="How lanes move data: Kafka's record "
+                                "batches forwarded as bytes (batches), or records.")
+    copyFallback: str | None = Field(None, description="Why the lanes copy records though the resource left `copy` to its "
+                              "default (batches): the per-client settings only the record path honours, by field. "
+                              "Written by the operator's plan; shown by `plan` and in the metrics.")
     lanes: int = Field(2, ge=1, le=1024, description="Default parallel copy tasks per mirror.")
     epochSeconds: float = Field(30.0, gt=0, description="How long one lane task runs before Spark plans again.")
     commitIntervalMs: int = Field(100, ge=1, description="Longest time between transactions inside a lane (an "

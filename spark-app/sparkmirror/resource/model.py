@@ -264,10 +264,13 @@ class KafkaMirrorMaker2Spec(StrictModel):
         max_length=64)
     delivery: Delivery = Field(Delivery.EXACTLY_ONCE, description="Delivery guarantee: exactly-once "
                                                                   "(transactions) or at-least-once.")
-    copy_path: CopyPath = Field(CopyPath.RECORDS, alias="copy", description="How lanes move data, under either "
-                                "delivery: records (each record decoded and produced again) or batches (Kafka's "
-                                "record batches forwarded as bytes under the lane's producer id; batches that "
-                                "cannot go as they are rebuilt). A flow group may set its own.")
+    copy_path: CopyPath | None = Field(None, alias="copy", description="How lanes move data, under either "
+                                       "delivery: batches (Kafka's record batches forwarded as bytes under the "
+                                       "lane's producer id; batches that cannot go as they are rebuilt) or records "
+                                       "(each record decoded and produced again). Unset: batches, but records for a "
+                                       "flow group whose per-client producer or consumer settings (or a target "
+                                       "codec) only the record path honours; `plan` says which. A flow group may "
+                                       "set its own.")
     state: State = Field(State.RUNNING, description="running; paused (applications suspended); stopped "
                                                     "(applications removed, progress on the target kept).")
     upgrade: UpgradeSpec = Field(default_factory=UpgradeSpec, description="Rolling upgrade settings.")

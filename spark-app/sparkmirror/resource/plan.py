@@ -163,6 +163,12 @@ def _or_pattern(a: str | None, b: str | None) -> str | None:
     return f"(?:{a})|(?:{b})"
 
 
+def records_fallback(fields: list[str]) -> str:
+    """Why a flow group that left `copy` unset copies records (copypath.py reports it)."""
+    return (f"{', '.join(fields)} {'is' if len(fields) == 1 else 'are'} honoured by the record path only, so "
+            "this flow group copies records; copy: batches would refuse them, copy: records says so")
+
+
 def default_group_name(alias: str) -> str:
     name = re.sub(r"[^a-z0-9-]+", "-", alias.lower()).strip("-")[:30].strip("-")
     return name or "mirror"
@@ -291,14 +297,22 @@ def plan(resource: dict[str, Any] | KafkaMirrorMaker2, *, secrets: str = "files"
     for a in aliases:
         if a not in claimed:
             groups.append((default_group_name(a), f"spec.mirrors[source.alias={a}]", [a], None))
-    for name, path, members, g in groups:  # per-client keys do nothing on the batch path: refused by name
-        if (g.copy_path if g is not None and g.copy_path is not None else spec.copy_path) == CopyPath.BATCHES:
-            recompress = [f"spec.target.config[{k}]" for k in spec.target.config if recompresses(k)]
-            for where in dict.fromkeys(target_keys.fields("producer") + recompress +
-                                       [w for a in members for w in lane_client_fields.get(a, [])]):
-                if batch_honours(where):
-                    continue
-                out.errors.append(Problem(where, BATCHES_WHY))
+    # per-client keys do nothing on the batch path: refused by name where batches were asked for; where `copy` was
+    # left to its default, the group copies records instead, saying why (a resource that worked before batches
+    # became the default keeps working)
+    copy_of: dict[str, tuple[CopyPath, str]] = {}
+    recompress = [f"spec.target.config[{k}]" for k in spec.target.config if recompresses(k)]
+    for name, path, members, g in groups:
+        asked = g.copy_path if g is not None and g.copy_path is not None else spec.copy_path
+        records_only = [where for where in dict.fromkeys(target_keys.fields("producer") + recompress +
+                                                         [w for a in members for w in lane_client_fields.get(a, [])])
+                        if not batch_honours(where)]
+        if asked == CopyPath.BATCHES:
+            out.errors += [Problem(where, BATCHES_WHY) for where in records_only]
+        if asked is None and records_only:
+            copy_of[name] = (CopyPath.RECORDS, records_fallback(records_only))
+        else:
+            copy_of[name] = (asked or CopyPath.BATCHES, "")
     seen: set[str] = set()
     for name, path, _, _ in groups:
         if name in seen:
@@ -330,7 +344,8 @@ def plan(resource: dict[str, Any] | KafkaMirrorMaker2, *, secrets: str = "files"
             clusters=clusters,
             mirrors=group_mirrors,
             delivery=spec.delivery,
-            copy=(g.copy_path if g is not None and g.copy_path is not None else spec.copy_path),
+            copy=copy_of[name][0],
+            copyFallback=copy_of[name][1] or None,
             lanes=spec.spark.parallelism,
             epochSeconds=spec.spark.epochSeconds,
             commitIntervalMs=spec.spark.commitIntervalMs,
