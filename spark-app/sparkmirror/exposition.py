@@ -85,14 +85,17 @@ def families(flow_group: str, snapshot: dict[str, dict], generation: int | None 
     p_end = g("sparkmirror_partition_source_end_offset", "End offset of the source partition.", pl)
     p_pos = g("sparkmirror_partition_mirrored_offset", "Next source offset to mirror (committed on the target).", pl)
     p_tot = c("sparkmirror_partition_records_total", "Records mirrored, from the progress topic's running totals.", pl)
-    p_bytes = c("sparkmirror_partition_bytes_total", "Key and value bytes mirrored, from the progress topic's running "
+    p_bytes = c("sparkmirror_partition_bytes_total", "Bytes mirrored (key and value bytes on copy: records, record batch "
+                "bytes as written on copy: batches), from the progress topic's running "
                 "totals.", pl)
     p_tx = c("sparkmirror_partition_transactions_total", "Transactions that committed records of the partition "
              "(since this driver started; one transaction counts in every partition it carried).", pl)
     p_last = g("sparkmirror_partition_last_commit_timestamp_seconds", "Time of the last commit.", pl)
     m_tot = c("sparkmirror_mirror_records_total", "Records mirrored: the partitions' progress-topic running totals.",
               ml)
-    m_bytes = c("sparkmirror_mirror_bytes_total", "Key and value bytes mirrored (progress-topic running totals).", ml)
+    m_bytes = c("sparkmirror_mirror_bytes_total", "Bytes mirrored: key and value bytes on copy: records, the record "
+              "batches' bytes as written (framing included, compressed as the source wrote them) on copy: batches "
+              "(progress-topic running totals).", ml)
     m_tx = c("sparkmirror_mirror_transactions_total", "Transactions that committed the mirror's records, each once "
              "(read from the progress topic since this driver started).", ml)
     m_lag = g("sparkmirror_mirror_lag_records", "Sum of the partitions' lag in records.", ml)

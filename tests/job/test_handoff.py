@@ -35,7 +35,7 @@ def _with(cfg: FlowGroupConfig, **worker) -> FlowGroupConfig:
 
 def test_handoffs_while_copying_lose_and_repeat_nothing(kafka_a, kafka_b, topic, flowgroup, tmp_path, figure):
     t1, t2 = topic(kafka_a, partitions=3), topic(kafka_a, partitions=3)
-    base = flowgroup(f"{t1}|{t2}", name="hand", lanes=2, epochSeconds=5)
+    base = flowgroup(f"{t1}|{t2}", name="hand", lanes=2, epochSeconds=5, copy="records")
     # after the version changes the mirror switches to `copy: batches` in a handoff, and the rest runs there
     batches = base.model_copy(update={"copy_path": CopyPath.BATCHES})
     split = [batches.model_copy(update={"name": "hand-1",

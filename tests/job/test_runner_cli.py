@@ -232,7 +232,8 @@ def test_ctrl_c_stops_cleanly(tmp_path, kafka_a, kafka_b) -> None:
 @pytest.mark.spark
 def test_run_console_is_quiet_and_progress_as_json_has_live_bytes(tmp_path, kafka_a, kafka_b) -> None:
     """The console holds the runner's lines and the progress (here -o json) only; Spark, lane and librdkafka logs
-    are in the log file it names; bytes/s comes from the same commits as records/s (100-byte values, no keys)."""
+    are in the log file it names; bytes/s comes from the same commits as records/s (100-byte values, no keys; the
+    batch path, the default, counts the record batches' bytes: Kafka's framing, 8-12 bytes a record here, with)."""
     from confluent_kafka import Producer
 
     t = create_topic(kafka_a.bootstrap, unique_name("quiet"), 2, {"retention.ms": "86400000"})
@@ -265,4 +266,4 @@ def test_run_console_is_quiet_and_progress_as_json_has_live_bytes(tmp_path, kafk
     flowing = [m for s in states for m in s["mirrors"] if m["records_per_s"] >= 50]
     assert flowing, states
     for m in flowing:
-        assert 100 * m["records_per_s"] * 0.97 - 100 * 5 <= m["bytes_per_s"] <= 100 * m["records_per_s"] * 1.02, m
+        assert 100 * m["records_per_s"] * 0.97 - 100 * 5 <= m["bytes_per_s"] <= 112 * m["records_per_s"] * 1.02, m

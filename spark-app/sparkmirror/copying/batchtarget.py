@@ -219,8 +219,8 @@ class BatchTarget(TargetWriter):
             target = self.ctx.route.get(key, "?")
             limit = self.max_bytes.get(target)
             mirror = self.ctx.mirror
-            raise CopyError(f"mirror {mirror.name!r}: the target refused a record batch from source "
-                            f"{mirror.source}/{key[0]} partition {key[1]} at offset {plan[key][0][1]} -> "
+            raise CopyError(f"mirror {mirror.name!r}: the target refused the record batch at source "
+                            f"{mirror.source}/{key[0]} partition {key[1]} offset {plan[key][0][1]} -> "
                             f"{mirror.target}/{target}: {cause}" +
                             (f" (target topic max.message.bytes={limit})" if limit else "") +
                             "; the transaction was aborted and nothing after the last commit was skipped") from e

@@ -307,7 +307,8 @@ class BatchWriter:
         for p in answered:
             key = (p.topic, p.partition)
             if p.error_code:
-                e = WireError(kerrors.for_code(p.error_code), f"Produce {p.topic}[{p.partition}]: {p.error_message}")
+                e = WireError(kerrors.for_code(p.error_code), f"Produce {p.topic}[{p.partition}]" +
+                              (f" ({p.error_message})" if p.error_message else ""))
                 behind = key in st.refused and e.error.__name__ == "OutOfOrderSequenceNumberError"
                 if not (e.retriable or behind):
                     raise e

@@ -55,8 +55,9 @@ Marks and ACL records are not progress: readers keep them apart and never count 
 version does not know is skipped, so a later kind does not stop an older reader.
 Ranges are inclusive offsets; `count` is how many records the range held (ranges can contain gaps: source
 transaction markers, aborted records; target transaction markers). A range that wrote nothing (every record
-skipped) has count 0 and target range [-1, -1]. `bytes` is the key and value bytes those records carried (added
-within version 1: a record written before it reads as 0), so byte rates come from what was committed, like record
+skipped) has count 0 and target range [-1, -1]. `bytes` is the key and value bytes those records carried on the
+record path, the bytes of the record batches written on the batch path (framing included, compressed as the source
+wrote them: the batch path decodes nothing) (added within version 1: a record written before it reads as 0), so byte rates come from what was committed, like record
 rates. `srcId`/`tgtId` are the topics' Kafka topic ids (KIP-516; added within version 1, empty when unknown):
 a topic deleted and created again under the same name gets a new id, so a lane starting from this record
 knows its source or its remote topic is not the one it mirrored (copying/start.py).

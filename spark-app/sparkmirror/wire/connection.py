@@ -42,7 +42,10 @@ class WireError(RuntimeError):
 
     def __init__(self, error: type[kerrors.KafkaError], what: str, kind: Kind | None = None) -> None:
         self.kind = kind if kind is not None else of_broker_code(getattr(error, "errno", None) or 0)
-        super().__init__(f"{what}: {error.__name__}" + (f" ({self.kind.value})" if self.kind.refused else ""))
+        # a broker's error by Kafka's own name (TOPIC_AUTHORIZATION_FAILED, as the record path's librdkafka and the
+        # broker's docs say it), a client-side one (a broken connection) by kafka-python's class
+        name = getattr(error, "message", None) or error.__name__
+        super().__init__(f"{what}: {name}" + (f" ({self.kind.value})" if self.kind.refused else ""))
         self.error = error
 
     @property
