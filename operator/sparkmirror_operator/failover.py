@@ -104,6 +104,11 @@ def record_of(mirror: str, doc: dict[str, Any]) -> dict[str, Any]:
             **share_groups_of(doc), "notCopied": doc.get("notCopied"), "ok": bool(doc["ok"])}
 
 
+def ok_configs(configs: dict[str, Any] | None) -> bool:
+    """A share group's configs (`ConfigCarry.as_dict`, None: not tried) did not hold it back."""
+    return not configs or (not configs["refused"] and not configs["error"])
+
+
 def share_groups_of(doc: dict[str, Any]) -> dict[str, Any]:
     """The share groups (KIP-932) of a failover report, per group as the status holds them: moved or not and why,
     those not moved first; `shareGroupsNote` why none were carried (the source or target serves none, ...). Nothing
@@ -117,11 +122,19 @@ def share_groups_of(doc: dict[str, Any]) -> dict[str, Any]:
         why = [f"{r['sourceTopic']}[{r['partition']}]: {r['action']}"
                + (f" ({r['detail']})" if r["detail"] and not (note and r["action"] == "unsupported") else "")
                for r in rows if r["action"] not in SHARE_MOVED]
+        configs = g.get("configs") or {}
+        refused = [f"{n}: {w}" for n, w in sorted(configs.get("refused", {}).items())] + (
+            [configs["error"]] if configs.get("error") else [])
+        why += [f"configs: {w}" for w in refused]
         entries.append({"group": g["group"], "moved": bool(g["moved"]),
                         "partitionsMoved": sum(r["action"] in SHARE_MOVED for r in rows),
-                        "notMoved": why[:SHARE_NOT_MOVED_SHOWN]})
+                        "notMoved": why[:SHARE_NOT_MOVED_SHOWN],
+                        **({"configs": [f"{n}={v}" for n, v in sorted(configs["carried"].items())],
+                            "configsNotCarried": [f"{n}: {w}" for n, w in sorted(configs["leftOut"].items())]
+                            + refused} if configs else {})})
     entries.sort(key=lambda e: (e["moved"], e["group"]))
-    moved = sum(all(r["action"] in SHARE_MOVED for r in g["partitions"]) for g in doc.get("shareGroups", []))
+    moved = sum(all(r["action"] in SHARE_MOVED for r in g["partitions"]) and ok_configs(g.get("configs"))
+                for g in doc.get("shareGroups", []))
     return {"shareGroupsMoved": moved, "shareGroups": entries[:NOT_MOVED_SHOWN], "shareGroupsNote": note}
 
 

@@ -16,7 +16,8 @@ on the target, like MM2's `sync.group.offsets.enabled`: only for groups with no 
 target, and never moving a group's committed offset backwards.
 
 Share groups (KIP-932) the same patterns select have their start offsets carried alongside, with the same
-translation (`sharegroups/`): set on the target with `syncGroupOffsets`, for groups with no members there.
+translation (`sharegroups/`): set on the target with `syncGroupOffsets`, for groups with no members there; their
+group configs with them (`share_configs_last`: what became of them, per group).
 
 Pure parts: `translate()`, `offsets_to_sync()`. I/O: `CheckpointEmitter`, with `sourcecounter.SourceCounter` (reads
 the progress topic through `progress.ProgressTail`).
@@ -40,7 +41,7 @@ from .replication import GroupFilter, RecordStamper, policy_for
 from .transforms import compiled
 from .progress.record import anchor_key
 from .progress import Between, CommittedCounter, Inside, OffsetMap, ProgressTail
-from .sharegroups.moves import ShareMove, translate_starts
+from .sharegroups.moves import ConfigCarry, ShareMove, translate_starts
 from .sourcecounter import SourceCounter
 from .topicsync import list_offsets
 
@@ -123,6 +124,7 @@ class CheckpointEmitter:
         self._topic_ready = False
         self.last: dict[str, list[Checkpoint]] = {}
         self.share_last: list[ShareMove] = []  # the share groups of the last round (sharegroups/sync.py)
+        self.share_configs_last: dict[str, ConfigCarry] = {}  # their configs: what carrying them did, per group
         self.shares_note = ""  # why share groups are not carried here, if so
         self.committed_last: dict[str, dict[tuple[str, int], int]] = {}  # group -> its mirrored source offsets
         self.lags: list[ConsumerLag] = []  # of the last round (consumerlag.py)
@@ -178,11 +180,13 @@ class CheckpointEmitter:
                     for r in translate_starts(g, s, maps, self.counter, self.counter.between, copies)]
 
     def sync_share_groups(self) -> list[ShareMove]:
-        """A checkpoint round's share groups: set on the target where they moved; never an error of the round
-        (logged; the next round tries again)."""
+        """A checkpoint round's share groups: set on the target where they moved, with their configs
+        (`share_configs_last`); never an error of the round (logged; the next round tries again)."""
         try:
             moves = self.share_moves()
             self.share_last = self.shares.apply(moves) if moves else []
+            groups = {r.group for r in moves}
+            self.share_configs_last = {g: c for g, c in self.shares.carried.items() if g in groups} if moves else {}
         except Exception as e:  # noqa: BLE001 - share groups are a side service of the round
             log.warning("mirrors[%s]: carrying share groups' start offsets failed (tried again next round): %s",
                         self.mirror.name, e)

@@ -79,19 +79,30 @@ def test_the_record_counts_what_moved_and_names_what_did_not() -> None:
            "targetOffset": 5, "action": "set", "detail": ""}
     shares = {**DOC, "shareGroups": [
         {"group": "s0", "moved": True, "partitions": [row, {**row, "partition": 1, "action": "kept",
-                                                            "detail": "the group already starts at 9"}]},
+                                                            "detail": "the group already starts at 9"}],
+         "configs": {"carried": {"share.auto.offset.reset": "earliest"}, "changed": ["share.auto.offset.reset"],
+                     "leftOut": {"share.delivery.count.limit": "the target does not know it"}, "refused": {},
+                     "error": ""}},
+        {"group": "s3", "moved": False, "partitions": [{**row, "group": "s3"}],
+         "configs": {"carried": {}, "changed": [], "leftOut": {}, "refused": {"share.record.lock.duration.ms": "at "
+                     "least 1000"}, "error": ""}},
         {"group": "s1", "moved": False, "partitions": [
             {**row, "group": "s1", "action": "active", "detail": "members on the target"},
             {**row, "group": "s1", "partition": 1}]},
         {"group": "s2", "moved": True, "partitions": [{**row, "group": "s2", "action": "unsupported",
                                                         "detail": "cluster 'b' has no share groups"}]}],
-        "shareGroupsNotMoved": ["s1"], "shareGroupsNote": "cluster 'b' has no share groups"}
+        "shareGroupsNotMoved": ["s1", "s3"], "shareGroupsNote": "cluster 'b' has no share groups"}
     record = failover.record_of("a", shares)
     assert record["groupsNotMoved"] == ["g2"] and record["notMoved"] == ["g2 t[0]: untranslated (nothing mirrored yet)"]
     assert record["shareGroupsMoved"] == 1 and record["shareGroupsNote"] == "cluster 'b' has no share groups"
     assert record["shareGroups"] == [
         {"group": "s1", "moved": False, "partitionsMoved": 1, "notMoved": ["t[0]: active (members on the target)"]},
-        {"group": "s0", "moved": True, "partitionsMoved": 2, "notMoved": []},
+        {"group": "s3", "moved": False, "partitionsMoved": 1, "notMoved": [
+            "configs: share.record.lock.duration.ms: at least 1000"], "configs": [],
+         "configsNotCarried": ["share.record.lock.duration.ms: at least 1000"]},
+        {"group": "s0", "moved": True, "partitionsMoved": 2, "notMoved": [],
+         "configs": ["share.auto.offset.reset=earliest"],
+         "configsNotCarried": ["share.delivery.count.limit: the target does not know it"]},
         {"group": "s2", "moved": True, "partitionsMoved": 0, "notMoved": ["t[0]: unsupported"]}]
     text = failover.summary(record)
     assert "share groups: 1 moved; share groups not moved: s1 (t[0]: active (members on the target))" in text, text

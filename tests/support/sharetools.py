@@ -1,6 +1,6 @@
 """Kafka's own share-group tools (KIP-932) for the tests (not product): kafka-console-share-consumer and
-kafka-share-groups as their main classes from the test ground's release, and kafka-configs for a group's
-`share.auto.offset.reset`. Shared by the job's share-group tests and the operator's failover through the
+kafka-share-groups as their main classes from the test ground's release, and kafka-configs for a group's configs
+(`share.auto.offset.reset`, ...). Shared by the job's share-group tests and the operator's failover through the
 resource, so both judge what was carried by what Kafka itself reads."""
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from sparkmirror_dev.testing import unique_name
 SHARE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleShareConsumer"  # kafka-console-share-consumer.sh
 SHARE_GROUPS = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"  # kafka-share-groups.sh
 RECORD = re.compile(r"(\d+):(\d+)")  # what produce_numbered writes: <partition>:<sequence>
+CONFIG = re.compile(r"([a-z][\w.]*)=(\S*) sensitive=")  # a kafka-configs --describe line: name=value sensitive=...
 
 
 def kafka_tool(main: str, *args: str, timeout: float = 120) -> str:
@@ -26,11 +27,23 @@ def kafka_tool(main: str, *args: str, timeout: float = 120) -> str:
     return res.stdout
 
 
-def start_earliest(bootstrap: str, group: str) -> None:
-    """The group starts at the beginning where it has no state (kafka-configs, a group config): set on both
-    clusters by the tests, as group configs are not carried."""
+def set_group_configs(bootstrap: str, group: str, configs: dict[str, str]) -> None:
+    """kafka-configs --alter on a group (dynamic group configs, ConfigResource GROUP)."""
     kafka_tool(install.tool_class(paths.KAFKA_VERSION, "ConfigCommand"), "--bootstrap-server", bootstrap, "--alter",
-               "--entity-type", "groups", "--entity-name", group, "--add-config", "share.auto.offset.reset=earliest")
+               "--entity-type", "groups", "--entity-name", group, "--add-config",
+               ",".join(f"{k}={v}" for k, v in sorted(configs.items())))
+
+
+def group_configs(bootstrap: str, group: str) -> dict[str, str]:
+    """kafka-configs --describe of a group: the configs set on it (its dynamic configs; defaults not listed)."""
+    out = kafka_tool(install.tool_class(paths.KAFKA_VERSION, "ConfigCommand"), "--bootstrap-server", bootstrap,
+                     "--describe", "--entity-type", "groups", "--entity-name", group)
+    return {m[1]: m[2] for line in out.splitlines() if (m := CONFIG.match(line.strip()))}
+
+
+def start_earliest(bootstrap: str, group: str) -> None:
+    """The group starts at the beginning where it has no state (kafka-configs, a group config)."""
+    set_group_configs(bootstrap, group, {"share.auto.offset.reset": "earliest"})
 
 
 def share_consume(bootstrap: str, topic: str, group: str, max_messages: int | None = None) -> list[tuple[int, int]]:

@@ -25,7 +25,7 @@ from ..mm2formats import Checkpoint
 from ..progress.state import ProgressState
 from ..replication import should_replicate_topic
 from ..resource.flowgroup import FlowGroupConfig, Mirror
-from ..sharegroups.moves import ShareMove
+from ..sharegroups.moves import ConfigCarry, ShareMove
 from ..topicplan import topic_filter
 from .report import Untranslated
 
@@ -87,10 +87,11 @@ def translate_now(emitter: CheckpointEmitter, select: Callable[[str], bool], sta
 
 
 def share_groups_now(emitter: CheckpointEmitter, select: Callable[[str], bool], state: ProgressState,
-                     leave: Callable[[str, str, int], bool] | None = None) -> tuple[list[ShareMove], str]:
+                     leave: Callable[[str, str, int], bool] | None = None
+                     ) -> tuple[list[ShareMove], str, dict[str, ConfigCarry]]:
     """The selected share groups' start offsets on the source now, translated through `state`'s final map and set
-    on the target (asked again there, whatever the checkpoint rounds set); with why none could be, when the
-    source or target serves no share groups."""
+    on the target (asked again there, whatever the checkpoint rounds set), with their configs (per group); with
+    why none could be, when the source or target serves no share groups."""
     config, mirror = emitter.config, emitter.mirror
     maps = {(t, p): m for (c, t, p), m in state.maps.items() if (c, t, p) in state.latest}
     mirrored = topic_filter(config, mirror)
@@ -99,9 +100,10 @@ def share_groups_now(emitter: CheckpointEmitter, select: Callable[[str], bool], 
     if leave is not None:
         rows = [r for r in rows if not leave(r.group, r.source_topic, r.partition)]
     if not rows:
-        return [], emitter.shares_note or (emitter.shares.unsupported if emitter.shares is not None else "") or ""
+        return [], emitter.shares_note or (emitter.shares.unsupported if emitter.shares is not None else "") or "", {}
     rows = emitter.shares.apply(rows, force=True)
-    return rows, emitter.shares.unsupported or ""
+    groups = {r.group for r in rows}
+    return rows, emitter.shares.unsupported or "", {g: c for g, c in emitter.shares.carried.items() if g in groups}
 
 
 def last_checkpoints(config: FlowGroupConfig, mirror: Mirror, select: Callable[[str], bool], topic: str,

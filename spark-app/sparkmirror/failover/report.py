@@ -11,7 +11,10 @@ Consumers can move when every partition is `committed` or `kept`: exit 0; else 1
 
 Share groups (`shareGroups`, KIP-932) have rows of their own (`sharegroups/sync.ShareMove`: set, kept, active,
 missing, failed, untranslated, unsupported); every one `set`, `kept` or `unsupported` (a target without share
-groups: said in `shareGroupsNote`) for the report to be ok.
+groups: said in `shareGroupsNote`) for the report to be ok. Each group's configs (`configs`,
+`sharegroups/moves.ConfigCarry`: carried, changed, left out where the target does not know one) must have been
+carried too: one refused, or not read or set, and the group has not moved (its consumers would get something
+else on the target).
 """
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ from dataclasses import dataclass
 
 from ..mm2formats import Checkpoint
 from ..positionmove import PartitionMove
-from ..sharegroups.moves import SETTLED
+from ..sharegroups.moves import SETTLED, ConfigCarry
 
 MOVED = ("committed", "kept")
 
@@ -121,6 +124,8 @@ def table(doc: dict) -> str:
             target = "-" if r["targetOffset"] is None else f"{r['targetTopic']}[{r['partition']}]@{r['targetOffset']}"
             out.append(f"  share group {r['group']}: {r['sourceTopic']}[{r['partition']}] start {r['sourceOffset']} -> "
                        f"{target}: {r['action']}" + (f" ({r['detail']})" if r["detail"] else ""))
+        if g.get("configs"):
+            out.append(f"  share group {g['group']} configs: {config_line(g['configs'])}")
     if doc.get("shareGroupsNote"):
         out.append(f"  share groups: {doc['shareGroupsNote']}")
     out.append((f"consumers can move back to {doc['target']}" if doc.get("failback") else
@@ -129,16 +134,26 @@ def table(doc: dict) -> str:
     return "\n".join(out) + "\n"
 
 
+def config_line(c: dict) -> str:
+    """A share group's configs (`ConfigCarry.as_dict`) in a few words."""
+    parts = [f"{n}={v}" + (" (set)" if n in c["changed"] else " (kept)") for n, v in sorted(c["carried"].items())]
+    parts += [f"{n} not carried: {why}" for n, why in sorted({**c["leftOut"], **c["refused"]}.items())]
+    if c["error"]:
+        parts.append(c["error"])
+    return ", ".join(parts) or "none set on the source group"
+
+
 def document(mirror: str, source: str, target: str, offsets_from: str, stopped: list[dict],
              rows: list[PartitionMove], not_copied: int | None = None, not_moved: list[str] = (),
              ages: Mapping[str, int] | None = None, unmoved: Iterable[str] = (), shares: Iterable = (),
-             shares_note: str = "") -> dict:
+             shares_note: str = "", share_configs: Mapping[str, ConfigCarry] | None = None) -> dict:
     """`not_copied`: records the source held that the mirror had not copied when it stopped (None: unknown, the
     source did not answer). `not_moved`: why selected groups could not be moved though they have no row (e.g. no
     checkpoint with the source gone); any makes the report not `ok`, so consumers are not told to move.
     `ages`: group -> how old its last checkpoint was (ms; the source gone): its consumers repeat what they read
     since. `unmoved`: groups without rows that could not be moved, named in `groupsNotMoved` with the others.
-    `shares`: the share groups' rows (`ShareMove`); `shares_note`: why share groups were not carried, if so."""
+    `shares`: the share groups' rows (`ShareMove`); `shares_note`: why share groups were not carried, if so;
+    `share_configs`: group -> what carrying its configs did (none: not tried, the target serves no share groups)."""
     groups: dict[str, list[dict]] = {}
     for r in rows:
         groups.setdefault(r.group, []).append(r.as_dict())
@@ -148,7 +163,10 @@ def document(mirror: str, source: str, target: str, offsets_from: str, stopped: 
     share_groups: dict[str, list[dict]] = {}
     for s in shares:
         share_groups.setdefault(s.group, []).append(s.as_dict())
-    share_entries = [{"group": g, "partitions": p, "moved": all(r["action"] in SETTLED for r in p)}
+    carried = share_configs or {}
+    share_entries = [{"group": g, "partitions": p,
+                      "configs": carried[g].as_dict() if g in carried else None,
+                      "moved": all(r["action"] in SETTLED for r in p) and (g not in carried or carried[g].ok)}
                      for g, p in sorted(share_groups.items())]
     shares_not_moved = [e["group"] for e in share_entries if not e["moved"]]
     return {"mirror": mirror, "source": source, "target": target, "offsetsFrom": offsets_from,

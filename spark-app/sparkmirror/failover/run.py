@@ -46,6 +46,7 @@ def failover(configs: list[FlowGroupConfig], mirror: Mirror, select: Callable[[s
     ages: dict[str, int] | None = None  # group -> age of its last checkpoint (ms), when the source is gone
     shares: list = []  # share groups' rows (sharegroups/sync.ShareMove)
     shares_note = ""  # why share groups were not carried, when they were not
+    share_configs: dict = {}  # share group -> what carrying its configs did (sharegroups/moves.ConfigCarry)
     try:
         if progress is not None:
             checkpoints, untranslated = translate_now(emitter, select, progress)
@@ -80,14 +81,14 @@ def failover(configs: list[FlowGroupConfig], mirror: Mirror, select: Callable[[s
         rows = [replace(r, action="failed", detail=failed[r.group]) if r.group in failed and r.action == "committed"
                 else r for r in rows]
         if progress is not None:
-            shares, shares_note = share_groups_now(emitter, select, progress, leave)
+            shares, shares_note, share_configs = share_groups_now(emitter, select, progress, leave)
         else:
             shares_note = ("the source does not answer, so share groups' start offsets cannot be read: they stay on "
                            f"target {mirror.target!r} where the last checkpoint round set them (syncGroupOffsets)")
     finally:
         emitter.close()
     return document(mirror.name, mirror.source, mirror.target, "source" if unreachable is None else "checkpoints",
-                    stopped, rows, not_copied, not_moved, ages, unmoved, shares, shares_note)
+                    stopped, rows, not_copied, not_moved, ages, unmoved, shares, shares_note, share_configs)
 
 
 def undo_all(configs: list[FlowGroupConfig], mirror: Mirror, timeout: float = 30.0) -> dict:

@@ -97,11 +97,18 @@ class FailoverShareGroup(StrictModel):
 
     group: str = Field(description="The share group.")
     moved: bool = Field(description="Every partition with a start offset on the source was set or kept on the "
-                                    "target, or the target serves no share groups (nothing to carry there).")
+                                    "target, and its configs carried, or the target serves no share groups "
+                                    "(nothing to carry there).")
     partitionsMoved: int = Field(0, description="Its partitions whose start offset was set or kept on the target.")
     notMoved: list[str] = Field(default_factory=list, description="Its partitions not moved, why (at most 5): "
                                 "active (members on the target), missing (Kafka 4.1: the group must exist there), "
                                 "untranslated, failed; or unsupported, said, when the target has no share groups.")
+    configs: list[str] = Field(default_factory=list, description="Its group configs set on the source group "
+                               "(share.auto.offset.reset, share.isolation.level, ...) as they now are on the target "
+                               "group: name=value.")
+    configsNotCarried: list[str] = Field(default_factory=list, description="Its group configs not carried, why: "
+                                         "one the target does not know (an older Kafka), one it refused, or none "
+                                         "read or set (then the group has not moved).")
 
 
 class FailoverRecord(StrictModel):

@@ -1,5 +1,6 @@
-"""What carrying a share group does, per partition (pure): translated through the offset map, decided against
-the target, the target's answer. No Kafka client here, so the failover report and the operator read it."""
+"""What carrying a share group does (pure): per partition, translated through the offset map, decided against
+the target, the target's answer; per group, its configs (`ConfigCarry`). No Kafka client here, so the failover
+report and the operator read it."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
@@ -112,3 +113,56 @@ def applied(rows: list[ShareMove], outcome: AlterOutcome) -> list[ShareMove]:
                 r = replace(r, action="failed", detail=f"the target refused the partition: {bad}")
         out.append(r)
     return out
+
+
+CARRIED_CONFIGS = ("share.", "errors.deadletterqueue.")
+"""The group configs (ConfigResource GROUP) carried, by prefix: a share group's (KIP-932: share.auto.offset.reset,
+share.isolation.level, share.record.lock.duration.ms, share.delivery.count.limit, ...) and its dead-letter queue's
+(KIP-1191, Kafka 4.4). Not consumer.* or streams.*: those groups are not share groups."""
+UNKNOWN_ON_TARGET = "the target does not know it (an older Kafka)"
+
+
+def share_config(name: str) -> bool:
+    return name.startswith(CARRIED_CONFIGS)
+
+
+@dataclass(frozen=True)
+class ConfigCarry:
+    """What carrying one share group's configs did: the configs set on the group on the source (not defaults)
+    made the same on the target. `carried`: name -> value now on the target as on the source; `changed`: those
+    set this time (the others were already so); `left_out`: name -> why not carried where the target cannot
+    have it (it does not know the config); `refused`: name -> the target's error; `error`: why none could be
+    (a cluster did not answer). A config removed on the source stays on the target (never removed there)."""
+
+    group: str
+    carried: dict[str, str] = field(default_factory=dict)
+    changed: tuple[str, ...] = ()
+    left_out: dict[str, str] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """The target group gets what the source group has (bar configs the target does not know)."""
+        return not self.refused and not self.error
+
+    def as_dict(self) -> dict:
+        return {"carried": dict(self.carried), "changed": list(self.changed), "leftOut": dict(self.left_out),
+                "refused": dict(self.refused), "error": self.error}
+
+
+def plan_configs(want: Mapping[str, str], have: Mapping[str, tuple[str, bool]]
+                 ) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """(to set, already so, left out) from the source group's explicit configs and the target group's (name ->
+    (value, set on the group)), every config the target knows listed there. One the target knows but has only
+    as its default is set too, even to the same value: the target group then keeps it whatever that cluster's
+    defaults become, as the source group does."""
+    todo, kept, left = {}, {}, {}
+    for name, value in sorted(want.items()):
+        if name not in have:
+            left[name] = UNKNOWN_ON_TARGET
+        elif have[name] == (value, True):
+            kept[name] = value
+        else:
+            todo[name] = value
+    return todo, kept, left
