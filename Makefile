@@ -15,7 +15,7 @@ help:
 	@echo "make test   - install what is missing, then run every test (the kind tests build their images here)"
 	@echo "make bench  - sparkmirror vs Apache Kafka MirrorMaker 2, side by side"
 	@echo "make bench-autoscale - the same 4x burst with autoscaling on and off through the operator (about 25 min; AUTOSCALE_ARGS=--help)"
-	@echo "make campaign - load-sensitive proofs (a successor frozen mid-handoff, the operator killed at each step, autoscaling through the operator, one kill of each chaos kind), every record counted"
+	@echo "make campaign - load-sensitive proofs (a successor frozen mid-handoff, the operator killed at each step, autoscaling through the operator, one kill of each chaos kind) and the record path's fault tests, every record counted"
 	@echo "make chaos  - fault campaign: SIGKILLs and outages under load on 3-broker clusters, every record counted (CHAOS_ARGS=--kills 5)"
 	@echo "make soak   - memory over a 60-minute run at a steady rate, per kind of process; fails above 5 MB/h (SOAK_ARGS=--minutes 20 --warmup 5)"
 	@echo "make crds   - regenerate crds/ from the pydantic model"
@@ -70,9 +70,11 @@ chaos: setup
 
 # Load-sensitive end-to-end proofs kept out of `make test`: a successor frozen (SIGSTOP) mid-handoff; the operator
 # SIGKILLed at each step of a handoff; autoscaling through the operator on real Spark, counted; a kill of each of the
-# chaos campaign's five kinds on 3-broker clusters.
+# chaos campaign's five kinds on 3-broker clusters; then the record path's variants of the long fault tests (SIGKILLs,
+# a source outage, transforms through crashes, certificate rotation), whose batch-path variants run in `make test`.
 campaign: setup
 	SPARKMIRROR_CAMPAIGN=1 $(VENV)/bin/pytest -q -p no:cacheprovider tests/operator/test_handoff_rollback_e2e.py tests/operator/test_handoff_operator_killed.py tests/operator/test_autoscale_e2e.py tests/job/test_chaos_short.py $(PYTEST_ARGS)
+	SPARKMIRROR_CAMPAIGN=1 $(VENV)/bin/pytest -q -p no:cacheprovider -k records tests/job/test_eos_crash.py tests/job/test_outages.py tests/job/test_transforms_job.py tests/job/test_certificate_rotation.py $(PYTEST_ARGS)
 
 soak: venv kafka
 	$(PY) -m bench.soak $(SOAK_ARGS)

@@ -28,6 +28,8 @@ from sparkmirror_dev.kafka import KafkaCluster, Security
 from sparkmirror_dev.mountedsecret import MountedSecret
 from sparkmirror_dev.testing import NumberedProducer, check_numbered, create_topic, unique_name
 
+from tests.support.campaign import RECORDS_IN_CAMPAIGN
+
 from .committed import Progress, wait_committed
 from .conftest import wait_for
 
@@ -173,6 +175,6 @@ def test_certificates_rotated_while_mirroring(tls_kafka, job, tmp_path, figure, 
     assert jp.stop() == 0, jp.log()[-3000:]
 
 
-@pytest.fixture(params=["records", "batches"])
+@pytest.fixture(params=[RECORDS_IN_CAMPAIGN, "batches"])
 def copy_path(request: pytest.FixtureRequest) -> str:
     return request.param

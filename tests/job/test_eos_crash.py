@@ -18,6 +18,8 @@ from confluent_kafka.admin import AdminClient
 
 from sparkmirror_dev.testing import NumberedProducer, check_numbered, open_transactions
 
+from tests.support.campaign import ONLY_IN_CAMPAIGN
+
 from .conftest import read_topic, wait_for
 
 pytestmark = pytest.mark.minutes(6.0)
@@ -46,8 +48,9 @@ def _catch_up(job, cfg, bootstrap: str, remote: str, sent: int) -> None:
     assert jp.stop() == 0, jp.log()[-3000:]
 
 
-@pytest.mark.parametrize("delivery,copy", [("exactly-once", "records"), ("at-least-once", "records"),
-                                           ("exactly-once", "batches")])
+@pytest.mark.parametrize("delivery,copy", [pytest.param("exactly-once", "records", marks=ONLY_IN_CAMPAIGN),
+                                           pytest.param("at-least-once", "records", marks=ONLY_IN_CAMPAIGN),
+                                           ("exactly-once", "batches"), ("at-least-once", "batches")])
 def test_sigkill_job_several_times(kafka_a, kafka_b, topic, flowgroup, job, delivery, copy):
     src = topic(kafka_a, PARTS)
     remote = f"a.{src}"

@@ -21,6 +21,8 @@ from sparkmirror.lanes import plan_lanes
 from sparkmirror.progress import ensure_progress_topic
 from sparkmirror.resource.flowgroup import FlowGroupConfig
 
+from tests.support.campaign import RECORDS_IN_CAMPAIGN
+
 from .conftest import wait_for
 from .test_eos_crash import PARTS, NumberedProducer, _target_count
 
@@ -70,7 +72,7 @@ def _resumed_after(bootstrap: str, topic: str, back: float, timeout: float = 120
     return time.monotonic() - back
 
 
-@pytest.mark.parametrize("copy", ["records", "batches"])
+@pytest.mark.parametrize("copy", [RECORDS_IN_CAMPAIGN, "batches"])
 def test_lane_rides_out_a_source_outage(kafka, topic, caplog, figure, copy):
     """A lane copying from a source cluster that goes away for 70 s: it waits, then carries on in the same run."""
     source, target = kafka.cluster("outage-src"), kafka.cluster("b")

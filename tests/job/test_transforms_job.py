@@ -17,6 +17,8 @@ from sparkmirror.verify.compare import check_range
 from sparkmirror.verify.run import committed_ranges
 from sparkmirror_dev.testing import NumberedProducer, commit_group, unique_name
 
+from tests.support.campaign import RECORDS_IN_CAMPAIGN
+
 from .conftest import read_topic, wait_for
 
 pytestmark = pytest.mark.minutes(2.2)
@@ -56,7 +58,7 @@ def _count(bootstrap: str, topic: str) -> int:
         return 0
 
 
-@pytest.mark.parametrize("copy", ["records", "batches"])
+@pytest.mark.parametrize("copy", [RECORDS_IN_CAMPAIGN, "batches"])
 def test_transforms_exactly_once_through_crashes_translated_and_verified(kafka_a, kafka_b, topic, flowgroup, job,
                                                                          copy):
     src = topic(kafka_a, PARTS)

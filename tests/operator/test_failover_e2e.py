@@ -44,9 +44,8 @@ def test_failover_on_the_resource_moves_groups_exactly_and_undoes(operator, kapi
         produce_numbered(kafka_a.bootstrap, src, 2, 150, 50)
         # the share group reads part of the topic on the source (Kafka's console share consumer acknowledges what
         # it prints, in order); the checkpoint rounds do not set it on the target (no syncGroupOffsets): the
-        # operator's failover does
-        for bootstrap in (kafka_a.bootstrap, kafka_b.bootstrap):
-            start_earliest(bootstrap, shared)
+        # operator's failover does, with the group's configs (set on the source only: the target's group gets them)
+        start_earliest(kafka_a.bootstrap, shared)
         on_source = share_consume(kafka_a.bootstrap, src, shared, max_messages=250)
         assert len(on_source) == 250
         started = {int(r.split()[2]) for r in described(kafka_a.bootstrap, shared) if r.split()[3].isdigit()}
@@ -67,7 +66,8 @@ def test_failover_on_the_resource_moves_groups_exactly_and_undoes(operator, kapi
         # the share group, per group on the status: every partition it has a start offset for set on the target
         assert record["shareGroupsMoved"] == 1 and record["shareGroupsNote"] == "", record
         assert record["shareGroups"] == [{"group": shared, "moved": True, "partitionsMoved": len(started),
-                                          "notMoved": []}], record
+                                          "notMoved": [], "configs": ["share.auto.offset.reset=earliest"],
+                                          "configsNotCarried": []}], record
         assert "share groups: 1 moved" in _cond(st, "FailedOver")["message"]
         wait_for("the flow group's application removed", lambda: not kapi.list("SparkApplication", namespace),
                  timeout=60, interval=1.0)
