@@ -24,9 +24,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("-n", "--records", type=int, default=4_000_000,
                    help="records of 1 KiB (plain and lz4); default %(default)s: copy windows of 20-58 s at "
                         "1 KiB on a quiet 2-core machine; shorter ones measure noise")
-    p.add_argument("--records-100b", type=int, default=16_000_000,
-                   help="records of 100 B; default %(default)s: the batch path copies about 700,000 a second, so "
-                        "its copy window is over 20 s only from about 14,000,000")
+    p.add_argument("--records-100b", type=int, default=20_000_000,
+                   help="records of 100 B; default %(default)s: the batch path copies about 900,000 a second on a "
+                        "quiet machine (16,000,000 took 17-18 s at 9636f00), so its copy window is over 20 s only "
+                        "from about 18,000,000")
     p.add_argument("--reps", type=int, default=2, help="repetitions of each contender; default %(default)s")
     p.add_argument("--sizes", default="b1k,b100,b1k-lz4",
                    help="comma list of the record sizes mirrored, each in its own runs: b1k (1 KiB), b100 (100 B), "
