@@ -133,6 +133,8 @@ def test_live_lag_and_endpoint(kafka_a, kafka_b, topic, flowgroup) -> None:
         assert find(ss, "sparkmirror_partition_records_total", topic=src) == [100, 100]
         assert all(b > 100 * 2 for b in find(ss, "sparkmirror_partition_bytes_total", topic=src))
         assert find(ss, "sparkmirror_partition_lag_seconds", topic=src) == [0, 0]
+        # the path its lanes took, as the lanes choose it (batches, the default; no fallback)
+        assert find(ss, "sparkmirror_mirror_copy_path", mirror=mirror.name, path="batches", fallback="") == [1]
         assert find(ss, "sparkmirror_partition_commit_stall_seconds", topic=src) == [0, 0]
         assert find(ss, "process_resident_memory_bytes")[0] > 10 * 2**20
         # MM2 mirrors a source `heartbeats` topic whatever the topic pattern; other tests may have made one
