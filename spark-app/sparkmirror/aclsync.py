@@ -20,6 +20,7 @@ from confluent_kafka.admin import AclBinding, AclBindingFilter, AdminClient
 from .aclplan import (ANY_PRINCIPAL, EVERY_BINDING, GROUP, AclPlan, AclScope, binding_of, binding_row, describe,
                       plan_acl_sync)
 from .handoff.takeover import write_records
+from .kafkaerror import error_code, error_text
 from .progress import read_progress
 from .progress.record import PROGRESS_FORMAT_VERSION, acls_key, acls_value
 from .replication import ReplicationPolicy
@@ -83,16 +84,6 @@ class AclRecord:
                       f"ACL record of mirror {self.mirror!r}", self.timeout)
 
 
-def _code(e: KafkaException) -> int | None:
-    err = e.args[0] if e.args else None
-    return err.code() if isinstance(err, KafkaError) else None
-
-
-def _text(e: KafkaException) -> str:
-    err = e.args[0] if e.args else None
-    return err.str() if isinstance(err, KafkaError) else str(e)
-
-
 class AclSync:
     """Reads both clusters' ACLs and the mirror's ACL record, plans with `plan_acl_sync`, applies, records what
     it owns; never raises. Owned by a TopicSync, whose admin clients it uses (`admin("source")`,
@@ -141,7 +132,7 @@ class AclSync:
                 groups = self._groups()
             except KafkaException as e:
                 return AclState("unavailable", f"listing consumer groups of source {self.source_alias!r} "
-                                               f"failed: {_text(e)}")
+                                               f"failed: {error_text(e)}")
         try:
             owned = self._owned(target_topics)
         except Exception as e:  # noqa: BLE001 - without it nothing may be removed, nor the record rewritten
@@ -152,13 +143,13 @@ class AclSync:
         return AclState("ok", "", plan_acl_sync(bindings["source"], bindings["target"], scope, owned))
 
     def _read_failure(self, which: str, e: KafkaException) -> AclState:
-        alias, code = self._alias(which), _code(e)
+        alias, code = self._alias(which), error_code(e)
         if code == KafkaError.SECURITY_DISABLED:
             return AclState("no-authorizer", f"{which} cluster {alias!r} has no authorizer: no ACLs to sync")
         if code in (KafkaError.CLUSTER_AUTHORIZATION_FAILED, KafkaError.TOPIC_AUTHORIZATION_FAILED):
             return AclState("refused", f"the mirror may not read the ACLs of {which} cluster {alias!r} (it needs "
-                                       f"DESCRIBE on the cluster): {_text(e)}")
-        return AclState("unavailable", f"reading the ACLs of {which} cluster {alias!r} failed: {_text(e)}")
+                                       f"DESCRIBE on the cluster): {error_text(e)}")
+        return AclState("unavailable", f"reading the ACLs of {which} cluster {alias!r} failed: {error_text(e)}")
 
     def sync(self, remote: Mapping[str, str], target_topics: Iterable[str]) -> AclState:
         """Observe and apply. Problems are logged once per change of state and returned, never raised."""
@@ -182,9 +173,9 @@ class AclSync:
         disabled: list[str] = []
 
         def failure(e: KafkaException) -> None:
-            code = _code(e)
+            code = error_code(e)
             (refused if code == KafkaError.CLUSTER_AUTHORIZATION_FAILED else
-             disabled if code == KafkaError.SECURITY_DISABLED else failed).append(_text(e))
+             disabled if code == KafkaError.SECURITY_DISABLED else failed).append(error_text(e))
 
         created: list[AclBinding] = []
         deleted: list[AclBinding] = []

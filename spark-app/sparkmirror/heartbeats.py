@@ -21,7 +21,8 @@ from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from .checkpoints import MM2_INTERNAL_TOPIC_CONFIG, ensure_topic
-from .copying.errors import Fault, classify, describe, kafka_error
+from .copying.errors import Fault, classify, describe
+from .kafkaerror import kafka_error
 from .mm2formats import Heartbeat
 from .replication import policy_for
 from .resource.flowgroup import FlowGroupConfig, Mirror

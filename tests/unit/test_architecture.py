@@ -49,6 +49,8 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
                              *DEV_ONLY)),
     ("sparkmirror.clientcheck", ("sparkmirror_operator", *SPARK_SIDE, *THIRD_PARTY_K8S, *THIRD_PARTY_SPARK,
                                  *DEV_ONLY)),
+    ("sparkmirror.kafkaerror", ("sparkmirror_operator", *SPARK_SIDE, *THIRD_PARTY_K8S, *THIRD_PARTY_SPARK,
+                                *DEV_ONLY)),
     ("sparkmirror.faultkind", ("sparkmirror_operator", *SPARK_SIDE, *THIRD_PARTY_K8S, *THIRD_PARTY_KAFKA,
                                *THIRD_PARTY_SPARK, *DEV_ONLY)),
     ("sparkmirror.autoscale", ("sparkmirror_operator", *SPARK_SIDE, *THIRD_PARTY_K8S, *THIRD_PARTY_KAFKA,

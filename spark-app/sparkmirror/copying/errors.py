@@ -29,6 +29,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from ..credentials import RefusalGrace
 from ..faultkind import Kind, refusal_text
+from ..kafkaerror import kafka_error
 from ..refusal import kind_of
 
 E = KafkaError
@@ -132,18 +133,6 @@ class Unreachable(Exception):
     def what(self) -> str:
         """The thing waited for, as log lines and the `run` display name it."""
         return f"{self.side} cluster {self.cluster!r}"
-
-
-def kafka_error(exc: BaseException | None) -> KafkaError | None:
-    """The KafkaError behind an exception; librdkafka's fatal errors can surface as a SystemError whose
-    cause is the KafkaException (raised inside a delivery callback during flush/poll)."""
-    seen = 0
-    while exc is not None and seen < 5:
-        if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
-            return exc.args[0]
-        exc = exc.__cause__ or exc.__context__
-        seen += 1
-    return None
 
 
 def is_fenced(err: KafkaError) -> bool:

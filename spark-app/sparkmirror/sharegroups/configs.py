@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
+from ..kafkaerror import error_code, error_text
 from .moves import share_config
 
 GROUP_CONFIG = 8  # DescribeConfigs' ConfigSource of a config set on the group itself
@@ -22,16 +23,6 @@ _REFUSED = {KafkaError.INVALID_CONFIG, KafkaError.POLICY_VIOLATION}  # the value
 
 class GroupConfigError(RuntimeError):
     """A cluster did not answer a group-config request, or refused it as a whole."""
-
-
-def _why(e: Exception) -> str:
-    err = e.args[0] if e.args else None
-    return err.str() if isinstance(err, KafkaError) else str(e) or type(e).__name__
-
-
-def _code(e: Exception) -> int | None:
-    err = e.args[0] if e.args else None
-    return err.code() if isinstance(err, KafkaError) else None
 
 
 class GroupConfigAdmin:
@@ -52,7 +43,7 @@ class GroupConfigAdmin:
                 entries = fut.result(self.timeout)
             except (KafkaException, TimeoutError) as e:
                 out[res.name] = GroupConfigError(f"cluster {self.cluster!r}: describing the configs of group "
-                                                 f"{res.name}: {_why(e)}")
+                                                 f"{res.name}: {error_text(e)}")
                 continue
             out[res.name] = {n: (e.value, int(getattr(e.source, "value", e.source)) == GROUP_CONFIG)
                              for n, e in entries.items()}
@@ -85,11 +76,11 @@ class GroupConfigAdmin:
             self._alter(group, configs)
             return {}
         except (KafkaException, TimeoutError) as e:
-            if _code(e) not in _REFUSED:
+            if error_code(e) not in _REFUSED:
                 raise GroupConfigError(f"cluster {self.cluster!r}: setting the configs of group {group}: "
-                                       f"{_why(e)}") from e
+                                       f"{error_text(e)}") from e
             if len(configs) == 1:
-                return {name: _why(e) for name in configs}
+                return {name: error_text(e) for name in configs}
         refused = {}
         for name, value in sorted(configs.items()):
             refused.update(self.set(group, {name: value}))
