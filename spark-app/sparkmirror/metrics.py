@@ -73,6 +73,9 @@ class _Mirror:
     checkpoint_groups: int = 0
     outage: Outage | None = None  # what the services wait for (a cluster that does not answer), by service
     credentials: CredentialWatch | None = None  # the secrets its clients were made with (see `_renew`)
+    # held by the checkpoints' thread for a round, by `_renew` (the services' thread) to close the clients a round
+    # uses: the emitter and the monitor's progress-topic reader it shares
+    round_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         self.outage = Outage(f"mirror {self.mirror.name!r}")
@@ -201,14 +204,15 @@ class DriverServices:
         log.info("mirror %s: the credentials of cluster %s changed: making the services' clients again",
                  m.mirror.name, m.credentials.names())
         old = m.monitor
-        for part in (m.checkpoints, m.heartbeats, m.monitor):
-            if part is not None:
-                try:
-                    part.close()
-                except Exception:  # noqa: BLE001 - clients on refused credentials: closing is best effort
-                    pass
-        m.checkpoints = m.heartbeats = m.monitor = None
-        m.next_poll = m.next_heartbeat = m.next_checkpoint = 0.0
+        with m.round_lock:  # a checkpoint round under way ends first: it uses the emitter and the monitor's reader
+            for part in (m.checkpoints, m.heartbeats, m.monitor):
+                if part is not None:
+                    try:
+                        part.close()
+                    except Exception:  # noqa: BLE001 - clients on refused credentials: closing is best effort
+                        pass
+            m.checkpoints = m.heartbeats = m.monitor = None
+            m.next_poll = m.next_heartbeat = m.next_checkpoint = 0.0
         if old is not None:
             self._guard(m, "monitor", lambda: setattr(m, "monitor", MirrorMonitor(self.config, m.mirror)))
             if m.monitor is not None:
@@ -238,9 +242,11 @@ class DriverServices:
     def _checkpoints_due(self, m: _Mirror, now: float) -> None:
         """The checkpoints' thread: a round when one is due (once the monitor's tail, which it shares, exists)."""
         mirror = m.mirror
-        if self._want_checkpoints and (mirror.emitCheckpoints or mirror.syncGroupOffsets) and \
-                now >= m.next_checkpoint and m.monitor is not None:
-            self._checkpoint(m, m.next_checkpoint or now)
+        if not (self._want_checkpoints and (mirror.emitCheckpoints or mirror.syncGroupOffsets)):
+            return
+        with m.round_lock:  # `_renew` closes nothing of the round's while it runs
+            if now >= m.next_checkpoint and m.monitor is not None:
+                self._checkpoint(m, m.next_checkpoint or now)
 
     def _checkpoint(self, m: _Mirror, due: float) -> None:
         """One checkpoint round. Rounds keep their interval (the next is due one interval after this one was
