@@ -20,13 +20,15 @@ from sparkmirror.progress.state import OffsetMap, Range
 from sparkmirror.sharegroups.admin import ShareGroupAdmin, SharesUnsupported
 from sparkmirror.sharegroups.configs import GroupConfigAdmin
 from sparkmirror.sharegroups.messages import DescribeShareGroupOffsetsResponse
-from sparkmirror.sharegroups.moves import (NON_EMPTY_GROUP, UNKNOWN_ON_TARGET, AlterOutcome, ConfigCarry, ShareMove,
-                                           applied, decide, plan_configs, translate_starts)
+from sparkmirror.sharegroups.moves import (NON_EMPTY_GROUP, UNKNOWN_ON_TARGET, AlterOutcome,
+                                           ConfigCarry, ShareMove, applied, decide, plan_configs, translate_starts)
 from sparkmirror.sharegroups.sync import ShareGroupSync
 from sparkmirror.failover.run import failover
-from sparkmirror_dev.testing import count_records, produce_numbered, unique_name
+from sparkmirror_dev import install, paths
+from sparkmirror_dev.testing import count_records, create_topic, produce_numbered, unique_name
 
-from tests.support.sharetools import described, end_offsets, group_configs, set_group_configs, share_consume
+from tests.support.sharetools import (described, end_offsets, group_configs, kafka_tool, set_group_configs,
+                                      share_consume)
 
 from .conftest import wait_for
 
@@ -120,6 +122,37 @@ def test_clusters_without_share_groups_are_said_once_and_skipped(kafka_releases,
                                             if name in r.message) == 1
         finally:
             sync.close()
+
+
+@pytest.mark.kafka
+def test_a_kafka_41_target_that_keeps_no_offset_is_not_called_set(kafka_releases, kafka_a) -> None:
+    """Kafka 4.1 with share groups on (share.version=1, finalized with Kafka's own kafka-features) answers
+    AlterShareGroupOffsets with no error and changes nothing, for a group it knows or not (as its own
+    kafka-share-groups shows). The sync reads every offset it set back: those partitions are `failed`, saying so,
+    never `set`, so a failover names the group as not moved."""
+    k41 = kafka_releases.start({"k41-shares": ("4.1.2", False)})["k41-shares"]
+    kafka_tool(install.tool_class(paths.KAFKA_VERSION, "FeatureCommand"), "--bootstrap-server", k41.bootstrap,
+               "upgrade", "--feature", "share.version=1")
+    remote = create_topic(k41.bootstrap, unique_name("a.sg41"), 1)
+    produce_numbered(k41.bootstrap, remote, 1, 0, 10)
+    known, unknown = unique_name("sg-41"), unique_name("sg-41-new")
+    set_group_configs(k41.bootstrap, known, {"share.auto.offset.reset": "earliest"})
+    assert len(share_consume(k41.bootstrap, remote, known, max_messages=4)) == 4  # the group exists, starts at 4
+    admin = ShareGroupAdmin({"bootstrap.servers": k41.bootstrap}, "k41")
+    sync = ShareGroupSync({"bootstrap.servers": kafka_a.bootstrap}, {"bootstrap.servers": k41.bootstrap}, "a",
+                          "k41", lambda g: True, timeout=15)
+    try:
+        assert admin.start_offsets(known) == {(remote, 0): 4}
+        rows = [ShareMove(g, remote.removeprefix("a-"), remote, 0, 7, 7, "set") for g in (known, unknown)]
+        out = sync.apply(rows, force=True)
+        assert [r.action for r in out] == ["failed", "failed"], out
+        assert "kept no such start offset (Kafka 4.1" in out[0].detail and out[0].detail.endswith("starts at 4")
+        assert out[1].detail.endswith("it has none")
+        assert admin.start_offsets(known) == {(remote, 0): 4} and admin.start_offsets(unknown) == {}
+        assert [line.split()[1:4] for line in described(k41.bootstrap, known)] == [[remote, "0", "4"]]
+    finally:
+        sync.close()
+        admin.close()
 
 
 @pytest.mark.kafka

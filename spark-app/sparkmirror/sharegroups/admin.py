@@ -128,8 +128,9 @@ class ShareGroupAdmin:
 
     def alter(self, group: str, offsets: Mapping[TopicPartition, int]) -> AlterOutcome:
         """Set the group's start offsets. The broker takes them only while the group has no members
-        (NON_EMPTY_GROUP otherwise); Kafka 4.1 only for a group that exists (GROUP_ID_NOT_FOUND), 4.2 and later
-        make it. Those come back in the outcome, as do partitions refused (a topic not there yet)."""
+        (NON_EMPTY_GROUP otherwise) and makes a group it does not know (4.2 and later; Kafka 4.1 answers with no
+        error and changes nothing: `moves.kept` reads them back). Those come back in the outcome, as do partitions
+        refused (a topic not there yet)."""
         A = AlterShareGroupOffsetsRequest
         T = A.AlterShareGroupOffsetsRequestTopic
         topics: dict[str, list] = {}

@@ -14,6 +14,8 @@ UNSUPPORTED_VERSION = 35
 NON_EMPTY_GROUP = 68
 GROUP_ID_NOT_FOUND = 69
 MOVED = ("set", "kept")
+NOT_KEPT_WHY = ("the target answered without an error but kept no such start offset (Kafka 4.1 does so, seen on 4.1.0 "
+                "and 4.1.2 also with its own kafka-share-groups --reset-offsets; 4.2 and later set it)")
 SETTLED = (*MOVED, "unsupported")  # what does not hold a failover back: no share group can exist on such a target
 
 
@@ -36,8 +38,8 @@ class ShareMove(PartitionMove):
     """One partition of a share group: its start offset on the source, where it translates to, what was done.
 
     Actions: `set` (set on the target), `kept` (the target group already starts there or later: never moved
-    back), `active` (the group has members on the target: its offsets cannot be set), `missing` (Kafka 4.1: the
-    group must exist on the target; a share consumer joining it once makes it), `failed` (the target refused, see
+    back), `active` (the group has members on the target: its offsets cannot be set), `missing` (the target
+    answered GROUP_ID_NOT_FOUND), `failed` (the target refused, see
     detail), `untranslated` (no exact target position: nothing of the partition mirrored yet, or older than the
     history held), `unsupported` (the target serves no share groups: Kafka before 4.1, or 4.1 without
     `share.version=1`; said, and not held against a failover, as its consumers cannot share-consume there)."""
@@ -97,8 +99,7 @@ def applied(rows: list[ShareMove], outcome: AlterOutcome) -> list[ShareMove]:
     if outcome.code == NON_EMPTY_GROUP:
         action, detail = "active", "the group has members on the target: stop its consumers there, run again"
     elif outcome.code == GROUP_ID_NOT_FOUND:
-        action, detail = "missing", ("the target (Kafka 4.1) sets offsets only of a share group that exists: let "
-                                     "a share consumer join it there once, run again")
+        action, detail = "missing", "the target does not know the share group (GROUP_ID_NOT_FOUND)"
     elif outcome.code:
         action, detail = "failed", outcome.error
     else:
@@ -111,6 +112,21 @@ def applied(rows: list[ShareMove], outcome: AlterOutcome) -> list[ShareMove]:
                 r = replace(r, action=action, detail=detail)
             elif bad:
                 r = replace(r, action="failed", detail=f"the target refused the partition: {bad}")
+        out.append(r)
+    return out
+
+
+def kept(rows: list[ShareMove], on_target: Mapping[TopicPartition, int]) -> list[ShareMove]:
+    """The `set` rows after reading the group's start offsets back from the target (`on_target`): a row is set
+    only where the target now starts at its offset or later (a share consumer there may have read on since).
+    Kafka 4.1 answers AlterShareGroupOffsets with no error and changes nothing, for a group it knows or not; 4.2
+    and later set the offsets and make the group. A row the target did not keep has `failed`, saying so."""
+    out = []
+    for r in rows:
+        have = on_target.get((r.target_topic, r.partition))
+        if r.action == "set" and r.target_offset is not None and (have is None or have < r.target_offset):
+            r = replace(r, action="failed", detail=NOT_KEPT_WHY + (f": it starts at {have}" if have is not None
+                                                                    else ": it has none"))
         out.append(r)
     return out
 

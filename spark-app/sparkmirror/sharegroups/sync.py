@@ -28,7 +28,8 @@ from dataclasses import replace
 from .admin import ShareAdminError, ShareGroupAdmin, SharesUnsupported
 from .configs import GroupConfigAdmin, GroupConfigError
 from .markers import RecordFinder
-from .moves import MOVED, ConfigCarry, ShareMove, TopicPartition, applied, decide, plan_configs, settled_starts
+from .moves import (MOVED, ConfigCarry, ShareMove, TopicPartition, applied, decide, kept, plan_configs,
+                    settled_starts)
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +139,8 @@ class ShareGroupSync:
         todo = {(r.target_topic, r.partition): r.target_offset for r in group_rows if r.action == "set"}
         if todo:
             group_rows = applied(group_rows, tgt.alter(group, todo))
+            if any(r.action == "set" for r in group_rows):  # read back: Kafka 4.1 answers and changes nothing
+                group_rows = kept(group_rows, tgt.start_offsets(group))
         if all(r.action in MOVED for r in group_rows if r.target_offset is not None):
             self._sent[group] = want
         return group_rows
