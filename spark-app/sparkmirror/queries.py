@@ -80,7 +80,10 @@ def start_query(spark, config: FlowGroupConfig, mirror_name: str, stats: dict[st
     mstats = stats.setdefault(mirror_name, MirrorStats(mirror_name))
 
     def sink(batch_df, batch_id: int) -> None:
-        rows = collect_batch(batch_df)  # runs the epoch's lane tasks
+        try:
+            rows = collect_batch(batch_df)  # runs the epoch's lane tasks
+        finally:
+            release(batch_df)
         arrived_ms = int(time.time() * 1000)
         t1 = time.monotonic()
         mstats.update(rows)
@@ -109,6 +112,22 @@ def start_query(spark, config: FlowGroupConfig, mirror_name: str, stats: dict[st
     return (_observed(reader.load()).writeStream.queryName(query_name(config.name, mirror_name, gen))
             .foreachBatch(sink)
             .option("checkpointLocation", str(checkpoint)).start())
+
+
+def release(batch_df) -> None:
+    """Lets the driver JVM drop an epoch's Dataset now. py4j keeps every Java object Python holds in its gateway's
+    bindings until Python's object is collected; the DataFrame pyspark hands `foreachBatch` (and the session
+    wrapper made for it) are left to Python's cycle collector, which runs rarely in a driver that allocates little:
+    a soak's heap dump at 17 minutes found 21 epochs' Datasets, each holding its whole plan (~1,000 lazy values),
+    bound in py4j's gateway, most of the driver's live-heap growth. Detaching removes the binding and the
+    finalizer that would remove it later."""
+    for obj in (getattr(batch_df, "_jdf", None), getattr(getattr(batch_df, "_session", None), "_jsparkSession", None)):
+        detach = getattr(obj, "_detach", None)
+        if detach is not None:
+            try:
+                detach()
+            except Exception:  # noqa: BLE001 - the JVM went away (a stop): nothing left to release
+                pass
 
 
 class BatchStopped(RuntimeError):

@@ -17,8 +17,9 @@ default `epochSeconds`). Spark keeps 1,000 jobs, stages and SQL executions (the 
 too) and 100 progress updates: every epoch is a job, a stage and two SQL executions, so that store grows for 8
 hours of epochs nobody reads (a soak's heap histograms: 82 SQL executions at 21 minutes without these settings,
 50 at 13 minutes with them). A mirror's epochs are alike; its own metrics, not Spark's job list, say how it does.
-The driver's live heap still grew ~10 MB/h in a 25-minute soak with them: that growth is elsewhere
-(bench/results/soak-25min.md). A user's sparkConf wins.
+The driver's live heap still grew ~10 MB/h in a 25-minute soak with them (bench/results/soak-25min.md): heap dumps
+found each epoch's Dataset bound in py4j's gateway until Python's cycle collector ran (`queries.release`). A
+user's sparkConf wins.
 """
 from __future__ import annotations
 
