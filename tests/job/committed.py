@@ -48,6 +48,14 @@ class Progress:
             self.samples.append((time.monotonic(), committed_end(self.bootstrap, self.topic)))
             time.sleep(1.0)
 
+    def sample_until_moved(self, t: float, seconds: float, alive: Callable[[], bool], then: float = 5.0) -> None:
+        """Sample until the committed end grew past what it was at `t`, and `then` seconds more; `seconds` at
+        most (a copy that never resumes is the caller's to judge with `moved_after`)."""
+        until = time.monotonic() + seconds
+        while time.monotonic() < until and self.moved_after(t) is None:
+            self.sample_for(1.0, alive)
+        self.sample_for(min(then, max(0.0, until - time.monotonic())), alive)
+
     @contextmanager
     def sampling(self) -> Iterator[None]:
         """Sample every second in a thread while the block runs, so time the test spends doing something else

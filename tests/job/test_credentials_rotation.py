@@ -146,7 +146,7 @@ def test_password_rotated_while_mirroring(kafka_a, reauth_kafka, topic, job, tmp
     progress.sample_for(FILE_LATE_S, alive)
     t_file1 = time.monotonic()
     _write_secret_file(pw_file, "rotate-pw-2")
-    progress.sample_for(45, alive)
+    progress.sample_until_moved(t_file1, 45, alive)
 
     # 2. the file first, the broker BROKER_LATE_S later
     t_file2 = time.monotonic()
@@ -154,7 +154,7 @@ def test_password_rotated_while_mirroring(kafka_a, reauth_kafka, topic, job, tmp
     progress.sample_for(BROKER_LATE_S, alive)
     t_broker2, rotated = time.monotonic(), time.time()
     _set_password_on_broker(target, "rotate-pw-3")
-    progress.sample_for(30, alive)
+    progress.sample_until_moved(t_broker2, 30, alive)
 
     # the driver's own clients follow too: heartbeats on the target and a topic new on the source, mirrored
     later = topic(kafka_a, 1, name=f"{src}-later")
