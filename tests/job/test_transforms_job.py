@@ -13,6 +13,7 @@ import time
 import pytest
 
 from sparkmirror.checkpoints import CheckpointEmitter
+from sparkmirror.replication import PROVENANCE_HEADER
 from sparkmirror.verify.compare import check_range
 from sparkmirror.verify.run import committed_ranges
 from sparkmirror_dev.testing import NumberedProducer, commit_group, unique_name
@@ -118,3 +119,56 @@ def test_transforms_exactly_once_through_crashes_translated_and_verified(kafka_a
                         cfg.mirrors[0].transforms) for r in ranges]
     assert all(row["status"] == "equal" for row in rows), [r for r in rows if r["status"] != "equal"][:2]
     assert sum(row["targetCount"] for row in rows) == len(want) * PARTS
+
+
+@pytest.mark.parametrize("delivery,policy", [("at-least-once", "default"), ("exactly-once", "identity")])
+def test_transforms_at_least_once_and_under_the_identity_policy(kafka_a, kafka_b, topic, flowgroup, job, delivery,
+                                                                 policy):
+    """The same chain on the two other paths a transformed record can take: at-least-once lanes (idempotent, no
+    transaction) on batches, and the identity policy, whose provenance header makes every record go through the
+    record path (`copyFallback` identity_policy), stamped after the transforms. Kept records once, in order, as
+    configured; the provenance header last, naming the source; a group committed on a dropped record lands on
+    the next kept one."""
+    src = topic(kafka_a, PARTS)
+    identity = policy == "identity"
+    chain = [*TRANSFORMS[:-1], {"type": "route", "topics": r"(.*)" if identity else r"a\.(.*)",
+                                "replacement": "dr-$1"}]
+    remote = f"dr-{src}"
+    cfg = flowgroup(src, delivery=delivery, epochSeconds=3,
+                    mirror={"transforms": chain, "groups": "xf-.*", "replicationPolicy": policy})
+    producer = NumberedProducer(kafka_a.bootstrap, src, rate=150.0, partitions=PARTS, record=source_record)
+    producer.start()
+    jp = job(cfg)
+    wait_for(lambda: _count(kafka_b.bootstrap, remote) > 0 or jp.proc.poll() is not None, 300, "copying")
+    time.sleep(3)
+    sent = producer.stop()
+    want = [s for s in range(sent) if kept(s)]
+    wait_for(lambda: _count(kafka_b.bootstrap, remote) >= len(want) * PARTS or jp.proc.poll() is not None, 300,
+             "catch-up")
+    assert jp.proc.poll() is None, jp.log()[-3000:]
+    time.sleep(2)  # a duplicate would land after the count was reached
+    assert jp.stop() == 0, jp.log()[-3000:]
+    path = "records" if identity else "batches"
+    assert f"copying {path})" in jp.log(), "the lanes did not take the path expected"
+
+    source, target = read_topic(kafka_a.bootstrap, src), read_topic(kafka_b.bootstrap, remote)
+    for part in range(PARTS):
+        got = target[part]
+        assert [json.loads(r.value)["seq"] for r in got] == want, f"partition {part}: not every kept record once"
+        for r in got:
+            key, value, headers = expected_target(part, json.loads(r.value)["seq"])
+            if identity:
+                headers = (*headers, (PROVENANCE_HEADER, b"a"))
+            assert (r.key, json.loads(r.value), tuple(r.headers or ())) == (key, value, headers)
+
+    group = unique_name("xf-group")
+    src_offset = {json.loads(r.value)["seq"]: r.offset for r in source[0]}
+    tgt_offset = {json.loads(r.value)["seq"]: r.offset for r in target[0]}
+    commit_group(kafka_a.bootstrap, group, {(src, 0): src_offset[10]})  # 10 and 11 dropped: lands on 12
+    emitter = CheckpointEmitter(cfg, cfg.mirrors[0])
+    try:
+        cps = emitter.run_once(sync_offsets=False)
+    finally:
+        emitter.close()
+    (cp,) = [c for c in cps[group] if c.partition == 0]
+    assert (cp.topic, cp.upstream_offset, cp.downstream_offset) == (remote, src_offset[10], tgt_offset[12])
