@@ -59,6 +59,27 @@ def _count(bootstrap: str, topic: str) -> int:
         return 0
 
 
+def _assert_kept_once_as_configured(target: dict, want: list[int], stamped: tuple = ()) -> None:
+    """Every kept record once per partition, in order, changed as configured (`stamped`: headers after the chain's)."""
+    for part in range(PARTS):
+        got = target[part]
+        assert [json.loads(r.value)["seq"] for r in got] == want, f"partition {part}: not every kept record once"
+        for r in got:
+            key, value, headers = expected_target(part, json.loads(r.value)["seq"])
+            assert (r.key, json.loads(r.value), tuple(r.headers or ())) == (key, value, (*headers, *stamped))
+
+
+def _checkpoint_of(cfg, group: str):
+    """The group's checkpoint of partition 0, as a checkpoint round emits it."""
+    emitter = CheckpointEmitter(cfg, cfg.mirrors[0])
+    try:
+        cps = emitter.run_once(sync_offsets=False)
+    finally:
+        emitter.close()
+    (cp,) = [c for c in cps[group] if c.partition == 0]
+    return cp
+
+
 @pytest.mark.parametrize("copy", [RECORDS_IN_CAMPAIGN, "batches"])
 def test_transforms_exactly_once_through_crashes_translated_and_verified(kafka_a, kafka_b, topic, flowgroup, job,
                                                                          copy):
@@ -89,13 +110,8 @@ def test_transforms_exactly_once_through_crashes_translated_and_verified(kafka_a
     assert f"copying {copy})" in jp.log(), "the lanes did not take the path asked for"
 
     source, target = read_topic(kafka_a.bootstrap, src), read_topic(kafka_b.bootstrap, remote)
-    for part in range(PARTS):
-        got = target[part]
-        assert [json.loads(r.value)["seq"] for r in got] == want, f"partition {part}: not every kept record once"
-        for r in got:
-            key, value, headers = expected_target(part, json.loads(r.value)["seq"])
-            assert (r.key, json.loads(r.value), tuple(r.headers or ())) == (key, value, headers)
-        assert len(source[part]) == sent
+    _assert_kept_once_as_configured(target, want)
+    assert all(len(source[part]) == sent for part in range(PARTS))
 
     # a group committed on dropped records lands on the next kept one (10, 11 dropped -> 12; 65, 66, 67 -> 68)
     group = unique_name("xf-group")
@@ -104,12 +120,7 @@ def test_transforms_exactly_once_through_crashes_translated_and_verified(kafka_a
     for at in (10, 65, 15, 12):
         lands = next(s for s in range(at, sent) if kept(s))
         commit_group(kafka_a.bootstrap, group, {(src, 0): src_offset[at]})
-        emitter = CheckpointEmitter(cfg, cfg.mirrors[0])
-        try:
-            cps = emitter.run_once(sync_offsets=False)
-        finally:
-            emitter.close()
-        (cp,) = [c for c in cps[group] if c.partition == 0]
+        cp = _checkpoint_of(cfg, group)
         assert (cp.topic, cp.upstream_offset, cp.downstream_offset) == (remote, src_offset[at], tgt_offset[lands]), at
 
     # verify: every committed range compared with the same transforms applied to the source side
@@ -152,23 +163,11 @@ def test_transforms_at_least_once_and_under_the_identity_policy(kafka_a, kafka_b
     assert f"copying {path})" in jp.log(), "the lanes did not take the path expected"
 
     source, target = read_topic(kafka_a.bootstrap, src), read_topic(kafka_b.bootstrap, remote)
-    for part in range(PARTS):
-        got = target[part]
-        assert [json.loads(r.value)["seq"] for r in got] == want, f"partition {part}: not every kept record once"
-        for r in got:
-            key, value, headers = expected_target(part, json.loads(r.value)["seq"])
-            if identity:
-                headers = (*headers, (PROVENANCE_HEADER, b"a"))
-            assert (r.key, json.loads(r.value), tuple(r.headers or ())) == (key, value, headers)
+    _assert_kept_once_as_configured(target, want, ((PROVENANCE_HEADER, b"a"),) if identity else ())
 
     group = unique_name("xf-group")
     src_offset = {json.loads(r.value)["seq"]: r.offset for r in source[0]}
     tgt_offset = {json.loads(r.value)["seq"]: r.offset for r in target[0]}
     commit_group(kafka_a.bootstrap, group, {(src, 0): src_offset[10]})  # 10 and 11 dropped: lands on 12
-    emitter = CheckpointEmitter(cfg, cfg.mirrors[0])
-    try:
-        cps = emitter.run_once(sync_offsets=False)
-    finally:
-        emitter.close()
-    (cp,) = [c for c in cps[group] if c.partition == 0]
+    cp = _checkpoint_of(cfg, group)
     assert (cp.topic, cp.upstream_offset, cp.downstream_offset) == (remote, src_offset[10], tgt_offset[12])
