@@ -31,7 +31,7 @@ from sparkmirror.resource.names import (LEASE_HOLDER, LEASE_REVOKED, LEASE_TRANS
                                         SUBMISSION_LABEL, application_name,
                                         config_map_name, lease_name, short_name, transactional_ids)
 from sparkmirror.historybudget import MIB, parse_memory
-from sparkmirror.sparkdefaults import SPARK_DEFAULTS
+from sparkmirror.sparkdefaults import DRIVER_ENV, SPARK_DEFAULTS
 
 from .observed import ANNOTATION_LAST_GENERATION, ANNOTATION_MOVED_AT, ANNOTATION_ROLLED_BACK, Observed
 from .restarts import ANNOTATION_REFUSED, ANNOTATION_RESTART
@@ -292,7 +292,8 @@ def render_spark_application(ctx: GroupContext) -> list[dict[str, Any]]:
             # the job's driver serves Prometheus metrics and its progress view on the metrics port
             "driver": pod(DRIVER_CONTAINER, spark.driver.cores, spark.driver.memory, spark.driver.coreRequest,
                           spark.driver.coreLimit, [{"name": "metrics", "containerPort": ctx.settings.metrics_port,
-                                                    "protocol": "TCP"}], [SUBMISSION_FROM_LABEL]),
+                                                    "protocol": "TCP"}],
+                          [SUBMISSION_FROM_LABEL, *({"name": k, "value": v} for k, v in DRIVER_ENV.items())]),
             "executor": {**pod(EXECUTOR_CONTAINER, slots, executor.memory, core_request, executor.coreLimit),
                          "instances": instances,
                          **({"memoryOverhead": overhead} if overhead else {})},

@@ -20,6 +20,9 @@ from .stats import MirrorStats
 log = logging.getLogger("sparkmirror.driver")  # the epoch lines keep the logger name tools read (bench/scale.py)
 
 
+_DRIVER_ENV_SET: set[str] = set()  # the names of `DRIVER_ENV` this process set itself (not the user)
+
+
 class MirrorFailed(RuntimeError):
     """A lane stopped on a permanent error (a CopyError); the query fails with its message."""
 
@@ -29,7 +32,7 @@ def spark_session(config: FlowGroupConfig, master: str | None = None, extra: dic
     from pyspark.sql import SparkSession
 
     from .datasource import MirrorDataSource
-    from .sparkdefaults import SPARK_DEFAULTS
+    from .sparkdefaults import DRIVER_ENV, SPARK_DEFAULTS, local_worker_env
 
     builder = SparkSession.builder.appName(f"sparkmirror-{config.name}")
     if master:
@@ -44,6 +47,14 @@ def spark_session(config: FlowGroupConfig, master: str | None = None, extra: dic
                                                         or "spark.master" in conf)
     if local and not os.environ.get("PYSPARK_PYTHON") and "spark.pyspark.python" not in conf:
         os.environ["PYSPARK_PYTHON"] = sys.executable  # local workers: this interpreter, which has sparkmirror
+    if not os.environ.get("PYSPARK_GATEWAY_PORT"):  # the JVM is started here and inherits this environment
+        for k, v in DRIVER_ENV.items():
+            if k not in os.environ:  # what the user set stays theirs
+                os.environ[k] = v
+                _DRIVER_ENV_SET.add(k)
+        if local and _DRIVER_ENV_SET:  # its Python workers (the lanes) would inherit it too: glibc's default
+            conf = {**{k: v for k, v in local_worker_env().items()
+                       if k.removeprefix("spark.executorEnv.") in _DRIVER_ENV_SET}, **conf}
     for k, v in conf.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()

@@ -23,6 +23,8 @@ user's sparkConf wins.
 """
 from __future__ import annotations
 
+import os
+
 JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:G1HeapRegionSize=4m"
 
 SPARK_DEFAULTS: dict[str, str] = {
@@ -34,3 +36,23 @@ SPARK_DEFAULTS: dict[str, str] = {
     "spark.sql.ui.retainedExecutions": "60",
     "spark.sql.streaming.numRecentProgressUpdates": "30",
 }
+
+DRIVER_ENV: dict[str, str] = {"MALLOC_ARENA_MAX": "2"}
+"""The driver JVM's environment (the SparkApplication's driver pod; the local job sets it for the JVM it starts).
+glibc gives each thread that allocates its own malloc arena, up to 8 per core, and hands little of them back: the
+driver JVM's native memory outside what the JVM tracks grew 7.6-8.2 MB/h in soaks of 25 and 60 minutes
+(bench/results/soak.md, soak-25min.md) and -0.3 MB/h with 2 arenas (soak-20min-arena2.md). The driver JVM copies
+no records (they never enter a JVM), so its allocation rate is an epoch's planning: two arenas cost it nothing
+measurable. The processes that do copy, the Python workers of the lanes, keep glibc's default: on Kubernetes they
+live in executor pods, which are not given it, and locally `local_worker_env` gives them the default back."""
+
+
+def glibc_default_arenas() -> int:
+    """glibc's own limit on malloc arenas on a 64-bit host: 8 per core."""
+    return 8 * (os.cpu_count() or 1)
+
+
+def local_worker_env() -> dict[str, str]:
+    """Spark settings that give the lanes' Python workers of a local-mode job glibc's default arenas again: they
+    are started by the driver JVM, whose environment (`DRIVER_ENV`) they would otherwise inherit."""
+    return {f"spark.executorEnv.{k}": str(glibc_default_arenas()) for k in DRIVER_ENV}

@@ -100,8 +100,9 @@ class JobProcess:
         # the driver writes its pid here once it handles SIGTERM (the contract of the image's launcher): a stop
         # sent before then would kill a driver still starting rather than drain it
         self.pidfile = workdir / f"{config.name}.pid"
-        self.env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-                    "SPARKMIRROR_DRIVER_PIDFILE": str(self.pidfile), **(env or {})}
+        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+               "SPARKMIRROR_DRIVER_PIDFILE": str(self.pidfile), **(env or {})}
+        self.env = {k: v for k, v in env.items() if v is not None}  # `env`: a None value unsets the variable
         self.proc: subprocess.Popen | None = None
         self._subprocess = subprocess
 

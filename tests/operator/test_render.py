@@ -103,7 +103,8 @@ def test_env_secrets_use_secret_key_refs() -> None:
         assert [e["name"] for e in _container(a, "executor")["env"]] == ["SPARKMIRROR_SECRET_MIRROR_USER_PASSWORD"]
         assert _container(a, "driver")["env"] == [*_container(a, "executor")["env"], {
             "name": "SPARKMIRROR_SUBMISSION_ID",
-            "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['sparkoperator.k8s.io/submission-id']"}}}]
+            "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['sparkoperator.k8s.io/submission-id']"}}},
+            {"name": "MALLOC_ARENA_MAX", "value": "2"}]  # the driver JVM's arenas (sparkdefaults.DRIVER_ENV)
 
 
 def test_long_names_are_shortened_stably() -> None:
