@@ -13,11 +13,16 @@ from .conftest import produce_numbered, wait_for
 
 def _arenas(jp) -> tuple[set[str], set[str]]:
     """(MALLOC_ARENA_MAX of the job's JVMs, of its Python workers); '-' where it is not set."""
-    tree = psutil.Process(jp.proc.pid).children(recursive=True)
-    of = lambda p: p.environ().get("MALLOC_ARENA_MAX", "-")  # noqa: E731
-    jvms = {of(p) for p in tree if p.name() == "java"}
-    workers = {of(p) for p in tree if "pyspark.daemon" in " ".join(p.cmdline()) or
-               "pyspark.worker" in " ".join(p.cmdline())}
+    jvms, workers = set(), set()
+    for p in psutil.Process(jp.proc.pid).children(recursive=True):
+        try:
+            cmd, value = " ".join(p.cmdline()), p.environ().get("MALLOC_ARENA_MAX", "-")
+        except psutil.Error:  # gone or a zombie meanwhile (a shell of spark-class)
+            continue
+        if p.name() == "java":
+            jvms.add(value)
+        elif "pyspark.daemon" in cmd or "pyspark.worker" in cmd:
+            workers.add(value)
     return jvms, workers
 
 
