@@ -12,7 +12,7 @@ from .conftest import produce_numbered, wait_for
 
 
 def _arenas(jp) -> tuple[set[str], set[str]]:
-    """(MALLOC_ARENA_MAX of the job's JVMs, of its Python workers); '-' where it is not set."""
+    """(MALLOC_ARENA_MAX of the job's JVMs, of the Python workers its lanes run in); '-' where it is not set."""
     jvms, workers = set(), set()
     for p in psutil.Process(jp.proc.pid).children(recursive=True):
         try:
@@ -21,7 +21,7 @@ def _arenas(jp) -> tuple[set[str], set[str]]:
             continue
         if p.name() == "java":
             jvms.add(value)
-        elif "pyspark.daemon" in cmd or "pyspark.worker" in cmd:
+        elif cmd.endswith("-m pyspark.daemon pyspark.worker"):  # the lanes' (not the driver's lookup of sources)
             workers.add(value)
     return jvms, workers
 
