@@ -32,7 +32,7 @@ def spark_session(config: FlowGroupConfig, master: str | None = None, extra: dic
     from pyspark.sql import SparkSession
 
     from .datasource import MirrorDataSource
-    from .sparkdefaults import DRIVER_ENV, SPARK_DEFAULTS, local_worker_env
+    from .sparkdefaults import SPARK_DEFAULTS, jvm_launch_env
 
     builder = SparkSession.builder.appName(f"sparkmirror-{config.name}")
     if master:
@@ -48,13 +48,10 @@ def spark_session(config: FlowGroupConfig, master: str | None = None, extra: dic
     if local and not os.environ.get("PYSPARK_PYTHON") and "spark.pyspark.python" not in conf:
         os.environ["PYSPARK_PYTHON"] = sys.executable  # local workers: this interpreter, which has sparkmirror
     if not os.environ.get("PYSPARK_GATEWAY_PORT"):  # the JVM is started here and inherits this environment
-        for k, v in DRIVER_ENV.items():
-            if k not in os.environ:  # what the user set stays theirs
-                os.environ[k] = v
-                _DRIVER_ENV_SET.add(k)
-        if local and _DRIVER_ENV_SET:  # its Python workers (the lanes) would inherit it too: glibc's default
-            conf = {**{k: v for k, v in local_worker_env().items()
-                       if k.removeprefix("spark.executorEnv.") in _DRIVER_ENV_SET}, **conf}
+        to_set, worker_conf = jvm_launch_env(os.environ, _DRIVER_ENV_SET, local)
+        os.environ.update(to_set)
+        _DRIVER_ENV_SET.update(to_set)
+        conf = {**worker_conf, **conf}  # local lanes' workers would inherit it: glibc's default for them
     for k, v in conf.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
