@@ -16,6 +16,7 @@ import logging  # noqa: E402
 
 from sparkmirror.driver import Driver  # noqa: E402
 from sparkmirror.inputs import USAGE_EXIT, InputError, key_values, mapping_documents  # noqa: E402
+from sparkmirror.queries import claim_driver_env  # noqa: E402
 from sparkmirror.resource.flowgroup import FlowGroupConfig  # noqa: E402
 from sparkmirror.runner.resources import config_secret_problems  # noqa: E402
 
@@ -27,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpoint", help="Spark checkpoint root (an optimisation; may be lost)")
     parser.add_argument("--conf", action="append", default=[], metavar="K=V", help="extra Spark conf")
     args = parser.parse_args(argv)
+    claim_driver_env()  # before any thread: the JVM Spark starts inherits it
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         config = load_config(args.config)

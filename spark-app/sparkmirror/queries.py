@@ -15,12 +15,23 @@ import time
 from pathlib import Path
 
 from .resource.flowgroup import FlowGroupConfig
+from .sparkdefaults import jvm_launch_env
 from .stats import MirrorStats
 
 log = logging.getLogger("sparkmirror.driver")  # the epoch lines keep the logger name tools read (bench/scale.py)
 
 
 _DRIVER_ENV_SET: set[str] = set()  # the names of `DRIVER_ENV` this process set itself (not the user)
+
+
+def claim_driver_env() -> None:
+    """Puts `sparkdefaults.DRIVER_ENV` (those the user did not set) into this process's environment, for the JVM it
+    will start. Called by the job's entry point while it has one thread: setenv while other threads read the
+    environment (librdkafka's, OpenSSL's) is not safe; a job that set it beside its running clients died of
+    SIGSEGV as Spark started."""
+    to_set, _ = jvm_launch_env(os.environ, _DRIVER_ENV_SET, False)
+    os.environ.update(to_set)
+    _DRIVER_ENV_SET.update(to_set)
 
 
 class MirrorFailed(RuntimeError):
@@ -32,7 +43,7 @@ def spark_session(config: FlowGroupConfig, master: str | None = None, extra: dic
     from pyspark.sql import SparkSession
 
     from .datasource import MirrorDataSource
-    from .sparkdefaults import SPARK_DEFAULTS, jvm_launch_env
+    from .sparkdefaults import SPARK_DEFAULTS
 
     builder = SparkSession.builder.appName(f"sparkmirror-{config.name}")
     if master:
@@ -47,11 +58,8 @@ def spark_session(config: FlowGroupConfig, master: str | None = None, extra: dic
                                                         or "spark.master" in conf)
     if local and not os.environ.get("PYSPARK_PYTHON") and "spark.pyspark.python" not in conf:
         os.environ["PYSPARK_PYTHON"] = sys.executable  # local workers: this interpreter, which has sparkmirror
-    if not os.environ.get("PYSPARK_GATEWAY_PORT"):  # the JVM is started here and inherits this environment
-        to_set, worker_conf = jvm_launch_env(os.environ, _DRIVER_ENV_SET, local)
-        os.environ.update(to_set)
-        _DRIVER_ENV_SET.update(to_set)
-        conf = {**worker_conf, **conf}  # local lanes' workers would inherit it: glibc's default for them
+    if local and not os.environ.get("PYSPARK_GATEWAY_PORT"):  # local lanes' workers inherit the JVM's environment
+        conf = {**jvm_launch_env(os.environ, _DRIVER_ENV_SET, True)[1], **conf}  # glibc's default for them
     for k, v in conf.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
