@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import re
 
-from sparkmirror.sparkdefaults import JVM_OPTIONS
+import psutil
+
+from sparkmirror.sparkdefaults import JVM_OPTIONS, glibc_default_arenas
 from sparkmirror_dev.testing import unique_name
 
 from .conftest import end_offsets, produce_numbered, read_topic, wait_for
@@ -36,18 +38,38 @@ def _assert_workers_warmed_first(log: str) -> None:
     assert started, log[-3000:]
 
 
+def _arenas(jp) -> tuple[set[str], set[str]]:
+    """(MALLOC_ARENA_MAX of the job's JVMs, of the Python workers its lanes run in); '-' where it is not set."""
+    jvms, workers = set(), set()
+    for p in psutil.Process(jp.proc.pid).children(recursive=True):
+        try:
+            cmd, value = " ".join(p.cmdline()), p.environ().get("MALLOC_ARENA_MAX", "-")
+        except psutil.Error:  # gone or a zombie meanwhile (a shell of spark-class)
+            continue
+        if p.name() == "java":
+            jvms.add(value)
+        elif cmd.endswith("-m pyspark.daemon pyspark.worker"):  # the lanes' (not the driver's lookup of sources)
+            workers.add(value)
+    return jvms, workers
+
+
 def test_job_mirrors_and_picks_up_new_topic(kafka_a, kafka_b, topic, flowgroup, job):
     prefix = unique_name("jobt")
     first = topic(kafka_a, 3, name=f"{prefix}-one")
     produce_numbered(kafka_a.bootstrap, first, 3, 0, 2000)
     cfg = flowgroup(f"{prefix}-.*", epochSeconds=4, mirror={"refreshTopicsIntervalSeconds": 2})
-    jp = job(cfg)
+    jp = job(cfg, env={"MALLOC_ARENA_MAX": None})  # unset (an in-process session of this pytest worker set it)
     wait_for(lambda: _mirrored(kafka_b.bootstrap, f"a.{first}", 2000, 3) or jp.proc.poll() is not None, 300,
              "first topic mirrored")
     assert jp.proc.poll() is None, jp.log()[-3000:]
     # the job's own JVM started with the options that keep epoch boundaries cheap (sparkdefaults.py): a JVM of
     # the test process could not show it, pytest's Spark fixture may have started that one first
     assert set(JVM_OPTIONS.split()) <= set(jp.jvm_command_line()), jp.jvm_command_line()
+    # the driver JVM runs with two malloc arenas (sparkdefaults.DRIVER_ENV: its native memory grew 8 MB/h with
+    # glibc's default in a 60-minute soak), the lanes' Python workers with glibc's default; a value the user set
+    # stays theirs (tests/unit/test_spark_defaults.py)
+    wait_for(lambda: _arenas(jp)[1], 30, "the lanes' Python workers")
+    assert _arenas(jp) == ({"2"}, {str(glibc_default_arenas())}), _arenas(jp)
     _assert_workers_warmed_first(jp.log())
     second = topic(kafka_a, 2, name=f"{prefix}-two")
     produce_numbered(kafka_a.bootstrap, second, 2, 0, 300)
