@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from .resource.flowgroup import FlowGroupConfig
-from .sparkdefaults import jvm_launch_env
+from .sparkdefaults import driver_env_to_set, local_worker_env
 from .stats import MirrorStats
 
 log = logging.getLogger("sparkmirror.driver")  # the epoch lines keep the logger name tools read (bench/scale.py)
@@ -29,7 +29,7 @@ def claim_driver_env() -> None:
     will start. Called by the job's entry point while it has one thread: setenv while other threads read the
     environment (librdkafka's, OpenSSL's) is not safe; a job that set it beside its running clients died of
     SIGSEGV as Spark started."""
-    to_set, _ = jvm_launch_env(os.environ, _DRIVER_ENV_SET, False)
+    to_set = driver_env_to_set(os.environ)
     os.environ.update(to_set)
     _DRIVER_ENV_SET.update(to_set)
 
@@ -59,7 +59,7 @@ def spark_session(config: FlowGroupConfig, master: str | None = None, extra: dic
     if local and not os.environ.get("PYSPARK_PYTHON") and "spark.pyspark.python" not in conf:
         os.environ["PYSPARK_PYTHON"] = sys.executable  # local workers: this interpreter, which has sparkmirror
     if local and not os.environ.get("PYSPARK_GATEWAY_PORT"):  # local lanes' workers inherit the JVM's environment
-        conf = {**jvm_launch_env(os.environ, _DRIVER_ENV_SET, True)[1], **conf}  # glibc's default for them
+        conf = {**local_worker_env(_DRIVER_ENV_SET), **conf}  # glibc's default for them
     for k, v in conf.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()

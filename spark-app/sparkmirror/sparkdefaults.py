@@ -24,7 +24,7 @@ user's sparkConf wins.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:G1HeapRegionSize=4m"
 
@@ -53,18 +53,14 @@ def glibc_default_arenas() -> int:
     return 8 * (os.cpu_count() or 1)
 
 
-def local_worker_env() -> dict[str, str]:
-    """Spark settings that give the lanes' Python workers of a local-mode job glibc's default arenas again: they
-    are started by the driver JVM, whose environment (`DRIVER_ENV`) they would otherwise inherit."""
-    return {f"spark.executorEnv.{k}": str(glibc_default_arenas()) for k in DRIVER_ENV}
+def driver_env_to_set(environ: Mapping[str, str]) -> dict[str, str]:
+    """The `DRIVER_ENV` variables a driver puts in its environment for the JVM it starts: those the user has not
+    set (a value the user set is theirs). Pure."""
+    return {k: v for k, v in DRIVER_ENV.items() if k not in environ}
 
 
-def jvm_launch_env(environ: Mapping[str, str], set_before: set[str], local: bool
-                   ) -> tuple[dict[str, str], dict[str, str]]:
-    """For a driver about to start its JVM: (the `DRIVER_ENV` variables to set for it, those the user has not set;
-    the Spark settings that give local workers glibc's default back, for those this process set, now or for an
-    earlier session: `set_before`). A value the user set is theirs, for the JVM and the workers alike. Pure."""
-    to_set = {k: v for k, v in DRIVER_ENV.items() if k not in environ}
-    ours = set(to_set) | (set_before & set(DRIVER_ENV))
-    worker_conf = {k: v for k, v in local_worker_env().items() if k.removeprefix("spark.executorEnv.") in ours}
-    return to_set, worker_conf if local else {}
+def local_worker_env(set_by_driver: Iterable[str]) -> dict[str, str]:
+    """Spark settings that give a local-mode job's lane workers glibc's default arenas again, for the `DRIVER_ENV`
+    variables this driver set itself: the driver JVM starts them, and they would inherit its environment. A value
+    the user set is theirs, for the workers too. Pure."""
+    return {f"spark.executorEnv.{k}": str(glibc_default_arenas()) for k in DRIVER_ENV if k in set_by_driver}
