@@ -20,8 +20,8 @@ def test_bench_runs_end_to_end_and_writes_its_report(tmp_path: Path) -> None:
     contenders = ["mm2", "ceiling"]
     latency = "mm2"
     if SparkMirror.available():
-        contenders.insert(0, "sparkmirror-eos")
-        latency = "sparkmirror-eos"
+        contenders.insert(0, "sparkmirror-eos-batches")  # the default copy path
+        latency = "sparkmirror-eos-batches"
     results = tmp_path / "results"
     rc = main(["-n", "1000", "--records-100b", "1000", "--reps", "1", "--contenders", ",".join(contenders),
                "--sizes", "b1k,b100",
