@@ -35,7 +35,7 @@ from . import report
 from .chaosground import Mirror, Progress, executors, python_workers, wait_until
 from .chaosmodel import CLIENT_TIMEOUTS_S, KINDS, OUTAGES, PARTS, ROTATION, TX_TIMEOUT_MS, Campaign, Fault
 from .chaosreport import render, summary
-from .chaossecurity import LISTENERS, SecuredGround
+from .chaossecurity import SecuredGround, listener_kinds
 
 HERE = Path(__file__).resolve().parent
 
@@ -45,9 +45,10 @@ class Chaos:
         self.camp, self.workdir, self.say = camp, workdir, log
         self.rng = random.Random(11)
         self.secured = SecuredGround(camp.security, workdir) if camp.security != "none" else None
-        security = self.secured.security() if self.secured else None
-        self.source = ReplicatedKafkaCluster("chaos-src", workdir / "src", security=security)
-        self.target = ReplicatedKafkaCluster("chaos-tgt", workdir / "tgt", security=security)
+        self.source = ReplicatedKafkaCluster("chaos-src", workdir / "src",
+                                             security=self.secured.security("source") if self.secured else None)
+        self.target = ReplicatedKafkaCluster("chaos-tgt", workdir / "tgt",
+                                             security=self.secured.security("target") if self.secured else None)
         self.spark = StandaloneCluster(workdir / "spark", workers=1, cores=2, memory="900m")
         self.mirror: Mirror | None = None
         self.producer: NumberedProducer | None = None
@@ -92,7 +93,7 @@ class Chaos:
         f.repaired = time.monotonic()
 
     def _rotate(self, f: Fault) -> None:
-        f.detail = self.secured.rotate([self.source, self.target])
+        f.detail = self.secured.rotate(self._clusters())
         f.repaired = time.monotonic()
 
     def _restart(self, f: Fault, start: Callable[[float], None]) -> None:
@@ -164,12 +165,12 @@ class Chaos:
         self.say(f"starting two clusters of 3 brokers and a Spark standalone cluster under {self.workdir}")
         start_all([self.source, self.target])
         if self.secured:
-            self.secured.start([self.source, self.target])
+            self.secured.start(self._clusters())
         self.spark.start()
         src = create_topic(self.source.bootstrap, unique_name("chaos"), PARTS, replication_factor=3)
         self.remote = f"src.{src}"
         cfg = FlowGroupConfig.model_validate({
-            "name": unique_name("chaos"), "clusters": [self._entry("src", self.source), self._entry("tgt", self.target)],
+            "name": unique_name("chaos"), "clusters": [self._entry("src", "source"), self._entry("tgt", "target")],
             "mirrors": [{"name": "src-to-tgt", "source": "src", "target": "tgt", "topics": src,
                          "emitCheckpoints": False}],
             "lanes": 2, "epochSeconds": 10, "commitIntervalMs": 100, "transactionTimeoutMs": TX_TIMEOUT_MS,
@@ -215,9 +216,13 @@ class Chaos:
         camp.wall_s = time.monotonic() - t_start
         return camp
 
-    def _entry(self, alias: str, cluster: ReplicatedKafkaCluster) -> dict:
-        return self.secured.entry(alias, cluster) if self.secured else {"alias": alias,
-                                                                        "bootstrapServers": cluster.bootstrap}
+    def _clusters(self) -> dict[str, ReplicatedKafkaCluster]:
+        return {"source": self.source, "target": self.target}
+
+    def _entry(self, alias: str, role: str) -> dict:
+        cluster = self._clusters()[role]
+        return self.secured.entry(alias, cluster, role) if self.secured else {"alias": alias,
+                                                                              "bootstrapServers": cluster.bootstrap}
 
     def close(self) -> None:
         for part in (self.progress, self.mirror):
@@ -243,10 +248,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                    help="comma-separated kinds of SIGKILL to inject; default %(default)s")
     p.add_argument("--copy", choices=("records", "batches"), default="records",
                    help="the lanes' copy path; results of `batches` go to chaos-batches.*; default %(default)s")
-    p.add_argument("--security", choices=("none", *LISTENERS), default="none",
-                   help="the listener the mirror uses on both clusters (authorizer on, the mirror's principal granted "
-                        "what it needs): none = PLAINTEXT, sasl_ssl = SCRAM-SHA-512 over TLS, mtls = client "
-                        "certificates; results go to chaos[-batches]-<security>.*; default %(default)s")
+    p.add_argument("--security", default="none",
+                   help="the listener the mirror uses on both clusters, or SOURCE:TARGET (authorizer on, the mirror's "
+                        "principal granted what it needs): none = PLAINTEXT, sasl_ssl = SCRAM-SHA-512 over TLS, mtls = "
+                        "client certificates, sasl_ssl:mtls = the source with SCRAM, the target with certificates "
+                        "(both kinds in one campaign); results go to chaos[-batches]-<security>.* (':' as '-to-'); "
+                        "default %(default)s")
     p.add_argument("--rotations", type=int, default=None,
                    help="rotations of the mirror's credentials while it runs (secured only); default 1 when secured")
     p.add_argument("--recount-after", type=float, default=60.0,
@@ -277,6 +284,11 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="sparkmirror-chaos-"))
     kinds = tuple(k for k in args.kinds.split(",") if k)
+    try:
+        listener_kinds(args.security)
+    except ValueError as e:
+        print(e, file=sys.stderr)
+        return 2
     if unknown := [k for k in kinds if k not in KINDS]:
         print(f"--kinds: unknown {', '.join(unknown)} (known: {', '.join(KINDS)})", file=sys.stderr)
         return 2
@@ -298,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
            "client_timeouts_s": CLIENT_TIMEOUTS_S}
     # one latest run per path and listener
     stem = "-".join(["chaos", *([args.copy] if args.copy != "records" else []),
-                     *([args.security] if args.security != "none" else [])])
+                     *([args.security.replace(":", "-to-")] if args.security != "none" else [])])
     (args.results / f"{stem}.json").write_text(json.dumps(doc, indent=1, default=str))
     (args.results / f"{stem}.md").write_text(text)
     clean = (camp.missing == camp.duplicated == camp.reordered == 0 and not any(camp.recount.values())

@@ -38,7 +38,7 @@ class Campaign:
     rate: float
     kinds: tuple[str, ...] = KINDS  # which kills each round makes
     copy: str = "records"    # the lanes' copy path (records | batches)
-    security: str = "none"   # the listener the mirror uses on both clusters: none (PLAINTEXT), sasl_ssl, mtls
+    security: str = "none"   # the mirror's listener on both clusters (none = PLAINTEXT, sasl_ssl, mtls) or SOURCE:TARGET
     rotations: int = 0       # credential rotations (secured campaigns)
     recount_after_s: float = 60.0  # the count again this long after catch-up: a late duplicate shows there
     faults: list[Fault] = field(default_factory=list)

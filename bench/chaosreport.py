@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from .chaosmodel import CLIENT_TIMEOUTS_S, KINDS, OUTAGES, PARTS, ROTATION, TX_TIMEOUT_MS, Campaign
+from .chaossecurity import listener_kinds
 
 
 def summary(camp: Campaign) -> list[dict]:
@@ -23,7 +24,7 @@ def render(camp: Campaign, rows: list[dict], machine: dict) -> str:
                                                if machine.get("spark_app_uncommitted") else "")
     lines = ["# sparkmirror fault campaign (`make chaos`)", "",
              f"Source and target: 3 KRaft brokers each (combined broker+controller), replication factor 3, "
-             f"min.insync.replicas 2. The mirror's listener on both: {_listener(camp.security)}. Mirror: spark-submit to a Spark standalone cluster (1 worker, 2 cores, one "
+             f"min.insync.replicas 2. {_listener(camp.security)}. Mirror: spark-submit to a Spark standalone cluster (1 worker, 2 cores, one "
              f"executor JVM), 2 lanes, exactly-once copying {camp.copy}, transaction.timeout.ms {TX_TIMEOUT_MS}. Load: {camp.rate:.0f} "
              f"sequences/s on each of {PARTS} partitions. Pause between faults ~{camp.pause_s:.0f} s; broker kills "
              f"restart after {camp.pause_s:.0f} s; outages {camp.outage_s:.0f} s (longest client timeout "
@@ -49,8 +50,13 @@ def render(camp: Campaign, rows: list[dict], machine: dict) -> str:
 
 
 def _listener(security: str) -> str:
-    return {"none": "PLAINTEXT", "sasl_ssl": "SASL_SSL with SCRAM-SHA-512, authorizer on",
-            "mtls": "SSL with client certificates (mTLS), authorizer on"}.get(security, security)
+    """The listeners the mirror used, in the report's words."""
+    words = {"none": "PLAINTEXT", "sasl_ssl": "SASL_SSL with SCRAM-SHA-512", "mtls": "SSL with client certificates (mTLS)"}
+    kinds = listener_kinds(security)
+    on = "" if kinds["source"] == "none" else ", authorizer on"
+    if kinds["source"] == kinds["target"]:
+        return f"The mirror's listener on both: {words[kinds['source']]}{on}"
+    return f"The mirror's listeners: the source's {words[kinds['source']]}, the target's {words[kinds['target']]}{on}"
 
 
 def _recount(recount: dict[str, int]) -> str:
