@@ -15,6 +15,10 @@ def test_stats_and_stream_progress(kafka_a, kafka_b, topic, flowgroup, tmp_path)
     produced_at = time.time()
     produce_numbered(kafka_a.bootstrap, src, 2, 0, 1000)
     cfg = flowgroup(src, epochSeconds=3, mirror_name=f"stats-{src[-5:]}")
+    # this pytest process's session-scoped `spark` fixture, when a test of another file made it first, is the
+    # session getOrCreate returns here: stopping it would leave those tests a dead one (CI: "No active or default
+    # Spark session found" in test_query_stop after this test ran in the same worker)
+    shared = _live_session()
     spark = driver.spark_session(cfg, "local[2,4]", {"spark.driver.memory": "512m", "spark.ui.enabled": "false"})
     try:
         stats: dict = {}
@@ -76,7 +80,20 @@ def test_stats_and_stream_progress(kafka_a, kafka_b, topic, flowgroup, tmp_path)
         assert epochs >= 3 and max(held, default=0) <= 1, f"py4j's gateway binds {dict(kinds)} anew in {epochs} epochs"
         driver.drain(queries, [], 10)
     finally:
-        spark.stop()
+        if shared:  # theirs to stop: only this test's queries go
+            for q in spark.streams.active:
+                if q.name and q.name.startswith(f"{cfg.name}/"):
+                    q.stop()
+        else:
+            spark.stop()
+
+
+def _live_session() -> bool:
+    """Whether this process already has a running SparkSession (getOrCreate would return it)."""
+    from pyspark.sql import SparkSession
+
+    session = SparkSession._instantiatedSession
+    return session is not None and session._sc._jsc is not None
 
 
 def _class_name(obj) -> str:
