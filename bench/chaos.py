@@ -33,9 +33,10 @@ from sparkmirror.resource.flowgroup import FlowGroupConfig
 
 from . import report
 from .chaosground import Mirror, Progress, executors, python_workers, wait_until
-from .chaosmodel import CLIENT_TIMEOUTS_S, KINDS, OUTAGES, PARTS, ROTATION, TX_TIMEOUT_MS, Campaign, Fault
+from .chaosmodel import (CLIENT_TIMEOUTS_S, KINDS, OUTAGES, PARTS, ROTATION, TX_TIMEOUT_MS, Campaign, Fault,
+                         listener_kinds)
 from .chaosreport import render, summary
-from .chaossecurity import SecuredGround, listener_kinds
+from .chaossecurity import SecuredGround
 
 HERE = Path(__file__).resolve().parent
 

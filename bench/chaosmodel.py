@@ -11,8 +11,20 @@ ROTATION = "rotation"  # the mirror's credentials replaced while it runs (secure
 TX_TIMEOUT_MS = 15000  # lanes' transaction.timeout.ms; message.timeout.ms follows it (copying/start.py)
 # every client timeout of the mirror an outage must outlast: lanes' transaction and message timeouts, the 30 s
 # offset reads, the 60 s init_transactions and librdkafka's 60 s socket.timeout.ms, 45 s session.timeout.ms
+LISTENERS = {"sasl_ssl": "SASL_SSL", "mtls": "MTLS"}  # `--security` kind -> the clusters' listener name
 CLIENT_TIMEOUTS_S = {"transaction.timeout.ms": TX_TIMEOUT_MS / 1000, "message.timeout.ms": TX_TIMEOUT_MS / 1000,
                      "offset reads": 30, "init_transactions": 60, "socket.timeout.ms": 60, "session.timeout.ms": 45}
+
+
+
+def listener_kinds(security: str) -> dict[str, str]:
+    """role -> listener kind of `--security` ("mtls": both; "sasl_ssl:mtls": source, target); "none" for plaintext.
+    Raises ValueError naming the option."""
+    parts = security.split(":")
+    if len(parts) > 2 or any(p not in ("none", *LISTENERS) for p in parts) or (len(parts) == 2 and "none" in parts):
+        raise ValueError(f"--security: {security!r} is none, one of {', '.join(LISTENERS)}, or SOURCE:TARGET of them")
+    source, target = parts if len(parts) == 2 else parts * 2
+    return {"source": source, "target": target}
 
 
 @dataclass

@@ -1,8 +1,8 @@
 """The fault campaign's report: a row per kind of fault, and the Markdown page of `bench/results/chaos*.md`."""
 from __future__ import annotations
 
-from .chaosmodel import CLIENT_TIMEOUTS_S, KINDS, OUTAGES, PARTS, ROTATION, TX_TIMEOUT_MS, Campaign
-from .chaossecurity import listener_kinds
+from .chaosmodel import (CLIENT_TIMEOUTS_S, KINDS, OUTAGES, PARTS, ROTATION, TX_TIMEOUT_MS, Campaign,
+                         listener_kinds)
 
 
 def summary(camp: Campaign) -> list[dict]:

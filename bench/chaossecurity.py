@@ -18,18 +18,9 @@ from sparkmirror_dev.certs import CertificateAuthority
 from sparkmirror_dev.kafka import ReplicatedKafkaCluster, Security
 from sparkmirror_dev.mountedsecret import MountedSecret
 
-LISTENERS = {"sasl_ssl": "SASL_SSL", "mtls": "MTLS"}
+from .chaosmodel import LISTENERS, listener_kinds
+
 USER = "mirror"
-ROLES = ("source", "target")
-
-
-def listener_kinds(security: str) -> dict[str, str]:
-    """role -> listener kind of `--security` ("mtls": both; "sasl_ssl:mtls": source, target); "none" for plaintext.
-    Raises ValueError naming what is unknown."""
-    parts = security.split(":")
-    if len(parts) > 2 or any(p not in ("none", *LISTENERS) for p in parts) or (len(parts) == 2 and "none" in parts):
-        raise ValueError(f"--security: {security!r} is none, one of {', '.join(LISTENERS)}, or SOURCE:TARGET of them")
-    return dict(zip(ROLES, parts * (3 - len(parts))))
 
 
 class SecuredGround:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.chaosmodel import Campaign
+from bench.chaosmodel import Campaign, listener_kinds
 from bench.chaosreport import render
-from bench.chaossecurity import SecuredGround, listener_kinds
+from bench.chaossecurity import SecuredGround
 
 
 def test_one_kind_is_both_clusters_and_a_pair_is_source_then_target() -> None:
