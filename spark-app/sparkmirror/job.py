@@ -12,6 +12,7 @@ if __name__ == "__main__" and sys.path and Path(sys.path[0]).resolve() == Path(_
     sys.path.pop(0)
 
 import argparse  # noqa: E402
+import faulthandler  # noqa: E402
 import logging  # noqa: E402
 
 from sparkmirror.driver import Driver  # noqa: E402
@@ -28,6 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpoint", help="Spark checkpoint root (an optimisation; may be lost)")
     parser.add_argument("--conf", action="append", default=[], metavar="K=V", help="extra Spark conf")
     args = parser.parse_args(argv)
+    if not faulthandler.is_enabled():  # a crash in a C extension says where, in every thread, not just -11
+        faulthandler.enable()
     claim_driver_env()  # before any thread: the JVM Spark starts inherits it
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

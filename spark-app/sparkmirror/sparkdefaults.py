@@ -36,6 +36,9 @@ SPARK_DEFAULTS: dict[str, str] = {
     "spark.ui.retainedStages": "30",
     "spark.sql.ui.retainedExecutions": "60",
     "spark.sql.streaming.numRecentProgressUpdates": "30",
+    # a Python worker that crashes in C (librdkafka, the codecs) fails its task with the Python stack of every
+    # thread, not only "Python worker exited unexpectedly"
+    "spark.python.worker.faulthandler.enabled": "true",
 }
 
 DRIVER_ENV: dict[str, str] = {"MALLOC_ARENA_MAX": "2"}

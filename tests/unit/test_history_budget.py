@@ -83,3 +83,25 @@ def test_bytes_per_range_is_measured_and_holds_against_a_real_map() -> None:
         tracemalloc.stop()
     assert len(m) == cap
     assert held <= held_ranges(cap) * per_range * 1.05
+
+
+def test_bytes_per_range_is_measured_in_a_child_never_by_tracing_this_process(monkeypatch) -> None:
+    """Starting tracemalloc in a driver whose other threads allocate can crash CPython 3.11 (gh-128679): the
+    figure comes from a one-thread child (its worth: the test above); a child that cannot run gives the stated
+    upper figure, not an exception."""
+    import sys
+    import tracemalloc
+
+    from sparkmirror.progress import footprint
+
+    footprint.bytes_per_range.cache_clear()
+    traced_here = []
+    with monkeypatch.context() as m:
+        m.setattr(tracemalloc, "start", lambda *a: traced_here.append(a))
+        child = footprint.bytes_per_range()
+    assert traced_here == [] and not tracemalloc.is_tracing()
+    assert 56 <= child < footprint.UNMEASURED_BYTES_PER_RANGE
+    footprint.bytes_per_range.cache_clear()
+    monkeypatch.setattr(sys, "executable", "/nonexistent/python")
+    assert footprint.bytes_per_range(5_000) == footprint.UNMEASURED_BYTES_PER_RANGE
+    footprint.bytes_per_range.cache_clear()
