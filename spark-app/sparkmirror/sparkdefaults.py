@@ -45,7 +45,8 @@ DRIVER_ENV: dict[str, str] = {"MALLOC_ARENA_MAX": "2"}
 """The driver JVM's environment (the SparkApplication's driver pod; the local job sets it for the JVM it starts).
 glibc gives each thread that allocates its own malloc arena, up to 8 per core, and hands little of them back: the
 driver JVM's native memory outside what the JVM tracks grew 7.6-8.2 MB/h in soaks of 25 and 60 minutes
-(bench/results/soak.md, soak-25min.md) and -0.3 MB/h with 2 arenas (soak-20min-arena2.md). The driver JVM copies
+(bench/results/soak-25min.md; soak.md at bb1ccf0) and -0.3 MB/h with 2 arenas (soak-20min-arena2.md; 2.8 MB/h in
+the hour of soak.md at fd30d4c). The driver JVM copies
 no records (they never enter a JVM), so its allocation rate is an epoch's planning: two arenas cost it nothing
 measurable. The processes that do copy, the Python workers of the lanes, keep glibc's default: on Kubernetes they
 live in executor pods, which are not given it, and locally `local_worker_env` gives them the default back."""
