@@ -16,6 +16,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from sparkmirror.topicplan import metadata_batches
 
 ORIGIN = b"sparkmirror-bench"
+ADMIN_REQUEST_TIMEOUT = 60.0  # librdkafka's timeout of the bench's polling admin requests (end_offsets says why)
 _FILLER = os.urandom(1 << 20)
 MASK64 = (1 << 64) - 1
 
@@ -367,19 +368,24 @@ def end_offsets(admin: AdminClient, tps: list[TopicPartition], timeout: float | 
 
     The default timeout grows with the partitions asked for (5 s, plus 1 s a 500): at 10,000 partitions on a
     loaded 2-core machine the answer took longer than 5 s, every poll of the scale benchmark came back empty,
-    and its run timed out saying that no record had reached the target."""
+    and its run timed out saying that no record had reached the target.
+
+    The caller waits `timeout` in all; librdkafka's own request timeout is longer (ADMIN_REQUEST_TIMEOUT), so
+    a slow answer is left to arrive rather than timed out inside librdkafka, whose admin requests that time
+    out while their answer is on its way can abort the process (librdkafka #4605, `eonce->refcnt > 0`): a
+    bench smoke's pytest process aborted here once, in this call's wait, on a loaded machine."""
     from confluent_kafka import IsolationLevel
     from confluent_kafka.admin import OffsetSpec
 
     if timeout is None:
         timeout = 5.0 + len(tps) / 500
-
-    futs = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps},
-                              isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=timeout)
+    deadline = time.monotonic() + timeout
+    futs = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}, isolation_level=IsolationLevel.READ_COMMITTED,
+                              request_timeout=max(timeout, ADMIN_REQUEST_TIMEOUT))
     out = {}
     for tp, f in futs.items():
         try:
-            out[(tp.topic, tp.partition)] = f.result(timeout=timeout).offset
-        except Exception:  # noqa: BLE001 - topic not there yet
+            out[(tp.topic, tp.partition)] = f.result(timeout=max(deadline - time.monotonic(), 0.01)).offset
+        except Exception:  # noqa: BLE001 - topic not there yet, or not answered in time
             pass
     return out
