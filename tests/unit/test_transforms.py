@@ -150,9 +150,14 @@ def test_translation_lands_a_position_on_a_dropped_record_on_the_next_kept_one()
         expected = next((target_of[k] for k in kept if k >= o), 500 + len(kept))
         assert m.translate(o, inside) == expected, o
     assert m.translate(21, inside) == target_of[25]  # inside the range that wrote nothing: the next kept record
-    # and back: every target offset to the source offset of its record
+    # and back: a consumer next to read target t continues on the source right after the last record it read
+    # (the one before t): the records dropped in between are read there, none skipped, none repeated
     for o, t in target_of.items():
-        assert m.translate_back(t, lambda r, n: [k for k in kept if r.source_first <= k <= r.source_last][n]) == o
+        first, _ = next(rg for rg in ranges if rg[0] <= o <= rg[1])
+        before = [k for k in kept if first <= k < o]
+        want = before[-1] + 1 if before else first
+        assert m.translate_back(t, lambda r, n: [k for k in kept if r.source_first <= k <= r.source_last][n]) == want
+    assert m.translate_back(target_of[8], None) == 0  # without the source counted: the range's start (repeats)
 
 
 def _batch(seqs: range, codec: int = 0, base: int = 0):

@@ -158,9 +158,12 @@ class OffsetMap:
         """The source offset a consumer at `target` (next to read on the target) continues from: the reverse of
         `translate`, for moving a group back after a failover (KIP-1098's reverse checkpoints). Exact at range
         boundaries and inside gap-free ranges; inside a range with gaps, `nth(range, n)`: the source offset of
-        the range's n-th copied record (counted on the source), or without it the range's first source offset
-        (records repeat, none is skipped). Past a range held, the source offset after it (records repeat where
-        compaction dropped the ranges after it). None before the history held or when nothing was written."""
+        the range's n-th copied record (counted on the source), and the consumer continues right after the last
+        record it read (the n-1-th): records between it and the next copied one (a transform dropped them, or
+        an aborted transaction's) are read on the source, none skipped. Without `nth`, the range's first source
+        offset (records repeat, none is skipped). Past a range held, the source offset after it (records repeat
+        where compaction dropped the ranges after it). None before the history held or when nothing was
+        written."""
         held = [r for r in self.records if r.count > 0 and r.target_first >= 0]
         i = bisect_right([r.target_first for r in held], target) - 1
         if i < 0:
@@ -170,10 +173,13 @@ class OffsetMap:
             return r.source_last + 1
         if r.source_last - r.source_first + 1 == r.count == r.target_last - r.target_first + 1:
             return r.source_first + (target - r.target_first)
+        n = target - r.target_first
+        if n == 0:
+            return r.source_first
         if nth is not None and r.target_last - r.target_first + 1 == r.count:
-            s = nth(r, target - r.target_first)
+            s = nth(r, n - 1)
             if s is not None and r.source_first <= s <= r.source_last:
-                return s
+                return s + 1
         return r.source_first
 
     def target_end(self) -> int | None:

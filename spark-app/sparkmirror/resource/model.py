@@ -93,7 +93,7 @@ class MirrorSpec(StrictModel):
                                                "record copied (MM2's `transforms` connector keys do not apply): "
                                                "dropRecords, dropJsonFields, renameHeader, addHeader, python. "
                                                "Exactly-once holds and dropped records stay in the offset map, so "
-                                               "checkpoints, failover and verify stay exact.", max_length=32)
+                                               "checkpoints, failover, failback and verify stay exact.", max_length=32)
 
 
 # ---- Spark-specific -------------------------------------------------------------------------------------
