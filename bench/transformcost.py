@@ -1,6 +1,6 @@
 """What each record transform (issue 38, `mirrors[].transforms`) costs per record, in CPU on one core, printed:
 
-    python -m bench.transformcost [-n 200000] [--value-bytes 300]
+    python -m bench.transformcost [-n 200000] [--value-bytes 300] [--out bench/results/transformcost.json]
 
 No Kafka: the compiled chain (`sparkmirror.transforms.RecordTransforms.apply`) the record path's writer calls for every
 record, on records like the lanes see (a key, a JSON value of about --value-bytes, three headers). Each transform
@@ -8,16 +8,23 @@ alone, then all of them in one chain, each figure less the cost of calling an em
 on top of copying the record (what copying costs: `python -m bench.batchcost`). Then the batch
 path's (`copying/transformbatch.py`): batches of --batch records decoded, run through the chain and, when touched,
 rebuilt, per record, for a chain that touches nothing (the batch still goes as bytes) and one that drops a record
-of each batch. Figures are printed, never asserted: they depend on the machine.
+of each batch. Figures are printed and written to --out with the commit they ran on, never asserted: they depend
+on the machine.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
+from pathlib import Path
 
 from sparkmirror.resource.flowgroup import Mirror
 from sparkmirror.transforms import RecordTransforms, compiled
+
+from .handoffresults import commit
+
+REPO = Path(__file__).resolve().parent.parent
 
 CASES: list[tuple[str, list[dict]]] = [
     ("dropRecords header+value", [{"type": "dropRecords", "header": "kind", "headerValue": "debug|trace"}]),
@@ -85,22 +92,37 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-n", type=int, default=200_000)
     ap.add_argument("--value-bytes", type=int, default=300)
     ap.add_argument("--batch", type=int, default=100)
+    ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "transformcost.json")
     args = ap.parse_args(argv)
+    at = commit(REPO)  # taken before the run: the code measured
+    load_start = os.getloadavg()[0]
     recs = records(args.n, args.value_bytes)
     base = min(per_record_ns(RecordTransforms([]), recs) for _ in range(3))
     print(f"{args.n} records, JSON values of ~{args.value_bytes} bytes, 3 headers; CPU per record above an empty "
           f"chain's loop ({base:.0f} ns):")
     everything = [t for _, ts in CASES for t in ts]
+    record_path: dict[str, float] = {}
     for name, ts in [*CASES, ("all of the above, one chain", everything)]:
         ns = min(per_record_ns(chain_of(ts), recs) for _ in range(3)) - base
+        record_path[name] = round(ns / 1000, 3)
         print(f"  {name:32s} {ns / 1000:7.2f} us")
     bs = batches(recs, args.batch)
     print(f"batch path, batches of {args.batch} records, CPU per record (decode + chain + rebuild when touched):")
+    batch_path: dict[str, float] = {}
     for name, ts in (("untouched (goes as bytes)", [{"type": "dropRecords", "key": "none"}]),
                      ("one record a batch dropped", [{"type": "dropRecords", "key": r"key-\d*00"}]),
                      ("addHeader (every batch rebuilt)", [{"type": "addHeader", "name": "via", "value": "x"}])):
         ns = min(batch_per_record_ns(chain_of(ts), bs) for _ in range(3))
+        batch_path[name] = round(ns / 1000, 3)
         print(f"  {name:32s} {ns / 1000:7.2f} us")
+    doc = {"what": "CPU microseconds per record each record transform adds (issue 38), one core",
+           "commit": at, "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "records": args.n,
+           "value_bytes": args.value_bytes, "batch_records": args.batch, "empty_chain_ns": round(base),
+           "record_path_us_above_empty_chain": record_path, "batch_path_us_per_record": batch_path,
+           "cpus": os.cpu_count(), "load_avg_1m": [load_start, os.getloadavg()[0]]}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"wrote {args.out}")
     return 0
 
 
