@@ -1,22 +1,26 @@
 """The batch path's reader and writer on real brokers (issue 36): batches librdkafka wrote with every codec,
 headers, null keys and values, CreateTime timestamps and aborted and committed transactions, copied as bytes
 inside a transaction, read back by a read_committed confluent-kafka consumer record for record; the target's
-batches keep their codec; InitProducerId fences an older librdkafka producer of the same transactional id."""
+batches keep their codec; InitProducerId fences an older librdkafka producer of the same transactional id; a
+refused commit tells a newer copy of the lane from the coordinator's own abort."""
 from __future__ import annotations
 
 import time
 
 import pytest
 from confluent_kafka import KafkaException, Producer
+from kafka.protocol.admin.transactions import DescribeTransactionsRequest
+from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from sparkmirror.copying.batches import Codec
+from sparkmirror.copying.batches import Codec, split_batches
 from sparkmirror.copying.batchreader import BatchReader
-from sparkmirror.copying.batchwriter import BatchWriter
+from sparkmirror.copying.batchwriter import BatchWriter, CommitOutcomeUnknown
 from sparkmirror.copying.errors import LaneFenced
+from sparkmirror.copying.txnholder import taken_over
 from sparkmirror.wire.cluster import Wire
 from sparkmirror_dev.testing import create_topic, produce_waiting, read_topic, unique_name
 
-from .conftest import end_offsets
+from .conftest import end_offsets, wait_for
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 PARTITIONS = 2
@@ -210,3 +214,55 @@ def test_a_batch_lane_copies_to_a_secured_target(kafka_a, secured_kafka, tmp_pat
     assert {q: [(r.key, r.value) for r in rs] for q, rs in read_topic(secured_kafka.bootstrap, remote).items()} == want
     state = read_progress(cfg.cluster("s").client_config(), cfg.progressTopic, "a", resource=cfg.resource)
     assert sum(r.records_total for r in state.latest.values()) == 400
+
+
+def test_a_commit_refused_tells_a_newer_copy_from_the_coordinators_own_abort(kafka_b) -> None:
+    """An EndTxn commit refused: the lane stops (LaneFenced) only when another copy took its transactional id
+    (txnholder.py asks the coordinator); after the coordinator aborted a timed-out transaction itself, the id is
+    still the lane's, and the commit's failure is waited out (`CommitOutcomeUnknown`, retriable) so the lane
+    starts again from its progress instead of idling fenced until its next epoch."""
+    topic = create_topic(kafka_b.bootstrap, unique_name("holder"), 1)
+    target = Wire({"bootstrap.servers": kafka_b.bootstrap})
+    try:
+        # a newer copy: its InitProducerId fences the open transaction and takes the id (two epoch bumps)
+        tid = unique_name("lane")
+        older = BatchWriter(target, tid)
+        older.init()
+        older.produce({(topic, 0): split_batches(_one_batch(b"older"))})
+        assert not taken_over(target, tid, older.producer_id, older.epoch)
+        newer = BatchWriter(target, tid)
+        newer.init()
+        assert taken_over(target, tid, older.producer_id, older.epoch)
+        assert not taken_over(target, tid, newer.producer_id, newer.epoch)
+        with pytest.raises(LaneFenced):
+            older.commit()
+
+        # the coordinator's own abort: a 1-s transaction left open past the broker's cleanup round (10 s)
+        tid = unique_name("lane")
+        slow = BatchWriter(target, tid, transaction_timeout_ms=1000)
+        slow.init()
+        slow.produce({(topic, 0): split_batches(_one_batch(b"timed out"))})
+        held = (slow.producer_id, slow.epoch)
+        wait_for(lambda: _state(target, tid) == "CompleteAbort", 30, "the coordinator aborting the transaction")
+        assert not taken_over(target, tid, *held)
+        with pytest.raises(CommitOutcomeUnknown) as e:
+            slow.commit()
+        assert e.value.retriable
+        again = BatchWriter(target, tid)  # the lane's fresh start: the id was its own all along
+        again.init()
+        again.produce({(topic, 0): split_batches(_one_batch(b"committed"))})
+        again.commit()
+        assert [r.value for r in read_topic(kafka_b.bootstrap, topic)[0]] == [b"committed"]
+    finally:
+        target.close()
+
+
+def _one_batch(value: bytes) -> bytes:
+    b = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 20)
+    b.append(0, int(time.time() * 1000), None, value, [])
+    return bytes(b.build())
+
+
+def _state(wire: Wire, tid: str) -> str:
+    resp = wire.call(DescribeTransactionsRequest(transactional_ids=[tid]), wire.transaction_coordinator(tid))
+    return resp.transaction_states[0].transaction_state

@@ -24,6 +24,7 @@ from .shares import PartitionKey, Share
 from .start import new_producer, target_max_message_bytes
 from .targetwriter import TargetWriter
 from .transformbatch import TRANSFORMED, transform_batch
+from .txnholder import taken_over
 from ..transforms import TransformFailed, compiled
 from ..wire.cluster import Wire
 from ..wire.connection import WireError
@@ -51,6 +52,7 @@ class BatchTarget(TargetWriter):
         self.rebuilt: Counter[str] = Counter()  # batches rebuilt, per `Unforwardable.label`
         self.transforms = compiled(ctx.mirror)  # the mirror's record transforms (transformbatch.py), if any
         self._notes: dict[PartitionKey, dict[str, int]] = {}  # what they dropped / found not JSON, for the shares
+        self._held: tuple[int, int] | None = None  # the lane's producer id and epoch when its clients last closed
 
     def _talk(self, what: str):
         return wire_talk("target", self.ctx.mirror.target, what)
@@ -70,6 +72,19 @@ class BatchTarget(TargetWriter):
             self.protocol = protocol_class(self.wire, ctx.tid, ctx.config.progressTopic,
                                            ctx.config.transactionTimeoutMs, make_fence)
         self.guarded(self.protocol.start)
+        self._held = None
+
+    def taken_over(self) -> bool:
+        """Whether another copy of the lane took its transactional id since this lane's clients closed
+        (txnholder.py): asked before a start that follows a fault, which would fence that copy."""
+        if self._held is None:
+            return False
+        with self._talk("asking who holds the lane's transactional id"):
+            wire = Wire(self.ctx.target_conf, client_id=self.ctx.tid)
+            try:
+                return taken_over(wire, self.ctx.tid, *self._held)
+            finally:
+                wire.close()
 
     def take(self, kept: BatchTarget) -> None:
         self.wire, kept.wire = kept.wire, None
@@ -79,6 +94,9 @@ class BatchTarget(TargetWriter):
 
     def close(self) -> None:
         if self.protocol is not None:
+            writer = self.protocol.producer
+            if writer.transactional and writer.producer_id >= 0:
+                self._held = (writer.producer_id, writer.epoch)
             self.protocol.close()
         if self.wire is not None:
             self.wire.close()

@@ -28,6 +28,7 @@ from ..wire.connection import BrokerConnection, WireError, check
 from . import protocol
 from .batches import Batch, rewrite
 from .errors import LaneFenced
+from .txnholder import taken_over
 
 log = logging.getLogger(__name__)
 PartitionKey = tuple[str, int]
@@ -63,6 +64,19 @@ class _Leader:
     in_flight: deque[list[PartitionKey]] = field(default_factory=deque)
     failed: WireError | None = None  # the attempt on this leader ended: nothing more is sent to it
     refused: set[PartitionKey] = field(default_factory=set)  # partitions with a batch refused this attempt
+
+
+class CommitOutcomeUnknown(WireError):
+    """An EndTxn commit refused while the id is still this lane's (txnholder.py): fenced by the coordinator's own
+    abort of a timed-out transaction, or answered with an error that neither fences nor is retriable. Waited out
+    as a cluster's moment (the lane starts again from its committed progress), never the mirror's end."""
+
+    def __init__(self, cause: WireError) -> None:
+        super().__init__(cause.error, "EndTxn (the commit did not take: copying again from the committed progress)")
+
+    @property
+    def retriable(self) -> bool:
+        return True
 
 
 def _fenced(e: WireError) -> bool:
@@ -367,11 +381,31 @@ class BatchWriter:
                 lambda version, correlation, client_id: protocol.end_txn(
                     version, correlation, client_id, self.tid or "", self.producer_id, self.epoch, commit),
                 lambda body, version: check(protocol.parse_end_txn(body, version), "EndTxn"), "EndTxn")
+        except (WireError, LaneFenced) as e:
+            cause = e if isinstance(e, WireError) else e.__cause__
+            if not commit or not isinstance(cause, WireError) or cause.retriable:
+                raise
+            # fenced, or neither fenced nor retriable: whether a newer copy took the id over says which
+            # (txnholder.py). Stop if it did; else (the coordinator aborted a timed-out transaction, or the
+            # outcome is unknown) the lane starts again from its committed progress.
+            if self._moved_on():
+                raise e if isinstance(e, LaneFenced) else LaneFenced(
+                    f"transactional id {self.tid} was taken over: {e}") from e
+            raise CommitOutcomeUnknown(cause) from e
         finally:
             self._in_txn.clear()
 
     def commit(self) -> None:
         self.end(True)
+
+    def _moved_on(self) -> bool:
+        """Whether another producer took the lane's id from this one (txnholder.py); False when the coordinator
+        cannot say now (the lane asks again before its next start)."""
+        try:
+            return taken_over(self.wire, self.tid or "", self.producer_id, self.epoch)
+        except WireError as e:
+            log.info("transactional id %s: who holds it is not known now (%s)", self.tid, e)
+            return False
 
     def flush(self, _timeout: float = 0.0) -> int:
         """Batches still unacknowledged: none, `produce` returns once every batch it sent was (the commit

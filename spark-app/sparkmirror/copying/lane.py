@@ -314,8 +314,13 @@ class LaneCopy:
         while this one was away. Its init_transactions would fence whichever copy holds the lane's transactional
         id, and a newer copy's fencing does not always reach the older one as such: a broker answered an EndTxn
         that raced a newer copy's InitProducerId with UNKNOWN_SERVER_ERROR, and the older copy, starting afresh,
-        fenced the newer one (CI, test_eos_fencing). Progress past anything this copier read was committed by
-        another copy; a later worker generation's mark means the lane is no longer this generation's."""
+        fenced the newer one (CI, test_eos_fencing). The batch path asks the transaction coordinator who holds the
+        id now (txnholder.py); either path reads the progress: progress past anything this copier read was
+        committed by another copy; a later worker generation's mark means the lane is no longer this generation's."""
+        if self.writer.taken_over():  # the batch path asks the coordinator (txnholder.py)
+            log.warning("lane %s: another copy of the lane took its transactional id while this one was away; "
+                        "stopping rather than fencing it", self.tid)
+            raise LaneFenced()
         reach = {k: o for k, o in self.reader.reach.items() if k in self.route}
         if not reach:
             return

@@ -34,6 +34,11 @@ class TargetWriter:
         self.before_fatal: Callable[[], None] = lambda: None  # transactional calls of others end first
         self.open_keys: Callable[[], Iterable[PartitionKey]] = lambda: self.interval  # what a refusal lists
 
+    def taken_over(self) -> bool:
+        """Whether another copy of the lane took its transactional id since its clients closed; the record
+        path's librdkafka cannot ask (the progress check in lane.py is its answer)."""
+        return False
+
     def take_interval(self) -> Interval:
         """The open interval, ended: a new one opens."""
         interval, self.interval = self.interval, {}
