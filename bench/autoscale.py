@@ -255,10 +255,11 @@ def main(argv: list[str] | None = None) -> int:
     from sparkmirror_operator.kubeapi import KubeApi
     from tests.support.operatorrun import install_kmm2_crd, running_operator
 
-    from . import autoscaleparts, handoffresults
+    from . import autoscaleparts
+    from .gitstate import commit
     from .autoscaleplot import plot
 
-    at = handoffresults.commit(ROOT)  # the code that runs is the code at the start
+    at = commit(ROOT)  # the code that runs is the code at the start
     load_before = os.getloadavg()  # a loaded machine stretches every handoff: said beside the figures
     work = args.work / time.strftime("%Y%m%dT%H%M%S")
     args.work = work

@@ -42,13 +42,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .gitstate import git, uncommitted
+
 REPO = Path(__file__).resolve().parent.parent
 WORK = REPO / "bench" / "work" / "batchcost"
 COMMIT_MS = 100
-
-
-def _git(*args: str) -> str:
-    return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True).stdout.strip()
 
 
 def preload(bootstrap: str, topic: str, n: int, size: int, partitions: int, batch_kib: int = 16,
@@ -385,8 +383,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"whole life); "
                   f"{r['target_committed_records']} committed on the target", flush=True)
         doc = {"what": "CPU per record and per source batch, record path vs batch path (issue 36)",
-               "commit": _git("rev-parse", "HEAD"),
-               "uncommitted_in_spark_app": bool(_git("status", "--porcelain", "--", "spark-app")),
+               "commit": git("rev-parse", "HEAD"),
+               "uncommitted_in_spark_app": bool(uncommitted("spark-app")),
                "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                "records": a.records, "record_value_bytes": a.size, "partitions": a.partitions,
                "source_batches": n_batches, "source_batch_kib": round(n_bytes / n_batches / 1024, 2),

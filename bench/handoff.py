@@ -27,6 +27,7 @@ from sparkmirror.resource.flowgroup import FlowGroupConfig
 from sparkmirror_dev.testing import NumberedProducer, create_topic, numbered_counts, unique_name
 
 from . import handoffresults
+from .gitstate import commit
 from .arrivals import Arrivals
 from .jobproc import start_job, stop_job
 from .runenv import Env
@@ -157,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     args.work.mkdir(parents=True, exist_ok=True)
     env = Env(args.work)
-    at = handoffresults.commit(HERE.parent)  # the code that runs is the code at the start
+    at = commit(HERE.parent)  # the code that runs is the code at the start
     out: dict = {"finished": None, "config": {k: v for k, v in vars(args).items() if k not in ("work", "results")}}
     try:
         src = env.start_source().bootstrap

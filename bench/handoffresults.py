@@ -3,19 +3,12 @@ written, with the commit they were measured at (so a figure is never read agains
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from pathlib import Path
 
+from .gitstate import commit
+
 FILE = "handoff.json"
-
-
-def commit(repo: Path) -> dict:
-    """HEAD at run time and whether the tree had uncommitted changes."""
-    def git(*args: str) -> str:
-        res = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=30)
-        return res.stdout.strip() if res.returncode == 0 else ""
-    return {"sha": git("rev-parse", "HEAD") or None, "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
 
 
 def merge(doc: dict, path: str, figures: dict, at: dict) -> dict:

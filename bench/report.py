@@ -15,6 +15,8 @@ import psutil
 
 from sparkmirror_dev import paths
 
+from .gitstate import git, uncommitted
+
 LABELS = {
     "sparkmirror-eos-batches": "sparkmirror exactly-once on batches",
     "sparkmirror-alo-batches": "sparkmirror at-least-once on batches",
@@ -53,7 +55,6 @@ def machine() -> dict:
         pyspark_version = pyspark.__version__
     except ImportError:
         pyspark_version = "not installed"
-    repo = Path(__file__).resolve().parent.parent
     return {
         "cpu_model": model,
         "cores": os.cpu_count(),
@@ -66,9 +67,8 @@ def machine() -> dict:
         "pyspark": pyspark_version,
         "confluent_kafka": getattr(confluent_kafka, "__version__", None) or str(confluent_kafka.version()),
         "librdkafka": confluent_kafka.libversion()[0],
-        "git_commit": _cmd(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"]),
-        "spark_app_uncommitted": [ln.split(maxsplit=1)[-1] for ln in _cmd(
-            ["git", "-C", str(repo), "status", "--porcelain", "spark-app"]).splitlines() if ln.strip()],
+        "git_commit": git("rev-parse", "--short", "HEAD"),
+        "spark_app_uncommitted": uncommitted("spark-app"),
         "loadavg": list(os.getloadavg()),
     }
 

@@ -33,7 +33,6 @@ import argparse
 import json
 import re
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -45,6 +44,7 @@ from sparkmirror.progress.footprint import bytes_per_range
 from sparkmirror.resource.flowgroup import FlowGroupConfig
 from sparkmirror_dev.testing import NumberedProducer, create_topic, numbered_counts, unique_name
 
+from .gitstate import git, uncommitted
 from .runenv import Env
 from .jobproc import start_job, stop_job
 from .jvmmon import JvmMonitor, grown_classes
@@ -115,9 +115,7 @@ def verdict(rss: dict[str, dict[str, float]], max_slope: float) -> list[str]:
 
 def commit_of() -> str:
     """The commit the run measures (`+dirty` when the work tree differs from it)."""
-    def git(*a: str) -> str:
-        return subprocess.run(["git", *a], cwd=HERE, capture_output=True, text=True).stdout.strip()
-    return git("rev-parse", "HEAD") + ("+dirty" if git("status", "--porcelain", "--", "spark-app", "bench") else "")
+    return git("rev-parse", "HEAD") + ("+dirty" if uncommitted("spark-app", "bench") else "")
 
 
 def _budget_line(log: Path) -> str | None:

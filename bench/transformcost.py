@@ -22,7 +22,7 @@ from pathlib import Path
 from sparkmirror.resource.flowgroup import Mirror
 from sparkmirror.transforms import RecordTransforms, compiled
 
-from .handoffresults import commit
+from .gitstate import commit
 
 REPO = Path(__file__).resolve().parent.parent
 
