@@ -3,44 +3,19 @@ both clusters. Real brokers; the mirrors copy with their real lanes (no Spark ne
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Producer
 
 from sparkmirror.cli import main
 from sparkmirror.progress.state import OffsetMap
 from sparkmirror_dev.testing import (commit_group, consume_as_group, create_topic, produce_numbered, read_topic,
                                      unique_name)
+from tests.support.failback import delete_topics, mirror_resource, read_some, run_failback, topics_of
 
 from .conftest import mirror_once
 
 pytestmark = [pytest.mark.kafka, pytest.mark.minutes(1.6)]
-
-
-def _read_some(bootstrap: str, group: str, topic: str, partitions: int, n: int | dict[int, int]) -> dict[int, list[int]]:
-    """A consumer of `group` reads `n` records of each partition (or n[partition]) from its committed offsets (the
-    start when it has none) and commits after them: the sequence numbers it read."""
-    want = n if isinstance(n, dict) else {p: n for p in range(partitions)}
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                  "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
-    out: dict[int, list[int]] = {p: [] for p in range(partitions)}
-    last: dict[int, int] = {}
-    try:
-        committed = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
-        c.assign([TopicPartition(topic, tp.partition, tp.offset if tp.offset >= 0 else -2) for tp in committed])
-        deadline = time.monotonic() + 60
-        while any(len(v) < want[p] for p, v in out.items()) and time.monotonic() < deadline:
-            for m in c.consume(100, 0.5):
-                if m.error() is None and len(out[m.partition()]) < want[m.partition()]:
-                    out[m.partition()].append(int(m.value().decode().split(":")[1]))
-                    last[m.partition()] = m.offset()
-        c.commit(offsets=[TopicPartition(topic, p, o + 1) for p, o in last.items()], asynchronous=False)
-    finally:
-        c.close()
-    assert all(len(v) == want[p] for p, v in out.items()), out
-    return out
 
 
 def test_translate_back_is_the_reverse_of_translate() -> None:
@@ -57,19 +32,6 @@ def test_translate_back_is_the_reverse_of_translate() -> None:
     assert OffsetMap([rng(5, 9, 3, 7, 5)]).translate_back(2) is None  # before the history held
 
 
-IDENTITY = {"config": {"replication.policy.class": "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"}}
-
-
-def _resource(name: str, target: tuple[str, str], source: tuple[str, str], topics: str,
-              identity: bool = False, copy: str = "records") -> dict:
-    mirror = {"source": {"alias": source[0], "bootstrapServers": source[1]}, "topicsPattern": topics,
-              "groupsPattern": "fb-.*", **({"sourceConnector": IDENTITY} if identity else {})}
-    return {"apiVersion": "sparkmirror.io/v1alpha1", "kind": "KafkaMirrorMaker2",
-            "metadata": {"name": name, "namespace": "dr"},
-            "spec": {"target": {"alias": target[0], "bootstrapServers": target[1]}, "mirrors": [mirror],
-                     "copy": copy}}
-
-
 @pytest.mark.parametrize("copy", ["records", "batches"])
 def test_failback_moves_groups_home_and_every_record_is_read_once(kafka_a, kafka_b, topic, tmp_path, capfd,
                                                                   figure, copy) -> None:
@@ -77,26 +39,12 @@ def test_failback_moves_groups_home_and_every_record_is_read_once(kafka_a, kafka
     to now and a reverse mirror copies to a), then `sparkmirror failback`: on a it reads the rest of both, and
     every record is read once over both clusters. Aborted records on a make offsets on a and b differ."""
     src = topic(kafka_a, 2)
-    before = _topics(kafka_a.bootstrap)
+    before = topics_of(kafka_a.bootstrap)
     try:
         _failback(kafka_a, kafka_b, src, tmp_path, capfd, figure, copy)
     finally:  # the clusters are shared: what the reverse mirror made on a (b.heartbeats, ...) goes again
-        _delete(kafka_a.bootstrap, _topics(kafka_a.bootstrap) - before)
-        _delete(kafka_b.bootstrap, {src})
-
-
-def _topics(bootstrap: str) -> set[str]:
-    return set(AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30).topics)
-
-
-def _delete(bootstrap: str, topics: set[str]) -> None:
-    if topics:
-        admin = AdminClient({"bootstrap.servers": bootstrap})  # held until the answers: the futures need it
-        for fut in admin.delete_topics(sorted(topics), operation_timeout=30).values():
-            try:
-                fut.result(30)
-            except Exception:  # noqa: BLE001 - already gone
-                pass
+        delete_topics(kafka_a.bootstrap, topics_of(kafka_a.bootstrap) - before)
+        delete_topics(kafka_b.bootstrap, {src})
 
 
 def _copied_forward(kafka_a, kafka_b, src: str, tmp_path, identity: bool, copy: str = "records"):
@@ -115,25 +63,13 @@ def _copied_forward(kafka_a, kafka_b, src: str, tmp_path, identity: bool, copy: 
     tx.abort_transaction(30)
     produce_numbered(kafka_a.bootstrap, src, 2, 50, 50)
     files = {"fwd": tmp_path / "fwd.yaml", "rev": tmp_path / "rev.yaml"}
-    files["fwd"].write_text(json.dumps(_resource(unique_name("fwd"), ("b", kafka_b.bootstrap),
+    files["fwd"].write_text(json.dumps(mirror_resource(unique_name("fwd"), ("b", kafka_b.bootstrap),
                                                  ("a", kafka_a.bootstrap), src, identity, copy)))
-    files["rev"].write_text(json.dumps(_resource(unique_name("rev"), ("a", kafka_a.bootstrap),
+    files["rev"].write_text(json.dumps(mirror_resource(unique_name("rev"), ("a", kafka_a.bootstrap),
                                                  ("b", kafka_b.bootstrap), src, identity, copy)))
     fwd, rev = load([str(files["fwd"])]).configs[0], load([str(files["rev"])]).configs[0]
     mirror_once(fwd)
     return files, fwd, rev
-
-
-def _run_failback(files: dict, group: str, log: str, capfd) -> tuple[dict, float]:
-    """`sparkmirror failback` of mirror a for `group`: (its JSON report, seconds taken); it must succeed."""
-    capfd.readouterr()
-    t0 = time.monotonic()
-    rc = main(["failback", "-f", str(files["fwd"]), "-f", str(files["rev"]), "--mirror", "a", "--groups", group,
-               "-o", "json", "--log-file", log])
-    took = time.monotonic() - t0
-    doc = json.loads(capfd.readouterr().out)
-    assert rc == 0 and doc["ok"], doc
-    return doc, took
 
 
 def _assert_each_once(read: dict[int, list[int]], want: list[int]) -> None:
@@ -153,16 +89,16 @@ def _failback(kafka_a, kafka_b, src: str, tmp_path, capfd, figure, copy: str) ->
 
     log = str(tmp_path / "clients.log")
     assert main(["failover", "-f", str(files["fwd"]), "--mirror", "a", "--groups", group, "--log-file", log]) == 0
-    for p, seqs in _read_some(kafka_b.bootstrap, group, f"a.{src}", 2, 10).items():  # it reads on b a while
+    for p, seqs in read_some(kafka_b.bootstrap, group, f"a.{src}", 2, 10).items():  # it reads on b a while
         read[p] += seqs
     # producers write on b now; the reverse mirror copies that back to a
     create_topic(kafka_b.bootstrap, src, 2)
     produce_numbered(kafka_b.bootstrap, src, 2, 1000, 40)
     mirror_once(rev)
-    for p, seqs in _read_some(kafka_b.bootstrap, group, src, 2, 15).items():
+    for p, seqs in read_some(kafka_b.bootstrap, group, src, 2, 15).items():
         read[p] += seqs
 
-    doc, took = _run_failback(files, group, log, capfd)
+    doc, took = run_failback(files, group, log, capfd)
     assert doc["failback"]["undone"] == [{"flowGroup": fwd.name, "undone": True}]
     moved = {(r["sourceTopic"], r["targetTopic"], r["partition"]): r["action"]
              for g in doc["groups"] for r in g["partitions"]}
@@ -193,12 +129,12 @@ def test_failback_under_the_identity_policy_uses_each_map_where_it_holds(kafka_a
     past them, among b's own: failback moves each through the map that holds it (the forward map back, the
     reverse map forward) and every record is read once over both clusters."""
     src = topic(kafka_a, 2)
-    before = {c.name: _topics(c.bootstrap) for c in (kafka_a, kafka_b)}
+    before = {c.name: topics_of(c.bootstrap) for c in (kafka_a, kafka_b)}
     try:
         _identity_failback(kafka_a, kafka_b, src, tmp_path, capfd, figure)
     finally:  # the clusters are shared: what the mirrors made (src on b, heartbeats, ...) goes again
         for c in (kafka_a, kafka_b):
-            _delete(c.bootstrap, _topics(c.bootstrap) - before[c.name])
+            delete_topics(c.bootstrap, topics_of(c.bootstrap) - before[c.name])
 
 
 def _identity_failback(kafka_a, kafka_b, src: str, tmp_path, capfd, figure) -> None:
@@ -210,16 +146,16 @@ def _identity_failback(kafka_a, kafka_b, src: str, tmp_path, capfd, figure) -> N
 
     log = str(tmp_path / "clients.log")
     assert main(["failover", "-f", str(files["fwd"]), "--mirror", "a", "--groups", group, "--log-file", log]) == 0
-    for p, seqs in _read_some(kafka_b.bootstrap, group, src, 2, 10).items():
+    for p, seqs in read_some(kafka_b.bootstrap, group, src, 2, 10).items():
         read[p] += seqs
     produce_numbered(kafka_b.bootstrap, src, 2, 1000, 40)  # producers write on b now, into the same topic
     mirror_once(rev)
     # partition 0 stays inside what a -> b copied (sequence 34); partition 1 reads past it into b's own (1003)
-    for p, seqs in _read_some(kafka_b.bootstrap, group, src, 2, {0: 5, 1: 15}).items():
+    for p, seqs in read_some(kafka_b.bootstrap, group, src, 2, {0: 5, 1: 15}).items():
         read[p] += seqs
     assert (read[0][-1], read[1][-1]) == (34, 1003), read
 
-    doc, took = _run_failback(files, group, log, capfd)
+    doc, took = run_failback(files, group, log, capfd)
     moved = sorted((r["sourceTopic"], r["targetTopic"], r["partition"], r["action"])
                    for g in doc["groups"] for r in g["partitions"])
     assert moved == [(src, src, 0, "committed"), (src, src, 1, "committed")], doc

@@ -10,8 +10,9 @@ import pytest
 from sparkmirror.cli import main
 from sparkmirror_dev.testing import commit_group, consume_as_group, create_topic, produce_numbered, unique_name
 
+from tests.support.failback import delete_topics, mirror_resource, read_some, run_failback, topics_of
+
 from .conftest import mirror_once
-from .test_failback import _delete, _read_some, _resource, _run_failback, _topics
 
 pytestmark = [pytest.mark.kafka, pytest.mark.minutes(0.8)]
 
@@ -28,23 +29,23 @@ def test_failover_and_failback_through_dropped_records(kafka_a, kafka_b, topic, 
     0 (45 dropped, 46 next on b); `failback` puts it on 45 on a, the record after the last
     one read. Read over both clusters: every record once but those dropped while it read on b (never shown)."""
     src = topic(kafka_a, 2)
-    before = {c.name: _topics(c.bootstrap) for c in (kafka_a, kafka_b)}
+    before = {c.name: topics_of(c.bootstrap) for c in (kafka_a, kafka_b)}
     try:
         _through_dropped_records(kafka_a, kafka_b, src, tmp_path, capfd)
     finally:  # the clusters are shared: what the mirrors made goes again
         for c in (kafka_a, kafka_b):
-            _delete(c.bootstrap, _topics(c.bootstrap) - before[c.name])
+            delete_topics(c.bootstrap, topics_of(c.bootstrap) - before[c.name])
 
 
 def _through_dropped_records(kafka_a, kafka_b, src: str, tmp_path, capfd) -> None:
     from sparkmirror.runner.resources import load
 
     produce_numbered(kafka_a.bootstrap, src, 2, 0, 100)
-    forward = _resource(unique_name("fwd"), ("b", kafka_b.bootstrap), ("a", kafka_a.bootstrap), src, copy="batches")
+    forward = mirror_resource(unique_name("fwd"), ("b", kafka_b.bootstrap), ("a", kafka_a.bootstrap), src, copy="batches")
     forward["spec"]["mirrors"][0]["transforms"] = [DROP]
     files = {"fwd": tmp_path / "fwd.yaml", "rev": tmp_path / "rev.yaml"}
     files["fwd"].write_text(json.dumps(forward))
-    files["rev"].write_text(json.dumps(_resource(unique_name("rev"), ("a", kafka_a.bootstrap),
+    files["rev"].write_text(json.dumps(mirror_resource(unique_name("rev"), ("a", kafka_a.bootstrap),
                                                  ("b", kafka_b.bootstrap), src, copy="batches")))
     fwd, rev = load([str(files["fwd"])]).configs[0], load([str(files["rev"])]).configs[0]
     mirror_once(fwd)
@@ -64,7 +65,7 @@ def _through_dropped_records(kafka_a, kafka_b, src: str, tmp_path, capfd) -> Non
     assert moved == {0: (30, on_b.index(31), "committed"), 1: (47, on_b.index(47), "committed")}, doc
 
     n = {0: 12, 1: 9}
-    for p, seqs in _read_some(kafka_b.bootstrap, group, f"a.{src}", 2, n).items():
+    for p, seqs in read_some(kafka_b.bootstrap, group, f"a.{src}", 2, n).items():
         assert seqs == [s for s in on_b if s >= at[p]][:n[p]], (p, seqs)  # the next kept ones, none twice
         read[p] += seqs
     last = {p: v[-1] for p, v in read.items()}  # the last sequence the group read on b's remote topic
@@ -72,10 +73,10 @@ def _through_dropped_records(kafka_a, kafka_b, src: str, tmp_path, capfd) -> Non
     create_topic(kafka_b.bootstrap, src, 2)  # producers write on b now; the reverse mirror copies that back
     produce_numbered(kafka_b.bootstrap, src, 2, 1000, 20)
     mirror_once(rev)
-    for p, seqs in _read_some(kafka_b.bootstrap, group, src, 2, 20).items():
+    for p, seqs in read_some(kafka_b.bootstrap, group, src, 2, 20).items():
         read[p] += seqs
 
-    doc, _ = _run_failback(files, group, log, capfd)
+    doc, _ = run_failback(files, group, log, capfd)
     back = {(r["sourceTopic"], r["partition"]): (r["sourceOffset"], r["targetOffset"], r["action"])
             for g in doc["groups"] for r in g["partitions"] if r["targetTopic"] == src}
     assert back == {(f"a.{src}", p): (on_b.index(last[p]) + 1, last[p] + 1, "committed") for p in (0, 1)}, doc
