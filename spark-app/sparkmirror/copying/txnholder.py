@@ -21,7 +21,6 @@ from ..wire.connection import WireError, check
 
 log = logging.getLogger(__name__)
 
-TRANSACTIONAL_ID_NOT_FOUND = 105
 _OWN_ABORT = {"PrepareAbort", "CompleteAbort"}
 """The states the coordinator leaves after aborting a timed-out transaction of the producer it fenced."""
 
@@ -52,7 +51,7 @@ def taken_over(wire: Wire, transactional_id: str, held_id: int, held_epoch: int)
             return False
         raise
     s = resp.transaction_states[0]
-    if s.error_code == TRANSACTIONAL_ID_NOT_FOUND:
+    if s.error_code == kerrors.TransactionalIdNotFoundError.errno:
         return False
     check(s.error_code, f"DescribeTransactions for {transactional_id}")
     moved = moved_on(s.transaction_state, s.producer_id, s.producer_epoch, held_id, held_epoch)
