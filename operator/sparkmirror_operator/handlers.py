@@ -53,7 +53,7 @@ def _finish(body: kopf.Body, patch: kopf.Patch, result: Result) -> None:
     patch.status.update(result.status)
     metrics.count_handoffs(body["metadata"]["namespace"], body["metadata"]["name"], body.get("status"), result.status)
     metrics.expect(body["metadata"]["namespace"], body["metadata"]["name"], result.status,
-                   (body.get("spec") or {}).get("state"))
+                   (body.get("spec") or {}).get("state"), body["metadata"].get("uid"))
     for ev in result.events:
         kopf.event(body, type=ev.type, reason=ev.reason, message=ev.message[:1000])
     _announce(body, body.get("status"), result.status)
@@ -83,12 +83,12 @@ def _write_status(api: KubeApi, body: Any, status: dict[str, Any]) -> bool:
     sent at all (True: it stands): most refreshes of a mirror that is idle or keeping up change nothing."""
     meta = body["metadata"]
     if unchanged(body.get("status"), status):
-        metrics.expect(meta["namespace"], meta["name"], status, (body.get("spec") or {}).get("state"))
+        metrics.expect(meta["namespace"], meta["name"], status, (body.get("spec") or {}).get("state"), meta.get("uid"))
         return True
     try:
         api.patch_status(KIND, meta["namespace"], meta["name"], status, resource_version=meta["resourceVersion"])
         metrics.count_handoffs(meta["namespace"], meta["name"], body.get("status"), status)
-        metrics.expect(meta["namespace"], meta["name"], status, (body.get("spec") or {}).get("state"))
+        metrics.expect(meta["namespace"], meta["name"], status, (body.get("spec") or {}).get("state"), meta.get("uid"))
         return True
     except ApiException as e:
         if e.status == 409:
@@ -170,7 +170,7 @@ def resource_event(body: kopf.Body, event: dict[str, Any], **_: Any) -> None:
     mirror-gone alert does not fire for what was removed on purpose."""
     meta = body.get("metadata") or {}
     if event.get("type") == "DELETED" or meta.get("deletionTimestamp"):
-        metrics.expect(meta.get("namespace", ""), meta.get("name", ""), None)
+        metrics.forget(meta.get("namespace", ""), meta.get("name", ""), meta.get("uid"))
 
 
 def lease_news(body: Any) -> str:

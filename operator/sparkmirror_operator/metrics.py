@@ -76,12 +76,22 @@ def count_handoffs(namespace: str, name: str, old: dict[str, Any] | None, new: d
 
 
 _expected: dict[tuple[str, str], set[str]] = {}
+_gone: dict[str, None] = {}
+"""Uids of resources seen deleted, oldest first (a bounded, ordered set): a refresh or a change handler that read
+the resource before its deletion may finish after the deletion event, and must not bring its groups back (the
+mirror-gone alert would fire for ever for a mirror removed on purpose). A resource created again under the same
+name has another uid."""
+_GONE_KEPT = 10_000
 
 
-def expect(namespace: str, name: str, status: dict[str, Any] | None, state: str | None = "running") -> set[str]:
+def expect(namespace: str, name: str, status: dict[str, Any] | None, state: str | None = "running",
+           uid: str | None = None) -> set[str]:
     """Set the resource's expected flow groups from a status it was given (those with an application: not
     failed over) while its spec.state is running (a paused mirror's drivers are suspended, a stopped one has
-    none); the ones no longer expected are dropped. status None: the resource is gone."""
+    none); the ones no longer expected are dropped. status None: the resource is gone. `uid`: the resource's, as
+    read; one already seen deleted (`forget`) counts as gone."""
+    if uid is not None and uid in _gone:
+        status = None
     groups = (status or {}).get("flowGroups") or [] if (state or "running") == "running" else []
     now = {g["name"] for g in groups if g.get("application") and g.get("name")}
     for group in _expected.get((namespace, name), set()) - now:
@@ -93,3 +103,13 @@ def expect(namespace: str, name: str, status: dict[str, Any] | None, state: str 
     else:
         _expected.pop((namespace, name), None)
     return now
+
+
+def forget(namespace: str, name: str, uid: str | None) -> None:
+    """The resource was deleted (or is being deleted): its groups are no longer expected, now or by a handler
+    that finishes later with what it read before."""
+    if uid:
+        _gone[uid] = None
+        while len(_gone) > _GONE_KEPT:
+            del _gone[next(iter(_gone))]
+    expect(namespace, name, None)

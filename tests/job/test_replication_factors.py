@@ -15,6 +15,7 @@ from confluent_kafka.admin import AdminClient
 from sparkmirror_dev.env import start_all
 from sparkmirror_dev.kafka import KafkaCluster, ReplicatedKafkaCluster
 from sparkmirror_dev.testing import create_topic, unique_name
+from tests.support.waiting import wait_for
 from sparkmirror.checkpoints import CheckpointEmitter
 from sparkmirror.heartbeats import HeartbeatEmitter
 from sparkmirror.preview import observe, preview
@@ -80,14 +81,26 @@ def sources(cluster, prefix: str, rfs: tuple[int, ...]) -> list[str]:
     return names
 
 
+def planned(sync: TopicSync, count: int) -> dict[str, int]:
+    """remote topic -> factor the sync plans to create, once it plans `count` of them: the source broker it
+    asks may learn of a topic later than the one `sources` asked (each pass of a running mirror asks again)."""
+    return wait_for(f"{count} remote topics planned", lambda: len(p := {
+        c.name: c.replication_factor for c in sync.plan().create}) == count and p, timeout=90)
+
+
+def synced(sync: TopicSync, count: int) -> None:
+    """Sync until nothing is left to create (what the mirror's next passes would do)."""
+    planned(sync, count)
+    wait_for("every remote topic created", lambda: sync.sync() is not None and not sync.plan().create, timeout=90)
+
+
 def test_remote_topics_take_the_source_topics_factor(grounds, record_property) -> None:
     src, tgt = grounds["source"], grounds["target"]
     prefix = unique_name("keep") + "."
     names = sources(src, prefix, (1, 2, 3))
     sync = TopicSync(flow(src, tgt, prefix), flow(src, tgt, prefix).mirrors[0])
-    planned = sync.plan()
-    assert {c.name: c.replication_factor for c in planned.create} == {f"A.{n}": rf for n, rf in zip(names, (1, 2, 3))}
-    sync.sync()
+    assert planned(sync, 3) == {f"A.{n}": rf for n, rf in zip(names, (1, 2, 3))}
+    synced(sync, 3)
     got = factors(tgt, [f"A.{n}" for n in names])
     record_property("remote replication factors", got)
     assert got == {f"A.{n}": rf for n, rf in zip(names, (1, 2, 3))}
@@ -98,12 +111,12 @@ def test_replication_factor_key_overrides_the_source(grounds) -> None:
     prefix = unique_name("set") + "."
     names = sources(src, prefix, (1, 3))
     cfg = flow(src, tgt, prefix, replicationFactor=2)
-    TopicSync(cfg, cfg.mirrors[0]).sync()
+    synced(TopicSync(cfg, cfg.mirrors[0]), 2)
     assert factors(tgt, [f"A.{n}" for n in names]) == {f"A.{n}": 2 for n in names}
     prefix = unique_name("dflt") + "."
     names = sources(src, prefix, (1,))
     cfg = flow(src, tgt, prefix, replicationFactor=-1)  # -1: the target's default.replication.factor (3 here)
-    TopicSync(cfg, cfg.mirrors[0]).sync()
+    synced(TopicSync(cfg, cfg.mirrors[0]), 1)
     assert factors(tgt, [f"A.{names[0]}"]) == {f"A.{names[0]}": 3}
 
 
@@ -137,7 +150,7 @@ def test_too_few_target_brokers_is_refused_by_name(grounds) -> None:
     prefix = unique_name("big") + "."
     names = sources(src, prefix, (3,))
     cfg = flow(src, small, prefix)
-    (conflict,) = preview(observe([cfg])).conflicts  # `sparkmirror plan` says so first, writing nothing
+    (conflict,) = wait_for("plan's conflict", lambda: preview(observe([cfg])).conflicts, timeout=90)  # said first
     assert conflict["kind"] == "replication-factor" and conflict["topic"] == f"A.{names[0]}", conflict
     with pytest.raises(TopicSyncError) as e:
         TopicSync(cfg, cfg.mirrors[0]).sync()

@@ -55,6 +55,14 @@ def test_expected_flow_groups_follow_the_status() -> None:
     assert metrics.expect("ns", "gone", running, "paused") == set() and expected() == set()
     assert metrics.expect("ns", "gone", running, "running") == {"g1", "g2"}
     assert metrics.expect("ns", "gone", None) == set() and expected() == set()
+    # deleted while a refresh that read it before was under way: the refresh finishing later brings nothing back
+    assert metrics.expect("ns", "gone", running, "running", "uid-1") == {"g1", "g2"}
+    metrics.forget("ns", "gone", "uid-1")
+    assert expected() == set()
+    assert metrics.expect("ns", "gone", running, "running", "uid-1") == set() and expected() == set()
+    # created again under the same name: another uid, expected again
+    assert metrics.expect("ns", "gone", running, "running", "uid-2") == {"g1", "g2"}
+    metrics.forget("ns", "gone", "uid-2")
     metrics.count_handoffs("ns", "gone", {}, {"handoffs": [{"toGeneration": 2, "toFlowGroups": ["g1"]}]})
     names = [frozenset(dict(k[1])) for k in _scrape(port) if k[0].startswith("sparkmirror_operator_")]
     assert frozenset({"resource_namespace", "resource", "flow_group"}) in names
