@@ -2,11 +2,12 @@
 records, in order, field for field, read back by another library (kafka-python) than the one that wrote them."""
 from __future__ import annotations
 
+import pytest
 from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from sparkmirror.copying.batches import Codec, Unforwardable, split_batches
-from sparkmirror.copying.coalesce import COALESCE_BELOW, merge, mergeable, runs
+from sparkmirror.copying.batches import BatchFormatError, Codec, Unforwardable, split_batches
+from sparkmirror.copying.coalesce import COALESCE_BELOW, IN_C, merge, merge_by_records, mergeable, runs
 
 
 def _batch(base: int, n: int, codec: int = 0, value_size: int = 100):
@@ -57,3 +58,38 @@ def test_a_compacted_batch_is_not_merged():
     gappy = split_batches(bytes(raw))[0]
     assert not mergeable(gappy, gappy.unforwardable())
     assert runs([gappy], COALESCE_BELOW) == [([gappy], Unforwardable.OFFSET_GAPS)]  # alone, with its reason
+
+
+def test_the_c_merge_makes_the_batch_aiokafka_makes_byte_for_byte():
+    """`_merge.c` against aiokafka's record classes (the way where it is not built): the same bytes, through deltas
+    that change their varint's size (offset deltas past 63 and 8,191, timestamps before and long after the
+    first record's), null keys and values, headers."""
+    assert IN_C, "the package was installed without its C merge (make setup builds it)"
+    cases = [[_batch(0, 15), _batch(15, 15), _batch(31, 4)],
+             [_batch(i * 100, 100, value_size=10) for i in range(90)],  # 9,000 records: offset deltas of 3 bytes
+             [_batch(0, 1)],
+             [_batch(5, 3), _batch(1_000_000, 70, value_size=0)]]  # timestamp deltas of 3 bytes and more
+    for group in cases:
+        fast, slow = merge(group), merge_by_records(group)
+        assert bytes(fast.raw) == bytes(slow.raw)
+        assert fast.crc_ok() and fast.record_count == sum(b.record_count for b in group)
+        assert _records(fast) == [r for b in group for r in _records(b)]
+
+
+def test_a_batch_that_does_not_hold_what_it_says_is_refused_by_name():
+    good = _batch(40, 5)
+
+    def bent(at: int, value: bytes, cut: int = 0):
+        raw = bytearray(good.raw)
+        raw[at:at + len(value)] = value
+        if cut:
+            del raw[-cut:]
+            raw[8:12] = (len(raw) - 12).to_bytes(4, "big")
+        return split_batches(bytes(raw))[0]
+
+    for broken, why in [(bent(57, (6).to_bytes(4, "big")), ", record 5: its length runs past the batch"),
+                        (bent(57, (4).to_bytes(4, "big")), ": bytes after its last record"),
+                        (bent(61, bytes([0xfe, 0x7f])), ", record 0: its length runs past the batch"),
+                        (bent(0, b"", cut=3), ", record 4: its length runs past the batch")]:
+        with pytest.raises(BatchFormatError, match=f"batches from offset 0 not merged: batch 1 of the group{why}"):
+            merge([_batch(0, 3), broken])
