@@ -93,3 +93,24 @@ def test_a_batch_that_does_not_hold_what_it_says_is_refused_by_name():
                         (bent(0, b"", cut=3), ", record 4: its length runs past the batch")]:
         with pytest.raises(BatchFormatError, match=f"batches from offset 0 not merged: batch 1 of the group{why}"):
             merge([_batch(0, 3), broken])
+
+
+def test_the_c_merge_never_reads_past_what_it_was_given():
+    """Bytes flipped and batches cut anywhere (the header's length kept true, so only the records lie): every
+    merge returns a batch or refuses by name, never reads past its buffers (a crash would end the interpreter)."""
+    import random
+
+    rng = random.Random(36)
+    good = [_batch(0, 15), _batch(15, 15)]
+    for _ in range(3000):
+        raw = bytearray(good[1].raw)
+        for _flip in range(rng.randint(1, 4)):
+            raw[rng.randrange(61, len(raw))] = rng.randrange(256)
+        if rng.random() < 0.3:
+            del raw[rng.randrange(62, len(raw)):]
+        raw[8:12] = (len(raw) - 12).to_bytes(4, "big")
+        try:
+            merged = merge([good[0], split_batches(bytes(raw))[0]])
+        except BatchFormatError:
+            continue
+        assert merged.crc_ok() and merged.record_count == 15 + int.from_bytes(raw[57:61], "big")

@@ -66,6 +66,10 @@ static int read_varint(const uint8_t *p, Py_ssize_t end, Py_ssize_t *pos, int64_
     return -1;
 }
 
+/* Two's-complement addition without signed overflow (undefined in C): timestamps of a batch that lies are
+merged as Kafka's Java reader would wrap them, and never crash. */
+static int64_t wrap_add(int64_t a, uint64_t b) { return (int64_t)((uint64_t)a + b); }
+
 static uint64_t zigzag(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
 
 static Py_ssize_t varint_size(int64_t v) {
@@ -144,7 +148,7 @@ static PyObject *merge(PyObject *self, PyObject *arg) {
         refuse(0, 0, "no readable first record");
         goto done;
     }
-    int64_t first_ts = be64(first + FIRST_TIMESTAMP_AT) + first_delta, max_ts = first_ts;
+    int64_t first_ts = wrap_add(be64(first + FIRST_TIMESTAMP_AT), (uint64_t)first_delta), max_ts = first_ts;
 
     out = PyByteArray_FromStringAndSize(NULL, room);
     if (out == NULL) goto done;
@@ -169,10 +173,10 @@ static PyObject *merge(PyObject *self, PyObject *arg) {
                 refuse(b, r, "a timestamp or offset delta runs past the record");
                 goto done;
             }
-            int64_t ts = base_ts + ts_delta;
+            int64_t ts = wrap_add(base_ts, (uint64_t)ts_delta);
             if (ts > max_ts) max_ts = ts;
             Py_ssize_t rest = stop - pos;
-            int64_t delta = ts - first_ts;
+            int64_t delta = wrap_add(ts, -(uint64_t)first_ts);
             o = put_varint(o, 1 + varint_size(delta) + varint_size(index) + rest);
             *o++ = attributes;
             o = put_varint(o, delta);
@@ -219,6 +223,6 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_merge", NULL, -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_merge", NULL, -1, methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__merge(void) { return PyModule_Create(&module); }
