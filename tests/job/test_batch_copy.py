@@ -13,12 +13,13 @@ from kafka.protocol.admin.transactions import DescribeTransactionsRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from sparkmirror.copying.batches import Codec, split_batches
-from sparkmirror.copying.batchreader import BatchReader
+from sparkmirror.copying.batchreader import BatchReader, CorruptBatch
 from sparkmirror.copying.batchwriter import BatchWriter, CommitOutcomeUnknown
 from sparkmirror.copying.errors import LaneFenced
 from sparkmirror.copying.txnholder import taken_over
 from sparkmirror.wire.cluster import Wire
 from sparkmirror_dev.testing import create_topic, produce_waiting, read_topic, unique_name
+from tests.support.failback import delete_topics
 
 from .conftest import end_offsets, wait_for
 
@@ -266,3 +267,41 @@ def _one_batch(value: bytes) -> bytes:
 def _state(wire: Wire, tid: str) -> str:
     resp = wire.call(DescribeTransactionsRequest(transactional_ids=[tid]), wire.transaction_coordinator(tid))
     return resp.transaction_states[0].transaction_state
+
+
+def test_a_corrupt_source_batch_is_fetched_again_then_stops_the_copy_by_name(kafka_a) -> None:
+    """A byte of a batch flipped in the source broker's log (which serves it as it is): the reader takes the batch
+    before it, fetches from the corrupt one again, and after `CORRUPT_TRIES` fetches that each find it corrupt
+    ends the copy naming the partition and offset. Forwarded, the batch would have reached the target under the
+    CRC32C the writer computes anew."""
+    topic = create_topic(kafka_a.bootstrap, unique_name("corrupt"), 1)
+    for n in range(3):  # three batches, one a flush
+        p = Producer({"bootstrap.servers": kafka_a.bootstrap, "linger.ms": 0})
+        for i in range(10):
+            p.produce(topic, key=f"{n}-{i}".encode(), value=b"v" * 200, partition=0)
+        assert p.flush(30) == 0
+    segment = kafka_a.home / "data" / f"{topic}-0" / "00000000000000000000.log"
+    batches = split_batches(segment.read_bytes())
+    assert [b.record_count for b in batches] == [10, 10, 10]
+    second = batches[1]
+    at = sum(len(b.raw) for b in batches[:1]) + len(second.raw) - 50  # inside its last record's value
+    with open(segment, "r+b") as f:
+        f.seek(at)
+        byte = f.read(1)
+        f.seek(at)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    source = Wire({"bootstrap.servers": kafka_a.bootstrap})
+    try:
+        reader = BatchReader(source)
+        reader.assign({(topic, 0): 0})
+        first = reader.fetch()[(topic, 0)]
+        assert [b.base_offset for b in first.batches] == [0] and reader.positions[(topic, 0)] == 10
+        assert reader.fetch()[(topic, 0)].batches == []  # fetched again: still corrupt
+        assert reader.positions[(topic, 0)] == 10
+        with pytest.raises(CorruptBatch, match=rf"source cluster 'source': {topic}\[0\] the record batch at offset "
+                           rf"10 is corrupt \(its CRC32C says {second.crc:#010x}, its bytes give 0x[0-9a-f]{{8}}\) in "
+                           rf"3 fetches in a row; nothing from offset 10 on was copied"):
+            reader.fetch()
+    finally:
+        source.close()
+        delete_topics(kafka_a.bootstrap, {topic})

@@ -4,6 +4,11 @@ last stable offset, with the aborted transactions in that range (producer id, fi
 a producer whose abort began at or before it is dropped until that producer's abort marker (a control batch)
 is passed; control batches themselves are skipped. Positions advance over dropped and skipped batches too.
 
+Every v2 batch's CRC32C is checked before it is taken, as the Java consumer's `check.crcs` does (the writer
+computes a new CRC over the bytes it forwards, so a corrupt batch taken would reach the target with a valid one).
+A corrupt batch ends the partition's read at it and is fetched again; `CORRUPT_TRIES` fetches in a row of the
+same corrupt batch end the mirror with `CorruptBatch`, naming cluster, partition and offset.
+
 Leader moves (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, ...) and broken connections refresh the leaders and
 fetch again next call; OFFSET_OUT_OF_RANGE is a `SourceGapError` as on the record path; other errors raise
 `WireError`. Requests and responses are `protocol`'s, on `Wire.connection`s: a response is received into one
@@ -19,14 +24,23 @@ from dataclasses import dataclass, field
 from ..wire.cluster import Leader, Wire
 from ..wire.connection import BrokerConnection, WireError, check
 from . import protocol
-from .batches import CONTROL, HEADER_SIZE, TRANSACTIONAL, Batch, split_batches
-from .errors import SourceGapError
+from crc32c import crc32c
+
+from .batches import CONTROL, CRC_FROM, HEADER_SIZE, TRANSACTIONAL, Batch, split_batches
+from .errors import CopyError, SourceGapError
 
 PartitionKey = tuple[str, int]
 READ_COMMITTED = 1
 _REFRESH = {"NotLeaderForPartitionError", "NotLeaderOrFollowerError", "FencedLeaderEpochError",
             "UnknownLeaderEpochError", "LeaderNotAvailableError", "ReplicaNotAvailableError",
             "KafkaStorageError", "UnknownTopicOrPartitionError", "OffsetNotAvailableError"}
+CORRUPT_TRIES = 3
+"""Fetches of one batch that each find it corrupt before the mirror stops: a corruption on the way is gone at the
+next fetch, one in the source's log stays."""
+
+
+class CorruptBatch(CopyError):
+    """A source batch whose CRC32C does not match its bytes, fetch after fetch: nothing from it on is copied."""
 
 
 @dataclass(slots=True)
@@ -85,6 +99,7 @@ class BatchReader:
         self._aborting: dict[PartitionKey, set[int]] = {}
         self._sent: list[tuple[int, BrokerConnection, int]] = []  # Fetches under way: (node, connection, version)
         self._stale = False  # a connection broke while sending: refresh the leaders at the next receive
+        self._corrupt: dict[PartitionKey, tuple[int, int]] = {}  # partition -> (corrupt batch's offset, fetches)
 
     def assign(self, positions: dict[PartitionKey, int]) -> None:
         self._drain()
@@ -189,6 +204,9 @@ class BatchReader:
             last = b.base_offset + b.last_offset_delta
             if last < position:
                 continue  # a compressed batch begins before the fetch offset: already taken
+            if b.magic >= 2 and crc32c(b.raw[CRC_FROM:]) != b.crc:
+                self._refetch_corrupt(key, b)
+                break  # the next fetch starts at this batch
             position = last + 1
             while i < n_aborted and aborted[i][0] <= last:
                 aborting.add(aborted[i][1])
@@ -205,7 +223,22 @@ class BatchReader:
         if got.batches:
             got.first_offset = got.batches[0].base_offset
         self.positions[key] = got.next_offset
+        if key in self._corrupt and self._corrupt[key][0] < position:
+            del self._corrupt[key]  # fetched whole this time
         return got
+
+    def _refetch_corrupt(self, key: PartitionKey, b: Batch) -> None:
+        """A batch whose CRC32C does not match: fetched again from it, or, found so `CORRUPT_TRIES` times,
+        the end of the copy."""
+        offset, times = self._corrupt.get(key, (b.base_offset, 0))
+        times = times + 1 if offset == b.base_offset else 1
+        self._corrupt[key] = (b.base_offset, times)
+        found = crc32c(b.raw[CRC_FROM:])
+        if times >= CORRUPT_TRIES:
+            raise CorruptBatch(
+                f"source cluster {self.cluster!r}: {key[0]}[{key[1]}] the record batch at offset {b.base_offset} "
+                f"is corrupt (its CRC32C says {b.crc:#010x}, its bytes give {found:#010x}) in {times} fetches in "
+                f"a row; nothing from offset {b.base_offset} on was copied")
 
     def forget_leaders(self) -> None:
         """After a failed read: the Fetches under way are dropped with their connections (their answers would
