@@ -13,12 +13,13 @@ from kafka.protocol.admin.transactions import DescribeTransactionsRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from sparkmirror.copying.batches import Codec, split_batches
-from sparkmirror.copying.batchreader import BatchReader, CorruptBatch
+from sparkmirror.copying.batchreader import BatchReader
 from sparkmirror.copying.batchwriter import BatchWriter, CommitOutcomeUnknown
-from sparkmirror.copying.errors import LaneFenced
+from sparkmirror.copying.errors import CorruptBatch, LaneFenced
 from sparkmirror.copying.txnholder import taken_over
 from sparkmirror.wire.cluster import Wire
 from sparkmirror_dev.testing import create_topic, produce_waiting, read_topic, unique_name
+from tests.support.corrupt import second_of_three_batches_corrupted
 from tests.support.failback import delete_topics
 
 from .conftest import end_offsets, wait_for
@@ -275,21 +276,7 @@ def test_a_corrupt_source_batch_is_fetched_again_then_stops_the_copy_by_name(kaf
     ends the copy naming the partition and offset. Forwarded, the batch would have reached the target under the
     CRC32C the writer computes anew."""
     topic = create_topic(kafka_a.bootstrap, unique_name("corrupt"), 1)
-    for n in range(3):  # three batches, one a flush
-        p = Producer({"bootstrap.servers": kafka_a.bootstrap, "linger.ms": 0})
-        for i in range(10):
-            p.produce(topic, key=f"{n}-{i}".encode(), value=b"v" * 200, partition=0)
-        assert p.flush(30) == 0
-    segment = kafka_a.home / "data" / f"{topic}-0" / "00000000000000000000.log"
-    batches = split_batches(segment.read_bytes())
-    assert [b.record_count for b in batches] == [10, 10, 10]
-    second = batches[1]
-    at = sum(len(b.raw) for b in batches[:1]) + len(second.raw) - 50  # inside its last record's value
-    with open(segment, "r+b") as f:
-        f.seek(at)
-        byte = f.read(1)
-        f.seek(at)
-        f.write(bytes([byte[0] ^ 0xFF]))
+    second = second_of_three_batches_corrupted(kafka_a.bootstrap, kafka_a.home, topic)
     source = Wire({"bootstrap.servers": kafka_a.bootstrap})
     try:
         reader = BatchReader(source)

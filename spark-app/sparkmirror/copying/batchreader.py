@@ -27,7 +27,7 @@ from . import protocol
 from crc32c import crc32c
 
 from .batches import CONTROL, CRC_FROM, HEADER_SIZE, TRANSACTIONAL, Batch, split_batches
-from .errors import CopyError, SourceGapError
+from .errors import CorruptBatch, SourceGapError
 
 PartitionKey = tuple[str, int]
 READ_COMMITTED = 1
@@ -37,10 +37,6 @@ _REFRESH = {"NotLeaderForPartitionError", "NotLeaderOrFollowerError", "FencedLea
 CORRUPT_TRIES = 3
 """Fetches of one batch that each find it corrupt before the mirror stops: a corruption on the way is gone at the
 next fetch, one in the source's log stays."""
-
-
-class CorruptBatch(CopyError):
-    """A source batch whose CRC32C does not match its bytes, fetch after fetch: nothing from it on is copied."""
 
 
 @dataclass(slots=True)

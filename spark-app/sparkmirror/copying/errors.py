@@ -105,6 +105,11 @@ class SourceGapError(CopyError):
     """The source no longer holds offsets that were never mirrored (retention, truncation, topic recreated)."""
 
 
+class CorruptBatch(CopyError):
+    """A source batch whose CRC32C does not match its bytes (the batch path: fetch after fetch): nothing from it
+    on is copied."""
+
+
 class LaneFenced(Exception):
     """A newer copy of this lane took over (same transactional.id); this copy must stop."""
 

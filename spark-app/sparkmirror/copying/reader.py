@@ -13,7 +13,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from ..outage import Backoff, Outage
 from ..progress import partition_lag
 from .context import LaneContext
-from .errors import CopyError, Fault, SourceGapError, classify, describe, refusal_kind, refused, talking_to
+from .errors import (CopyError, CorruptBatch, Fault, SourceGapError, classify, describe, refusal_kind, refused,
+                     talking_to)
 from .shares import PartitionKey
 from .summary import PartitionSummary
 
@@ -26,14 +27,16 @@ partitions' metadata took 1.3-3.7 s."""
 
 
 def new_consumer(source_conf: dict[str, str], tid: str) -> Consumer:
-    """The lane's source consumer: read_committed, assigned (no group, no commits), errors on lost offsets.
-    The user's consumer settings in `source_conf` win over the mirror's defaults (fetch wait, queue size, client.id), never
+    """The lane's source consumer: read_committed, assigned (no group, no commits), errors on lost offsets,
+    every batch's CRC32C checked (`check.crcs`, off by librdkafka's default): the producer encodes each record
+    anew under a CRC of its own, so a batch corrupted in the source's log would otherwise reach the target under
+    a valid one. The user's consumer settings in `source_conf` win over the mirror's defaults (fetch wait, queue size, client.id), never
     over what it owns (refused by the plan, resource/clientconf.py)."""
     return Consumer({
         "fetch.wait.max.ms": 50, "queued.max.messages.kbytes": 65536, "client.id": tid,
         **source_conf, "group.id": f"{tid}.source", "enable.auto.commit": False,
         "enable.auto.offset.store": False, "isolation.level": "read_committed",
-        "auto.offset.reset": "error", "enable.partition.eof": False})
+        "auto.offset.reset": "error", "enable.partition.eof": False, "check.crcs": True})
 
 
 def next_batch(consumer: Consumer, limit: int, wait: float) -> list:
@@ -175,6 +178,12 @@ class SourceReader:
                                  f"{part}: offset out of range while copying (next to copy {nxt}, source holds "
                                  f"{lo}..{hi - 1}): records were deleted or the log truncated before being "
                                  f"mirrored ({err.str()})")
+        if err.code() == KafkaError._BAD_MSG:  # a batch failed its CRC32C (or would not decompress): never forwarded
+            abort()
+            topic, part = m.topic(), m.partition()
+            raise CorruptBatch(f"mirror {mirror.name!r}: source cluster {mirror.source!r}: {topic}[{part}] the record "
+                               f"batch at offset {m.offset()} is corrupt ({err.str()}); nothing from offset "
+                               f"{m.offset()} on was copied")
         fault = classify(err)
         if fault is Fault.TRANSIENT:  # one broker or connection: the client retries and moves on by itself
             log.debug("lane %s: source error, retried by the client: %s", self.ctx.tid, describe(err))

@@ -45,6 +45,8 @@ OWNED: dict[tuple[str, str], str] = {
     ("consumer", "key.deserializer"): _BYTES,
     ("consumer", "value.deserializer"): _BYTES,
     ("consumer", "enable.partition.eof"): "the lane's reader relies on its setting",
+    ("consumer", "check.crcs"): "on: each record is written to the target under a CRC of its own, so a batch "
+                                "corrupted in the source's log must be caught as it is read",
     ("consumer", "allow.auto.create.topics"): "the mirror reads only topics that exist and creates remote topics "
                                               "itself (topic sync)",
     ("producer", "transactional.id"): "one per lane, derived from the resource, flow group, mirror and lane: "
