@@ -10,6 +10,7 @@ sets `namespace` to the operator's own (the target's), and a series' own `namesp
 """
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -82,6 +83,7 @@ the resource before its deletion may finish after the deletion event, and must n
 mirror-gone alert would fire for ever for a mirror removed on purpose). A resource created again under the same
 name has another uid."""
 _GONE_KEPT = 10_000
+_expected_lock = threading.RLock()
 
 
 def expect(namespace: str, name: str, status: dict[str, Any] | None, state: str | None = "running",
@@ -90,26 +92,30 @@ def expect(namespace: str, name: str, status: dict[str, Any] | None, state: str 
     failed over) while its spec.state is running (a paused mirror's drivers are suspended, a stopped one has
     none); the ones no longer expected are dropped. status None: the resource is gone. `uid`: the resource's, as
     read; one already seen deleted (`forget`) counts as gone."""
-    if uid is not None and uid in _gone:
-        status = None
     groups = (status or {}).get("flowGroups") or [] if (state or "running") == "running" else []
     now = {g["name"] for g in groups if g.get("application") and g.get("name")}
-    for group in _expected.get((namespace, name), set()) - now:
-        EXPECTED.remove(namespace, name, group)
-    for group in now:
-        EXPECTED.labels(namespace, name, group).set(1)
-    if now:
-        _expected[(namespace, name)] = now
-    else:
-        _expected.pop((namespace, name), None)
+    with _expected_lock:  # kopf runs handlers on several threads: the check and the write go together
+        if uid is not None and uid in _gone:
+            # read before its deletion: its groups were dropped then, and the name may already be a new
+            # resource's (another uid), whose groups stay as they are
+            return set()
+        for group in _expected.get((namespace, name), set()) - now:
+            EXPECTED.remove(namespace, name, group)
+        for group in now:
+            EXPECTED.labels(namespace, name, group).set(1)
+        if now:
+            _expected[(namespace, name)] = now
+        else:
+            _expected.pop((namespace, name), None)
     return now
 
 
 def forget(namespace: str, name: str, uid: str | None) -> None:
     """The resource was deleted (or is being deleted): its groups are no longer expected, now or by a handler
     that finishes later with what it read before."""
-    if uid:
-        _gone[uid] = None
-        while len(_gone) > _GONE_KEPT:
-            del _gone[next(iter(_gone))]
-    expect(namespace, name, None)
+    with _expected_lock:  # marked gone and dropped at once: no handler of the old uid can set them in between
+        if uid:
+            _gone[uid] = None
+            while len(_gone) > _GONE_KEPT:
+                del _gone[next(iter(_gone))]
+        expect(namespace, name, None)

@@ -62,7 +62,10 @@ def test_expected_flow_groups_follow_the_status() -> None:
     assert metrics.expect("ns", "gone", running, "running", "uid-1") == set() and expected() == set()
     # created again under the same name: another uid, expected again
     assert metrics.expect("ns", "gone", running, "running", "uid-2") == {"g1", "g2"}
+    # a late refresh of the deleted one leaves its namesake's groups as they are
+    assert metrics.expect("ns", "gone", one_stopped, "running", "uid-1") == set() and expected() == {"g1", "g2"}
     metrics.forget("ns", "gone", "uid-2")
+    assert expected() == set()
     metrics.count_handoffs("ns", "gone", {}, {"handoffs": [{"toGeneration": 2, "toFlowGroups": ["g1"]}]})
     names = [frozenset(dict(k[1])) for k in _scrape(port) if k[0].startswith("sparkmirror_operator_")]
     assert frozenset({"resource_namespace", "resource", "flow_group"}) in names
