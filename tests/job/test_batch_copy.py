@@ -13,13 +13,13 @@ from kafka.protocol.admin.transactions import DescribeTransactionsRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from sparkmirror.copying.batches import Codec, split_batches
-from sparkmirror.copying.batchreader import BatchReader
+from sparkmirror.copying.batchreader import CORRUPT_TRIES, BatchReader
 from sparkmirror.copying.batchwriter import BatchWriter, CommitOutcomeUnknown
 from sparkmirror.copying.errors import CorruptBatch, LaneFenced
 from sparkmirror.copying.txnholder import taken_over
 from sparkmirror.wire.cluster import Wire
 from sparkmirror_dev.testing import create_topic, produce_waiting, read_topic, unique_name
-from tests.support.corrupt import second_of_three_batches_corrupted
+from tests.support.corrupt import AT, flip, second_of_three_batches_corrupted
 from tests.support.failback import delete_topics
 
 from .conftest import end_offsets, wait_for
@@ -270,24 +270,56 @@ def _state(wire: Wire, tid: str) -> str:
     return resp.transaction_states[0].transaction_state
 
 
-def test_a_corrupt_source_batch_is_fetched_again_then_stops_the_copy_by_name(kafka_a) -> None:
+@pytest.mark.parametrize("where,start", [("value", 0), ("last_offset_delta", 0), ("value", 15)],
+                         ids=["in-a-value", "in-its-last-offset-delta", "read-from-inside-it"])
+def test_a_corrupt_source_batch_is_fetched_again_then_stops_the_copy_by_name(kafka_a, where: str, start: int) -> None:
     """A byte of a batch flipped in the source broker's log (which serves it as it is): the reader takes the batch
     before it, fetches from the corrupt one again, and after `CORRUPT_TRIES` fetches that each find it corrupt
     ends the copy naming the partition and offset. Forwarded, the batch would have reached the target under the
-    CRC32C the writer computes anew."""
+    CRC32C the writer computes anew. Its header is believed only once its CRC holds (a corrupt lastOffsetDelta made
+    it look taken already: skipped, 10 records lost), and a read that starts inside it counts its fetches too."""
     topic = create_topic(kafka_a.bootstrap, unique_name("corrupt"), 1)
-    second = second_of_three_batches_corrupted(kafka_a.bootstrap, kafka_a.home, topic)
+    second = second_of_three_batches_corrupted(kafka_a.bootstrap, kafka_a.home, topic, where)
     source = Wire({"bootstrap.servers": kafka_a.bootstrap})
     try:
         reader = BatchReader(source)
-        reader.assign({(topic, 0): 0})
+        reader.assign({(topic, 0): start})
         first = reader.fetch()[(topic, 0)]
-        assert [b.base_offset for b in first.batches] == [0] and reader.positions[(topic, 0)] == 10
+        held = 10 if start == 0 else start
+        assert [b.base_offset for b in first.batches] == ([0] if start == 0 else [])
+        assert reader.positions[(topic, 0)] == held
         assert reader.fetch()[(topic, 0)].batches == []  # fetched again: still corrupt
-        assert reader.positions[(topic, 0)] == 10
+        assert reader.positions[(topic, 0)] == held
         with pytest.raises(CorruptBatch, match=rf"source cluster 'source': {topic}\[0\] the record batch at offset "
                            rf"10 is corrupt \(its CRC32C says {second.crc:#010x}, its bytes give 0x[0-9a-f]{{8}}\) in "
                            rf"3 fetches in a row; nothing from offset 10 on was copied"):
+            reader.fetch()
+    finally:
+        source.close()
+        delete_topics(kafka_a.bootstrap, {topic})
+
+
+def test_a_corruption_that_clears_is_taken_and_counted_afresh(kafka_a) -> None:
+    """Corrupt at one fetch, whole at the next (a fault on the way, not in the log): the batch is taken, and a
+    later corruption of it is given `CORRUPT_TRIES` fetches of its own."""
+    topic = create_topic(kafka_a.bootstrap, unique_name("corrupt"), 1)
+    second_of_three_batches_corrupted(kafka_a.bootstrap, kafka_a.home, topic)
+    segment = kafka_a.home / "data" / f"{topic}-0" / "00000000000000000000.log"
+    at = len(split_batches(segment.read_bytes())[0].raw) + AT["value"](split_batches(segment.read_bytes())[1].raw)
+    source = Wire({"bootstrap.servers": kafka_a.bootstrap})
+    try:
+        reader = BatchReader(source)
+        reader.assign({(topic, 0): 10})
+        for _ in range(CORRUPT_TRIES - 1):
+            assert reader.fetch()[(topic, 0)].batches == []
+        flip(segment, at)  # whole again
+        taken = reader.fetch()[(topic, 0)]
+        assert [b.base_offset for b in taken.batches] == [10, 20] and reader.positions[(topic, 0)] == 30
+        flip(segment, at)  # corrupt again, read again from it
+        reader.assign({(topic, 0): 10})
+        for _ in range(CORRUPT_TRIES - 1):
+            assert reader.fetch()[(topic, 0)].batches == []
+        with pytest.raises(CorruptBatch, match=r"at offset 10 is corrupt"):
             reader.fetch()
     finally:
         source.close()

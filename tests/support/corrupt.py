@@ -9,9 +9,16 @@ from confluent_kafka import Producer
 from sparkmirror.copying.batches import Batch, split_batches
 
 
-def second_of_three_batches_corrupted(bootstrap: str, home: Path, topic: str) -> Batch:
+AT = {
+    "value": lambda raw: len(raw) - 50,  # inside its last record's value
+    "last_offset_delta": lambda raw: 23,  # lastOffsetDelta's first byte: negative, the batch seems to end before it begins
+}
+"""Where in the batch the byte is flipped; both lie inside what its CRC32C covers."""
+
+
+def second_of_three_batches_corrupted(bootstrap: str, home: Path, topic: str, where: str = "value") -> Batch:
     """Writes three batches of 10 records to partition 0 of `topic` (offsets 0..29, keys `n-i`), flips a byte
-    inside the second one's last value in the broker's segment file and returns that batch as it was."""
+    of the second one (`AT[where]`) in the broker's segment file and returns that batch as it was."""
     for n in range(3):  # a producer flushed per batch: three batches
         p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
         for i in range(10):
@@ -21,10 +28,14 @@ def second_of_three_batches_corrupted(bootstrap: str, home: Path, topic: str) ->
     batches = split_batches(segment.read_bytes())
     assert [b.record_count for b in batches] == [10, 10, 10]
     second = batches[1]
-    at = len(batches[0].raw) + len(second.raw) - 50  # inside its last record's value
+    flip(segment, len(batches[0].raw) + AT[where](second.raw))
+    return second
+
+
+def flip(segment: Path, at: int) -> None:
+    """Inverts every bit of the byte at `at` (twice: as it was)."""
     with open(segment, "r+b") as f:
         f.seek(at)
         byte = f.read(1)
         f.seek(at)
         f.write(bytes([byte[0] ^ 0xFF]))
-    return second

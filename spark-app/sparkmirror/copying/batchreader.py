@@ -196,13 +196,20 @@ class BatchReader:
         i, n_aborted = 0, len(aborted)
         take = got.batches.append
         position = got.next_offset
+        corrupt_at = self._corrupt[key][0] if key in self._corrupt else None
         for b in split_batches(p.records):
-            last = b.base_offset + b.last_offset_delta
-            if last < position:
-                continue  # a compressed batch begins before the fetch offset: already taken
+            # checked before anything of its header is believed: a corrupt lastOffsetDelta would otherwise make
+            # the batch look taken already and be skipped, its records lost without a word
             if b.magic >= 2 and crc32c(b.raw[CRC_FROM:]) != b.crc:
                 self._refetch_corrupt(key, b)
+                corrupt_at = None
                 break  # the next fetch starts at this batch
+            last = b.base_offset + b.last_offset_delta
+            if corrupt_at is not None and b.base_offset <= corrupt_at <= last:
+                del self._corrupt[key]  # the batch found corrupt before came whole this time
+                corrupt_at = None
+            if last < position:
+                continue  # a compressed batch begins before the fetch offset: already taken
             position = last + 1
             while i < n_aborted and aborted[i][0] <= last:
                 aborting.add(aborted[i][1])
@@ -219,8 +226,6 @@ class BatchReader:
         if got.batches:
             got.first_offset = got.batches[0].base_offset
         self.positions[key] = got.next_offset
-        if key in self._corrupt and self._corrupt[key][0] < position:
-            del self._corrupt[key]  # fetched whole this time
         return got
 
     def _refetch_corrupt(self, key: PartitionKey, b: Batch) -> None:
