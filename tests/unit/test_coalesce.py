@@ -90,9 +90,36 @@ def test_a_batch_that_does_not_hold_what_it_says_is_refused_by_name():
     for broken, why in [(bent(57, (6).to_bytes(4, "big")), ", record 5: its length runs past the batch"),
                         (bent(57, (4).to_bytes(4, "big")), ": bytes after its last record"),
                         (bent(61, bytes([0xfe, 0x7f])), ", record 0: its length runs past the batch"),
-                        (bent(0, b"", cut=3), ", record 4: its length runs past the batch")]:
+                        (bent(0, b"", cut=3), ", record 4: its length runs past the batch"),
+                        (bent(21, (0x20).to_bytes(2, "big")), ": compressed, LogAppendTime or a control batch")]:
         with pytest.raises(BatchFormatError, match=f"batches from offset 0 not merged: batch 1 of the group{why}"):
             merge([_batch(0, 3), broken])
+
+
+def test_a_group_the_merge_refuses_goes_one_batch_at_a_time():
+    """The lane's target writer: batches the source took and whose CRCs hold, but that the merge refuses, are
+    forwarded as they are (the target broker judges them), none left out."""
+    from sparkmirror.copying.batchreader import Fetched
+    from sparkmirror.copying.batchtarget import BatchTarget
+    from sparkmirror.copying.coalesce import COALESCE_INTO
+    from sparkmirror.copying.context import LaneContext
+    from sparkmirror.lanes import LanePartition
+    from sparkmirror.resource.flowgroup import FlowGroupConfig
+
+    cfg = FlowGroupConfig.model_validate({
+        "name": "fg", "clusters": [{"alias": "a", "bootstrapServers": "127.0.0.1:1"},
+                                   {"alias": "b", "bootstrapServers": "127.0.0.1:2"}],
+        "mirrors": [{"name": "m", "source": "a", "target": "b", "topics": "t"}], "progressTopic": "p"})
+    target = BatchTarget(LaneContext(cfg, cfg.mirrors[0], 0, [LanePartition("t", 0, "a.t")]), lambda: None)
+    first, lying = _batch(0, 3), bytearray(_batch(3, 5).raw)
+    lying[61:63] = bytes([0xfe, 0x7f])  # its first record's length runs past the batch; the header is consistent
+    group = [first, split_batches(bytes(lying))[0]]
+    with pytest.raises(BatchFormatError):
+        merge(group)
+    planned = target._forwardable(Fetched(batches=group, next_offset=8, fetch_offset=0), COALESCE_INTO, ("t", 0))
+    assert [(b.raw, lo, hi, why, n) for b, lo, hi, why, n in planned] == \
+        [(g.raw, g.base_offset, g.last_offset, None, 1) for g in group]
+    assert target.forwarded == 2 and not target.rebuilt
 
 
 def test_the_c_merge_never_reads_past_what_it_was_given():

@@ -22,6 +22,7 @@ ValueError naming the batch and record, never reads past the buffer. */
 #define RECORD_COUNT_AT 57
 #define COMPRESSION_MASK 0x07
 #define TIMESTAMP_LOG_APPEND 0x08
+#define CONTROL 0x20
 #define MAX_HEADER_GROWTH 20 /* a record's length, timestamp delta and offset delta varints: at most 20 bytes more */
 
 static int64_t be64(const uint8_t *p) {
@@ -133,13 +134,18 @@ static PyObject *merge(PyObject *self, PyObject *arg) {
         if (len < HEADER_SIZE) { refuse(got, -1, "shorter than a v2 header"); got++; goto done; }
         if ((int64_t)be32(p + 8) + 12 != len) { refuse(got, -1, "its batchLength is not its size"); got++; goto done; }
         if (p[MAGIC_AT] != 2) { refuse(got, -1, "not a v2 batch"); got++; goto done; }
-        if (be16(p + ATTRIBUTES_AT) & (COMPRESSION_MASK | TIMESTAMP_LOG_APPEND)) {
-            refuse(got, -1, "compressed or LogAppendTime");
+        if (be16(p + ATTRIBUTES_AT) & (COMPRESSION_MASK | TIMESTAMP_LOG_APPEND | CONTROL)) {
+            refuse(got, -1, "compressed, LogAppendTime or a control batch");
             got++;
             goto done;
         }
         int32_t count = be32(p + RECORD_COUNT_AT);
         if (count < 0 || count > len) { refuse(got, -1, "a record count out of range"); got++; goto done; }
+        if ((int64_t)count * MAX_HEADER_GROWTH + len > (int64_t)INT32_MAX - room) {
+            refuse(got, -1, "a merged batch would pass 2 GiB");  /* batchLength and counts are int32 */
+            got++;
+            goto done;
+        }
         room += len - HEADER_SIZE + (Py_ssize_t)count * MAX_HEADER_GROWTH;
     }
     int64_t first_delta;

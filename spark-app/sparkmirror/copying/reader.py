@@ -178,7 +178,7 @@ class SourceReader:
                                  f"{part}: offset out of range while copying (next to copy {nxt}, source holds "
                                  f"{lo}..{hi - 1}): records were deleted or the log truncated before being "
                                  f"mirrored ({err.str()})")
-        if err.code() == KafkaError._BAD_MSG:  # a batch failed its CRC32C (or would not decompress): never forwarded
+        if err.code() == KafkaError._BAD_MSG:  # a batch failed its CRC32C (check.crcs): never forwarded
             abort()
             topic, part = m.topic(), m.partition()
             raise CorruptBatch(f"mirror {mirror.name!r}: source cluster {mirror.source!r}: {topic}[{part}] the record "
