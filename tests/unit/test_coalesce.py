@@ -123,7 +123,7 @@ def test_a_group_the_merge_refuses_goes_one_batch_at_a_time():
 
 
 def test_the_c_merge_never_reads_past_what_it_was_given():
-    """Bytes flipped and batches cut anywhere (the header's length kept true, so only the records lie): every
+    """Bytes flipped and batches cut anywhere, the header's fields too (its length kept true): every
     merge returns a batch or refuses by name, never reads past its buffers (a crash would end the interpreter)."""
     import random
 
@@ -135,6 +135,8 @@ def test_the_c_merge_never_reads_past_what_it_was_given():
             raw[rng.randrange(61, len(raw))] = rng.randrange(256)
         if rng.random() < 0.3:
             del raw[rng.randrange(62, len(raw)):]
+        if rng.random() < 0.3:  # the header after its length: magic, CRC, attributes, deltas, timestamps, count
+            raw[rng.randrange(16, 61)] = rng.randrange(256)
         raw[8:12] = (len(raw) - 12).to_bytes(4, "big")
         try:
             merged = merge([good[0], split_batches(bytes(raw))[0]])
