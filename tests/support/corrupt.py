@@ -19,14 +19,16 @@ AT = {
 def second_of_three_batches_corrupted(bootstrap: str, home: Path, topic: str, where: str = "value") -> Batch:
     """Writes three batches of 10 records to partition 0 of `topic` (offsets 0..29, keys `n-i`), flips a byte
     of the second one (`AT[where]`) in the broker's segment file and returns that batch as it was."""
-    for n in range(3):  # a producer flushed per batch: three batches
-        p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for n in range(3):  # each batch's records queued, then flushed: one batch each. The partition's leader is
+        # known first: records produced before it is sent the first one alone now and then ([1, 9])
+        p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 10_000})
+        p.list_topics(topic, timeout=30)
         for i in range(10):
             p.produce(topic, key=f"{n}-{i}".encode(), value=b"v" * 200, partition=0)
         assert p.flush(30) == 0
     segment = home / "data" / f"{topic}-0" / "00000000000000000000.log"
     batches = split_batches(segment.read_bytes())
-    assert [b.record_count for b in batches] == [10, 10, 10]
+    assert [b.record_count for b in batches] == [10, 10, 10], [(b.base_offset, b.record_count) for b in batches]
     second = batches[1]
     flip(segment, len(batches[0].raw) + AT[where](second.raw))
     return second
