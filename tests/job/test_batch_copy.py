@@ -305,7 +305,8 @@ def test_a_corruption_that_clears_is_taken_and_counted_afresh(kafka_a) -> None:
     topic = create_topic(kafka_a.bootstrap, unique_name("corrupt"), 1)
     second_of_three_batches_corrupted(kafka_a.bootstrap, kafka_a.home, topic)
     segment = kafka_a.home / "data" / f"{topic}-0" / "00000000000000000000.log"
-    at = len(split_batches(segment.read_bytes())[0].raw) + AT["value"](split_batches(segment.read_bytes())[1].raw)
+    first, second = split_batches(segment.read_bytes())[:2]
+    at = len(first.raw) + AT["value"](second.raw)
     source = Wire({"bootstrap.servers": kafka_a.bootstrap})
     try:
         reader = BatchReader(source)

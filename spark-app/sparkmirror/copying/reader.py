@@ -30,8 +30,8 @@ def new_consumer(source_conf: dict[str, str], tid: str) -> Consumer:
     """The lane's source consumer: read_committed, assigned (no group, no commits), errors on lost offsets,
     every batch's CRC32C checked (`check.crcs`, off by librdkafka's default): the producer encodes each record
     anew under a CRC of its own, so a batch corrupted in the source's log would otherwise reach the target under
-    a valid one. The user's consumer settings in `source_conf` win over the mirror's defaults (fetch wait, queue size, client.id), never
-    over what it owns (refused by the plan, resource/clientconf.py)."""
+    a valid one. The user's consumer settings in `source_conf` win over the mirror's defaults (fetch wait, queue
+    size, client.id), never over what it owns (refused by the plan, resource/clientconf.py)."""
     return Consumer({
         "fetch.wait.max.ms": 50, "queued.max.messages.kbytes": 65536, "client.id": tid,
         **source_conf, "group.id": f"{tid}.source", "enable.auto.commit": False,
