@@ -43,7 +43,7 @@ kubernetes: venv
 setup: venv kafka kubernetes
 
 # Two phases: the modules marked `solo` (each loads both cores by itself: the kind e2e, three drivers at once,
-# MirrorMaker 2 beside sparkmirror, 3-broker clusters under faults) one after another with nothing beside them;
+# 3-broker clusters under faults) one after another with nothing beside them;
 # then the rest on two pytest workers, one module each at a time, longest first (their `minutes` mark): most of
 # them wait on brokers, drivers and timeouts more than they compute. TEST_WORKERS=0: the rest in one process too.
 # Both phases run; either failing (or collecting nothing) fails the target.
@@ -71,10 +71,11 @@ chaos: setup
 # Load-sensitive end-to-end proofs kept out of `make test`: a successor frozen (SIGSTOP) mid-handoff; the operator
 # SIGKILLed at each step of a handoff; autoscaling through the operator on real Spark, counted; a kill of each of the
 # chaos campaign's five kinds on 3-broker clusters; then the record path's variants of the long fault tests (SIGKILLs,
-# a source outage, transforms through crashes, certificate rotation), whose batch-path variants run in `make test`.
+# a source outage, transforms through crashes, certificate rotation, a failover), whose batch-path variants run in
+# `make test`.
 campaign: setup
 	SPARKMIRROR_CAMPAIGN=1 $(VENV)/bin/pytest -q -p no:cacheprovider tests/operator/test_handoff_rollback_e2e.py tests/operator/test_handoff_operator_killed.py tests/operator/test_autoscale_e2e.py tests/job/test_chaos_short.py $(PYTEST_ARGS)
-	SPARKMIRROR_CAMPAIGN=1 $(VENV)/bin/pytest -q -p no:cacheprovider -k records tests/job/test_eos_crash.py tests/job/test_outages.py tests/job/test_transforms_job.py tests/job/test_certificate_rotation.py $(PYTEST_ARGS)
+	SPARKMIRROR_CAMPAIGN=1 $(VENV)/bin/pytest -q -p no:cacheprovider -k records tests/job/test_eos_crash.py tests/job/test_outages.py tests/job/test_transforms_job.py tests/job/test_certificate_rotation.py tests/job/test_failover.py $(PYTEST_ARGS)
 
 soak: venv kafka
 	$(PY) -m bench.soak $(SOAK_ARGS)

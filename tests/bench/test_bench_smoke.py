@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 from bench import main
 from bench.contenders import SparkMirror
 
-pytestmark = [pytest.mark.kafka, pytest.mark.timeout(900), pytest.mark.minutes(4), pytest.mark.solo]
+pytestmark = [pytest.mark.kafka, pytest.mark.timeout(900), pytest.mark.minutes(4)]
 
 
 def test_bench_runs_end_to_end_and_writes_its_report(tmp_path: Path) -> None:

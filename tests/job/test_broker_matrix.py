@@ -33,7 +33,7 @@ from sparkmirror_dev.testing import (count_records, create_topic, group_offsets,
 
 from .conftest import close_kept_lanes, mirror_once
 
-pytestmark = [pytest.mark.kafka, pytest.mark.solo, pytest.mark.minutes(2.5)]
+pytestmark = [pytest.mark.kafka, pytest.mark.minutes(2.5)]
 
 OLD, PREV = KAFKA_MATRIX_VERSIONS  # the last 3.x, the 4.x before the ground's
 NEW = KAFKA_VERSION  # the ground's: the newest release

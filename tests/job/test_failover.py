@@ -23,6 +23,8 @@ from sparkmirror_dev.kafka import KafkaCluster
 from sparkmirror_dev.testing import (commit_group, consume_as_group, count_records, group_offsets, produce_numbered,
                                      read_topic, unique_name)
 
+from tests.support.campaign import RECORDS_IN_CAMPAIGN
+
 from .conftest import mirror_once, wait_for
 
 pytestmark = pytest.mark.minutes(2.7)
@@ -80,7 +82,7 @@ def test_groups_not_moved_are_named_and_checkpoint_ages_shown() -> None:
 
 
 @pytest.mark.kafka
-@pytest.mark.parametrize("copy", ["records", "batches"])
+@pytest.mark.parametrize("copy", [RECORDS_IN_CAMPAIGN, "batches"])
 def test_failover_stops_the_mirror_and_moves_groups_exactly(kafka_a, kafka_b, topic, flowgroup, job, figure,
                                                             copy) -> None:
     src = topic(kafka_a, 2)
