@@ -6,7 +6,9 @@ import pytest
 from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from sparkmirror.copying.batches import BatchFormatError, Codec, Unforwardable, split_batches
+from crc32c import crc32c
+
+from sparkmirror.copying.batches import Batch, BatchFormatError, Codec, Unforwardable, split_batches
 from sparkmirror.copying.coalesce import COALESCE_BELOW, IN_C, merge, merge_by_records, mergeable, runs
 
 
@@ -96,12 +98,9 @@ def test_a_batch_that_does_not_hold_what_it_says_is_refused_by_name():
             merge([_batch(0, 3), broken])
 
 
-def test_a_group_the_merge_refuses_goes_one_batch_at_a_time():
-    """The lane's target writer: batches the source took and whose CRCs hold, but that the merge refuses, are
-    forwarded as they are (the target broker judges them), none left out."""
-    from sparkmirror.copying.batchreader import Fetched
+def _target(abort=lambda: None, **mirror):
+    """The lane's target writer for mirror m (a -> b, topic t), not connected: planning needs no broker."""
     from sparkmirror.copying.batchtarget import BatchTarget
-    from sparkmirror.copying.coalesce import COALESCE_INTO
     from sparkmirror.copying.context import LaneContext
     from sparkmirror.lanes import LanePartition
     from sparkmirror.resource.flowgroup import FlowGroupConfig
@@ -109,8 +108,17 @@ def test_a_group_the_merge_refuses_goes_one_batch_at_a_time():
     cfg = FlowGroupConfig.model_validate({
         "name": "fg", "clusters": [{"alias": "a", "bootstrapServers": "127.0.0.1:1"},
                                    {"alias": "b", "bootstrapServers": "127.0.0.1:2"}],
-        "mirrors": [{"name": "m", "source": "a", "target": "b", "topics": "t"}], "progressTopic": "p"})
-    target = BatchTarget(LaneContext(cfg, cfg.mirrors[0], 0, [LanePartition("t", 0, "a.t")]), lambda: None)
+        "mirrors": [{"name": "m", "source": "a", "target": "b", "topics": "t", **mirror}], "progressTopic": "p"})
+    return BatchTarget(LaneContext(cfg, cfg.mirrors[0], 0, [LanePartition("t", 0, "a.t")]), abort)
+
+
+def test_a_group_the_merge_refuses_goes_one_batch_at_a_time():
+    """The lane's target writer: batches the source took and whose CRCs hold, but that the merge refuses, are
+    forwarded as they are (the target broker judges them), none left out."""
+    from sparkmirror.copying.batchreader import Fetched
+    from sparkmirror.copying.coalesce import COALESCE_INTO
+
+    target = _target()
     first, lying = _batch(0, 3), bytearray(_batch(3, 5).raw)
     lying[61:63] = bytes([0xfe, 0x7f])  # its first record's length runs past the batch; the header is consistent
     group = [first, split_batches(bytes(lying))[0]]
@@ -143,3 +151,39 @@ def test_the_c_merge_never_reads_past_what_it_was_given():
         except BatchFormatError:
             continue
         assert merged.crc_ok() and merged.record_count == 15 + int.from_bytes(raw[57:61], "big")
+
+
+def _unreadable(codec: int) -> Batch:
+    """A batch its producer wrote wrong: the CRC32C holds, the records (a codec frame) do not; LogAppendTime, so
+    the lane must read its records to rebuild it."""
+    raw = bytearray(_batch(20, 4, codec).raw)
+    raw[21:23] = (int.from_bytes(raw[21:23], "big") | 0x08).to_bytes(2, "big")  # LogAppendTime
+    raw[61:] = bytes(range(256)) * ((len(raw) - 61) // 256) + bytes(range((len(raw) - 61) % 256))
+    raw[17:21] = crc32c(bytes(raw[21:])).to_bytes(4, "big")
+    (b,) = split_batches(bytes(raw))
+    assert b.crc_ok()
+    return b
+
+
+@pytest.mark.parametrize("codec", [1, 3, 4], ids=["gzip", "lz4", "zstd"])
+def test_a_batch_to_rebuild_whose_records_cannot_be_read_ends_the_copy_naming_it(codec):
+    """No traceback, nothing skipped: the open interval is given up and the error names mirror, cluster,
+    partition and offset; the transforms' reading of a batch says the same."""
+    from sparkmirror.copying.batchreader import Fetched
+    from sparkmirror.copying.coalesce import COALESCE_INTO
+    from sparkmirror.copying.errors import CorruptBatch
+    from sparkmirror.copying.rebuild import UndecodableBatch
+    from sparkmirror.copying.transformbatch import transform_batch
+    from sparkmirror.resource.flowgroup import Mirror
+    from sparkmirror.transforms import compiled
+
+    aborted = []
+    target = _target(lambda: aborted.append(1))
+    good, bad = _batch(0, 20, codec), _unreadable(codec)
+    with pytest.raises(CorruptBatch, match=r"mirror 'm': source cluster 'a': t\[0\] the record batch at offset 20 has "
+                       r"a valid CRC32C but its records cannot be read \(.+\); nothing from offset 20 on was copied"):
+        target._forwardable(Fetched(batches=[good, bad], next_offset=24, fetch_offset=0), COALESCE_INTO, ("t", 0))
+    assert aborted == [1]
+    chain = compiled(Mirror(name="m", source="a", target="b", transforms=[{"type": "dropRecords", "header": "h"}]))
+    with pytest.raises(UndecodableBatch, match="offset 20"):
+        transform_batch(bad, chain, "t", 0)

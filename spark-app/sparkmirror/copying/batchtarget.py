@@ -18,8 +18,8 @@ from .batches import Batch, BatchFormatError, Unforwardable
 from .batchreader import Fetched
 from .coalesce import COALESCE_INTO, merge, runs
 from .context import LaneContext
-from .errors import CopyError, LaneFenced, is_fenced, kafka_error
-from .rebuild import rebuild
+from .errors import CopyError, CorruptBatch, LaneFenced, is_fenced, kafka_error
+from .rebuild import UndecodableBatch, rebuild
 from .shares import PartitionKey, Share
 from .start import new_producer, target_max_message_bytes
 from .targetwriter import TargetWriter
@@ -122,9 +122,20 @@ class BatchTarget(TargetWriter):
 
     def _forwardable(self, f: Fetched, limit: int, key: PartitionKey = ("", -1)) -> list[Planned]:
         """What to produce of a partition's fetch: small uncompressed batches merged into batches of up to
-        `limit` bytes (coalesce.py), the batches that cannot go as they are rebuilt, the others as they are."""
-        if self.transforms is not None:
-            return self._transformed(f, key)
+        `limit` bytes (coalesce.py), the batches that cannot go as they are rebuilt, the others as they are. A
+        batch to rebuild or transform whose records cannot be read ends the copy, the open interval given up."""
+        try:
+            if self.transforms is not None:
+                return self._transformed(f, key)
+            return self._planned(f, limit, key)
+        except UndecodableBatch as e:  # a permanent fault of the source's data
+            self._abort()
+            mirror = self.ctx.mirror
+            raise CorruptBatch(f"mirror {mirror.name!r}: source cluster {mirror.source!r}: {key[0]}[{key[1]}] {e}; "
+                               f"nothing from offset {e.offset} on was copied") from e
+
+    def _planned(self, f: Fetched, limit: int, key: PartitionKey) -> list[Planned]:
+        """The plan of a mirror without transforms: merged, rebuilt or as it is, batch by batch."""
         out: list[Planned] = []
         rest, groups = f.batches, []
         if rest and rest[0].base_offset < f.fetch_offset:  # a resume inside it: rebuilt, alone

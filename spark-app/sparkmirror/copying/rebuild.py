@@ -24,6 +24,30 @@ _LEGACY_ATTRIBUTES_AT = 17  # offset int64, size int32, crc int32, magic int8, a
 _NO_LIMIT = 1 << 30  # the builder's size bound: a rebuilt batch holds what its source batch held
 
 
+class UndecodableBatch(ValueError):
+    """A batch whose CRC32C holds but whose records cannot be read: its producer wrote it wrong (a codec frame or
+    a record length that does not hold). Forwarded as it is, the target broker would judge it; rebuilt or
+    transformed, its records are needed, so the copy stops there, naming it (batchtarget.py)."""
+
+    def __init__(self, offset: int, message: str) -> None:
+        super().__init__(message)
+        self.offset = offset
+
+
+def decoded(batch: Batch, reader=None) -> list:
+    """Every record of `batch` read at once (kafka-python's record classes, or `reader(batch)`'s iterable), or
+    `UndecodableBatch` naming its offset. Any exception is taken: the codecs and kafka-python raise many kinds
+    for bytes that do not hold (CorruptRecordError, struct.error, ValueError, zlib, lz4 and zstd errors)."""
+    try:
+        if reader is not None:
+            return list(reader(batch))
+        source = MemoryRecords(bytes(batch.raw)).next_batch()
+        return [] if source is None else list(source)
+    except Exception as e:
+        raise UndecodableBatch(batch.base_offset, f"the record batch at offset {batch.base_offset} has a valid CRC32C "
+                               f"but its records cannot be read ({type(e).__name__}: {e})") from e
+
+
 @dataclass(slots=True)
 class Rebuilt:
     """A rebuilt batch and the source offsets its records came from."""
@@ -35,10 +59,7 @@ class Rebuilt:
 def rebuild(batch: Batch, keep_from: int = 0) -> Rebuilt | None:
     """`batch`'s records at or past `keep_from` as one v2 batch (None when none is), CreateTime timestamps,
     consecutive offsets, the source codec (a legacy message set's codec ids are v2's too)."""
-    source = MemoryRecords(bytes(batch.raw)).next_batch()
-    if source is None:
-        return None
-    records = [r for r in source if r.offset >= keep_from]
+    records = [r for r in decoded(batch) if r.offset >= keep_from]
     if not records:
         return None
     codec = (batch.attributes if batch.magic >= 2 else batch.raw[_LEGACY_ATTRIBUTES_AT]) & COMPRESSION_MASK

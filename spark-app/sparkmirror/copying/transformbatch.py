@@ -16,6 +16,7 @@ from kafka.record import MemoryRecords
 
 from ..transforms import RecordTransforms
 from .batches import COMPRESSION_MASK, Batch, split_batches
+from .rebuild import decoded
 
 TRANSFORMED = "transformed"  # the rebuilt-batches label of batches a transform changed
 _LEGACY_ATTRIBUTES_AT = 17  # offset int64, size int32, crc int32, magic int8, attributes int8
@@ -53,7 +54,7 @@ def transform_batch(batch: Batch, chain: RecordTransforms, topic: str, partition
     out: list[tuple] = []
     touched = batch.base_offset < keep_from
     apply = chain.apply
-    for r in _records(batch):
+    for r in decoded(batch, _records):  # all read first: a batch that cannot be read stops before any transform
         off = r.offset
         if off < keep_from:
             continue
