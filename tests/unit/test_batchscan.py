@@ -159,3 +159,30 @@ def test_the_crc32c_is_the_librarys_at_every_length_and_alignment() -> None:
         piece = data[start:start + n]
         assert _merge.crc32c(piece) == crc32c(piece)
         assert _merge.crc32c(array("B", piece)) == crc32c(piece)
+
+
+def test_the_produce_request_is_byte_for_byte_produce_builders() -> None:
+    from sparkmirror.copying import protocol
+
+    rng = random.Random(11)
+    batches = B.split_batches(b"".join(REAL) + CONTROL_BATCH)
+    for _ in range(400):
+        topics = rng.sample(["t", "ünïcode-topic", "x" * 200, "mirror.orders"], rng.randint(1, 3))
+        keys = [(t, p) for t in topics for p in sorted(rng.sample(range(300), rng.randint(1, 4)))]
+        picked = [rng.choice(batches) for _ in keys]
+        args = (rng.choice([3, 7, 8, 9, 11]), rng.randrange(2**31), rng.choice(["", "client-1", "x" * 130]),
+                rng.choice([None, "", "lane-7", "y" * 140]), rng.choice([-1, 0, 1]), rng.randrange(2**31), keys,
+                picked, rng.randrange(2**40), rng.randrange(100), [rng.randrange(2**31) for _ in keys],
+                rng.random() < 0.5)
+        assert protocol.produce_request(*args) == protocol.produce_request_by_python(*args)
+    one = batches[:2]
+    apart = [("a", 0), ("b", 0), ("a", 1)]  # a topic's partitions not together
+    for build_request in (protocol.produce_request, protocol.produce_request_by_python):
+        with pytest.raises(ValueError):
+            build_request(9, 1, "c", None, -1, 1000, apart, one + one[:1], 1, 0, [0, 0, 0], False)
+    with pytest.raises(ValueError):
+        protocol.produce_request(9, 1, "c", None, -1, 1000, [("a", 0)], one, 1, 0, [0], False)
+    short = B.split_batches_by_python(REAL[0])[0]
+    short.raw = short.raw[:-1]
+    with pytest.raises(ValueError):
+        protocol.produce_request(9, 1, "c", None, -1, 1000, [("a", 0)], [short], 1, 0, [0], False)

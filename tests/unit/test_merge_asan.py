@@ -1,4 +1,4 @@
-"""The C merge, scan and rewrite (copying/_merge.c, _batchscan.c) under AddressSanitizer: `test_coalesce.py` and
+"""The C merge, scan, rewrite and Produce request (copying/_merge.c, _batchscan.c, _produce.c) under AddressSanitizer: `test_coalesce.py` and
 `test_batchscan.py` run again in a child interpreter against a copy of the package whose extension is built with
 `-fsanitize=address`, every Python object its own malloc
 (`PYTHONMALLOC=malloc`, so a read one byte past a batch lands in a red zone rather than in pymalloc's arena). A
@@ -30,7 +30,7 @@ def test_the_c_merge_stays_inside_its_buffers_under_address_sanitizer(tmp_path: 
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
     subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer",
                     f"-I{sysconfig.get_paths()['include']}", str(package / "copying" / "_merge.c"),
-                    str(package / "copying" / "_batchscan.c"),
+                    str(package / "copying" / "_batchscan.c"), str(package / "copying" / "_produce.c"),
                     "-o", str(package / "copying" / f"_merge{suffix}")], check=True)
     env = {**os.environ, "PYTHONMALLOC": "malloc", "LD_PRELOAD": _libasan(), "ASAN_OPTIONS": "detect_leaks=0",
            "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO / "operator"), str(REPO / "dev"), str(REPO)])}

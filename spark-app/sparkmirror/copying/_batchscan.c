@@ -277,6 +277,27 @@ fail:
     return NULL;
 }
 
+int batchscan_check_whole(const uint8_t *src, Py_ssize_t n) {
+    if (n < HEADER_SIZE || (int64_t)be32(src + 8) + LOG_OVERHEAD != n) {
+        PyErr_Format(PyExc_ValueError, "not one whole v2 batch (%zd bytes)", n);
+        return -1;
+    }
+    return 0;
+}
+
+void batchscan_rewrite_at(uint8_t *o, Py_ssize_t n, int64_t producer_id, int16_t epoch, int32_t seq,
+                          int transactional) {
+    uint16_t attributes = (uint16_t)be16(o + CRC_FROM);
+    attributes = transactional ? (attributes | TRANSACTIONAL) : (attributes & ~TRANSACTIONAL);
+    put_be(o, 0, 8);                /* baseOffset */
+    put_be(o + 12, 0xffffffffu, 4); /* partitionLeaderEpoch -1 */
+    put_be(o + CRC_FROM, attributes, 2);
+    put_be(o + PRODUCER_AT, (uint64_t)producer_id, 8);
+    put_be(o + 51, (uint64_t)(uint16_t)epoch, 2);
+    put_be(o + 53, (uint64_t)(uint32_t)seq, 4);
+    put_be(o + CRC_AT, batchscan_crc32c(o + CRC_FROM, (size_t)(n - CRC_FROM)), 4);
+}
+
 /* rewrite_into(out, raw, producer_id, producer_epoch, base_sequence, transactional): `raw` (one whole v2 batch)
 appended to the bytearray `out` with baseOffset 0, partitionLeaderEpoch -1, the producer fields and the
 transactional bit given, CRC32C recomputed: the batch's one copy. */
@@ -292,28 +313,14 @@ PyObject *batchscan_rewrite_into(PyObject *self, PyObject *const *args, Py_ssize
         return PyErr_Format(PyExc_OverflowError, "producer epoch or base sequence out of range");
     Py_buffer v;
     if (PyObject_GetBuffer(args[1], &v, PyBUF_SIMPLE) < 0) return NULL;
-    const uint8_t *src = v.buf;
-    Py_ssize_t n = v.len;
-    if (n < HEADER_SIZE || (int64_t)be32(src + 8) + LOG_OVERHEAD != n || src[MAGIC_AT] != 2) {
-        PyBuffer_Release(&v);
-        return PyErr_Format(PyExc_ValueError, "not one whole v2 batch (%zd bytes)", n);
-    }
-    Py_ssize_t start = PyByteArray_GET_SIZE(args[0]);
-    if (PyByteArray_Resize(args[0], start + n) < 0) {
+    Py_ssize_t n = v.len, start = PyByteArray_GET_SIZE(args[0]);
+    if (batchscan_check_whole(v.buf, n) < 0 || PyByteArray_Resize(args[0], start + n) < 0) {
         PyBuffer_Release(&v);
         return NULL;
     }
     uint8_t *o = (uint8_t *)PyByteArray_AS_STRING(args[0]) + start;
-    memcpy(o, src, (size_t)n);
+    memcpy(o, v.buf, (size_t)n);
     PyBuffer_Release(&v);
-    uint16_t attributes = (uint16_t)be16(o + CRC_FROM);
-    attributes = transactional ? (attributes | TRANSACTIONAL) : (attributes & ~TRANSACTIONAL);
-    put_be(o, 0, 8);                               /* baseOffset */
-    put_be(o + 12, 0xffffffffu, 4);                /* partitionLeaderEpoch -1 */
-    put_be(o + CRC_FROM, attributes, 2);
-    put_be(o + PRODUCER_AT, (uint64_t)pid, 8);
-    put_be(o + 51, (uint64_t)epoch, 2);
-    put_be(o + 53, (uint64_t)seq, 4);
-    put_be(o + CRC_AT, batchscan_crc32c(o + CRC_FROM, (size_t)(n - CRC_FROM)), 4);
+    batchscan_rewrite_at(o, n, pid, (int16_t)epoch, (int32_t)seq, transactional);
     Py_RETURN_NONE;
 }

@@ -10,7 +10,8 @@ The CRC is left to the caller (`coalesce.merge`, with the `crc32c` library).
 Every read is bounds-checked against its batch: a batch that does not hold what its header says raises
 ValueError naming the batch and record, never reads past the buffer.
 
-The module also carries _batchscan.c's scan, rewrite and CRC32C (batches.py): one extension, one build. */
+The module also carries _batchscan.c's scan, rewrite and CRC32C (batches.py) and _produce.c's Produce request
+(protocol.py): one extension, one build. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
@@ -239,6 +240,9 @@ static PyMethodDef methods[] = {
     {"rewrite_into", (PyCFunction)(void (*)(void))batchscan_rewrite_into, METH_FASTCALL,
      "rewrite_into(out, raw, producer_id, producer_epoch, base_sequence, transactional): batches.rewrite, "
      "appended to the bytearray out."},
+    {"produce_request", (PyCFunction)(void (*)(void))produce_request, METH_FASTCALL,
+     "produce_request(version, correlation_id, client_id, transactional_id, acks, timeout_ms, keys, raws, "
+     "producer_id, producer_epoch, sequences, transactional) -> bytearray (_produce.c)."},
     {NULL, NULL, 0, NULL},
 };
 
