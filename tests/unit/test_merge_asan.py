@@ -1,7 +1,9 @@
-"""The C merge (copying/_merge.c) under AddressSanitizer: `test_coalesce.py` run again in a child interpreter
-against a copy of the package whose merge is built with `-fsanitize=address`, every Python object its own malloc
+"""The C merge, scan, rewrite and Produce request (copying/_merge.c, _batchscan.c, _produce.c) under AddressSanitizer: `test_coalesce.py` and
+`test_batchscan.py` run again in a child interpreter against a copy of the package whose extension is built with
+`-fsanitize=address`, every Python object its own malloc
 (`PYTHONMALLOC=malloc`, so a read one byte past a batch lands in a red zone rather than in pymalloc's arena). A
-read or write out of bounds ends the child with ASan's report; the fuzz test's 3,000 bent batches are the input."""
+read or write out of bounds ends the child with ASan's report; the fuzz tests' 3,000 bent batches each are the
+input."""
 from __future__ import annotations
 
 import os
@@ -28,15 +30,17 @@ def test_the_c_merge_stays_inside_its_buffers_under_address_sanitizer(tmp_path: 
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
     subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer",
                     f"-I{sysconfig.get_paths()['include']}", str(package / "copying" / "_merge.c"),
+                    str(package / "copying" / "_batchscan.c"), str(package / "copying" / "_produce.c"),
                     "-o", str(package / "copying" / f"_merge{suffix}")], check=True)
     env = {**os.environ, "PYTHONMALLOC": "malloc", "LD_PRELOAD": _libasan(), "ASAN_OPTIONS": "detect_leaks=0",
            "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO / "operator"), str(REPO / "dev"), str(REPO)])}
     child = subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider",
-                            "--basetemp", str(tmp_path / "bt"), str(REPO / "tests" / "unit" / "test_coalesce.py")],
+                            "--basetemp", str(tmp_path / "bt"), str(REPO / "tests" / "unit" / "test_coalesce.py"),
+                            str(REPO / "tests" / "unit" / "test_batchscan.py")],
                            env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert child.returncode == 0, child.stdout[-2000:] + child.stderr[:4000]  # "-s": ASan reports on stderr
     assert "AddressSanitizer" not in child.stderr
-    assert " passed" in child.stdout and str(tmp_path) in _imported_from(env)
+    assert " passed" in child.stdout and " skipped" not in child.stdout and str(tmp_path) in _imported_from(env)
 
 
 def _imported_from(env: dict[str, str]) -> str:

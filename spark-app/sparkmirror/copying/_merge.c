@@ -8,11 +8,16 @@ are, past three varints: its length, timestamp delta and offset delta, which cha
 The CRC is left to the caller (`coalesce.merge`, with the `crc32c` library).
 
 Every read is bounds-checked against its batch: a batch that does not hold what its header says raises
-ValueError naming the batch and record, never reads past the buffer. */
+ValueError naming the batch and record, never reads past the buffer.
+
+The module also carries _batchscan.c's scan, rewrite and CRC32C (batches.py) and _produce.c's Produce request
+(protocol.py): one extension, one build. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "_batchscan.h"
 
 #define HEADER_SIZE 61
 #define MAGIC_AT 16
@@ -226,9 +231,24 @@ static PyMethodDef methods[] = {
     {"merge", merge, METH_O,
      "merge(batches) -> bytearray: uncompressed CreateTime v2 batches as one, offset deltas from 0, the first "
      "record's timestamp as the base, CRC32C 0 (the caller's to set), producer fields -1."},
+    {"crc32c", batchscan_crc32c_py, METH_O, "crc32c(data) -> int: CRC32C of a bytes-like object (_batchscan.c)."},
+    {"register", batchscan_register, METH_VARARGS,
+     "register(Batch, field_names, BatchFormatError): the class scan builds and the error it raises."},
+    {"scan", (PyCFunction)(void (*)(void))batchscan_scan, METH_FASTCALL,
+     "scan(records, verify) -> (batches, bad, found): split_batches, with the first v2 batch whose CRC32C "
+     "fails (index, -1 for none) and the CRC its bytes give."},
+    {"rewrite_into", (PyCFunction)(void (*)(void))batchscan_rewrite_into, METH_FASTCALL,
+     "rewrite_into(out, raw, producer_id, producer_epoch, base_sequence, transactional): batches.rewrite, "
+     "appended to the bytearray out."},
+    {"produce_request", (PyCFunction)(void (*)(void))produce_request, METH_FASTCALL,
+     "produce_request(version, correlation_id, client_id, transactional_id, acks, timeout_ms, keys, raws, "
+     "producer_id, producer_epoch, sequences, transactional) -> bytearray (_produce.c)."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_merge", NULL, -1, methods, NULL, NULL, NULL, NULL};
 
-PyMODINIT_FUNC PyInit__merge(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__merge(void) {
+    batchscan_init();
+    return PyModule_Create(&module);
+}

@@ -115,6 +115,30 @@ class BatchFormatError(ValueError):
 
 
 def split_batches(records: bytes | memoryview | None) -> list[Batch]:
+    """The whole batches in a Fetch partition's records (`split_batches_by_python`, in C when built)."""
+    if _scan is None:
+        return split_batches_by_python(records)
+    return _scan(records, False)[0]
+
+
+def scan(records: bytes | memoryview | None) -> tuple[list[Batch], int, int]:
+    """`split_batches`, each v2 batch's CRC32C checked up to the first that fails: (the batches, that batch's
+    index or -1, the CRC32C its bytes give). The reader's one pass over a fetch (in C when built)."""
+    if _scan is None:
+        return scan_by_python(records)
+    return _scan(records, True)
+
+
+def scan_by_python(records: bytes | memoryview | None) -> tuple[list[Batch], int, int]:
+    """`scan` in Python: the reference the C scan is tested against."""
+    batches = split_batches_by_python(records)
+    for i, b in enumerate(batches):
+        if b.magic >= 2 and (found := crc32c(b.raw[CRC_FROM:])) != b.crc:
+            return batches, i, found
+    return batches, -1, 0
+
+
+def split_batches_by_python(records: bytes | memoryview | None) -> list[Batch]:
     """The whole batches in a Fetch partition's records; a batch cut off at the response's size limit is left
     out (the broker may return a partial last batch, fetched again from its offset). Old-format message sets
     (magic 0/1) come back as header-only `Batch`es with magic set, so `unforwardable` reports them."""
@@ -148,6 +172,16 @@ _CRC = struct.Struct(">I")
 
 def rewrite(batch: Batch, producer_id: int, producer_epoch: int, base_sequence: int, transactional: bool,
             into: bytearray | None = None) -> bytearray:
+    """`rewrite_by_python`, in C when built: the batch's bytes copied once, fields and CRC32C set in place."""
+    if _rewrite_into is None:
+        return rewrite_by_python(batch, producer_id, producer_epoch, base_sequence, transactional, into)
+    out = into if into is not None else bytearray()
+    _rewrite_into(out, batch.raw, producer_id, producer_epoch, base_sequence, transactional)
+    return out
+
+
+def rewrite_by_python(batch: Batch, producer_id: int, producer_epoch: int, base_sequence: int,
+                      transactional: bool, into: bytearray | None = None) -> bytearray:
     """The batch as the target takes it from this lane's producer: baseOffset 0, partitionLeaderEpoch -1, the
     lane's producer id, epoch and base sequence, the transactional bit as asked, CRC32C recomputed; every
     record byte kept. Appended to `into` (one Produce partition's records) when given: the batch's one copy."""
@@ -161,3 +195,15 @@ def rewrite(batch: Batch, producer_id: int, producer_epoch: int, base_sequence: 
     _PRODUCER.pack_into(out, start + _PRODUCER_AT, producer_id, producer_epoch, base_sequence)
     _CRC.pack_into(out, start + 17, crc32c(memoryview(out)[start + CRC_FROM:start + LOG_OVERHEAD + batch.length]))
     return out
+
+
+try:  # the C scan and rewrite (_batchscan.c, in the `_merge` extension): no Python code runs per batch
+    from . import _merge as _c
+
+    _c.register(Batch, Batch.__slots__, BatchFormatError)
+    _scan, _rewrite_into = _c.scan, _c.rewrite_into
+except (ImportError, AttributeError):  # built without a compiler (or an older build): the Python above does the same
+    _scan = _rewrite_into = None
+
+IN_C = _scan is not None
+"""Whether `split_batches`, `scan` and `rewrite` run in C."""

@@ -24,9 +24,7 @@ from dataclasses import dataclass, field
 from ..wire.cluster import Leader, Wire
 from ..wire.connection import BrokerConnection, WireError, check
 from . import protocol
-from crc32c import crc32c
-
-from .batches import CONTROL, CRC_FROM, HEADER_SIZE, TRANSACTIONAL, Batch, split_batches
+from .batches import CONTROL, HEADER_SIZE, TRANSACTIONAL, Batch, scan
 from .errors import CorruptBatch, SourceGapError
 
 PartitionKey = tuple[str, int]
@@ -197,13 +195,10 @@ class BatchReader:
         take = got.batches.append
         position = got.next_offset
         corrupt_at = self._corrupt[key][0] if key in self._corrupt else None
-        for b in split_batches(p.records):
-            # checked before anything of its header is believed: a corrupt lastOffsetDelta would otherwise make
-            # the batch look taken already and be skipped, its records lost without a word
-            if b.magic >= 2 and crc32c(b.raw[CRC_FROM:]) != b.crc:
-                self._refetch_corrupt(key, b)
-                corrupt_at = None
-                break  # the next fetch starts at this batch
+        # every CRC checked before anything of a batch's header is believed: a corrupt lastOffsetDelta would
+        # otherwise make the batch look taken already and be skipped, its records lost without a word
+        batches, bad, found = scan(p.records)
+        for b in batches if bad < 0 else batches[:bad]:
             last = b.base_offset + b.last_offset_delta
             if corrupt_at is not None and b.base_offset <= corrupt_at <= last:
                 del self._corrupt[key]  # the batch found corrupt before came whole this time
@@ -222,19 +217,20 @@ class BatchReader:
             if attributes & TRANSACTIONAL and aborting and b.producer_id in aborting:
                 continue
             take(b)
+        if bad >= 0:
+            self._refetch_corrupt(key, batches[bad], found)  # the next fetch starts at this batch
         got.next_offset = position
         if got.batches:
             got.first_offset = got.batches[0].base_offset
         self.positions[key] = got.next_offset
         return got
 
-    def _refetch_corrupt(self, key: PartitionKey, b: Batch) -> None:
-        """A batch whose CRC32C does not match: fetched again from it, or, found so `CORRUPT_TRIES` times,
-        the end of the copy."""
+    def _refetch_corrupt(self, key: PartitionKey, b: Batch, found: int) -> None:
+        """A batch whose CRC32C does not match (its bytes give `found`): fetched again from it, or, found so
+        `CORRUPT_TRIES` times, the end of the copy."""
         offset, times = self._corrupt.get(key, (b.base_offset, 0))
         times = times + 1 if offset == b.base_offset else 1
         self._corrupt[key] = (b.base_offset, times)
-        found = crc32c(b.raw[CRC_FROM:])
         if times >= CORRUPT_TRIES:
             raise CorruptBatch(
                 f"source cluster {self.cluster!r}: {key[0]}[{key[1]}] the record batch at offset {b.base_offset} "

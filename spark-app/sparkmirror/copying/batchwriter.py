@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -26,7 +26,7 @@ from kafka.protocol.producer import InitProducerIdRequest
 from ..wire.cluster import Leader, Wire
 from ..wire.connection import BrokerConnection, WireError, check
 from . import protocol
-from .batches import Batch, rewrite
+from .batches import Batch
 from .errors import LaneFenced
 from .txnholder import taken_over
 
@@ -287,15 +287,12 @@ class BatchWriter:
         conn = st.conn
         version = conn.version(protocol.API_PRODUCE, protocol.PRODUCE_VERSIONS, "Produce")
         correlation = conn.next_id()
-        req = protocol.ProduceBuilder(version, correlation, conn.client_id, self.tid, -1, self.timeout_ms,
-                                      Counter(t for t, _ in keys))
-        for key in keys:
-            i = st.first[key] + r
-            b = batches[key][i]
-            rewrite(b, self.producer_id, self.epoch, seqs[key][i], self.transactional,
-                    into=req.partition(key[0], key[1], len(b.raw)))
+        first = st.first
+        req = protocol.produce_request(version, correlation, conn.client_id, self.tid, -1, self.timeout_ms, keys,
+                                       [batches[k][first[k] + r] for k in keys], self.producer_id, self.epoch,
+                                       [seqs[k][first[k] + r] for k in keys], self.transactional)
         try:
-            conn.send(req.done(), correlation, version >= protocol.PRODUCE_FLEXIBLE)
+            conn.send(req, correlation, version >= protocol.PRODUCE_FLEXIBLE)
         except WireError as e:  # the connection broke: what was in flight on it is unanswered
             st.failed = e
             st.in_flight.clear()
