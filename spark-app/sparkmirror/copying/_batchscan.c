@@ -115,18 +115,6 @@ void batchscan_init(void) {
 #endif
 }
 
-static int64_t be64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v = (v << 8) | p[i];
-    return (int64_t)v;
-}
-
-static int32_t be32(const uint8_t *p) {
-    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3]);
-}
-
-static int16_t be16(const uint8_t *p) { return (int16_t)(((uint16_t)p[0] << 8) | (uint16_t)p[1]); }
-
 static void put_be(uint8_t *o, uint64_t v, int bytes) {
     for (int i = bytes - 1; i >= 0; i--) *o++ = (uint8_t)(v >> (8 * i));
 }

@@ -4,6 +4,19 @@
 #include <Python.h>
 #include <stdint.h>
 
+/* Kafka's big-endian fields, read from bytes the caller has bounds-checked. */
+static inline int64_t be64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v = (v << 8) | p[i];
+    return (int64_t)v;
+}
+
+static inline int32_t be32(const uint8_t *p) {
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3]);
+}
+
+static inline int16_t be16(const uint8_t *p) { return (int16_t)(((uint16_t)p[0] << 8) | (uint16_t)p[1]); }
+
 void batchscan_init(void);
 uint32_t batchscan_crc32c(const uint8_t *p, size_t n);
 int batchscan_check_whole(const uint8_t *src, Py_ssize_t n); /* -1 with ValueError: not one whole batch */

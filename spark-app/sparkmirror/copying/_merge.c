@@ -30,18 +30,6 @@ The module also carries _batchscan.c's scan, rewrite and CRC32C (batches.py) and
 #define CONTROL 0x20
 #define MAX_HEADER_GROWTH 20 /* a record's length, timestamp delta and offset delta varints: at most 20 bytes more */
 
-static int64_t be64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v = (v << 8) | p[i];
-    return (int64_t)v;
-}
-
-static int32_t be32(const uint8_t *p) {
-    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3]);
-}
-
-static int16_t be16(const uint8_t *p) { return (int16_t)(((uint16_t)p[0] << 8) | (uint16_t)p[1]); }
-
 static uint8_t *put64(uint8_t *o, int64_t v) {
     for (int i = 7; i >= 0; i--) *o++ = (uint8_t)((uint64_t)v >> (8 * i));
     return o;
