@@ -180,6 +180,7 @@ def run_loop(source: str, target: str, topic: str, dest: str, partitions: int, n
 def run_lane(source: str, target: str, topic: str, dest: str, partitions: int, n: int,
              copy: str = "records") -> dict[str, Any]:
     from sparkmirror.copying import lane_copy, run_epoch
+    from sparkmirror.copying.workerproc import freeze_long_lived
     from sparkmirror.lanes import plan_lanes
     from sparkmirror.progress import ensure_progress_topic
     from sparkmirror.resource.flowgroup import FlowGroupConfig
@@ -206,6 +207,7 @@ def run_lane(source: str, target: str, topic: str, dest: str, partitions: int, n
 
     c = lane_copy(cfg, cfg.mirrors[0], lane.index, list(lane.partitions), should_stop=done)
     holder["c"] = c
+    freeze_long_lived()  # as a Spark worker does at its first lane: full collections do not walk the modules
     cpu, wall = _usage()
     sums = run_epoch(c)
     cpu_end, wall_end = _usage()

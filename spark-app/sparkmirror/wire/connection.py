@@ -13,9 +13,11 @@ is unanswered, and the caller decides what to send again. A refusal (an error co
 """
 from __future__ import annotations
 
+import select
 import socket
 import ssl
 import struct
+import sys
 from collections import deque
 from typing import Any
 
@@ -33,6 +35,12 @@ MAX_RESPONSE = 256 << 20
 SMALL = 1 << 16
 """Responses up to this size (Produce answers) are read through a buffer, several per `recv` when they are
 there; larger ones (Fetch answers) straight into a buffer of their own, so their records are copied once."""
+KEPT_BUFFERS = 3
+"""Large answers' buffers a connection keeps to read later answers into: a lane holds one Fetch answer's batches
+while the next is received, so two are in use at once. A fresh buffer is zeroed and its pages faulted in by the
+kernel as it is written: at 4 MB a Fetch answer that cost as much as scanning and checking every batch in it."""
+BUFFER_STEP = 1 << 18
+"""A kept buffer's size is rounded up to this, so answers of about the same size fit the same buffer."""
 
 
 class WireError(RuntimeError):
@@ -61,6 +69,18 @@ def tls_kind(e: BaseException) -> Kind:
     return of_tls_reason(getattr(e, "reason", None)) if isinstance(e, ssl.SSLError) else Kind.TRANSIENT
 
 
+def _kernel_timeouts(sock: socket.socket, seconds: float) -> None:
+    """The socket's timeouts kept by the kernel (SO_RCVTIMEO, SO_SNDTIMEO) and the socket blocking: with a
+    timeout of Python's own, every `recv` and `send` first polls the socket, one system call more each, and the
+    hot path makes tens of thousands a second. A timeout then ends a call with EAGAIN, an `OSError` as a Python
+    timeout is. Not for TLS: the ssl module reads a timed-out blocking read as an SSL error of its own."""
+    whole = int(seconds)
+    tv = struct.pack("ll", whole, int((seconds - whole) * 1_000_000))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, tv)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, tv)
+    sock.settimeout(None)
+
+
 def check(code: int, what: str) -> None:
     """Raise `WireError` for a non-zero error code."""
     if code:
@@ -79,6 +99,8 @@ class BrokerConnection:
         self._rview = memoryview(self._rbuf)
         self._rstart = self._rend = 0  # the bytes received and not yet taken: _rbuf[_rstart:_rend]
         self._lowat = 1
+        self._poller: select.poll | None = None  # a blocking socket's, for `wait` (the low mark's wake-up)
+        self._kept: list[bytearray] = []  # large answers' buffers, reused once nothing views them (`_buffer`)
         self.timeout_s = timeout_s
         self.sock: socket.socket | ssl.SSLSocket | None = None
         try:
@@ -95,6 +117,10 @@ class BrokerConnection:
             check(error, f"ApiVersions of {host}:{port}")
             if protocol_name.startswith("SASL_"):
                 self._authenticate(config)
+            if not isinstance(sock, ssl.SSLSocket):
+                _kernel_timeouts(sock, timeout_s)
+                self._poller = select.poll()
+                self._poller.register(sock, select.POLLIN)
         except OSError as e:
             self.close()
             raise WireError(kerrors.KafkaConnectionError, f"connecting to {host}:{port}: {e}", tls_kind(e)) from e
@@ -198,6 +224,11 @@ class BrokerConnection:
                 return
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, need)
             self._lowat = need
+            # polled first: a blocking recv copies the first answer at once, and then the kernel wakes it only
+            # once `need` bytes MORE are here (it holds out the whole low mark again), so the rest of the
+            # window's answers would wait for the timeout
+            if self._poller is not None and not self._poller.poll(self.timeout_s * 1000):
+                raise TimeoutError(f"no {need} bytes of answers in {self.timeout_s} s")
             self._fill(need + self._rend - self._rstart, True)
         except OSError as e:
             raise self._broken(e, "receiving from") from e
@@ -220,10 +251,30 @@ class BrokerConnection:
                 raise ConnectionResetError("the broker closed the connection")
             got += k
 
+    def _buffer(self, size: int) -> bytearray:
+        """A buffer of at least `size` bytes for a large answer: a kept one nothing refers to any more (every view of
+        an answer, each batch's included, holds a reference to its buffer: so one still read is never written
+        over), else a new one, kept in place of a free one too small or beside the others while fewer than
+        `KEPT_BUFFERS`."""
+        kept, small = self._kept, -1
+        for i in range(len(kept)):
+            buf = kept[i]
+            if sys.getrefcount(buf) > 3:  # the list, `buf` and the call's argument: anything more still reads it
+                continue
+            if len(buf) >= size:
+                return buf
+            small = i
+        buf = bytearray(-(-size // BUFFER_STEP) * BUFFER_STEP)
+        if small >= 0:
+            kept[small] = buf
+        elif len(kept) < KEPT_BUFFERS:
+            kept.append(buf)
+        return buf
+
     def receive(self, small: bool = False) -> memoryview:
         """The body of the oldest unanswered request's response (after its header). `small`: an answer
         expected small (Produce), read through the connection's buffer and copied out of it; otherwise a view of
-        a buffer of its own that nothing else writes to."""
+        a buffer no other answer is read into while anything views it (`_buffer`)."""
         if self.sock is None or not self._in_flight:
             raise WireError(kerrors.KafkaConnectionError, f"nothing to receive from {self.host}:{self.port}")
         correlation_id, flexible = self._in_flight[0]
@@ -239,8 +290,8 @@ class BrokerConnection:
                 self._rstart += size
                 view = memoryview(buf)
             else:
-                buf = bytearray(size)
-                view = memoryview(buf)
+                buf = self._buffer(size)
+                view = memoryview(buf)[:size]
                 take = min(size, self._rend - self._rstart)  # bytes of it read with an earlier answer
                 view[:take] = self._rview[self._rstart:self._rstart + take]
                 self._rstart += take
