@@ -186,3 +186,45 @@ def test_the_produce_request_is_byte_for_byte_produce_builders() -> None:
     short.raw = short.raw[:-1]
     with pytest.raises(ValueError):
         protocol.produce_request(9, 1, "c", None, -1, 1000, [("a", 0)], [short], 1, 0, [0], False)
+
+
+def _produce_answer(rng: random.Random, version: int) -> bytes:
+    """A Produce answer as a broker encodes it (kafka-python's classes, from Kafka's schemas): random topics,
+    partitions, errors, record errors, messages and, from v10, the current-leader tagged field."""
+    from kafka.protocol.producer import ProduceResponse as R
+
+    P = R.TopicProduceResponse.PartitionProduceResponse
+    topics = []
+    for name in rng.sample(["t", "ünïcode-topic", "x" * 200, ""], rng.randint(0, 3)):
+        parts = []
+        for index in rng.sample(range(2**31), rng.randint(0, 4)):
+            failed = rng.random() < 0.3
+            p = P(index=index, error_code=rng.choice([2, 6, 45, 87]) if failed else 0,
+                  base_offset=-1 if failed else rng.randrange(2**62), log_append_time_ms=-1, log_start_offset=0,
+                  record_errors=[P.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=rng.choice(
+                      [None, "crc", "ünï"])) for i in range(rng.randint(0, 2) if failed else 0)],
+                  error_message=rng.choice([None, "", "refused"]) if failed else None)
+            if version >= 10 and failed and rng.random() < 0.5:
+                p.current_leader = P.LeaderIdAndEpoch(leader_id=2, leader_epoch=8)
+            parts.append(p)
+        topics.append(R.TopicProduceResponse(name=name, partition_responses=parts))
+    return bytes(R(responses=topics, throttle_time_ms=rng.randrange(100)).encode(version=version))
+
+
+def test_the_produce_answer_parses_as_in_python_and_a_short_one_is_refused() -> None:
+    from sparkmirror.copying import protocol
+
+    rng = random.Random(12)
+    for _ in range(300):
+        version = rng.choice(list(protocol.PRODUCE_VERSIONS))
+        body = _produce_answer(rng, version)
+        want = protocol.parse_produce_by_python(memoryview(body), version)
+        for given in (body, array("B", body), memoryview(body)):  # an array: ASan's red zone right past its end
+            assert protocol.parse_produce(given, version) == want
+        for cut in rng.sample(range(len(body)), min(len(body), 8)):  # never a read past the end of a short one
+            try:
+                protocol.parse_produce(array("B", body[:cut]), version)
+            except protocol.ProtocolError:
+                pass
+    with pytest.raises(protocol.ProtocolError, match="past its end"):
+        protocol.parse_produce(b"\x00\x00\x00\x01\x00\x05ab", 3)

@@ -29,8 +29,7 @@ def test_the_c_merge_stays_inside_its_buffers_under_address_sanitizer(tmp_path: 
     shutil.copytree(REPO / "spark-app" / "sparkmirror", package, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
     subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer",
-                    f"-I{sysconfig.get_paths()['include']}", str(package / "copying" / "_merge.c"),
-                    str(package / "copying" / "_batchscan.c"), str(package / "copying" / "_produce.c"),
+                    f"-I{sysconfig.get_paths()['include']}", *map(str, sorted((package / "copying").glob("_*.c"))),
                     "-o", str(package / "copying" / f"_merge{suffix}")], check=True)
     env = {**os.environ, "PYTHONMALLOC": "malloc", "LD_PRELOAD": _libasan(), "ASAN_OPTIONS": "detect_leaks=0",
            "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO / "operator"), str(REPO / "dev"), str(REPO)])}

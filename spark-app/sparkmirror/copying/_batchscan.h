@@ -1,4 +1,4 @@
-/* _batchscan.c's and _produce.c's functions, listed in the `_merge` module's method table (_merge.c). */
+/* _batchscan.c's, _produce.c's and _answers.c's functions, listed in the `_merge` module's method table (_merge.c). */
 #ifndef SPARKMIRROR_BATCHSCAN_H
 #define SPARKMIRROR_BATCHSCAN_H
 #include <Python.h>
@@ -23,6 +23,8 @@ int batchscan_check_whole(const uint8_t *src, Py_ssize_t n); /* -1 with ValueErr
 void batchscan_rewrite_at(uint8_t *o, Py_ssize_t n, int64_t producer_id, int16_t epoch, int32_t seq,
                           int transactional); /* a checked batch's header fields and CRC32C, in place */
 PyObject *produce_request(PyObject *self, PyObject *const *args, Py_ssize_t nargs); /* _produce.c */
+int answers_init(PyObject *module); /* _answers.c: its Produced type, added to the module */
+PyObject *answers_parse_produce(PyObject *self, PyObject *const *args, Py_ssize_t nargs); /* _answers.c */
 PyObject *batchscan_crc32c_py(PyObject *self, PyObject *arg);
 PyObject *batchscan_register(PyObject *self, PyObject *args);
 PyObject *batchscan_scan(PyObject *self, PyObject *const *args, Py_ssize_t nargs);

@@ -231,6 +231,9 @@ static PyMethodDef methods[] = {
     {"produce_request", (PyCFunction)(void (*)(void))produce_request, METH_FASTCALL,
      "produce_request(version, correlation_id, client_id, transactional_id, acks, timeout_ms, keys, raws, "
      "producer_id, producer_epoch, sequences, transactional) -> bytearray (_produce.c)."},
+    {"parse_produce", (PyCFunction)(void (*)(void))answers_parse_produce, METH_FASTCALL,
+     "parse_produce(body, version) -> [Produced(topic, partition, error_code, base_offset, error_message), ...] "
+     "(_answers.c)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -238,5 +241,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_merge", NULL, -1, m
 
 PyMODINIT_FUNC PyInit__merge(void) {
     batchscan_init();
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && answers_init(m) < 0) Py_CLEAR(m);
+    return m;
 }

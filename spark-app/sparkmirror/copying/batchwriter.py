@@ -315,11 +315,11 @@ class BatchWriter:
         st.in_flight.popleft()
         if len(answered) != len(keys):
             raise WireError(kerrors.CorrelationIdError, f"Produce of {len(keys)} partitions: {len(answered)} answers")
-        for p in answered:
-            key = (p.topic, p.partition)
-            if p.error_code:
-                e = WireError(kerrors.for_code(p.error_code), f"Produce {p.topic}[{p.partition}]" +
-                              (f" ({p.error_message})" if p.error_message else ""))
+        for topic, partition, error_code, base_offset, error_message in answered:
+            key = (topic, partition)
+            if error_code:
+                e = WireError(kerrors.for_code(error_code), f"Produce {topic}[{partition}]" +
+                              (f" ({error_message})" if error_message else ""))
                 behind = key in st.refused and e.error.__name__ == "OutOfOrderSequenceNumberError"
                 if not (e.retriable or behind):
                     raise e
@@ -328,8 +328,9 @@ class BatchWriter:
                 continue
             if key in st.refused:
                 continue  # behind a refused batch of its partition: sent again, answered as a duplicate then
-            b = batches[key][len(out[key])]
-            out[key].append(Written(b.base_offset, p.base_offset, b.record_count))
+            done = out[key]
+            b = batches[key][len(done)]
+            done.append(Written(b.base_offset, base_offset, b.record_count))
             self._confirmed.add(key)
 
     def _coordinated(self, api: int, request: Callable[[int, int, str], bytearray],

@@ -23,21 +23,23 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..wire.protocol import (I32, I64, Cursor, ProtocolError, array_len, bytes_len, finish, pick, request,
                              string_field)
 from .batches import Batch, rewrite_by_python
 
-try:  # the whole request in C (_produce.c, in the `_merge` extension)
+try:  # the whole request, and its answer, in C (_produce.c and _answers.c, in the `_merge` extension)
+    from ._merge import parse_produce as _parse_produce_in_c
     from ._merge import produce_request as _produce_in_c
-except ImportError:  # built without a compiler: ProduceBuilder and the Python rewrite
-    _produce_in_c = None
+except ImportError:  # built without a compiler: ProduceBuilder, the Python rewrite and Cursor
+    _parse_produce_in_c = _produce_in_c = None
 
 __all__ = ["API_ADD_PARTITIONS_TO_TXN", "API_END_TXN", "API_FETCH", "API_PRODUCE", "FETCH_FLEXIBLE", "FETCH_VERSIONS",
            "PRODUCE_FLEXIBLE", "PRODUCE_VERSIONS", "TXN_FLEXIBLE", "TXN_VERSIONS", "Cursor", "FetchPosition",
            "FetchedPartition", "ProduceBuilder", "Produced", "ProtocolError", "add_partitions_to_txn", "end_txn",
            "fetch_body", "finish", "parse_add_partitions_to_txn", "parse_end_txn", "parse_fetch", "parse_produce",
-           "pick", "produce_answer_floor", "produce_request", "request"]
+           "parse_produce_by_python", "pick", "produce_answer_floor", "produce_request", "request"]
 
 API_PRODUCE, API_FETCH = 0, 1
 API_ADD_PARTITIONS_TO_TXN, API_END_TXN = 24, 26
@@ -279,8 +281,8 @@ def parse_fetch(body: memoryview, version: int) -> tuple[int, list[FetchedPartit
 _PARTITION_ANSWER = struct.Struct(">ihq")
 
 
-@dataclass(slots=True)
-class Produced:
+class Produced(NamedTuple):
+    """A partition's answer to a Produce request; the C parse's `_merge.Produced` has the same fields."""
     topic: str
     partition: int
     error_code: int
@@ -296,6 +298,17 @@ def produce_answer_floor(partitions: int) -> int:
 
 
 def parse_produce(body: memoryview, version: int) -> list[Produced]:
+    """Every partition's answer, in the answer's order (`_answers.c`'s where the extension was built, equal to
+    `parse_produce_by_python`'s)."""
+    if _parse_produce_in_c is None:
+        return parse_produce_by_python(body, version)
+    try:
+        return _parse_produce_in_c(body, version)
+    except ValueError as e:
+        raise ProtocolError(str(e)) from None
+
+
+def parse_produce_by_python(body: memoryview, version: int) -> list[Produced]:
     c = Cursor(body, version >= PRODUCE_FLEXIBLE)
     out: list[Produced] = []
     for _ in range(c.length()):
