@@ -16,7 +16,7 @@ RUN apt-get update -q \
     && python3 -m venv /opt/sparkmirror/venv
 
 FROM python AS wheel
-# a compiler for the batch path's C (spark-app/sparkmirror/copying/_merge.c, _batchscan.c, _produce.c, _answers.c); this stage is
+# a compiler for the batch path's C (spark-app/sparkmirror/copying/_merge.c and the other _*.c there); this stage is
 # thrown away
 RUN apt-get update -q \
     && apt-get install -yq --no-install-recommends gcc libc6-dev python3-dev \

@@ -1,5 +1,6 @@
-"""The C scan, rewrite and CRC32C (copying/_batchscan.c) against their Python references in batches.py, on real
-batches of every codec, control and old-magic ones, corrupt CRCs, partial last batches and thousands of bent ones.
+"""The C scan, rewrite and CRC32C (copying/_batchscan.c), Produce request and answer (_produce.c, _answers.c) and
+per-partition checks, sequences and sums (_forwarding.c) against their Python references, on real batches of
+every codec, control and old-magic ones, corrupt CRCs, partial last batches and thousands of bent ones.
 Run under AddressSanitizer too (test_merge_asan.py): the buffers are also given as `array`s, whose storage is
 exactly their length, so a read one byte past lands in a red zone."""
 from __future__ import annotations
@@ -7,12 +8,14 @@ from __future__ import annotations
 import random
 import struct
 from array import array
+from dataclasses import dataclass
 
 import pytest
 from crc32c import crc32c
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from sparkmirror.copying import batches as B
+from sparkmirror.copying import forwarding as F
 from sparkmirror.copying.batches import CONTROL, BatchFormatError, Codec
 
 pytestmark = pytest.mark.skipif(not B.IN_C, reason="the _merge extension is not built")
@@ -228,3 +231,65 @@ def test_the_produce_answer_parses_as_in_python_and_a_short_one_is_refused() -> 
                 pass
     with pytest.raises(protocol.ProtocolError, match="past its end"):
         protocol.parse_produce(b"\x00\x00\x00\x01\x00\x05ab", 3)
+
+
+@dataclass
+class Landed:
+    target_base_offset: int
+
+
+def _patched(raw: bytes, at: int, fmt: str, value: int) -> bytes:
+    out = bytearray(raw)
+    struct.pack_into(fmt, out, at, value)
+    return bytes(recrc(out))
+
+
+LOG_APPEND = _patched(REAL[0], 21, ">h", struct.unpack_from(">h", REAL[0], 21)[0] | 0x08)
+GAPPED = _patched(REAL[1], 23, ">i", struct.unpack_from(">i", REAL[1], 23)[0] + 3)  # lastOffsetDelta past the count
+KINDS = [*REAL, CONTROL_BATCH, LOG_APPEND, GAPPED, old_message(7, 0), old_message(8, 1)]
+
+
+def _batches(rng: random.Random, kinds: list[bytes]) -> list[B.Batch]:
+    return [B.split_batches_by_python(rng.choice(kinds))[0] for _ in range(rng.randint(0, 12))]
+
+
+def test_the_first_batch_not_as_it_is_is_found_as_in_python() -> None:
+    rng = random.Random(5)
+    sizes = sorted({len(r) for r in REAL})
+    for _ in range(2000):
+        bs = _batches(rng, KINDS if rng.random() < 0.5 else REAL)
+        below = rng.choice([0, sizes[0], sizes[len(sizes) // 2] + 1, 1 << 16])
+        assert F.first_not_as_is(bs, below) == F.first_not_as_is_by_python(bs, below), (below, [b.raw[:61] for b in bs])
+    assert F.first_not_as_is([B.split_batches_by_python(LOG_APPEND)[0]]) == 0
+    assert F.first_not_as_is([B.split_batches_by_python(r)[0] for r in REAL] + [
+        B.split_batches_by_python(GAPPED)[0]]) == len(REAL)
+
+
+def test_sequences_as_in_python_wrapping_at_2_31() -> None:
+    rng = random.Random(6)
+    for _ in range(500):
+        bs = _batches(rng, REAL)
+        first = rng.choice([0, 7, 2**31 - 20, 2**31 - 1])
+        assert F.sequences(bs, first) == F.sequences_by_python(bs, first)
+
+
+def test_tally_as_in_python_and_past_2_63() -> None:
+    rng = random.Random(7)
+    for _ in range(500):
+        bs = _batches(rng, REAL)
+        written = [Landed(rng.randrange(2**40)) for _ in bs]
+        ts_min = rng.choice([-1, 0, 1_700_000_000_005, 2**50])
+        mine, theirs = [5], [5]
+        assert F.tally(bs, written, mine, ts_min) == F.tally_by_python(bs, written, theirs, ts_min)
+        assert mine == theirs
+    # 4,000,000 records at a timestamp of 2**52: a sum past 2**63
+    header = bytearray(61)
+    struct.pack_into(">qiibIhiqqqhii", header, 0, 0, 49, -1, 2, 0, 0, 39_999, 2**52, 2**52, -1, -1, -1, 40_000)
+    big = [B.split_batches_by_python(bytes(header))[0] for _ in range(100)]
+    written = [Landed(40_000 * i) for i in range(100)]
+    mine, theirs = [], []
+    got = F.tally(big, written, mine, -1)
+    assert got == F.tally_by_python(big, written, theirs, -1) and got[2] == 4_000_000 * 2**52 > 2**63
+    assert len(mine) == 4_000_000 and mine == theirs
+    with pytest.raises(ValueError):
+        F.tally(big, written[:1], [], -1)

@@ -1,4 +1,5 @@
-/* _batchscan.c's, _produce.c's and _answers.c's functions, listed in the `_merge` module's method table (_merge.c). */
+/* The C files' functions (_batchscan.c, _produce.c, _answers.c, _forwarding.c), listed in the `_merge` module's
+method table (_merge.c). */
 #ifndef SPARKMIRROR_BATCHSCAN_H
 #define SPARKMIRROR_BATCHSCAN_H
 #include <Python.h>
@@ -25,6 +26,10 @@ void batchscan_rewrite_at(uint8_t *o, Py_ssize_t n, int64_t producer_id, int16_t
 PyObject *produce_request(PyObject *self, PyObject *const *args, Py_ssize_t nargs); /* _produce.c */
 int answers_init(PyObject *module); /* _answers.c: its Produced type, added to the module */
 PyObject *answers_parse_produce(PyObject *self, PyObject *const *args, Py_ssize_t nargs); /* _answers.c */
+/* _forwarding.c */
+PyObject *forwarding_first_not_as_is(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *forwarding_sequences(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *forwarding_tally(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *batchscan_crc32c_py(PyObject *self, PyObject *arg);
 PyObject *batchscan_register(PyObject *self, PyObject *args);
 PyObject *batchscan_scan(PyObject *self, PyObject *const *args, Py_ssize_t nargs);

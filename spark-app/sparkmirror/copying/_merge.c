@@ -234,6 +234,13 @@ static PyMethodDef methods[] = {
     {"parse_produce", (PyCFunction)(void (*)(void))answers_parse_produce, METH_FASTCALL,
      "parse_produce(body, version) -> [Produced(topic, partition, error_code, base_offset, error_message), ...] "
      "(_answers.c)."},
+    {"first_not_as_is", (PyCFunction)(void (*)(void))forwarding_first_not_as_is, METH_FASTCALL,
+     "first_not_as_is(batches, merge_below) -> int (_forwarding.c)."},
+    {"sequences", (PyCFunction)(void (*)(void))forwarding_sequences, METH_FASTCALL,
+     "sequences(batches, first) -> (list, next) (_forwarding.c)."},
+    {"tally", (PyCFunction)(void (*)(void))forwarding_tally, METH_FASTCALL,
+     "tally(batches, written, timestamps, ts_min) -> (records, bytes, ts_sum, ts_min, target_first, target_last) "
+     "(_forwarding.c)."},
     {NULL, NULL, 0, NULL},
 };
 

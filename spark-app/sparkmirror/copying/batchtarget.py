@@ -16,9 +16,10 @@ from confluent_kafka import KafkaException
 from .batchcommit import BatchAtLeastOnce, BatchExactlyOnce, BatchProtocol
 from .batches import Batch, BatchFormatError, Unforwardable
 from .batchreader import Fetched
-from .coalesce import COALESCE_INTO, merge, runs
+from .coalesce import COALESCE_BELOW, COALESCE_INTO, merge, runs
 from .context import LaneContext
 from .errors import CopyError, CorruptBatch, LaneFenced, is_fenced, kafka_error
+from .forwarding import first_not_as_is, tally
 from .rebuild import UndecodableBatch, rebuild
 from .shares import PartitionKey, Share
 from .start import new_producer, target_max_message_bytes
@@ -37,6 +38,15 @@ Planned = tuple[Batch | None, int, int, "str | None", int]
 records' first and last source offsets, why it was rebuilt (None: as fetched), and how many source batches it
 holds."""
 COALESCED = "coalesced"  # the rebuilt-batches label of small source batches merged (coalesce.py)
+
+
+def _as_they_are(plan: list[Planned] | list[Batch]) -> bool:
+    """A partition's plan that is its fetched batches, each as it is (`BatchTarget._planned`)."""
+    return bool(plan) and isinstance(plan[0], Batch)
+
+
+def _source_first(plan: list[Planned] | list[Batch]) -> int:
+    return plan[0].base_offset if _as_they_are(plan) else plan[0][1]  # type: ignore[union-attr,index]
 
 
 class BatchTarget(TargetWriter):
@@ -120,10 +130,12 @@ class BatchTarget(TargetWriter):
 
     # ---- writing -------------------------------------------------------------------------------------------
 
-    def _forwardable(self, f: Fetched, limit: int, key: PartitionKey = ("", -1)) -> list[Planned]:
+    def _forwardable(self, f: Fetched, limit: int, key: PartitionKey = ("", -1)) -> list[Planned] | list[Batch]:
         """What to produce of a partition's fetch: small uncompressed batches merged into batches of up to
         `limit` bytes (coalesce.py), the batches that cannot go as they are rebuilt, the others as they are. A
-        batch to rebuild or transform whose records cannot be read ends the copy, the open interval given up."""
+        batch to rebuild or transform whose records cannot be read ends the copy, the open interval given up.
+        A fetch whose every batch goes as it is (none to rebuild or merge: a compressed topic's) is its own plan,
+        the batches themselves, checked in one call (forwarding.py)."""
         try:
             if self.transforms is not None:
                 return self._transformed(f, key)
@@ -134,10 +146,14 @@ class BatchTarget(TargetWriter):
             raise CorruptBatch(f"mirror {mirror.name!r}: source cluster {mirror.source!r}: {key[0]}[{key[1]}] {e}; "
                                f"nothing from offset {e.offset} on was copied") from e
 
-    def _planned(self, f: Fetched, limit: int, key: PartitionKey) -> list[Planned]:
+    def _planned(self, f: Fetched, limit: int, key: PartitionKey) -> list[Planned] | list[Batch]:
         """The plan of a mirror without transforms: merged, rebuilt or as it is, batch by batch."""
+        rest = f.batches
+        if rest[0].base_offset >= f.fetch_offset and first_not_as_is(rest, COALESCE_BELOW) < 0:
+            self.forwarded += len(rest)
+            return rest
         out: list[Planned] = []
-        rest, groups = f.batches, []
+        groups = []
         if rest and rest[0].base_offset < f.fetch_offset:  # a resume inside it: rebuilt, alone
             rest, groups = rest[1:], [([rest[0]], Unforwardable.STARTS_BEFORE)]
         for group, why in groups + runs(rest, limit):
@@ -195,7 +211,7 @@ class BatchTarget(TargetWriter):
     def write(self, fetched: dict[PartitionKey, Fetched]) -> None:
         """Produce the fetched batches into the open interval, each to its remote topic's same partition."""
         assert self.protocol is not None
-        route, plan = self.ctx.route, {}
+        route, plan = self.ctx.route, {}  # per source partition: its Planned, or its batches as they are
         for key, f in fetched.items():
             if f.batches:
                 limit = min(COALESCE_INTO, self.max_bytes.get(route[key]) or COALESCE_INTO)
@@ -203,7 +219,7 @@ class BatchTarget(TargetWriter):
         if not plan:
             return
         to_target = {(route[k], k[1]): batches for k, v in plan.items()
-                     if (batches := [b for b, _, _, _, _ in v if b is not None])}
+                     if (batches := v if _as_they_are(v) else [b for b, _, _, _, _ in v if b is not None])}
         written = {}
         if to_target:
             try:
@@ -218,9 +234,21 @@ class BatchTarget(TargetWriter):
                 continue
             share = interval.get(key)
             if share is None:
-                share = interval[key] = Share(sent[0][1], key[0], key[1], errors)
+                share = interval[key] = Share(_source_first(sent), key[0], key[1], errors)
             if key in self._notes:
                 share.note(self._notes.pop(key))
+            if _as_they_are(sent):  # every batch as it is (`_planned`)
+                share.batches += len(sent)
+                share.src_last = sent[-1].last_offset
+                n, nbytes, ts_sum, share.ts_min, first, share.tgt_last = tally(
+                    sent, written[(route[key], key[1])], share.timestamps, share.ts_min)
+                share.count += n
+                share.reports += n  # acknowledged: produce returned
+                share.nbytes += nbytes
+                share.ts_sum += ts_sum
+                if share.tgt_first < 0:
+                    share.tgt_first = first
+                continue
             results = iter(written.get((route[key], key[1]), ()))
             for b, first, last, why, sources in sent:
                 if why is None:
@@ -245,7 +273,7 @@ class BatchTarget(TargetWriter):
                     share.tgt_first = w.target_base_offset
                 share.tgt_last = w.target_last_offset
 
-    def _refused(self, e: CopyError, plan: dict[PartitionKey, list[Planned]]) -> None:
+    def _refused(self, e: CopyError, plan: dict[PartitionKey, list[Planned] | list[Batch]]) -> None:
         """A refusal names what was refused; the open interval is given up first."""
         self._abort()
         cause = e.__cause__
@@ -255,7 +283,7 @@ class BatchTarget(TargetWriter):
             limit = self.max_bytes.get(target)
             mirror = self.ctx.mirror
             raise CopyError(f"mirror {mirror.name!r}: the target refused the record batch at source "
-                            f"{mirror.source}/{key[0]} partition {key[1]} offset {plan[key][0][1]} -> "
+                            f"{mirror.source}/{key[0]} partition {key[1]} offset {_source_first(plan[key])} -> "
                             f"{mirror.target}/{target}: {cause}" +
                             (f" (target topic max.message.bytes={limit})" if limit else "") +
                             "; the transaction was aborted and nothing after the last commit was skipped") from e

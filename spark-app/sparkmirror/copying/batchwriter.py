@@ -28,6 +28,7 @@ from ..wire.connection import BrokerConnection, WireError, check
 from . import protocol
 from .batches import Batch
 from .errors import LaneFenced
+from .forwarding import first_not_as_is, sequences
 from .txnholder import taken_over
 
 log = logging.getLogger(__name__)
@@ -184,17 +185,15 @@ class BatchWriter:
         if self._stale and batches:
             self.init(bump=True)
         for key, bs in batches.items():
-            for b in bs:
-                if (why := b.unforwardable()) is not None:  # the rebuild path is a later step
-                    raise ValueError(f"{key[0]}[{key[1]}] batch at {b.base_offset} cannot forward: {why.value}")
+            if (i := first_not_as_is(bs)) >= 0:  # the caller rebuilds these first (batchtarget.py, rebuild.py)
+                b = bs[i]
+                why = b.unforwardable()
+                raise ValueError(f"{key[0]}[{key[1]}] batch at {b.base_offset} cannot forward: "
+                                 f"{why.value if why else 'not a v2 batch'}")
         self._add_partitions(list(batches))
         seqs: dict[PartitionKey, list[int]] = {}
         for key, bs in batches.items():
-            seq, own = self.sequences.get(key, 0), []
-            for b in bs:
-                own.append(seq)
-                seq = (seq + b.record_count) & 0x7FFFFFFF
-            seqs[key], self.sequences[key] = own, seq
+            seqs[key], self.sequences[key] = sequences(bs, self.sequences.get(key, 0))
         out: dict[PartitionKey, list[Written]] = {k: [] for k in batches}
         # A broker with no state for this producer on a partition takes a batch of any sequence: if the first
         # batch there were refused (a leader just elected) while the next was taken, the retry of the first would
