@@ -120,9 +120,10 @@ def run_batches(source: str, target: str, topic: str, dest: str, partitions: int
                        for k, f in got.items()}
             else:
                 got = {k: f.batches for k, f in got.items()}
-            for written in writer.produce({(dest, p): bs for (_, p), bs in got.items()}).values():
-                batches += len(written)
-                records += sum(w.record_count for w in written)
+            writer.produce({(dest, p): bs for (_, p), bs in got.items()})
+            for bs in got.values():  # every one acknowledged once produce returns
+                batches += len(bs)
+                records += sum(b.record_count for b in bs)
             if time.monotonic() - last_commit >= COMMIT_MS / 1000 or records >= n:
                 writer.commit()
                 txns += 1

@@ -68,8 +68,10 @@ def test_a_target_broker_killed_mid_write_loses_and_duplicates_nothing(kafka_a, 
                     killer = threading.Thread(target=_restart, args=(target, 2.0))
                     killer.start()
                 for (t, q), written in writer.produce({k: f.batches for k, f in got.items()}).items():
-                    mapped[q] += [(w.source_base_offset, w.target_base_offset, w.record_count) for w in written]
-                    copied += sum(w.record_count for w in written)
+                    sent = got[(t, q)].batches
+                    assert len(written) == len(sent)
+                    mapped[q] += [(b.base_offset, base, b.record_count) for b, base in zip(sent, written)]
+                    copied += sum(b.record_count for b in sent)
                 if rounds % 4 == 0:
                     writer.commit()
             writer.commit()

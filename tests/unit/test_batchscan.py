@@ -8,7 +8,6 @@ from __future__ import annotations
 import random
 import struct
 from array import array
-from dataclasses import dataclass
 
 import pytest
 from crc32c import crc32c
@@ -233,11 +232,6 @@ def test_the_produce_answer_parses_as_in_python_and_a_short_one_is_refused() -> 
         protocol.parse_produce(b"\x00\x00\x00\x01\x00\x05ab", 3)
 
 
-@dataclass
-class Landed:
-    target_base_offset: int
-
-
 def _patched(raw: bytes, at: int, fmt: str, value: int) -> bytes:
     out = bytearray(raw)
     struct.pack_into(fmt, out, at, value)
@@ -277,7 +271,7 @@ def test_tally_as_in_python_and_past_2_63() -> None:
     rng = random.Random(7)
     for _ in range(500):
         bs = _batches(rng, REAL)
-        written = [Landed(rng.randrange(2**40)) for _ in bs]
+        written = [rng.randrange(2**40) for _ in bs]
         ts_min = rng.choice([-1, 0, 1_700_000_000_005, 2**50])
         mine, theirs = [5], [5]
         assert F.tally(bs, written, mine, ts_min) == F.tally_by_python(bs, written, theirs, ts_min)
@@ -286,7 +280,7 @@ def test_tally_as_in_python_and_past_2_63() -> None:
     header = bytearray(61)
     struct.pack_into(">qiibIhiqqqhii", header, 0, 0, 49, -1, 2, 0, 0, 39_999, 2**52, 2**52, -1, -1, -1, 40_000)
     big = [B.split_batches_by_python(bytes(header))[0] for _ in range(100)]
-    written = [Landed(40_000 * i) for i in range(100)]
+    written = [40_000 * i for i in range(100)]
     mine, theirs = [], []
     got = F.tally(big, written, mine, -1)
     assert got == F.tally_by_python(big, written, theirs, -1) and got[2] == 4_000_000 * 2**52 > 2**63

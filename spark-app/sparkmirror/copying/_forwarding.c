@@ -24,7 +24,7 @@ whole v2 batches. */
 #define COMPRESSION_MASK 0x07
 #define LOG_APPEND_TIME 0x08
 
-static PyObject *raw_name, *target_base_name, *count_name;
+static PyObject *raw_name, *count_name;
 
 /* A 128-bit sum as a Python int: a partition's records times their millisecond timestamps passes 2**63 at about
 5 million records. */
@@ -62,8 +62,6 @@ static Py_ssize_t header(PyObject *batch, uint8_t *h, int whole) {
 
 static int names(void) {
     if (raw_name == NULL && (raw_name = PyUnicode_InternFromString("raw")) == NULL) return -1;
-    if (target_base_name == NULL && (target_base_name = PyUnicode_InternFromString("target_base_offset")) == NULL)
-        return -1;
     if (count_name == NULL && (count_name = PyUnicode_InternFromString("record_count")) == NULL) return -1;
     return 0;
 }
@@ -128,7 +126,7 @@ fail:
 }
 
 /* tally(batches, written, timestamps, ts_min) -> (records, bytes, ts_sum, ts_min, target_first, target_last):
-what the batches (each acknowledged, `written[i]` where it landed) add to their share; each record's timestamp
+what the batches (each acknowledged, `written[i]` the target base offset it got) add to their share; each record's timestamp
 (its batch's max, as the record path's latency counts it) is appended to the list `timestamps`. `ts_min` is
 carried through each batch's first timestamp as the share does it. */
 PyObject *forwarding_tally(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -163,10 +161,7 @@ PyObject *forwarding_tally(PyObject *self, PyObject *const *args, Py_ssize_t nar
                 if (PyList_Append(list, ts) < 0) goto fail;
             Py_CLEAR(ts);
         }
-        PyObject *base = PyObject_GetAttr(PySequence_Fast_GET_ITEM(done, i), target_base_name);
-        if (base == NULL) goto fail;
-        long long b = PyLong_AsLongLong(base);
-        Py_DECREF(base);
+        long long b = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(done, i));
         if (b == -1 && PyErr_Occurred()) goto fail;
         if (first < 0) first = b;
         last = b + count - 1;

@@ -259,7 +259,7 @@ class BatchTarget(TargetWriter):
                 share.src_last = last
                 if b is None:  # every record dropped by the transforms: the offsets count, nothing is written
                     continue
-                w = next(results)
+                base = next(results)
                 n = b.record_count
                 share.count += n
                 share.reports += n  # acknowledged: produce returned
@@ -270,8 +270,8 @@ class BatchTarget(TargetWriter):
                 if share.ts_min < 0 or b.base_timestamp < share.ts_min:
                     share.ts_min = b.base_timestamp
                 if share.tgt_first < 0:
-                    share.tgt_first = w.target_base_offset
-                share.tgt_last = w.target_last_offset
+                    share.tgt_first = base
+                share.tgt_last = base + n - 1
 
     def _refused(self, e: CopyError, plan: dict[PartitionKey, list[Planned] | list[Batch]]) -> None:
         """A refusal names what was refused; the open interval is given up first."""

@@ -4,7 +4,7 @@ producing fetched batches as bytes under the lane's producer id, epoch and per-p
 InitProducerId with the lane's transactional id bumps its epoch at the coordinator, so an older copy of the lane
 (a librdkafka producer with the same transactional.id included) is fenced exactly as `init_transactions` fences
 it today. Per transaction: AddPartitionsToTxn for partitions new to it, Produce (acks=all) with the rewritten
-batches, EndTxn. The produce result gives each batch's target base offset, so the offset map stays exact.
+batches, EndTxn. The produce result is each batch's target base offset, so the offset map stays exact.
 Produce requests are `protocol`'s, on `Wire.connection`s: each carries one batch of every partition the leader
 has one for, and up to 5 are in flight per leader connection (a window: a request goes out as an answer comes
 in). A batch's bytes are copied once, from the Fetch response into the Produce request, rewritten there.
@@ -39,18 +39,6 @@ WAKE_FOR = 3
 """Answers waited for at once when the window is full: the leader keeps the rest of the window to work on while
 the copy thread sends the next requests."""
 _FENCED = {"ProducerFencedError", "InvalidProducerEpochError", "TransactionCoordinatorFencedError"}
-
-
-@dataclass(slots=True)
-class Written:
-    """Where a source batch landed: its target partition's offsets first..last (as the offset map records)."""
-    source_base_offset: int
-    target_base_offset: int
-    record_count: int
-
-    @property
-    def target_last_offset(self) -> int:
-        return self.target_base_offset + self.record_count - 1
 
 
 @dataclass(slots=True)
@@ -166,9 +154,10 @@ class BatchWriter:
         self._coordinated(protocol.API_ADD_PARTITIONS_TO_TXN, request, answer, "AddPartitionsToTxn")
         self._in_txn.update(new)
 
-    def produce(self, batches: dict[PartitionKey, list[Batch]]) -> dict[PartitionKey, list[Written]]:
-        """Produce each partition's batches in order, sequences continuing; the target offsets each batch got.
-        The keys are the target's partitions.
+    def produce(self, batches: dict[PartitionKey, list[Batch]]) -> dict[PartitionKey, list[int]]:
+        """Produce each partition's batches in order, sequences continuing; the target base offset each batch got,
+        in the order given (its last is that plus its record count - 1: the offset map). The keys are the target's
+        partitions.
 
         Produce v3+ takes exactly one batch per partition per request (the broker refuses more with
         INVALID_RECORD), so the i-th batch of every partition on a leader goes in that leader's i-th request,
@@ -194,7 +183,7 @@ class BatchWriter:
         seqs: dict[PartitionKey, list[int]] = {}
         for key, bs in batches.items():
             seqs[key], self.sequences[key] = sequences(bs, self.sequences.get(key, 0))
-        out: dict[PartitionKey, list[Written]] = {k: [] for k in batches}
+        out: dict[PartitionKey, list[int]] = {k: [] for k in batches}
         # A broker with no state for this producer on a partition takes a batch of any sequence: if the first
         # batch there were refused (a leader just elected) while the next was taken, the retry of the first would
         # land behind it. So a partition's first batch under this producer id goes alone; after it, the broker
@@ -206,7 +195,7 @@ class BatchWriter:
         return out
 
     def _deliver(self, batches: dict[PartitionKey, list[Batch]], seqs: dict[PartitionKey, list[int]],
-                 out: dict[PartitionKey, list[Written]], upto: dict[PartitionKey, int]) -> None:
+                 out: dict[PartitionKey, list[int]], upto: dict[PartitionKey, int]) -> None:
         """Attempts until each partition in `upto` has its first `upto[key]` batches acknowledged."""
         deadline, backoff = time.monotonic() + self.delivery_timeout_ms / 1000, 0.05
         while pending := [k for k, n in upto.items() if len(out[k]) < n]:
@@ -233,7 +222,7 @@ class BatchWriter:
             backoff = min(backoff * 2, 1.0)
 
     def _attempt(self, pending: list[PartitionKey], batches: dict[PartitionKey, list[Batch]],
-                 seqs: dict[PartitionKey, list[int]], out: dict[PartitionKey, list[Written]],
+                 seqs: dict[PartitionKey, list[int]], out: dict[PartitionKey, list[int]],
                  upto: dict[PartitionKey, int]) -> WireError | None:
         """Send every pending partition's unacknowledged batches once, through each leader's window; the first
         retriable error, or None when every batch was acknowledged. Other errors raise."""
@@ -300,7 +289,7 @@ class BatchWriter:
         st.next_round += 1
 
     def _receive_round(self, st: _Leader, batches: dict[PartitionKey, list[Batch]],
-                       out: dict[PartitionKey, list[Written]]) -> None:
+                       out: dict[PartitionKey, list[int]]) -> None:
         keys = st.in_flight[0]
         try:
             version = st.conn.version(protocol.API_PRODUCE, protocol.PRODUCE_VERSIONS, "Produce")
@@ -327,9 +316,7 @@ class BatchWriter:
                 continue
             if key in st.refused:
                 continue  # behind a refused batch of its partition: sent again, answered as a duplicate then
-            done = out[key]
-            b = batches[key][len(done)]
-            done.append(Written(b.base_offset, base_offset, b.record_count))
+            out[key].append(base_offset)
             self._confirmed.add(key)
 
     def _coordinated(self, api: int, request: Callable[[int, int, str], bytearray],

@@ -6,7 +6,6 @@ per-batch steps."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
 
 from .batches import COMPRESSION_MASK, Batch
 
@@ -16,11 +15,6 @@ try:
     from ._merge import tally as _tally_in_c
 except ImportError:  # built without a compiler
     _first_in_c = _sequences_in_c = _tally_in_c = None
-
-
-class Landed(Protocol):
-    """Where a batch landed (batchwriter.Written)."""
-    target_base_offset: int
 
 
 Tally = tuple[int, int, int, int, int, int]
@@ -59,15 +53,15 @@ def sequences_by_python(batches: Sequence[Batch], first: int) -> tuple[list[int]
     return out, seq
 
 
-def tally(batches: Sequence[Batch], written: Sequence[Landed], timestamps: list[int], ts_min: int) -> Tally:
-    """What acknowledged batches (`written[i]`: where batch i landed) add to their share; every record's timestamp
+def tally(batches: Sequence[Batch], written: Sequence[int], timestamps: list[int], ts_min: int) -> Tally:
+    """What acknowledged batches (`written[i]`: the target base offset batch i got) add to their share; every record's timestamp
     (its batch's max) is appended to `timestamps`, and `ts_min` carried through each batch's first timestamp."""
     if _tally_in_c is not None:
         return _tally_in_c(batches, written, timestamps, ts_min)
     return tally_by_python(batches, written, timestamps, ts_min)
 
 
-def tally_by_python(batches: Sequence[Batch], written: Sequence[Landed], timestamps: list[int],
+def tally_by_python(batches: Sequence[Batch], written: Sequence[int], timestamps: list[int],
                     ts_min: int) -> Tally:
     if len(batches) != len(written):
         raise ValueError("batches and written differ in length")
@@ -82,6 +76,6 @@ def tally_by_python(batches: Sequence[Batch], written: Sequence[Landed], timesta
         if ts_min < 0 or b.base_timestamp < ts_min:
             ts_min = b.base_timestamp
         if first < 0:
-            first = w.target_base_offset
-        last = w.target_base_offset + n - 1
+            first = w
+        last = w + n - 1
     return records, nbytes, ts_sum, ts_min, first, last
