@@ -33,6 +33,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                    help="comma list of the record sizes mirrored, each in its own runs: b1k (1 KiB), b100 (100 B), "
                         "b1k-lz4 (1 KiB on topics whose batches the preload compressed with lz4); "
                         "all are preloaded either way; default %(default)s")
+    p.add_argument("--sizes-of", action="append", default=[], metavar="CONTENDER=SIZES",
+                   help="limit one contender's throughput runs to some of --sizes, e.g. ceiling=b1k or "
+                        "mm2=b1k+b100 (repeatable); the others run every size")
     p.add_argument("--parallelism", type=int, default=min(4, os.cpu_count() or 2),
                    help="MM2 tasks.max and sparkmirror lanes; default min(4, cores) = %(default)s")
     p.add_argument("--partitions-per-topic", type=int, default=4)
@@ -99,6 +102,20 @@ def pick_sizes(layout: data.Layout, spec: str) -> list[data.Layout]:
         raise SystemExit(f"--sizes: {e}") from None
 
 
+def sizes_by_contender(specs: list[str], names: list[str], sizes: list[data.Layout]) -> dict[str, set[str]]:
+    """--sizes-of: contender name -> the size labels it runs (every size of --sizes for a contender not named)."""
+    labels = [s.label for s in sizes]
+    out = {n: set(labels) for n in names}
+    for spec in specs:
+        name, _, wanted = spec.partition("=")
+        picked = {w.strip() for w in wanted.split("+") if w.strip()}
+        if name not in out or not picked or not picked <= set(labels):
+            raise SystemExit(f"--sizes-of {spec!r}: needs CONTENDER=SIZE[+SIZE] with a contender of "
+                             f"--contenders {names} and sizes of --sizes {labels}")
+        out[name] = picked
+    return out
+
+
 def _terminate(signum, _frame):  # noqa: ANN001
     raise SystemExit(128 + signum)
 
@@ -115,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     layout = data.Layout(args.records, args.partitions_per_topic, args.topics_per_size,
                          records_by_label=(("b100", args.records_100b),))
     sizes = pick_sizes(layout, args.sizes)
+    runs_sizes = sizes_by_contender(args.sizes_of, [c.name for c in mirrors] + (["ceiling"] if with_ceiling else []),
+                                    sizes)
     args.work.mkdir(parents=True, exist_ok=True)
     work = args.work / time.strftime("run-%Y%m%d-%H%M%S", time.gmtime())
     env = Env(work, broker_heap=args.broker_heap)
@@ -158,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
             k = rep % len(order) if order else 0
             for size in sizes:
                 for c in order[k:] + order[:k]:
+                    if size.label not in runs_sizes[c if c == "ceiling" else c.name]:
+                        continue
                     if c == "ceiling":
                         say(f"ceiling {size.size_name} #{rep} ...")
                         record(run_ceiling(env, size, rep, args.timeout))

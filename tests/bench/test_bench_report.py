@@ -11,7 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 from bench import data, report
-from bench.cli import pick_sizes
+from bench.cli import pick_sizes, sizes_by_contender
 from bench.runenv import RunResult
 
 KIB, B100 = "1 KiB", "100 B"
@@ -52,6 +52,16 @@ def test_sizes_option_picks_layouts_in_the_order_given() -> None:
         pick_sizes(full, "b1k,huge")
     with pytest.raises(SystemExit):
         pick_sizes(full, ",")
+
+
+def test_sizes_of_limits_only_the_contenders_it_names() -> None:
+    sizes = pick_sizes(data.Layout(10), "b1k,b100")
+    names = ["sparkmirror-eos-batches", "mm2", "ceiling"]
+    assert sizes_by_contender(["ceiling=b100", "mm2=b1k+b100"], names, sizes) == {
+        "sparkmirror-eos-batches": {"b1k", "b100"}, "mm2": {"b1k", "b100"}, "ceiling": {"b100"}}
+    for bad in ("pipe=b1k", "ceiling=b1k-lz4", "ceiling=", "ceiling"):  # not running, not a size asked for, none
+        with pytest.raises(SystemExit):
+            sizes_by_contender([bad], names, sizes)
 
 
 def _run(contender: str, size: str, rep: int, rate: float, *, kind: str = "throughput", ok: bool = True,

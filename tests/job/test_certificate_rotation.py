@@ -14,6 +14,7 @@ partition: 0 missing, 0 duplicated, in order; the longest stall of the committed
 """
 from __future__ import annotations
 
+import re
 import socket
 import ssl
 import time
@@ -36,8 +37,9 @@ from .conftest import wait_for
 pytestmark = [pytest.mark.kafka, pytest.mark.minutes(6.5)]
 
 PARTS = 3
+LANES = 2
 SANS = ["DNS:localhost", "IP:127.0.0.1"]  # the broker's names: Kafka refuses a new keystore whose names differ
-SETTLE_S = 15.0  # a file change to every client of the job made again: a 5 s credentials check, a 5 s epoch
+HOLDERS = ("the services' clients", "the topic sync's clients")  # the driver's, made again on a file change
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +97,7 @@ def test_certificates_rotated_while_mirroring(tls_kafka, job, tmp_path, figure, 
                                    "keyFile": secret.path("tls.key")}}
 
     cfg = FlowGroupConfig.model_validate({
-        "name": unique_name(f"tlsrot-{copy_path}"), "lanes": 2, "epochSeconds": 5, "commitIntervalMs": 100,
+        "name": unique_name(f"tlsrot-{copy_path}"), "lanes": LANES, "epochSeconds": 5, "commitIntervalMs": 100,
         "transactionTimeoutMs": 20000, "progressTopic": unique_name("progress"), "copy": copy_path,
         "clusters": [entry("x"), entry("y")],
         "mirrors": [{"name": "x-to-y", "source": "x", "target": "y", "topics": src, "emitCheckpoints": False,
@@ -115,11 +117,28 @@ def test_certificates_rotated_while_mirroring(tls_kafka, job, tmp_path, figure, 
             assert alive(), "the job ended: " + jp.log()[-3000:]
             time.sleep(0.5)
 
+    def copying_anew(since_ms: int, what: str, driver_changes: int = 0) -> None:
+        """Until every lane began an epoch planned after `since_ms` (clients made from the files then, if they
+        changed) and the driver made its clients again for each of `driver_changes` file changes (5 s checks),
+        then until copying moved: waited for, not a fixed 10-15 s a step; the job alive all along."""
+        def made_again() -> bool:
+            assert alive(), "the job ended: " + jp.log()[-3000:]
+            log = jp.log()
+            lanes = {tid for tid, epoch in re.findall(r"lane (\S+): epoch (\d+) starts in worker", log)
+                     if int(epoch) > since_ms}
+            return len(lanes) == LANES and all(log.count(f"changed: making {h} again") >= driver_changes
+                                               for h in HOLDERS)
+
+        wait_for(made_again, 90, f"every client of the job made again after the {what}")
+        t = time.monotonic()
+        wait_for(lambda: progress.moved_after(t) is not None or not alive(), 60, f"copying after the {what}")
+
     with progress.sampling():  # the committed end every second, from before the rotations to after them
         watch(10)
         baseline = progress.longest_still(0.0)  # epoch boundaries and all, before anything is rotated
         listener = k.bootstrap_of("MTLS")
         steps: dict[str, float] = {}
+        file_changes = 0
 
         def broker_keystore(issued: Issued, what: str, truststore: Path | None = None) -> None:
             props = {"listener.name.mtls.ssl.keystore.location": str(issued.keystore)}
@@ -128,12 +147,14 @@ def test_certificates_rotated_while_mirroring(tls_kafka, job, tmp_path, figure, 
             k.alter_broker_config(props)  # a JVM starting on this small machine: seconds, before the broker changes
             steps[what] = time.monotonic()
             wait_for(lambda: served_certificate(listener) == der(issued), 60, f"the listener serving the {what}")
-            watch(10)
+            copying_anew(int(time.time() * 1000), what)  # an epoch boundary past the change, copying on
 
         def client_files(issued: Issued, what: str, ca: bytes) -> None:
-            steps[what] = time.monotonic()
+            nonlocal file_changes
+            steps[what], since_ms = time.monotonic(), int(time.time() * 1000)
             secret.update({"ca.crt": ca, "tls.crt": issued.cert.read_bytes(), "tls.key": issued.key.read_bytes()})
-            watch(SETTLE_S)
+            file_changes += 1
+            copying_anew(since_ms, what, file_changes)
 
         # 1. a new key from the same CA: the broker's, then the job's
         broker_keystore(ca1.issue("broker-tlsrot-2", "localhost", SANS), "broker certificate, same CA")

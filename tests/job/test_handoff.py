@@ -13,6 +13,7 @@ from sparkmirror.resource.flowgroup import CopyPath, FlowGroupConfig, Worker
 from sparkmirror.runner.local import LocalRun
 from sparkmirror_dev.testing import NumberedProducer, check_numbered, count_records
 
+from .committed import committed_end
 from .conftest import wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.minutes(2.0)]
@@ -63,7 +64,12 @@ def test_handoffs_while_copying_lose_and_repeat_nothing(kafka_a, kafka_b, topic,
             assert done, f"{what}: no handoff planned"
             handoffs += [(what, d) for d in done]
             assert not run.failures(), run.failures()
-            time.sleep(4)  # copy a while in the new generation
+            # the new generation (the old lanes are fenced by now) copies both topics before the next handoff:
+            # waited for, where a fixed 4 s each let it copy without looking
+            ends = {t: committed_end(kafka_b.bootstrap, f"a.{t}") for t in (t1, t2)}
+            wait_for(lambda: all(committed_end(kafka_b.bootstrap, f"a.{t}") > n for t, n in ends.items()), 60,
+                     f"{what}: the new generation copying")
+            assert not run.failures(), run.failures()
         sent = [p.stop() for p in producers]
         for t, n in zip((t1, t2), sent):
             wait_for(lambda: count_records(kafka_b.bootstrap, f"a.{t}", 20) >= 3 * n, 180, f"a.{t} to catch up")
