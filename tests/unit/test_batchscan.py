@@ -240,7 +240,8 @@ def _patched(raw: bytes, at: int, fmt: str, value: int) -> bytes:
 
 LOG_APPEND = _patched(REAL[0], 21, ">h", struct.unpack_from(">h", REAL[0], 21)[0] | 0x08)
 GAPPED = _patched(REAL[1], 23, ">i", struct.unpack_from(">i", REAL[1], 23)[0] + 3)  # lastOffsetDelta past the count
-KINDS = [*REAL, CONTROL_BATCH, LOG_APPEND, GAPPED, old_message(7, 0), old_message(8, 1)]
+HIGH_MAGIC = REAL[2][:16] + b"\x82" + REAL[2][17:]  # magic 0x82: -126 as the header's signed field reads it, an old one
+KINDS = [*REAL, CONTROL_BATCH, LOG_APPEND, GAPPED, HIGH_MAGIC, old_message(7, 0), old_message(8, 1)]
 
 
 def _batches(rng: random.Random, kinds: list[bytes]) -> list[B.Batch]:

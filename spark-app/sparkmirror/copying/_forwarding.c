@@ -85,7 +85,7 @@ PyObject *forwarding_first_not_as_is(PyObject *self, PyObject *const *args, Py_s
             return NULL;
         }
         int attributes = be16(h + ATTRIBUTES_AT);
-        if (len < 61 || h[MAGIC_AT] < 2 || (attributes & LOG_APPEND_TIME) ||
+        if (len < 61 || (int8_t)h[MAGIC_AT] < 2 || (attributes & LOG_APPEND_TIME) ||
             (int64_t)be32(h + LAST_DELTA_AT) + 1 != (int64_t)be32(h + COUNT_AT) ||
             (below > 0 && !(attributes & COMPRESSION_MASK) && len < below))
             found = i;

@@ -149,7 +149,7 @@ class BatchTarget(TargetWriter):
     def _planned(self, f: Fetched, limit: int, key: PartitionKey) -> list[Planned] | list[Batch]:
         """The plan of a mirror without transforms: merged, rebuilt or as it is, batch by batch."""
         rest = f.batches
-        if rest[0].base_offset >= f.fetch_offset and first_not_as_is(rest, COALESCE_BELOW) < 0:
+        if rest and rest[0].base_offset >= f.fetch_offset and first_not_as_is(rest, COALESCE_BELOW) < 0:
             self.forwarded += len(rest)
             return rest
         out: list[Planned] = []

@@ -316,7 +316,10 @@ class BatchWriter:
                 continue
             if key in st.refused:
                 continue  # behind a refused batch of its partition: sent again, answered as a duplicate then
-            out[key].append(base_offset)
+            done = out[key]
+            if len(done) >= len(batches[key]):  # an answer for a batch never sent: the connection is out of step
+                raise WireError(kerrors.CorrelationIdError, f"Produce {topic}[{partition}]: more answers than batches")
+            done.append(base_offset)
             self._confirmed.add(key)
 
     def _coordinated(self, api: int, request: Callable[[int, int, str], bytearray],
