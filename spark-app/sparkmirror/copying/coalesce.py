@@ -46,11 +46,11 @@ _GROWTH = 4
 """Bytes a record may grow by when merged: its offset and timestamp deltas are larger varints in a longer batch."""
 
 
-def mergeable(batch: Batch, why: Unforwardable | None) -> bool:
-    """A batch that goes as it is (`why`, its `unforwardable()`, is None), uncompressed and small: merged with its
-    neighbours. The reason is the caller's, so a batch's is worked out once."""
+def mergeable(batch: Batch, why: Unforwardable | None, below: int = COALESCE_BELOW) -> bool:
+    """A batch that goes as it is (`why`, its `unforwardable()`, is None), uncompressed and smaller than `below`:
+    merged with its neighbours. The reason is the caller's, so a batch's is worked out once."""
     # the attribute bits, not `batch.codec`: making the Codec enum member cost 0.8 us a batch
-    return why is None and batch.attributes & COMPRESSION_MASK == 0 and len(batch.raw) < COALESCE_BELOW
+    return why is None and batch.attributes & COMPRESSION_MASK == 0 and len(batch.raw) < below
 
 
 Run = tuple[list[Batch], Unforwardable | None]

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .batches import COMPRESSION_MASK, Batch
+from .batches import Batch
+from .coalesce import mergeable
 
 try:
     from ._merge import first_not_as_is as _first_in_c
@@ -32,8 +33,8 @@ def first_not_as_is(batches: Sequence[Batch], merge_below: int = 0) -> int:
 
 def first_not_as_is_by_python(batches: Sequence[Batch], merge_below: int = 0) -> int:
     for i, b in enumerate(batches):
-        if b.unforwardable() is not None or (
-                merge_below and not b.attributes & COMPRESSION_MASK and len(b.raw) < merge_below):
+        why = b.unforwardable()
+        if why is not None or (merge_below and mergeable(b, why, merge_below)):
             return i
     return -1
 
@@ -54,8 +55,9 @@ def sequences_by_python(batches: Sequence[Batch], first: int) -> tuple[list[int]
 
 
 def tally(batches: Sequence[Batch], written: Sequence[int], timestamps: list[int], ts_min: int) -> Tally:
-    """What acknowledged batches (`written[i]`: the target base offset batch i got) add to their share; every record's timestamp
-    (its batch's max) is appended to `timestamps`, and `ts_min` carried through each batch's first timestamp."""
+    """What acknowledged batches (`written[i]`: the target base offset batch i got) add to their share; every
+    record's timestamp (its batch's max) is appended to `timestamps`, and `ts_min` carried through each batch's
+    first timestamp."""
     if _tally_in_c is not None:
         return _tally_in_c(batches, written, timestamps, ts_min)
     return tally_by_python(batches, written, timestamps, ts_min)
