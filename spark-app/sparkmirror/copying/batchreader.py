@@ -156,7 +156,7 @@ class BatchReader:
         refresh, self._stale = self._stale, False
         for node, conn, version in sent:
             try:
-                error, parts = protocol.parse_fetch(conn.receive(), version)
+                error, parts = conn.answer(protocol.parse_fetch, version)
                 check(error, "Fetch")
             except WireError as e:
                 if not e.retriable:

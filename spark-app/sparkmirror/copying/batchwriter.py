@@ -293,7 +293,7 @@ class BatchWriter:
         keys = st.in_flight[0]
         try:
             version = st.conn.version(protocol.API_PRODUCE, protocol.PRODUCE_VERSIONS, "Produce")
-            answered = protocol.parse_produce(st.conn.receive(small=True), version)
+            answered = st.conn.answer(protocol.parse_produce, version, small=True)
         except WireError as e:
             if not e.retriable:
                 raise
@@ -339,7 +339,7 @@ class BatchWriter:
                 correlation = conn.next_id()
                 conn.send(request(version, correlation, conn.client_id), correlation,
                           version >= protocol.TXN_FLEXIBLE)
-                answer(conn.receive(small=True), version)
+                conn.answer(answer, version, small=True)
                 return
             except WireError as e:
                 if not e.retriable or time.monotonic() + backoff > deadline:

@@ -6,9 +6,9 @@ Why not kafka-python's connections: they run on an IO thread behind futures, tim
 copy each response frame through a parser's buffer; a lane needs none of it, since its one thread sends a
 round of requests and then waits for their answers. TLS is `ssl` with kafka-python's context builder (the same
 files and hostname check as the rare requests' connections); SASL is kafka-python's mechanisms (PLAIN,
-SCRAM-SHA-256/512, OAUTHBEARER, ...) over SaslHandshake v1 / SaslAuthenticate v1. A socket error or timeout
-closes the connection and raises a retriable `WireError` (`KafkaConnectionError`): every request in flight on it
-is unanswered, and the caller decides what to send again. A refusal (an error code or TLS handshake failure of a
+SCRAM-SHA-256/512, OAUTHBEARER, ...) over SaslHandshake v1 / SaslAuthenticate v1. A socket error or timeout,
+or an answer that does not parse (`answer`), closes the connection and raises a retriable `WireError`
+(`KafkaConnectionError`): every request in flight on it is unanswered, and the caller decides what to send again. A refusal (an error code or TLS handshake failure of a
 `faultkind` kind) is a `WireError` with that kind, never retriable.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ import ssl
 import struct
 import sys
 from collections import deque
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import kafka.errors as kerrors
 from kafka.net.sasl import get_sasl_mechanism
@@ -27,6 +27,8 @@ from kafka.net.transport import KafkaSSLTransport
 
 from ..faultkind import Kind, of_broker_code, of_tls_reason
 from . import protocol
+
+T = TypeVar("T")
 
 _SIZE = struct.Struct(">i")
 _CORRELATION = struct.Struct(">i")
@@ -180,6 +182,19 @@ class BrokerConnection:
     def _call(self, buf: bytearray) -> memoryview:
         self.send(buf, correlation_id=self._ids, flexible_response=False)
         return self.receive()
+
+    def answer(self, parse: Callable[[memoryview, int], T], version: int, small: bool = False) -> T:
+        """The oldest unanswered request's response (`receive`), read by `parse` for `version`. One that does not
+        parse (`ProtocolError`) closes the connection, as a reset would: the answers behind it on the stream are
+        not to be believed either, and what was in flight is the caller's to send again (a retriable
+        `WireError`, so a broker that keeps answering so ends the call at the caller's deadline, named)."""
+        body = self.receive(small)
+        try:
+            return parse(body, version)
+        except protocol.ProtocolError as e:
+            self.close()
+            raise WireError(kerrors.KafkaConnectionError,
+                            f"{self.host}:{self.port} sent an answer that does not parse: {e}") from e
 
     def _broken(self, e: BaseException, doing: str) -> WireError:
         self.close()
