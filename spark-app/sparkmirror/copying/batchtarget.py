@@ -49,6 +49,14 @@ def _source_first(plan: list[Planned] | list[Batch]) -> int:
     return plan[0].base_offset if _as_they_are(plan) else plan[0][1]  # type: ignore[union-attr,index]
 
 
+def _refused_offset(plan: list[Planned] | list[Batch], batch: int) -> int:
+    """The source offset where the `batch`-th batch written of a partition's plan starts (the writer's count of
+    what it sent; a planned entry the transforms emptied was not sent), the plan's first when not known."""
+    sent = [b.base_offset for b in plan] if _as_they_are(plan) else [  # type: ignore[union-attr]
+        first for b, first, _, _, _ in plan if b is not None]  # type: ignore[misc]
+    return sent[batch] if 0 <= batch < len(sent) else _source_first(plan)
+
+
 class BatchTarget(TargetWriter):
     """The lane's connections to its target, its commit protocol, and the open interval they write. Batches
     raise where they fail; only at-least-once's progress fence reports through callbacks (targetwriter.py)."""
@@ -278,12 +286,14 @@ class BatchTarget(TargetWriter):
         self._abort()
         cause = e.__cause__
         if isinstance(cause, WireError) and issubclass(cause.error, TOO_LARGE):
-            key = next(iter(plan))
-            target = self.ctx.route.get(key, "?")
+            route = self.ctx.route
+            key = next((k for k in plan if (route.get(k), k[1]) == cause.partition), next(iter(plan)))
+            target = route.get(key, "?")
             limit = self.max_bytes.get(target)
             mirror = self.ctx.mirror
             raise CopyError(f"mirror {mirror.name!r}: the target refused the record batch at source "
-                            f"{mirror.source}/{key[0]} partition {key[1]} offset {_source_first(plan[key])} -> "
+                            f"{mirror.source}/{key[0]} partition {key[1]} offset "
+                            f"{_refused_offset(plan[key], cause.batch)} -> "
                             f"{mirror.target}/{target}: {cause}" +
                             (f" (target topic max.message.bytes={limit})" if limit else "") +
                             "; the transaction was aborted and nothing after the last commit was skipped") from e

@@ -307,7 +307,7 @@ class BatchWriter:
             key = (topic, partition)
             if error_code:
                 e = WireError(kerrors.for_code(error_code), f"Produce {topic}[{partition}]" +
-                              (f" ({error_message})" if error_message else ""))
+                              (f" ({error_message})" if error_message else ""), partition=key, batch=len(out[key]))
                 behind = key in st.refused and e.error.__name__ == "OutOfOrderSequenceNumberError"
                 if not (e.retriable or behind):
                     raise e

@@ -50,8 +50,12 @@ class WireError(RuntimeError):
     class for the code, `kind` whether the cluster refuses the mirror (`faultkind`: by the error's protocol
     code, or for a TLS handshake by OpenSSL's reason) or not (`Kind.TRANSIENT`). A refusal is never retriable."""
 
-    def __init__(self, error: type[kerrors.KafkaError], what: str, kind: Kind | None = None) -> None:
+    def __init__(self, error: type[kerrors.KafkaError], what: str, kind: Kind | None = None, *,
+                 partition: tuple[str, int] | None = None, batch: int = -1) -> None:
         self.kind = kind if kind is not None else of_broker_code(getattr(error, "errno", None) or 0)
+        # a Produce error's partition, and which of the batches `produce` was given for it (0-based): a refusal
+        # names the source record it came from
+        self.partition, self.batch = partition, batch
         # a broker's error by Kafka's own name (TOPIC_AUTHORIZATION_FAILED, as the record path's librdkafka and the
         # broker's docs say it), a client-side one (a broken connection) by kafka-python's class
         name = getattr(error, "message", None) or error.__name__
