@@ -12,6 +12,8 @@ its own (a fresh interpreter, so no contender inherits another's clients or warm
   records, commits every `commitIntervalMs`, default 100 ms), confluent-kafka/librdkafka underneath;
 - `batches-lane`: the product's batch path, the same lane (`BatchLaneCopy`, `copy: batches`) without Spark: what the
   lane's parts (ledger, shares, committer, progress records) add to the bare `batches` loop;
+- `batches-lane-alo`: the same lane at-least-once (an idempotent producer on the wire, progress through a
+  librdkafka fence in the committer's thread): what the transactions cost, the mirror and the target broker;
 - `records-loop`: the least a record path does for the same promise: a read_committed confluent-kafka
   consumer and a transactional producer, a commit every 100 ms, no progress records;
 - `batches`: `BatchReader` -> `BatchWriter` on the hand-written wire layer (`copying/protocol.py`,
@@ -46,7 +48,8 @@ from .gitstate import git, uncommitted
 
 REPO = Path(__file__).resolve().parent.parent
 WORK = REPO / "bench" / "work" / "batchcost"
-COMMIT_MS = 100
+COMMIT_MS = int(os.environ.get("BATCHCOST_COMMIT_MS", "100"))
+"""Every contender's commit interval (`--commit-interval-ms`, handed to the children in the environment)."""
 
 
 def preload(bootstrap: str, topic: str, n: int, size: int, partitions: int, batch_kib: int = 16,
@@ -179,7 +182,7 @@ def run_loop(source: str, target: str, topic: str, dest: str, partitions: int, n
 
 
 def run_lane(source: str, target: str, topic: str, dest: str, partitions: int, n: int,
-             copy: str = "records") -> dict[str, Any]:
+             copy: str = "records", delivery: str = "exactly-once") -> dict[str, Any]:
     from sparkmirror.copying import lane_copy, run_epoch
     from sparkmirror.copying.workerproc import freeze_long_lived
     from sparkmirror.lanes import plan_lanes
@@ -188,7 +191,7 @@ def run_lane(source: str, target: str, topic: str, dest: str, partitions: int, n
 
     progress = f"batchcost-progress-{os.getpid()}"
     cfg = FlowGroupConfig.model_validate({
-        "name": f"batchcost-{os.getpid()}", "delivery": "exactly-once", "lanes": 1, "epochSeconds": 600,
+        "name": f"batchcost-{os.getpid()}", "delivery": delivery, "lanes": 1, "epochSeconds": 600,
         "commitIntervalMs": COMMIT_MS, "progressTopic": progress, "copy": copy,
         "clusters": [{"alias": lane_alias(dest, topic), "bootstrapServers": source},
                      {"alias": "b", "bootstrapServers": target}],
@@ -223,6 +226,10 @@ def run_batches_lane(source: str, target: str, topic: str, dest: str, partitions
     return run_lane(source, target, topic, dest, partitions, n, copy="batches")
 
 
+def run_batches_lane_alo(source: str, target: str, topic: str, dest: str, partitions: int, n: int) -> dict[str, Any]:
+    return run_lane(source, target, topic, dest, partitions, n, copy="batches", delivery="at-least-once")
+
+
 def run_batches_coalesced(source: str, target: str, topic: str, dest: str, partitions: int, n: int) -> dict:
     return run_batches(source, target, topic, dest, partitions, n, coalesced=True)
 
@@ -233,7 +240,8 @@ def lane_alias(dest: str, topic: str) -> str:
     return dest[:-len(topic) - 1]
 
 
-CONTENDERS = {"records-lane": run_lane, "batches-lane": run_batches_lane, "records-loop": run_loop,
+CONTENDERS = {"records-lane": run_lane, "batches-lane": run_batches_lane, "batches-lane-alo": run_batches_lane_alo,
+              "records-loop": run_loop,
               "batches": run_batches,
               "batches-coalesced": run_batches_coalesced}
 BEFORE = "7489faf"
@@ -322,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", type=int, default=1024, help="value bytes a record")
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--contenders", default=",".join([*CONTENDERS, f"batches@{BEFORE}"]),
-                    help="records-lane, batches-lane (LaneCopy on either path, no Spark), records-loop, batches, "
+                    help="records-lane, batches-lane (LaneCopy on either path, no Spark), batches-lane-alo (at-least-once), records-loop, batches, "
                          "batches@REV (the batch path of commit REV)")
     ap.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"],
                     help="the preload's compression.type: compressed batches are forwarded one by one (never merged)")
@@ -333,10 +341,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--source-batch-kib", type=int, default=16,
                     help="the preload's batch.size (a stock Java producer's 16 KiB by default): how the cost of a "
                          "copied batch depends on its size, on the mirror and on the target broker")
+    ap.add_argument("--commit-interval-ms", type=int, default=COMMIT_MS,
+                    help="every contender's commit interval (the lanes' commitIntervalMs); default 100")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "batchcost.json")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--child-args", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    os.environ["BATCHCOST_COMMIT_MS"] = str(a.commit_interval_ms)  # the children's COMMIT_MS
     if a.child:
         print("RESULT " + json.dumps(CONTENDERS[a.child](*json.loads(a.child_args))), flush=True)
         return 0
@@ -391,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
                "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                "records": a.records, "record_value_bytes": a.size, "partitions": a.partitions,
                "source_batches": n_batches, "source_batch_kib": round(n_bytes / n_batches / 1024, 2),
-               "records_per_batch": round(a.records / n_batches, 2), "compression": a.compression, "values": a.values, "commit_interval_ms": COMMIT_MS,
+               "records_per_batch": round(a.records / n_batches, 2), "compression": a.compression, "values": a.values, "commit_interval_ms": a.commit_interval_ms,
                "cpus": os.cpu_count(), "load_avg_1m_at_end": os.getloadavg()[0], "contenders": results}
         a.out.parent.mkdir(parents=True, exist_ok=True)
         a.out.write_text(json.dumps(doc, indent=2) + "\n")
