@@ -117,7 +117,7 @@ def _stop_cleaning(bootstrap: str, topic: str) -> None:
     pytest.fail("the source topic kept changing after its compaction was turned off")
 
 
-def test_batches_drop_aborted_transactions_and_rebuild_what_cannot_go(kafka_a, kafka_b, topic, flowgroup):
+def test_batches_drop_aborted_transactions_and_rebuild_what_cannot_go(kafka_a, kafka_b, topic, flowgroup, figure):
     txn = topic(kafka_a, 2)
     compacted = f"{txn}-compacted"
     appended = f"{txn}-appendtime"
@@ -149,6 +149,20 @@ def test_batches_drop_aborted_transactions_and_rebuild_what_cannot_go(kafka_a, k
     # LogAppendTime: the target keeps the source's append times (as CreateTime), it does not stamp its own
     assert all(r.timestamp != 1_600_000_000_000 for r in read_topic(kafka_b.bootstrap, f"a.{appended}")[0])
 
+    # the fallback share of each kind of topic, for the run's figures: source batches that went as they were
+    # against those rebuilt or merged (a merge counts every source batch it took)
+    kinds = {txn: "transactions (uncompressed + lz4)", compacted: "compacted, with offset gaps",
+             appended: "LogAppendTime, gzip"}
+    for src, kind in kinds.items():
+        as_is = sum(s.batches for s in summaries if s.source_topic == src)
+        why: dict[str, int] = {}
+        for s in summaries:
+            if s.source_topic == src:
+                for reason, k in s.rebuilt.items():
+                    why[reason] = why.get(reason, 0) + k
+        total = as_is + sum(why.values())
+        figure(f"fallback {kind}", f"{as_is} of {total} source batches went as they were, "
+               f"{sum(why.values())} rebuilt or merged {dict(sorted(why.items()))}")
     rebuilt: dict[str, int] = {}
     batches = 0
     for s in summaries:

@@ -4,8 +4,10 @@ unacknowledged batches again under their own sequences, and the coordinator requ
 partition by sequence number on the target, read_committed: 0 missing, 0 duplicated, in order."""
 from __future__ import annotations
 
+import re
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 from confluent_kafka import Producer
@@ -167,17 +169,25 @@ def test_answers_that_do_not_parse_are_asked_again_on_a_new_connection(kafka_a, 
     _preload(kafka_a.bootstrap, topic, per_part)
     ends = end_offsets(kafka_a.bootstrap, topic)
 
-    def cut_once(parse, calls: list[int], at: int):
-        def cut(body, version):
+    def cut(parse, calls: list[int], keep: dict[int, Callable[[int], int]]):
+        """`parse` with the answers whose number is in `keep` cut to `keep[number](their length)` bytes."""
+        def parsed(body, version):
             calls.append(1)
-            return parse(body[:len(body) // 2] if len(calls) == at else body, version)
-        return cut
+            how = keep.get(len(calls))
+            return parse(body if how is None else body[:how(len(body))], version)
+        return parsed
 
     fetches: list[int] = []
     produces: list[int] = []
-    monkeypatch.setattr(batchreader.protocol, "parse_fetch", cut_once(batchreader.protocol.parse_fetch, fetches, 2))
-    monkeypatch.setattr(batchwriter.protocol, "parse_produce",
-                        cut_once(batchwriter.protocol.parse_produce, produces, 3))
+    commits: list[int] = []
+    # a Fetch answer cut inside its records (a field past the end), another inside its header (a fixed-size
+    # field cut short), a Produce answer cut in half (the C reader), an EndTxn answer cut to 3 bytes
+    half: Callable[[int], int] = lambda n: n // 2  # noqa: E731
+    monkeypatch.setattr(batchreader.protocol, "parse_fetch",
+                        cut(batchreader.protocol.parse_fetch, fetches, {2: half, 5: lambda n: 6}))
+    monkeypatch.setattr(batchwriter.protocol, "parse_produce", cut(batchwriter.protocol.parse_produce, produces, {3: half}))
+    monkeypatch.setattr(batchwriter.protocol, "parse_end_txn",
+                        cut(batchwriter.protocol.parse_end_txn, commits, {1: lambda n: 3}))
     source, sink = Wire({"bootstrap.servers": kafka_a.bootstrap}), Wire({"bootstrap.servers": kafka_b.bootstrap})
     try:
         writer = BatchWriter(sink, unique_name("lane"), delivery_timeout_ms=60_000)
@@ -190,14 +200,39 @@ def test_answers_that_do_not_parse_are_asked_again_on_a_new_connection(kafka_a, 
             got = reader.fetch()
             writer.produce({k: f.batches for k, f in got.items()})
             closed += [c for conns in before for c in conns.values() if c.closed]
+            if len(produces) > 6 and not commits:
+                writer.commit()  # the first EndTxn's answer is cut: asked again
         writer.commit()
     finally:
         source.close()
         sink.close()
-    assert len(fetches) > 2 and len(produces) > 3, "the cut answers were never reached"
+    assert len(fetches) > 10 and len(produces) > 3 and len(commits) > 2, "the cut answers were never reached"
     assert writer.retries >= 1
-    assert len(closed) >= 2, "a connection that carried an answer that does not parse was kept"
+    assert len(closed) >= 4, "a connection that carried an answer that does not parse was kept"
     got = read_topic(kafka_b.bootstrap, topic)
     for part in range(PARTS):
         seqs = [int(r.value.split(b":")[1]) for r in got[part]]
         assert seqs == list(range(per_part)), f"partition {part}: {len(seqs)} records, not 0..{per_part - 1}"
+
+
+def test_a_broker_whose_fetch_answers_never_parse_ends_the_read_naming_it(kafka_a, monkeypatch) -> None:
+    """One answer that does not parse is asked again; `MALFORMED_TRIES` in a row from one broker stop the read
+    with a non-retriable error naming the cluster and the broker (the lane's `wire_talk` makes it a `CopyError`),
+    not a lane that fetches forever and copies nothing."""
+    from sparkmirror.copying import batchreader
+
+    topic = create_topic(kafka_a.bootstrap, unique_name("garbled"), PARTS)
+    _preload(kafka_a.bootstrap, topic, 10)
+    parse = batchreader.protocol.parse_fetch
+    monkeypatch.setattr(batchreader.protocol, "parse_fetch", lambda body, version: parse(body[:9], version))
+    source = Wire({"bootstrap.servers": kafka_a.bootstrap})
+    try:
+        reader = BatchReader(source)
+        reader.assign({(topic, q): 0 for q in range(PARTS)})
+        for _ in range(batchreader.MALFORMED_TRIES - 1):
+            assert reader.fetch() == {}
+        with pytest.raises(batchreader.WireError, match="3 Fetch answers in a row that do not parse") as e:
+            reader.fetch()
+        assert not e.value.retriable and re.search(r"source cluster, broker \d+: ", str(e.value)), str(e.value)
+    finally:
+        source.close()

@@ -10,28 +10,37 @@ A corrupt batch ends the partition's read at it and is fetched again; `CORRUPT_T
 same corrupt batch end the mirror with `CorruptBatch`, naming cluster, partition and offset.
 
 Leader moves (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, ...) and broken connections refresh the leaders and
-fetch again next call; OFFSET_OUT_OF_RANGE is a `SourceGapError` as on the record path; other errors raise
+fetch again next call, as does an answer that does not parse (its connection closed), up to `MALFORMED_TRIES` in a
+row from one broker; OFFSET_OUT_OF_RANGE is a `SourceGapError` as on the record path; other errors raise
 `WireError`. Requests and responses are `protocol`'s, on `Wire.connection`s: a response is received into one
 buffer and every batch is a view of it, so nothing is copied until the writer appends a batch to its Produce
 request. `send` and `receive` apart let a lane have the next Fetch under way while it produces the last one.
 """
 from __future__ import annotations
 
+import logging
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+import kafka.errors as kerrors
+
 from ..wire.cluster import Leader, Wire
-from ..wire.connection import BrokerConnection, WireError, check
+from ..wire.connection import BrokerConnection, MalformedAnswer, WireError, check
 from . import protocol
 from .batches import CONTROL, HEADER_SIZE, TRANSACTIONAL, Batch, scan
 from .errors import CorruptBatch, SourceGapError
+
+log = logging.getLogger(__name__)
 
 PartitionKey = tuple[str, int]
 READ_COMMITTED = 1
 _REFRESH = {"NotLeaderForPartitionError", "NotLeaderOrFollowerError", "FencedLeaderEpochError",
             "UnknownLeaderEpochError", "LeaderNotAvailableError", "ReplicaNotAvailableError",
             "KafkaStorageError", "UnknownTopicOrPartitionError", "OffsetNotAvailableError"}
+MALFORMED_TRIES = 3
+"""Fetch answers in a row from one broker that do not parse before the mirror stops, naming it: one garbled on the
+way is gone at the next Fetch, on a new connection; a broker that answers every Fetch so is not going to change."""
 CORRUPT_TRIES = 3
 """Fetches of one batch that each find it corrupt before the mirror stops: a corruption on the way is gone at the
 next fetch, one in the source's log stays."""
@@ -94,6 +103,7 @@ class BatchReader:
         self._sent: list[tuple[int, BrokerConnection, int]] = []  # Fetches under way: (node, connection, version)
         self._stale = False  # a connection broke while sending: refresh the leaders at the next receive
         self._corrupt: dict[PartitionKey, tuple[int, int]] = {}  # partition -> (corrupt batch's offset, fetches)
+        self._malformed: dict[int, int] = {}  # broker -> answers in a row that did not parse
 
     def assign(self, positions: dict[PartitionKey, int]) -> None:
         self._drain()
@@ -157,7 +167,17 @@ class BatchReader:
         for node, conn, version in sent:
             try:
                 error, parts = conn.answer(protocol.parse_fetch, version)
+                self._malformed.pop(node, None)
                 check(error, "Fetch")
+            except MalformedAnswer as e:
+                times = self._malformed[node] = self._malformed.get(node, 0) + 1
+                if times >= MALFORMED_TRIES:
+                    raise WireError(kerrors.KafkaProtocolError, f"{self.cluster} cluster, broker {node}: {times} "
+                                    f"Fetch answers in a row that do not parse, the last: {e}") from e
+                log.warning("%s cluster, broker %d: %s; fetching again on a new connection", self.cluster, node, e)
+                self.wire.drop(node)
+                refresh = True
+                continue
             except WireError as e:
                 if not e.retriable:
                     raise

@@ -50,7 +50,7 @@ class _Leader:
     first: dict[PartitionKey, int]  # each partition's first unacknowledged batch
     upto: dict[PartitionKey, int]  # how many of each partition's batches this delivery sends
     next_round: int = 0
-    in_flight: deque[list[PartitionKey]] = field(default_factory=deque)
+    in_flight: deque[tuple[int, list[PartitionKey]]] = field(default_factory=deque)  # (round, its partitions)
     failed: WireError | None = None  # the attempt on this leader ended: nothing more is sent to it
     refused: set[PartitionKey] = field(default_factory=set)  # partitions with a batch refused this attempt
 
@@ -253,7 +253,7 @@ class BatchWriter:
                     # woken once for the first answers of the window, not once an answer: every wake-up costs
                     # the copy thread more than reading an answer does
                     st.conn.wait(sum(protocol.produce_answer_floor(len(keys))
-                                     for keys in list(st.in_flight)[:WAKE_FOR]))
+                                     for _, keys in list(st.in_flight)[:WAKE_FOR]))
                     self._receive_round(st, batches, out)
                     while st.in_flight and st.conn.ready():
                         self._receive_round(st, batches, out)
@@ -285,12 +285,12 @@ class BatchWriter:
             st.failed = e
             st.in_flight.clear()
             return
-        st.in_flight.append(keys)
+        st.in_flight.append((r, keys))
         st.next_round += 1
 
     def _receive_round(self, st: _Leader, batches: dict[PartitionKey, list[Batch]],
                        out: dict[PartitionKey, list[int]]) -> None:
-        keys = st.in_flight[0]
+        r, keys = st.in_flight[0]
         try:
             version = st.conn.version(protocol.API_PRODUCE, protocol.PRODUCE_VERSIONS, "Produce")
             answered = st.conn.answer(protocol.parse_produce, version, small=True)
@@ -307,7 +307,7 @@ class BatchWriter:
             key = (topic, partition)
             if error_code:
                 e = WireError(kerrors.for_code(error_code), f"Produce {topic}[{partition}]" +
-                              (f" ({error_message})" if error_message else ""), partition=key, batch=len(out[key]))
+                              (f" ({error_message})" if error_message else ""), partition=key, batch=st.first[key] + r)
                 behind = key in st.refused and e.error.__name__ == "OutOfOrderSequenceNumberError"
                 if not (e.retriable or behind):
                     raise e

@@ -67,6 +67,17 @@ class WireError(RuntimeError):
         return not self.kind.refused and bool(getattr(self.error, "retriable", False))
 
 
+MALFORMED = (protocol.ProtocolError, struct.error, IndexError, UnicodeDecodeError)
+"""What reading an answer that does not parse raises: `ProtocolError` (a field past the end, the C readers),
+`struct.error` (a fixed-size field cut short), `IndexError` (a varint cut short), `UnicodeDecodeError` (a string
+that is not UTF-8)."""
+
+
+class MalformedAnswer(WireError):
+    """An answer that does not parse: its connection was closed (retriable, as a reset is). A caller that would
+    ask the same broker again at once counts them, so one that keeps answering so ends with its name."""
+
+
 def tls_kind(e: BaseException) -> Kind:
     """TLS when `e` is a handshake OpenSSL refused (this side's check of the certificate, or an alert the peer
     sent: `faultkind.TLS_REFUSING`), else transient (a reset, a handshake cut short by a restart)."""
@@ -189,16 +200,19 @@ class BrokerConnection:
 
     def answer(self, parse: Callable[[memoryview, int], T], version: int, small: bool = False) -> T:
         """The oldest unanswered request's response (`receive`), read by `parse` for `version`. One that does not
-        parse (`ProtocolError`) closes the connection, as a reset would: the answers behind it on the stream are
+        parse (`MALFORMED`) closes the connection, as a reset would: the answers behind it on the stream are
         not to be believed either, and what was in flight is the caller's to send again (a retriable
-        `WireError`, so a broker that keeps answering so ends the call at the caller's deadline, named)."""
+        `MalformedAnswer`: the writer's retries end at its delivery deadline, the reader's after `MALFORMED_TRIES`)."""
         body = self.receive(small)
         try:
             return parse(body, version)
-        except protocol.ProtocolError as e:
-            self.close()
-            raise WireError(kerrors.KafkaConnectionError,
-                            f"{self.host}:{self.port} sent an answer that does not parse: {e}") from e
+        except MALFORMED as e:
+            raise self._malformed(e) from e
+
+    def _malformed(self, e: BaseException) -> MalformedAnswer:
+        self.close()
+        return MalformedAnswer(kerrors.KafkaConnectionError,
+                               f"{self.host}:{self.port} sent an answer that does not parse: {e!r}")
 
     def _broken(self, e: BaseException, doing: str) -> WireError:
         self.close()
@@ -325,5 +339,8 @@ class BrokerConnection:
             self.close()
             raise WireError(kerrors.CorrelationIdError, f"{self.host}:{self.port} answered {got}, not {correlation_id}")
         cursor = protocol.Cursor(view, flexible, 4)
-        cursor.tags()
+        try:
+            cursor.tags()
+        except MALFORMED as e:
+            raise self._malformed(e) from e
         return view[cursor.pos:]
