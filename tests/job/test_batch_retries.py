@@ -44,6 +44,17 @@ def _preload(bootstrap: str, topic: str, per_part: int) -> None:
     assert p.flush(60) == 0
 
 
+def _copier(source: Wire, sink: Wire, topic: str, partition_max_bytes: int,
+            delivery_timeout_ms: int = 120_000) -> tuple[BatchWriter, BatchReader]:
+    """A lane's two ends without the lane: a transactional writer, initialized, and a reader of every partition of
+    `topic` from offset 0."""
+    writer = BatchWriter(sink, unique_name("lane"), delivery_timeout_ms=delivery_timeout_ms)
+    writer.init()
+    reader = BatchReader(source, partition_max_bytes=partition_max_bytes)
+    reader.assign({(topic, q): 0 for q in range(PARTS)})
+    return writer, reader
+
+
 def test_a_target_broker_killed_mid_write_loses_and_duplicates_nothing(kafka_a, tmp_path) -> None:
     target = KafkaCluster(unique_name("restarted"), tmp_path / "target").start()
     try:
@@ -55,10 +66,7 @@ def test_a_target_broker_killed_mid_write_loses_and_duplicates_nothing(kafka_a, 
         source, sink = Wire({"bootstrap.servers": kafka_a.bootstrap}), Wire({"bootstrap.servers": target.bootstrap})
         killer: threading.Thread | None = None
         try:
-            writer = BatchWriter(sink, unique_name("lane"), delivery_timeout_ms=120_000)
-            writer.init()
-            reader = BatchReader(source, partition_max_bytes=128 << 10)  # many rounds: the kill lands mid-copy
-            reader.assign({(topic, q): 0 for q in range(PARTS)})
+            writer, reader = _copier(source, sink, topic, 128 << 10)  # many rounds: the kill lands mid-copy
             rounds = copied = 0
             mapped: dict[int, list[tuple[int, int, int]]] = {q: [] for q in range(PARTS)}
             deadline = time.monotonic() + 150
@@ -115,10 +123,7 @@ def test_the_transaction_coordinators_broker_killed_mid_transaction(kafka_a, tmp
         ends = end_offsets(kafka_a.bootstrap, topic)
         source, sink = Wire({"bootstrap.servers": kafka_a.bootstrap}), Wire({"bootstrap.servers": target.bootstrap})
         try:
-            writer = BatchWriter(sink, unique_name("lane"), delivery_timeout_ms=120_000)
-            writer.init()
-            reader = BatchReader(source, partition_max_bytes=16 << 10)
-            reader.assign({(topic, q): 0 for q in range(PARTS)})
+            writer, reader = _copier(source, sink, topic, 16 << 10)
             killed, rounds = None, 0
             while any(reader.positions[(topic, q)] < ends[q] for q in range(PARTS)):
                 got = reader.fetch()
@@ -190,10 +195,7 @@ def test_answers_that_do_not_parse_are_asked_again_on_a_new_connection(kafka_a, 
                         cut(batchwriter.protocol.parse_end_txn, commits, {1: lambda n: 3}))
     source, sink = Wire({"bootstrap.servers": kafka_a.bootstrap}), Wire({"bootstrap.servers": kafka_b.bootstrap})
     try:
-        writer = BatchWriter(sink, unique_name("lane"), delivery_timeout_ms=60_000)
-        writer.init()
-        reader = BatchReader(source, partition_max_bytes=32 << 10)
-        reader.assign({(topic, q): 0 for q in range(PARTS)})
+        writer, reader = _copier(source, sink, topic, 32 << 10, delivery_timeout_ms=60_000)
         closed = []
         while any(reader.positions[(topic, q)] < ends[q] for q in range(PARTS)):
             before = dict(sink._conns), dict(source._conns)
