@@ -330,8 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", type=int, default=1024, help="value bytes a record")
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--contenders", default=",".join([*CONTENDERS, f"batches@{BEFORE}"]),
-                    help="records-lane, batches-lane (LaneCopy on either path, no Spark), batches-lane-alo (at-least-once), records-loop, batches, "
-                         "batches@REV (the batch path of commit REV)")
+                    help="records-lane, batches-lane (LaneCopy on either path, no Spark), batches-lane-alo "
+                         "(at-least-once), records-loop, batches, batches@REV (the batch path of commit REV)")
     ap.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"],
                     help="the preload's compression.type: compressed batches are forwarded one by one (never merged)")
     ap.add_argument("--values", default="same", choices=["same", "distinct", "half"],
@@ -402,7 +402,8 @@ def main(argv: list[str] | None = None) -> int:
                "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                "records": a.records, "record_value_bytes": a.size, "partitions": a.partitions,
                "source_batches": n_batches, "source_batch_kib": round(n_bytes / n_batches / 1024, 2),
-               "records_per_batch": round(a.records / n_batches, 2), "compression": a.compression, "values": a.values, "commit_interval_ms": a.commit_interval_ms,
+               "records_per_batch": round(a.records / n_batches, 2), "compression": a.compression, "values": a.values,
+               "commit_interval_ms": a.commit_interval_ms,
                "cpus": os.cpu_count(), "load_avg_1m_at_end": os.getloadavg()[0], "contenders": results}
         a.out.parent.mkdir(parents=True, exist_ok=True)
         a.out.write_text(json.dumps(doc, indent=2) + "\n")

@@ -14,6 +14,7 @@ import kafka.errors as kerrors
 from confluent_kafka import KafkaException
 
 from .batchcommit import BatchAtLeastOnce, BatchExactlyOnce, BatchProtocol
+from .batchwriter import PartitionRefused
 from .batches import Batch, BatchFormatError, Unforwardable
 from .batchreader import Fetched
 from .coalesce import COALESCE_BELOW, COALESCE_INTO, merge, runs
@@ -28,7 +29,6 @@ from .transformbatch import TRANSFORMED, transform_batch
 from .txnholder import taken_over
 from ..transforms import TransformFailed, compiled
 from ..wire.cluster import Wire
-from ..wire.connection import WireError
 from .wiretalk import wire_talk
 
 log = logging.getLogger(__name__)
@@ -285,7 +285,7 @@ class BatchTarget(TargetWriter):
         """A refusal names what was refused; the open interval is given up first."""
         self._abort()
         cause = e.__cause__
-        if isinstance(cause, WireError) and issubclass(cause.error, TOO_LARGE):
+        if isinstance(cause, PartitionRefused) and issubclass(cause.error, TOO_LARGE):
             route = self.ctx.route
             key = next((k for k in plan if (route.get(k), k[1]) == cause.partition), next(iter(plan)))
             target = route.get(key, "?")

@@ -55,6 +55,15 @@ class _Leader:
     refused: set[PartitionKey] = field(default_factory=set)  # partitions with a batch refused this attempt
 
 
+class PartitionRefused(WireError):
+    """A Produce error of one partition's batch: which partition (on the target) and which of the batches
+    `produce` was given for it (0-based), so a refusal can name the source record it came from."""
+
+    def __init__(self, error: type[kerrors.KafkaError], what: str, partition: PartitionKey, batch: int) -> None:
+        super().__init__(error, what)
+        self.partition, self.batch = partition, batch
+
+
 class CommitOutcomeUnknown(WireError):
     """An EndTxn commit refused while the id is still this lane's (txnholder.py): fenced by the coordinator's own
     abort of a timed-out transaction, or answered with an error that neither fences nor is retriable. Waited out
@@ -306,8 +315,8 @@ class BatchWriter:
         for topic, partition, error_code, base_offset, error_message in answered:
             key = (topic, partition)
             if error_code:
-                e = WireError(kerrors.for_code(error_code), f"Produce {topic}[{partition}]" +
-                              (f" ({error_message})" if error_message else ""), partition=key, batch=st.first[key] + r)
+                e = PartitionRefused(kerrors.for_code(error_code), f"Produce {topic}[{partition}]" +
+                                     (f" ({error_message})" if error_message else ""), key, st.first[key] + r)
                 behind = key in st.refused and e.error.__name__ == "OutOfOrderSequenceNumberError"
                 if not (e.retriable or behind):
                     raise e

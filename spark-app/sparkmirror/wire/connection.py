@@ -8,8 +8,9 @@ round of requests and then waits for their answers. TLS is `ssl` with kafka-pyth
 files and hostname check as the rare requests' connections); SASL is kafka-python's mechanisms (PLAIN,
 SCRAM-SHA-256/512, OAUTHBEARER, ...) over SaslHandshake v1 / SaslAuthenticate v1. A socket error or timeout,
 or an answer that does not parse (`answer`), closes the connection and raises a retriable `WireError`
-(`KafkaConnectionError`): every request in flight on it is unanswered, and the caller decides what to send again. A refusal (an error code or TLS handshake failure of a
-`faultkind` kind) is a `WireError` with that kind, never retriable.
+(`KafkaConnectionError`): every request in flight on it is unanswered, and the caller decides what to send
+again. A refusal (an error code or TLS handshake failure of a `faultkind` kind) is a `WireError` with that kind,
+never retriable.
 """
 from __future__ import annotations
 
@@ -50,12 +51,8 @@ class WireError(RuntimeError):
     class for the code, `kind` whether the cluster refuses the mirror (`faultkind`: by the error's protocol
     code, or for a TLS handshake by OpenSSL's reason) or not (`Kind.TRANSIENT`). A refusal is never retriable."""
 
-    def __init__(self, error: type[kerrors.KafkaError], what: str, kind: Kind | None = None, *,
-                 partition: tuple[str, int] | None = None, batch: int = -1) -> None:
+    def __init__(self, error: type[kerrors.KafkaError], what: str, kind: Kind | None = None) -> None:
         self.kind = kind if kind is not None else of_broker_code(getattr(error, "errno", None) or 0)
-        # a Produce error's partition, and which of the batches `produce` was given for it (0-based): a refusal
-        # names the source record it came from
-        self.partition, self.batch = partition, batch
         # a broker's error by Kafka's own name (TOPIC_AUTHORIZATION_FAILED, as the record path's librdkafka and the
         # broker's docs say it), a client-side one (a broken connection) by kafka-python's class
         name = getattr(error, "message", None) or error.__name__
